@@ -1,0 +1,47 @@
+# Two commands do all the set-up on a fresh machine:
+#   make demo   local Kafka + the service (SQLite) + a demo PySpark job whose lag goes to zero
+#   make test   virtualenv, jars, lint, type checks and the whole test suite
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: test demo lint typecheck venv jars system-deps kafka-start kafka-stop clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[spark,dev,postgres]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+system-deps:
+	scripts/install-system-deps.sh
+
+jars: venv system-deps
+	scripts/fetch-jars.sh kafka >/dev/null
+	scripts/fetch-jars.sh spark $(PY) >/dev/null
+
+lint: venv
+	$(VENV)/bin/ruff check service jobs migrations tests bench scripts
+	$(VENV)/bin/ruff format --check service jobs migrations tests bench scripts
+
+typecheck: venv
+	$(VENV)/bin/mypy --strict service jobs
+
+test: jars lint typecheck
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+demo: jars
+	$(PY) -m jobs.demo
+
+kafka-start: jars
+	scripts/local-kafka.sh start
+
+kafka-stop:
+	scripts/local-kafka.sh stop
+
+clean:
+	-scripts/local-kafka.sh stop
+	rm -rf $(VENV) .local .mypy_cache .ruff_cache .pytest_cache

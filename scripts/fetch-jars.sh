@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Fetch jars from Maven Central into .local/jars (cached; a second run is a no-op).
+#
+#   scripts/fetch-jars.sh kafka           the Apache Kafka broker (for local-kafka.sh)
+#   scripts/fetch-jars.sh spark [PYTHON]  Spark's Kafka connector for the pyspark that
+#                                         PYTHON (default .venv/bin/python) has installed
+#
+# Prints the folder that holds the jars.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+jars_root=${SIDECAR_JARS_DIR:-$root/.local/jars}
+settings=$root/scripts/maven/settings.xml
+
+fetch() {  # fetch POM_DIR OUT_DIR [maven -D args...]
+  local pom_dir=$1 out=$2
+  shift 2
+  if [ -f "$out/.complete" ]; then
+    echo "$out"
+    return
+  fi
+  rm -rf "$out.partial"
+  mkdir -p "$out.partial"
+  echo "fetching $(basename "$out") jars from Maven Central..." >&2
+  mvn -B -q -Dstyle.color=never -s "$settings" -f "$pom_dir/pom.xml" "$@" \
+    dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$out.partial" >&2
+  touch "$out.partial/.complete"
+  rm -rf "$out"
+  mv "$out.partial" "$out"
+  echo "$out"
+}
+
+case "${1:-}" in
+  kafka)
+    fetch "$root/scripts/maven/kafka-broker" "$jars_root/kafka-broker"
+    ;;
+  spark)
+    python=${2:-$root/.venv/bin/python}
+    pyspark_dir=$("$python" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')
+    version=$("$python" -c 'import pyspark; print(pyspark.__version__)')
+    out="$jars_root/spark-kafka-$version"
+    if [ ! -f "$out/.complete" ]; then
+      fetch "$root/scripts/maven/spark-kafka" "$out" "-Dspark.version=$version" >/dev/null
+      # Keep only what pyspark does not ship already: two copies of a class on the
+      # driver's classpath is how linkage errors start.
+      for jar in "$out"/*.jar; do
+        artifact=$(basename "$jar" | sed -E 's/-[0-9][^-]*\.jar$//')
+        if compgen -G "$pyspark_dir/jars/$artifact-[0-9]*.jar" >/dev/null; then
+          rm "$jar"
+        fi
+      done
+    fi
+    echo "$out"
+    ;;
+  *)
+    echo "usage: $0 kafka | spark [PYTHON]" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Debian packages the tests and the demo use, installed when missing:
+#   kcat   a real Kafka client (librdkafka) to check what the broker holds
+# Java 17+ and Maven must already be there (they fetch and run the Kafka and Spark jars).
+set -euo pipefail
+missing=()
+command -v java >/dev/null || { echo "java (17 or newer) is required" >&2; exit 1; }
+command -v mvn >/dev/null || missing+=(maven)
+command -v kcat >/dev/null || missing+=(kcat)
+[ ${#missing[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" -ne 0 ] && ! command -v sudo >/dev/null; then
+  echo "please install these Debian packages: ${missing[*]}" >&2
+  exit 1
+fi
+sudo_cmd=()
+[ "$(id -u)" -ne 0 ] && sudo_cmd=(sudo)
+echo "installing Debian packages: ${missing[*]}" >&2
+"${sudo_cmd[@]}" apt-get update -qq
+DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null

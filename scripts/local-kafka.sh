@@ -1,0 +1,185 @@
+#!/usr/bin/env bash
+# A real single-node Apache Kafka (KRaft, broker+controller in one JVM) on 127.0.0.1.
+#
+#   scripts/local-kafka.sh start    start it (idempotent), wait until it answers
+#                                   metadata requests, print the bootstrap address
+#   scripts/local-kafka.sh stop     stop the broker that this state folder started
+#   scripts/local-kafka.sh status   say whether it runs; exit 0 if it answers, else 3
+#
+# Environment:
+#   LOCAL_KAFKA_PORT  client port (default 9092); the controller takes another free port
+#   LOCAL_KAFKA_DIR   state folder (default .local/kafka): config, data, log, pid
+#   LOCAL_KAFKA_HEAP  JVM heap (default 512m)
+#
+# Jars come from Maven Central on first use (scripts/fetch-jars.sh kafka) and are cached.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+port=${LOCAL_KAFKA_PORT:-9092}
+dir=${LOCAL_KAFKA_DIR:-$root/.local/kafka}
+case "$dir" in /*) ;; *) dir="$root/$dir" ;; esac
+heap=${LOCAL_KAFKA_HEAP:-512m}
+bootstrap="127.0.0.1:$port"
+config="$dir/server.properties"
+pidfile="$dir/kafka.pid"
+logfile="$dir/kafka.log"
+probe=(python3 "$root/scripts/kafka_metadata.py" "$bootstrap")
+
+# The pid in our pid file, if that process is alive and is the broker of this folder.
+our_pid() {
+  [ -f "$pidfile" ] || return 1
+  local pid
+  pid=$(cat "$pidfile")
+  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 1
+  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$config" || return 1
+  echo "$pid"
+}
+
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+port_in_use() {
+  python3 - "$1" <<'PY'
+import socket, sys
+s = socket.socket()
+try:
+    s.bind(("127.0.0.1", int(sys.argv[1])))
+except OSError:
+    sys.exit(0)
+sys.exit(1)
+PY
+}
+
+write_config() {
+  local controller_port=$1
+  cat >"$config" <<CONF
+# Written by scripts/local-kafka.sh: a single-node KRaft cluster for local runs and tests.
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:$controller_port
+listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$controller_port
+advertised.listeners=PLAINTEXT://127.0.0.1:$port
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+log.dirs=$dir/data
+num.partitions=1
+auto.create.topics.enable=true
+# One node: every internal topic has one replica; tests want them small and fast.
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+group.initial.rebalance.delay.ms=0
+log.segment.bytes=16777216
+CONF
+}
+
+start() {
+  mkdir -p "$dir"
+  if pid=$(our_pid); then
+    wait_ready "$pid"
+    echo "$bootstrap"
+    return
+  fi
+  if port_in_use "$port"; then
+    if "${probe[@]}" >/dev/null 2>&1; then
+      echo "a Kafka broker that this folder did not start already answers on $bootstrap" >&2
+    else
+      echo "port $port is in use by another program; set LOCAL_KAFKA_PORT" >&2
+    fi
+    exit 1
+  fi
+  local jars
+  jars=$("$root/scripts/fetch-jars.sh" kafka)
+  # Keep the controller port across restarts while it is free; otherwise take a new one.
+  local controller_port=""
+  [ -f "$dir/controller.port" ] && controller_port=$(cat "$dir/controller.port")
+  if [ -z "$controller_port" ] || port_in_use "$controller_port"; then
+    controller_port=$(free_port)
+    echo "$controller_port" >"$dir/controller.port"
+  fi
+  write_config "$controller_port"
+  cat >"$dir/log4j2.properties" <<'CONF'
+status = warn
+appender.out.type = Console
+appender.out.name = out
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = info
+rootLogger.appenderRef.out.ref = out
+logger.kafka.name = kafka
+logger.kafka.level = warn
+logger.apache.name = org.apache.kafka
+logger.apache.level = warn
+CONF
+  local java_cmd=(java "-Xmx$heap" "-Xms128m" -XX:+UseG1GC -Djava.awt.headless=true
+    "-Dlog4j2.configurationFile=$dir/log4j2.properties" -cp "$jars/*")
+  if [ ! -f "$dir/data/meta.properties" ]; then
+    local cluster_id
+    cluster_id=$(python3 -c 'import base64, uuid; print(base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("="))')
+    "${java_cmd[@]}" kafka.tools.StorageTool format -t "$cluster_id" -c "$config" >>"$logfile" 2>&1 \
+      || { echo "formatting $dir/data failed; see $logfile" >&2; exit 1; }
+  fi
+  nohup "${java_cmd[@]}" kafka.Kafka "$config" >>"$logfile" 2>&1 </dev/null &
+  echo $! >"$pidfile"
+  wait_ready "$!"
+  echo "$bootstrap"
+}
+
+wait_ready() {
+  local pid=$1 deadline=$((SECONDS + ${LOCAL_KAFKA_START_TIMEOUT:-90}))
+  until "${probe[@]}" >/dev/null 2>&1; do
+    if ! kill -0 "$pid" 2>/dev/null; then
+      echo "the broker exited while starting; last lines of $logfile:" >&2
+      tail -n 20 "$logfile" >&2
+      exit 1
+    fi
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      echo "the broker did not answer metadata requests on $bootstrap in time; see $logfile" >&2
+      exit 1
+    fi
+    sleep 0.3
+  done
+}
+
+stop() {
+  local pid
+  if ! pid=$(our_pid); then
+    rm -f "$pidfile"
+    echo "no broker started from $dir is running"
+    return
+  fi
+  kill "$pid"
+  for _ in $(seq 1 100); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.2
+  done
+  if kill -0 "$pid" 2>/dev/null; then
+    echo "broker $pid did not stop in 20 s; killing it" >&2
+    kill -9 "$pid"
+  fi
+  rm -f "$pidfile"
+  echo "stopped broker $pid ($bootstrap)"
+}
+
+status() {
+  if pid=$(our_pid) && "${probe[@]}" >/dev/null 2>&1; then
+    echo "running: pid $pid, $bootstrap, state in $dir"
+  elif pid=$(our_pid); then
+    echo "starting or unhealthy: pid $pid, $bootstrap does not answer"
+    exit 3
+  else
+    echo "not running ($dir)"
+    exit 3
+  fi
+}
+
+case "${1:-}" in
+  start) start ;;
+  stop) stop ;;
+  status) status ;;
+  *) echo "usage: $0 start|stop|status" >&2; exit 2 ;;
+esac

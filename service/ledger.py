@@ -1,0 +1,508 @@
+"""The offset ledger: Flink's commit-on-checkpoint protocol for Spark queries.
+
+Pure: standard library only, no asyncio, HTTP, database or Kafka; time comes in as ``now``
+(seconds). Every ``decide_*`` method only reads state and returns a ``Decision`` whose
+changes the caller makes durable before ``apply`` mutates the ledger (see ``changes``).
+
+Per query: pending checkpoints in id order, the last completed id, the one group it owns.
+Per group: the owning query, the *slot* (newest completed offsets not yet committed, like
+Flink's ``AtomicReference``), the commit *in flight*, the committed offsets, counters.
+
+Rules
+  R1 ownership   A query commits to one group; a group belongs to one query. An event that
+                 would break either is CONFLICT and changes nothing.
+  R2 order/bound Pending checkpoints are kept in id order; past ``max_pending`` the oldest
+                 are dropped and counted.
+  R3 stale       An event for an id <= the query's last completed id changes nothing:
+                 DUPLICATE when equal, STALE when older.
+  R4 identity    Snapshotting a pending id again: same offsets -> DUPLICATE; other offsets ->
+                 CONFLICT in the same run, replacement from another run (a restarted run
+                 re-plans the batch).
+  R5 completion  complete(N) of a pending N removes N and every older entry and puts N in
+                 the group's slot; an uncommitted entry there is replaced (counted skipped).
+                 complete(N) of an unknown N changes nothing (counted).
+  R6 in flight   take() hands out the slot only when no commit of the group is in flight and
+                 its retry time has come: at most one commit per group in flight.
+  R7 no rewind   A partition is never committed below its committed offset unless an
+                 operator allowed one rewind; it is held at the committed offset instead.
+  R8 results     Success records the committed offsets. Failure puts the offsets back in
+                 the slot for a retry after backoff (an idle query sends nothing newer), unless
+                 a newer entry is already there, which supersedes them.
+
+A group's commit phase follows from (slot, in flight); the only transitions are:
+
+  phase \\ event   complete        take        success   failure
+  IDLE            READY           -           -         -
+  READY           READY (skip)    IN_FLIGHT   -         -
+  IN_FLIGHT       IN_FLIGHT_NEXT  -           IDLE      READY (after backoff)
+  IN_FLIGHT_NEXT  IN_FLIGHT_NEXT  -           READY     READY (failed one dropped)
+                  (skip)
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from service.changes import (
+    Change,
+    Checkpoint,
+    CheckpointAdded,
+    CheckpointCompleted,
+    CommitFailed,
+    CommitRequest,
+    CommitStarted,
+    CommitSucceeded,
+    Decision,
+    Outcome,
+    QueryRegistered,
+    QueryReleased,
+    RewindAllowed,
+)
+from service.offsets import OffsetMap, TopicPartition, describe
+
+DEFAULT_MAX_PENDING = 100  # Flink's FlinkKafkaConsumerBase.MAX_NUM_PENDING_CHECKPOINTS
+
+
+class GroupPhase(enum.Enum):
+    IDLE = "idle"
+    READY = "ready"
+    IN_FLIGHT = "in_flight"
+    IN_FLIGHT_NEXT = "in_flight_next"
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Retry delay after the n-th consecutive failure: initial * 2**(n-1), capped."""
+
+    initial: float = 0.5
+    maximum: float = 30.0
+
+    def delay(self, failures: int) -> float:
+        return float(min(self.maximum, self.initial * 2.0 ** max(0, failures - 1)))
+
+
+@dataclass
+class QueryState:
+    query_id: str
+    group_id: str
+    registered_at: float
+    pending: dict[int, Checkpoint] = field(default_factory=dict)  # ascending ids
+    last_completed_id: int | None = None
+    last_run_id: str | None = None
+
+
+@dataclass(frozen=True)
+class CommittedOffsets:
+    query_id: str
+    checkpoint_id: int
+    offsets: OffsetMap
+    at: float
+
+
+@dataclass
+class GroupCounters:
+    succeeded: int = 0
+    skipped: int = 0
+    failed: Counter[str] = field(default_factory=Counter)  # by reason
+    events: Counter[str] = field(default_factory=Counter)  # by Outcome value
+    pending_dropped: int = 0
+    held_back: int = 0  # partitions not rewound
+
+
+@dataclass
+class GroupState:
+    group_id: str
+    query_id: str | None = None  # owner; None once released
+    slot: Checkpoint | None = None
+    in_flight: CommitRequest | None = None
+    committed: CommittedOffsets | None = None
+    failures: int = 0  # consecutive, for backoff
+    retry_at: float = 0.0
+    last_failure: str | None = None
+    rewind_allowed: bool = False
+    counters: GroupCounters = field(default_factory=GroupCounters)
+
+    @property
+    def phase(self) -> GroupPhase:
+        if self.in_flight is None:
+            return GroupPhase.IDLE if self.slot is None else GroupPhase.READY
+        return GroupPhase.IN_FLIGHT if self.slot is None else GroupPhase.IN_FLIGHT_NEXT
+
+
+def _nothing(outcome: Outcome, detail: str, **where: Any) -> Decision:
+    return Decision(outcome, detail, **where)
+
+
+class Ledger:
+    def __init__(
+        self,
+        *,
+        max_pending: int = DEFAULT_MAX_PENDING,
+        backoff: Backoff | None = None,
+        queries: Iterable[QueryState] = (),
+        groups: Iterable[GroupState] = (),
+    ) -> None:
+        if max_pending < 1:
+            raise ValueError("max_pending must be at least 1")
+        self.max_pending = max_pending
+        self.backoff = backoff or Backoff()
+        self.queries: dict[str, QueryState] = {q.query_id: q for q in queries}
+        self.groups: dict[str, GroupState] = {g.group_id: g for g in groups}
+        self.unattributed: Counter[str] = Counter()  # outcomes with no known group
+        self._with_slot = {g.group_id for g in self.groups.values() if g.slot is not None}
+
+    # --- decisions on events ------------------------------------------------------------
+
+    def decide_progress(
+        self,
+        query_id: str,
+        group_id: str,
+        run_id: str | None,
+        batch_id: int,
+        offsets: OffsetMap,
+        now: float,
+    ) -> Decision:
+        """A Spark progress event: snapshot and completion of ``batch_id`` at once."""
+        where: dict[str, Any] = {
+            "query_id": query_id,
+            "group_id": group_id,
+            "checkpoint_id": batch_id,
+        }
+        if not offsets:
+            return _nothing(Outcome.IGNORED, "the progress has no Kafka source", **where)
+        claimed = self._claim(query_id, group_id, now)
+        if isinstance(claimed, Decision):
+            return claimed
+        stale = self._stale(query_id, batch_id, where)
+        if stale is not None:
+            return stale
+        checkpoint = Checkpoint(query_id, group_id, batch_id, run_id, dict(offsets), now)
+        return Decision(
+            Outcome.ACCEPTED,
+            f"batch {batch_id} completed; {describe(offsets)} queued for commit",
+            changes=(*claimed, CheckpointCompleted(checkpoint, now)),
+            **where,
+        )
+
+    def decide_snapshot(
+        self,
+        query_id: str,
+        group_id: str,
+        checkpoint_id: int,
+        run_id: str | None,
+        offsets: OffsetMap,
+        now: float,
+    ) -> Decision:
+        """A pending snapshot (Flink ``snapshotState``), to be completed later."""
+        where: dict[str, Any] = {
+            "query_id": query_id,
+            "group_id": group_id,
+            "checkpoint_id": checkpoint_id,
+        }
+        if not offsets:
+            return _nothing(Outcome.IGNORED, "the checkpoint has no offsets", **where)
+        claimed = self._claim(query_id, group_id, now)
+        if isinstance(claimed, Decision):
+            return claimed
+        stale = self._stale(query_id, checkpoint_id, where)
+        if stale is not None:
+            return stale
+        query = self.queries.get(query_id)
+        pending = query.pending if query else {}
+        checkpoint = Checkpoint(query_id, group_id, checkpoint_id, run_id, dict(offsets), now)
+        existing = pending.get(checkpoint_id)
+        if existing is not None:
+            if existing.offsets == checkpoint.offsets:
+                return _nothing(
+                    Outcome.DUPLICATE, f"checkpoint {checkpoint_id} is already pending", **where
+                )
+            if existing.run_id == run_id:
+                return _nothing(
+                    Outcome.CONFLICT,
+                    f"checkpoint {checkpoint_id} is already pending with other offsets "
+                    f"({describe(existing.offsets)}) from the same run",
+                    **where,
+                )
+            added = CheckpointAdded(checkpoint, dropped=(checkpoint_id,))
+            detail = f"checkpoint {checkpoint_id} of run {existing.run_id} replaced"
+        else:
+            overflow = len(pending) + 1 - self.max_pending
+            dropped = tuple(sorted(pending)[:overflow]) if overflow > 0 else ()
+            added = CheckpointAdded(checkpoint, dropped=dropped)
+            detail = f"checkpoint {checkpoint_id} pending"
+            if dropped:
+                detail += f"; oldest pending {list(dropped)} dropped (at most {self.max_pending})"
+        return Decision(Outcome.ACCEPTED, detail, changes=(*claimed, added), **where)
+
+    def decide_complete(self, query_id: str, checkpoint_id: int, now: float) -> Decision:
+        """Flink ``notifyCheckpointComplete(checkpoint_id)``."""
+        query = self.queries.get(query_id)
+        if query is None:
+            return _nothing(
+                Outcome.UNKNOWN_QUERY,
+                f"no query {query_id} is known",
+                query_id=query_id,
+                checkpoint_id=checkpoint_id,
+            )
+        where: dict[str, Any] = {
+            "query_id": query_id,
+            "group_id": query.group_id,
+            "checkpoint_id": checkpoint_id,
+        }
+        stale = self._stale(query_id, checkpoint_id, where)
+        if stale is not None:
+            return stale
+        checkpoint = query.pending.get(checkpoint_id)
+        if checkpoint is None:
+            return _nothing(
+                Outcome.UNKNOWN_CHECKPOINT,
+                f"checkpoint {checkpoint_id} is not pending (pending: {list(query.pending)})",
+                **where,
+            )
+        return Decision(
+            Outcome.ACCEPTED,
+            f"checkpoint {checkpoint_id} completed; {describe(checkpoint.offsets)} queued",
+            changes=(CheckpointCompleted(checkpoint, now),),
+            **where,
+        )
+
+    def decide_release(self, query_id: str) -> Decision:
+        query = self.queries.get(query_id)
+        if query is None:
+            return _nothing(Outcome.UNKNOWN_QUERY, f"no query {query_id} is known")
+        return Decision(
+            Outcome.ACCEPTED,
+            f"query {query_id} forgotten; group {query.group_id} is free",
+            query_id=query_id,
+            group_id=query.group_id,
+            changes=(QueryReleased(query_id, query.group_id),),
+        )
+
+    def decide_allow_rewind(self, group_id: str) -> Decision:
+        if group_id not in self.groups:
+            return _nothing(Outcome.UNKNOWN_QUERY, f"no group {group_id} is known")
+        return Decision(
+            Outcome.ACCEPTED,
+            f"the next commit of {group_id} may move partitions backwards",
+            group_id=group_id,
+            changes=(RewindAllowed(group_id),),
+        )
+
+    def _claim(self, query_id: str, group_id: str, now: float) -> Decision | tuple[Change, ...]:
+        """R1: the registration to add, or the CONFLICT that refuses the event."""
+        where: dict[str, Any] = {"query_id": query_id, "group_id": group_id}
+        query = self.queries.get(query_id)
+        if query is not None and query.group_id != group_id:
+            return _nothing(
+                Outcome.CONFLICT,
+                f"query {query_id} commits to group {query.group_id!r}, not {group_id!r}; "
+                "release the query first to move it",
+                **where,
+            )
+        group = self.groups.get(group_id)
+        if group is not None and group.query_id not in (None, query_id):
+            return _nothing(
+                Outcome.CONFLICT,
+                f"group {group_id!r} belongs to query {group.query_id}; two queries on one "
+                "group would overwrite each other's offsets",
+                **where,
+            )
+        return () if query is not None else (QueryRegistered(query_id, group_id, now),)
+
+    def _stale(self, query_id: str, checkpoint_id: int, where: dict[str, Any]) -> Decision | None:
+        """R3."""
+        query = self.queries.get(query_id)
+        last = query.last_completed_id if query else None
+        if last is None or checkpoint_id > last:
+            return None
+        if checkpoint_id == last:
+            return _nothing(Outcome.DUPLICATE, f"checkpoint {last} was already completed", **where)
+        return _nothing(
+            Outcome.STALE,
+            f"checkpoint {checkpoint_id} is older than completed checkpoint {last}",
+            **where,
+        )
+
+    # --- decisions of the committer -----------------------------------------------------
+
+    def ready_groups(self, now: float) -> list[str]:
+        """Groups whose slot may be taken now (R6)."""
+        return [
+            g
+            for g in self._with_slot
+            if self.groups[g].in_flight is None and self.groups[g].retry_at <= now
+        ]
+
+    def next_retry_at(self) -> float | None:
+        waiting = [
+            self.groups[g].retry_at for g in self._with_slot if self.groups[g].in_flight is None
+        ]
+        return min(waiting, default=None)
+
+    def decide_take(self, group_id: str, now: float) -> Decision | None:
+        """The commit of ``group_id``'s slot, or None if R6 says not now."""
+        group = self.groups.get(group_id)
+        if group is None or group.slot is None or group.in_flight is not None:
+            return None
+        if now < group.retry_at:
+            return None
+        slot = group.slot
+        offsets = dict(slot.offsets)
+        held_back: list[TopicPartition] = []
+        if group.committed is not None and not group.rewind_allowed:
+            for tp, offset in slot.offsets.items():
+                committed = group.committed.offsets.get(tp)
+                if committed is not None and offset < committed:
+                    offsets[tp] = committed
+                    held_back.append(tp)
+        request = CommitRequest(
+            slot,
+            offsets,
+            attempt=group.failures + 1,
+            held_back=tuple(held_back),
+            rewind=group.rewind_allowed,
+        )
+        return Decision(
+            Outcome.ACCEPTED,
+            f"committing checkpoint {slot.checkpoint_id}",
+            query_id=slot.query_id,
+            group_id=group_id,
+            checkpoint_id=slot.checkpoint_id,
+            changes=(CommitStarted(request),),
+        )
+
+    def decide_commit_result(
+        self, request: CommitRequest, now: float, failure: str | None = None
+    ) -> Decision:
+        """R8: ``failure`` is None for success, else a short reason."""
+        where: dict[str, Any] = {
+            "query_id": request.query_id,
+            "group_id": request.group_id,
+            "checkpoint_id": request.checkpoint_id,
+        }
+        if failure is None:
+            change: Change = CommitSucceeded(request, now)
+            detail = f"committed {describe(request.offsets)}"
+        else:
+            retry_at = now + self.backoff.delay(request.attempt)
+            change = CommitFailed(request, failure, now, retry_at)
+            detail = f"commit failed ({failure})"
+        return Decision(Outcome.ACCEPTED, detail, changes=(change,), **where)
+
+    # --- applying ----------------------------------------------------------------------
+
+    def apply(self, decision: Decision) -> None:
+        for change in decision.changes:
+            _APPLY[type(change)](self, change)
+        group = self.groups.get(decision.group_id or "")
+        if group is not None:
+            group.counters.events[decision.outcome.value] += 1
+        else:
+            self.unattributed[decision.outcome.value] += 1
+
+    def _registered(self, change: QueryRegistered) -> None:
+        self.queries[change.query_id] = QueryState(change.query_id, change.group_id, change.at)
+        group = self.groups.setdefault(change.group_id, GroupState(change.group_id))
+        group.query_id = change.query_id
+
+    def _added(self, change: CheckpointAdded) -> None:
+        checkpoint = change.checkpoint
+        query = self.queries[checkpoint.query_id]
+        for dropped in change.dropped:
+            query.pending.pop(dropped, None)
+            if dropped != checkpoint.checkpoint_id:
+                self.groups[query.group_id].counters.pending_dropped += 1
+        newest = max(query.pending, default=-1)
+        query.pending[checkpoint.checkpoint_id] = checkpoint
+        if checkpoint.checkpoint_id < newest:  # R2: keep ascending ids
+            query.pending = dict(sorted(query.pending.items()))
+
+    def _completed(self, change: CheckpointCompleted) -> None:
+        checkpoint = change.checkpoint
+        query = self.queries[checkpoint.query_id]
+        for older in [i for i in query.pending if i <= checkpoint.checkpoint_id]:
+            del query.pending[older]
+        query.last_completed_id = checkpoint.checkpoint_id
+        query.last_run_id = checkpoint.run_id
+        group = self.groups[checkpoint.group_id]
+        if group.slot is not None:
+            group.counters.skipped += 1  # Flink: "Skipping commit of previous offsets"
+        group.slot = checkpoint
+        group.failures = 0
+        group.retry_at = 0.0
+        self._with_slot.add(group.group_id)
+
+    def _commit_started(self, change: CommitStarted) -> None:
+        group = self.groups[change.request.group_id]
+        group.in_flight = change.request
+        group.slot = None
+        group.rewind_allowed = False
+        group.counters.held_back += len(change.request.held_back)
+        self._with_slot.discard(group.group_id)
+
+    def _commit_succeeded(self, change: CommitSucceeded) -> None:
+        request = change.request
+        group = self.groups[request.group_id]
+        if group.in_flight == request:
+            group.in_flight = None
+        previous = group.committed
+        merged = dict(previous.offsets) if previous is not None else {}
+        merged.update(request.offsets)
+        group.committed = CommittedOffsets(
+            request.query_id, request.checkpoint_id, merged, change.at
+        )
+        group.failures = 0
+        group.last_failure = None
+        group.counters.succeeded += 1
+
+    def _commit_failed(self, change: CommitFailed) -> None:
+        request = change.request
+        group = self.groups[request.group_id]
+        if group.in_flight == request:
+            group.in_flight = None
+        group.counters.failed[change.reason] += 1
+        group.last_failure = change.reason
+        owner_unchanged = group.query_id == request.query_id
+        if group.slot is None and owner_unchanged:  # R8: nothing newer, retry these
+            group.slot = request.checkpoint
+            group.failures = request.attempt
+            group.retry_at = change.retry_at
+            group.rewind_allowed = group.rewind_allowed or request.rewind
+            self._with_slot.add(group.group_id)
+
+    def _released(self, change: QueryReleased) -> None:
+        self.queries.pop(change.query_id, None)
+        group = self.groups.get(change.group_id)
+        if group is not None and group.query_id == change.query_id:
+            group.query_id = None
+            group.slot = None
+            self._with_slot.discard(group.group_id)
+
+    def _rewind_allowed(self, change: RewindAllowed) -> None:
+        self.groups[change.group_id].rewind_allowed = True
+
+
+_APPLY: Mapping[type[Any], Callable[[Ledger, Any], None]] = {
+    QueryRegistered: Ledger._registered,
+    CheckpointAdded: Ledger._added,
+    CheckpointCompleted: Ledger._completed,
+    CommitStarted: Ledger._commit_started,
+    CommitSucceeded: Ledger._commit_succeeded,
+    CommitFailed: Ledger._commit_failed,
+    QueryReleased: Ledger._released,
+    RewindAllowed: Ledger._rewind_allowed,
+}
+
+__all__ = [
+    "Backoff",
+    "CommittedOffsets",
+    "GroupCounters",
+    "GroupPhase",
+    "GroupState",
+    "Ledger",
+    "QueryState",
+]

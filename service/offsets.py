@@ -1,0 +1,61 @@
+"""Kafka positions as the ledger sees them, and their Spark-shaped JSON form.
+
+An offset map sends each (topic, partition) to the *next offset to read*: exactly Spark's
+``endOffset``, which is committed as is (Flink adds 1 because its state holds the last
+processed offset; Spark's does not).
+
+JSON form, as Spark prints it: ``{"topic": {"0": 42, "1": 7}}`` (partition keys are
+strings; offsets may exceed 2**31).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import NamedTuple
+
+MAX_TOPIC_LENGTH = 249
+MAX_OFFSET = 2**63 - 1
+_TOPIC_CHARS = re.compile(r"[a-zA-Z0-9._-]+")
+
+
+class TopicPartition(NamedTuple):
+    topic: str
+    partition: int
+
+
+OffsetMap = Mapping[TopicPartition, int]
+OffsetJson = dict[str, dict[str, int]]
+
+
+def topic_name_problem(topic: str) -> str | None:
+    """Why ``topic`` is not a legal Kafka topic name, or None if it is."""
+    if not topic:
+        return "topic name is empty"
+    if len(topic) > MAX_TOPIC_LENGTH:
+        return f"topic name is longer than {MAX_TOPIC_LENGTH} characters"
+    if topic in {".", ".."}:
+        return f"topic name cannot be {topic!r}"
+    if not _TOPIC_CHARS.fullmatch(topic):
+        return f"topic name {topic!r} may only have ASCII letters, digits, '.', '_' and '-'"
+    return None
+
+
+def to_json(offsets: OffsetMap) -> OffsetJson:
+    nested: OffsetJson = {}
+    for tp in sorted(offsets):
+        nested.setdefault(tp.topic, {})[str(tp.partition)] = offsets[tp]
+    return nested
+
+
+def from_json(nested: Mapping[str, Mapping[str, int]]) -> dict[TopicPartition, int]:
+    """The flat map of an already validated nested map."""
+    return {
+        TopicPartition(topic, int(partition)): offset
+        for topic, partitions in nested.items()
+        for partition, offset in partitions.items()
+    }
+
+
+def describe(offsets: OffsetMap) -> str:
+    return ", ".join(f"{tp.topic}/{tp.partition}@{offsets[tp]}" for tp in sorted(offsets))
