@@ -13,6 +13,7 @@ their own:
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 from hypothesis import given, settings
@@ -244,7 +245,8 @@ def test_stale_guard_and_no_rewind_under_replays_and_reordering(events) -> None:
                 harness.take()
             case Finish(success) if harness.in_flight is not None:
                 harness.finish(success)
-    for before, after in zip(harness.committed_history, harness.committed_history[1:]):
+    history = harness.committed_history
+    for before, after in itertools.pairwise(history):
         for tp, offset in before.items():
             assert after[tp] >= offset, "NO_REWIND"
     for _ in range(4):  # drain: finish what is in flight, then commit the slot
@@ -253,6 +255,8 @@ def test_stale_guard_and_no_rewind_under_replays_and_reordering(events) -> None:
             harness.finish(True)
     group = harness.ledger.groups.get(GROUP)
     if completed:
-        assert group is not None and group.committed is not None
+        assert group is not None
+        assert group.committed is not None
         assert group.committed.checkpoint_id == max(completed)
-        assert group.slot is None and group.in_flight is None
+        assert group.slot is None
+        assert group.in_flight is None
