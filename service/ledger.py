@@ -343,8 +343,11 @@ class Ledger:
         ]
         return min(waiting, default=None)
 
-    def decide_take(self, group_id: str, now: float) -> Decision | None:
-        """The commit of ``group_id``'s slot, or None if R6 says not now."""
+    def take(self, group_id: str, now: float) -> CommitRequest | None:
+        """Hand out ``group_id``'s slot as a commit, or None if R6 says not now.
+
+        Applied at once and never persisted: until a success is recorded, the store keeps
+        the entry in the slot (a crash mid-commit means committing it again)."""
         group = self.groups.get(group_id)
         if group is None or group.slot is None or group.in_flight is not None:
             return None
@@ -366,43 +369,31 @@ class Ledger:
             held_back=tuple(held_back),
             rewind=group.rewind_allowed,
         )
-        return Decision(
-            Outcome.ACCEPTED,
-            f"committing checkpoint {slot.checkpoint_id}",
-            query_id=slot.query_id,
-            group_id=group_id,
-            checkpoint_id=slot.checkpoint_id,
-            changes=(CommitStarted(request),),
-        )
+        self.apply_change(CommitStarted(request))
+        return request
 
-    def decide_commit_result(
+    def commit_result(
         self, request: CommitRequest, now: float, failure: str | None = None
-    ) -> Decision:
-        """R8: ``failure`` is None for success, else a short reason."""
-        where: dict[str, Any] = {
-            "query_id": request.query_id,
-            "group_id": request.group_id,
-            "checkpoint_id": request.checkpoint_id,
-        }
+    ) -> CommitSucceeded | CommitFailed:
+        """R8: the change to record; ``failure`` is None for success, else a short reason."""
         if failure is None:
-            change: Change = CommitSucceeded(request, now)
-            detail = f"committed {describe(request.offsets)}"
-        else:
-            retry_at = now + self.backoff.delay(request.attempt)
-            change = CommitFailed(request, failure, now, retry_at)
-            detail = f"commit failed ({failure})"
-        return Decision(Outcome.ACCEPTED, detail, changes=(change,), **where)
+            return CommitSucceeded(request, now)
+        return CommitFailed(request, failure, now, now + self.backoff.delay(request.attempt))
 
     # --- applying ----------------------------------------------------------------------
 
     def apply(self, decision: Decision) -> None:
+        """Apply an event's decision and count its outcome."""
         for change in decision.changes:
-            _APPLY[type(change)](self, change)
+            self.apply_change(change)
         group = self.groups.get(decision.group_id or "")
         if group is not None:
             group.counters.events[decision.outcome.value] += 1
         else:
             self.unattributed[decision.outcome.value] += 1
+
+    def apply_change(self, change: Change) -> None:
+        _APPLY[type(change)](self, change)
 
     def _registered(self, change: QueryRegistered) -> None:
         self.queries[change.query_id] = QueryState(change.query_id, change.group_id, change.at)

@@ -70,3 +70,32 @@ def spark() -> Iterator[object]:
     session = kafka_spark_session("sidecar-tests")
     yield session
     session.stop()
+
+
+async def read_committed(bootstrap: str, group: str) -> dict[tuple[str, int], tuple[int, str]]:
+    """The group's committed offsets and metadata, as the broker reports them."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        found = await admin.list_consumer_group_offsets(group)
+    finally:
+        await admin.close()
+    return {(tp.topic, tp.partition): (meta.offset, meta.metadata) for tp, meta in found.items()}
+
+
+def committed_offsets(bootstrap: str, group: str) -> dict[tuple[str, int], int]:
+    return {tp: offset for tp, (offset, _) in run_sync(read_committed(bootstrap, group)).items()}
+
+
+@pytest.fixture
+def private_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[kafka_broker.LocalBroker]:
+    """A broker of this test's own, for tests that pause or stop it."""
+    from tests.service_process import free_port
+
+    port = free_port()
+    state = tmp_path_factory.mktemp("kafka")
+    local = kafka_broker.LocalBroker(f"127.0.0.1:{port}", port, state, started_here=True)
+    local.start()
+    yield local
+    local.resume()
+    local.stop()

@@ -6,7 +6,9 @@ Maven Central jars.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -37,6 +39,17 @@ class LocalBroker:
 
     def start(self) -> None:
         subprocess.run([str(SCRIPT), "start"], env=self.env(), check=True, capture_output=True)
+
+    def pid(self) -> int:
+        return int((self.state_dir / "kafka.pid").read_text())
+
+    def pause(self) -> None:
+        """Freeze the broker (SIGSTOP): connections stay open, nothing is answered."""
+        os.kill(self.pid(), signal.SIGSTOP)
+
+    def resume(self) -> None:
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError, ValueError):
+            os.kill(self.pid(), signal.SIGCONT)
 
 
 def answers(bootstrap: str) -> bool:

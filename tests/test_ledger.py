@@ -34,15 +34,11 @@ def complete(ledger: Ledger, cp: int) -> Outcome:
 
 
 def take(ledger: Ledger, now: float = 0.0) -> CommitRequest | None:
-    decision = ledger.decide_take("g", now)
-    if decision is None:
-        return None
-    ledger.apply(decision)
-    return decision.changes[0].request  # type: ignore[union-attr]
+    return ledger.take("g", now)
 
 
 def finish(ledger: Ledger, request: CommitRequest, failure: str | None = None) -> None:
-    ledger.apply(ledger.decide_commit_result(request, now=10.0, failure=failure))
+    ledger.apply_change(ledger.commit_result(request, now=10.0, failure=failure))
 
 
 # --- R1 ownership ----------------------------------------------------------------------
@@ -257,7 +253,7 @@ def test_failure_is_retried_after_backoff_when_nothing_newer_arrives() -> None:
     delays = []
     for _ in range(4):
         assert attempt is not None
-        ledger.apply(ledger.decide_commit_result(attempt, now=100.0, failure="broker_unavailable"))
+        ledger.apply_change(ledger.commit_result(attempt, now=100.0, failure="broker_unavailable"))
         retry_at = ledger.groups["g"].retry_at
         delays.append(retry_at - 100.0)
         assert ledger.ready_groups(retry_at - 0.01) == []
@@ -299,3 +295,13 @@ def test_success_merges_partitions_the_newest_checkpoint_does_not_name() -> None
     assert committed is not None
     assert committed.offsets == offsets(20, 10)
     assert committed.checkpoint_id == 2
+
+
+def test_only_events_are_counted_as_events_not_commit_steps() -> None:
+    ledger = Ledger()
+    progress(ledger, 1, 1, 1)
+    request = take(ledger)
+    assert request is not None
+    finish(ledger, request)
+    progress(ledger, 1, 1, 1)
+    assert dict(ledger.groups["g"].counters.events) == {"accepted": 1, "duplicate": 1}

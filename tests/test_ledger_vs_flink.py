@@ -69,19 +69,17 @@ class Harness:
         self.ledger.apply(self.ledger.decide_complete(QUERY, checkpoint_id, self.now))
 
     def take(self):  # type: ignore[no-untyped-def]
-        decision = self.ledger.decide_take(GROUP, self.now)
-        if decision is None:
-            return None
-        self.ledger.apply(decision)
-        self.in_flight = decision.changes[0].request  # type: ignore[union-attr]
-        return self.in_flight
+        request = self.ledger.take(GROUP, self.now)
+        if request is not None:
+            self.in_flight = request
+        return request
 
     def finish(self, success: bool) -> None:
         assert self.in_flight is not None
-        decision = self.ledger.decide_commit_result(
+        change = self.ledger.commit_result(
             self.in_flight, self.now, None if success else "broker_unavailable"
         )
-        self.ledger.apply(decision)
+        self.ledger.apply_change(change)
         self.in_flight = None
         group = self.ledger.groups[GROUP]
         if group.committed is not None:

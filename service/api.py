@@ -1,0 +1,157 @@
+"""The ``/v1`` routes: events in (progress, checkpoints, completions), state out.
+
+An event's answer names its outcome. Status codes: 200 when the event is durably stored
+or changed nothing harmlessly (``duplicate``, ``stale``, ``ignored``: a client must not
+retry those); 404 for an unknown query or checkpoint; 409 for a conflict; 422 for
+invalid input (the field is named); 413 for a body over the limit; 503 when the database
+cannot take the write (retry).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated
+
+from fastapi import APIRouter, HTTPException, Path, Request
+from fastapi.responses import JSONResponse
+
+from service.api_models import (
+    CheckpointEvent,
+    ErrorAnswer,
+    EventAnswer,
+    GroupId,
+    ProgressEvent,
+    QueryView,
+)
+from service.changes import Decision, Outcome
+from service.offsets import from_json
+from service.spark_progress import parse_progress
+
+if TYPE_CHECKING:
+    from service.app import Runtime
+    from service.durable_ledger import DurableLedger
+
+router = APIRouter(prefix="/v1", tags=["events"])
+
+QueryId = Annotated[
+    str, Path(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:-]+$", description="query id")
+]
+
+STATUS = {
+    Outcome.ACCEPTED: 200,
+    Outcome.DUPLICATE: 200,
+    Outcome.STALE: 200,
+    Outcome.IGNORED: 200,
+    Outcome.UNKNOWN_CHECKPOINT: 404,
+    Outcome.UNKNOWN_QUERY: 404,
+    Outcome.CONFLICT: 409,
+}
+ERRORS: dict[int | str, dict[str, object]] = {
+    code: {"model": ErrorAnswer} for code in (404, 409, 413, 422, 503)
+}
+
+
+def _runtime(request: Request) -> Runtime:
+    runtime: Runtime = request.app.state.runtime
+    return runtime
+
+
+def _durable(request: Request) -> DurableLedger:
+    durable = _runtime(request).durable
+    if durable is None:
+        raise HTTPException(503, "the service is starting")
+    return durable
+
+
+def _answer(request: Request, decision: Decision) -> JSONResponse:
+    if decision.changes_state:
+        loop = _runtime(request).commit_loop
+        if loop is not None:
+            loop.wake()
+    body = EventAnswer(
+        outcome=decision.outcome.value,
+        detail=decision.detail,
+        query_id=decision.query_id,
+        group_id=decision.group_id,
+        checkpoint_id=decision.checkpoint_id,
+    )
+    return JSONResponse(body.model_dump(), status_code=STATUS[decision.outcome])
+
+
+@router.post("/progress", response_model=EventAnswer, responses=ERRORS)
+async def post_progress(event: ProgressEvent, request: Request) -> JSONResponse:
+    """Record a Spark progress event: checkpoint ``progress.batchId`` of query
+    ``progress.id``, with the end offsets of every Kafka source, completed at once."""
+    report = parse_progress(event.progress)
+    now = _runtime(request).clock()
+    decision = await _durable(request).record(
+        lambda ledger: ledger.decide_progress(
+            report.query_id, event.group_id, report.run_id, report.batch_id, report.offsets, now
+        )
+    )
+    return _answer(request, decision)
+
+
+@router.post("/queries/{query_id}/checkpoints", response_model=EventAnswer, responses=ERRORS)
+async def post_checkpoint(
+    query_id: QueryId, event: CheckpointEvent, request: Request
+) -> JSONResponse:
+    """A pending snapshot (Flink ``snapshotState``): offsets reached at ``checkpoint_id``."""
+    offsets = from_json(event.offsets)
+    now = _runtime(request).clock()
+    decision = await _durable(request).record(
+        lambda ledger: ledger.decide_snapshot(
+            query_id, event.group_id, event.checkpoint_id, event.run_id, offsets, now
+        )
+    )
+    return _answer(request, decision)
+
+
+@router.post(
+    "/queries/{query_id}/checkpoints/{checkpoint_id}/complete",
+    response_model=EventAnswer,
+    responses=ERRORS,
+)
+async def complete_checkpoint(
+    query_id: QueryId, checkpoint_id: Annotated[int, Path(ge=0)], request: Request
+) -> JSONResponse:
+    """Flink ``notifyCheckpointComplete``: drop it and every older pending checkpoint,
+    and commit its offsets."""
+    now = _runtime(request).clock()
+    decision = await _durable(request).record(
+        lambda ledger: ledger.decide_complete(query_id, checkpoint_id, now)
+    )
+    return _answer(request, decision)
+
+
+@router.delete("/queries/{query_id}", response_model=EventAnswer, responses=ERRORS)
+async def release_query(query_id: QueryId, request: Request) -> JSONResponse:
+    """Forget a query (e.g. its Spark checkpoint was deleted and it restarts with a new
+    id): its pending checkpoints and uncommitted slot go, its group is free for another
+    query. Offsets already committed in Kafka stay."""
+    decision = await _durable(request).record(lambda ledger: ledger.decide_release(query_id))
+    return _answer(request, decision)
+
+
+@router.post("/groups/{group_id}/allow-rewind", response_model=EventAnswer, responses=ERRORS)
+async def allow_rewind(group_id: GroupId, request: Request) -> JSONResponse:
+    """Let the next commit of the group move partitions backwards (once)."""
+    decision = await _durable(request).record(lambda ledger: ledger.decide_allow_rewind(group_id))
+    return _answer(request, decision)
+
+
+@router.get("/queries", response_model=list[QueryView], tags=["state"])
+async def list_queries(request: Request) -> list[QueryView]:
+    ledger = _durable(request).ledger
+    return [QueryView.of(q, ledger.groups[q.group_id]) for q in ledger.queries.values()]
+
+
+@router.get("/queries/{query_id}", response_model=QueryView, responses=ERRORS, tags=["state"])
+async def get_query(query_id: QueryId, request: Request) -> QueryView | JSONResponse:
+    ledger = _durable(request).ledger
+    query = ledger.queries.get(query_id)
+    if query is None:
+        return JSONResponse(
+            {"outcome": Outcome.UNKNOWN_QUERY.value, "detail": f"no query {query_id} is known"},
+            status_code=404,
+        )
+    return QueryView.of(query, ledger.groups[query.group_id])

@@ -1,0 +1,189 @@
+"""The FastAPI application, built by ``create_app(settings)``.
+
+The lifespan owns everything that runs in the background: it migrates the database,
+loads the ledger, starts the commit loop, and on shutdown lets commits in flight finish
+(within ``shutdown_grace_seconds``) before closing Kafka and the database. ``/readyz``
+answers 200 only between those two points.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+from service.api import router
+from service.body_limit import BodySizeLimit
+from service.commit_loop import CommitLoop
+from service.committer import KafkaOffsetCommitter, OffsetCommitter
+from service.durable_ledger import DurableLedger
+from service.errors import InvalidEvent, StoreError, StoreUnavailable
+from service.ledger import Backoff
+from service.metrics import SidecarMetrics, package_version
+from service.settings import Settings
+from service.sql_store import SqlStore
+from service.store import LedgerStore
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Runtime:
+    """What the lifespan started; routes reach it through ``request.app.state.runtime``."""
+
+    settings: Settings
+    metrics: SidecarMetrics
+    clock: Callable[[], float]
+    durable: DurableLedger | None = None
+    commit_loop: CommitLoop | None = None
+    commit_task: asyncio.Task[None] | None = None
+    ready: bool = False
+
+    def live_problem(self) -> str | None:
+        task, loop = self.commit_task, self.commit_loop
+        if task is None or loop is None:
+            return "the commit loop has not started"
+        if task.done():
+            return "the commit loop has stopped"
+        stalled = time.monotonic() - loop.heartbeat
+        if stalled > max(30.0, 10 * loop.tick):
+            return f"the commit loop has not run for {stalled:.0f} s"
+        return None
+
+
+def create_app(
+    settings: Settings,
+    *,
+    store: LedgerStore | None = None,
+    committer: OffsetCommitter | None = None,
+    registry: CollectorRegistry | None = None,
+    clock: Callable[[], float] = time.time,
+) -> FastAPI:
+    """Build the service. ``store`` and ``committer`` default to SQL (``database_url``)
+    and aiokafka (``kafka_bootstrap_servers``); tests may pass others."""
+    metrics = SidecarMetrics(registry or CollectorRegistry())
+    runtime = Runtime(settings, metrics, clock)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        ledger_store = store if store is not None else SqlStore(settings.database_url)
+        if isinstance(ledger_store, SqlStore):
+            await asyncio.to_thread(ledger_store.migrate)
+        runtime.durable = await DurableLedger.open(
+            ledger_store,
+            max_pending=settings.max_pending_checkpoints,
+            backoff=Backoff(settings.retry_initial_seconds, settings.retry_max_seconds),
+        )
+        metrics.watch(lambda: runtime.durable.ledger)  # type: ignore[union-attr]
+        kafka = committer or KafkaOffsetCommitter(
+            settings.kafka_bootstrap_servers,
+            timeout=settings.commit_timeout_seconds,
+            client_id=settings.kafka_client_id,
+        )
+        runtime.commit_loop = CommitLoop(runtime.durable, kafka, metrics, clock=clock)
+        runtime.commit_task = asyncio.create_task(runtime.commit_loop.run(), name="commit loop")
+        runtime.ready = True
+        log.info("ready: %d queries, %d groups loaded", *_sizes(runtime.durable))
+        try:
+            yield
+        finally:
+            runtime.ready = False
+            await runtime.commit_loop.stop(settings.shutdown_grace_seconds)
+            runtime.commit_task.cancel()
+            await asyncio.gather(runtime.commit_task, return_exceptions=True)
+            await kafka.close()
+            await runtime.durable.close()
+            log.info("stopped")
+
+    app = FastAPI(
+        title="spark-offset-sidecar",
+        version=package_version(),
+        description="Commits Spark Structured Streaming's Kafka offsets to a consumer group "
+        "on every checkpoint, so that lag tools see Spark jobs.",
+        lifespan=lifespan,
+    )
+    app.state.runtime = runtime
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes, metrics=metrics)
+    app.include_router(router)
+    _add_error_handlers(app, metrics)
+    _add_operational_routes(app, runtime)
+    return app
+
+
+def _sizes(durable: DurableLedger) -> tuple[int, int]:
+    return len(durable.ledger.queries), len(durable.ledger.groups)
+
+
+def _add_error_handlers(app: FastAPI, metrics: SidecarMetrics) -> None:
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(_request: Request, exc: RequestValidationError) -> Response:
+        problems = [
+            {
+                "field": ".".join(str(part) for part in error["loc"] if part != "body") or "body",
+                "problem": error["msg"],
+            }
+            for error in exc.errors()
+        ]
+        metrics.invalid_events.labels("validation").inc()
+        summary = "; ".join(f"{p['field']}: {p['problem']}" for p in problems)
+        return JSONResponse(
+            {"outcome": "invalid", "detail": summary, "errors": problems}, status_code=422
+        )
+
+    @app.exception_handler(InvalidEvent)
+    async def invalid_event(_request: Request, exc: InvalidEvent) -> Response:
+        metrics.invalid_events.labels("validation").inc()
+        return JSONResponse(
+            {
+                "outcome": "invalid",
+                "detail": str(exc),
+                "errors": [{"field": exc.field, "problem": exc.problem}],
+            },
+            status_code=422,
+        )
+
+    @app.exception_handler(StoreUnavailable)
+    async def store_unavailable(_request: Request, exc: StoreUnavailable) -> Response:
+        metrics.store_unavailable.inc()
+        log.error("answering 503: %s", exc)
+        return JSONResponse(
+            {"outcome": "unavailable", "detail": f"not stored, retry later: {exc}"},
+            status_code=503,
+            headers={"Retry-After": "1"},
+        )
+
+    @app.exception_handler(StoreError)
+    async def store_error(_request: Request, exc: StoreError) -> Response:
+        log.error("answering 500: %s", exc)
+        return JSONResponse({"outcome": "error", "detail": f"not stored: {exc}"}, 500)
+
+
+def _add_operational_routes(app: FastAPI, runtime: Runtime) -> None:
+    @app.get("/livez", tags=["operations"], response_class=PlainTextResponse)
+    async def livez() -> Response:
+        problem = runtime.live_problem()
+        if problem:
+            return PlainTextResponse(problem + "\n", status_code=503)
+        return PlainTextResponse("ok\n")
+
+    @app.get("/readyz", tags=["operations"], response_class=PlainTextResponse)
+    async def readyz() -> Response:
+        if not runtime.ready or runtime.durable is None:
+            return PlainTextResponse("starting or stopping\n", status_code=503)
+        try:
+            await runtime.durable.check_store()
+        except StoreError as exc:
+            return PlainTextResponse(f"database: {exc}\n", status_code=503)
+        return PlainTextResponse("ok\n")
+
+    @app.get("/metrics", tags=["operations"], response_class=PlainTextResponse)
+    async def metrics() -> Response:
+        return Response(generate_latest(runtime.metrics.registry), media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,136 @@
+"""The background committer: hands each group's slot to the ``OffsetCommitter``.
+
+Invariants
+  - At most one commit per group in flight (the ledger refuses to hand out a second).
+  - Commits of different groups run concurrently, at most ``max_concurrent`` at once.
+  - A failure is retried after the ledger's backoff even if no new event arrives.
+  - ``heartbeat`` advances at least every ``tick`` seconds while the loop is healthy;
+    ``/livez`` reads it.
+  - ``stop`` takes no new slots, lets commits in flight finish within the grace time, and
+    cancels the rest: their offsets stay in the store's slot and are committed on the next
+    start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+
+from service.changes import CommitRequest
+from service.committer import OffsetCommitter
+from service.durable_ledger import DurableLedger
+from service.errors import CommitError
+from service.metrics import SidecarMetrics
+from service.offsets import describe
+
+log = logging.getLogger(__name__)
+
+
+class CommitLoop:
+    def __init__(
+        self,
+        durable: DurableLedger,
+        committer: OffsetCommitter,
+        metrics: SidecarMetrics,
+        *,
+        clock: Callable[[], float] = time.time,
+        max_concurrent: int = 64,
+        tick: float = 1.0,
+    ) -> None:
+        self.durable = durable
+        self.committer = committer
+        self.metrics = metrics
+        self.clock = clock
+        self.max_concurrent = max_concurrent
+        self.tick = tick
+        self.heartbeat = time.monotonic()
+        self._wake = asyncio.Event()
+        self._stopping = False
+        self._commits: set[asyncio.Task[None]] = set()
+
+    def wake(self) -> None:
+        """Something may be ready to commit (an event was accepted)."""
+        self._wake.set()
+
+    async def run(self) -> None:
+        while not self._stopping:
+            self.heartbeat = time.monotonic()
+            now = self.clock()
+            for group_id in self.durable.ledger.ready_groups(now):
+                if len(self._commits) >= self.max_concurrent:
+                    break
+                request = self.durable.start_commit(group_id, now)
+                if request is not None:
+                    task = asyncio.create_task(self._commit(request), name=f"commit {group_id}")
+                    self._commits.add(task)
+                    task.add_done_callback(self._commits.discard)
+            await self._sleep(now)
+
+    async def _sleep(self, now: float) -> None:
+        delay = self.tick
+        retry_at = self.durable.ledger.next_retry_at()
+        if retry_at is not None and len(self._commits) < self.max_concurrent:
+            delay = min(delay, max(0.0, retry_at - now))
+        self._wake.clear()
+        try:
+            async with asyncio.timeout(delay):
+                await self._wake.wait()
+        except TimeoutError:
+            pass
+
+    async def _commit(self, request: CommitRequest) -> None:
+        started = time.monotonic()
+        failure: str | None = None
+        try:
+            await self.committer.commit(request)
+        except CommitError as exc:
+            failure = exc.reason
+            log.warning(
+                "commit of group %s checkpoint %s (attempt %s) failed: %s",
+                request.group_id,
+                request.checkpoint_id,
+                request.attempt,
+                exc,
+                extra={"query_id": request.query_id, "group_id": request.group_id},
+            )
+        except Exception as exc:
+            failure = "internal_error"
+            log.exception("commit of group %s crashed: %s", request.group_id, exc)
+        else:
+            if request.held_back:
+                log.warning(
+                    "group %s: partitions %s held at their committed offsets (no rewind)",
+                    request.group_id,
+                    [f"{tp.topic}/{tp.partition}" for tp in request.held_back],
+                )
+            log.info(
+                "group %s committed checkpoint %s: %s",
+                request.group_id,
+                request.checkpoint_id,
+                describe(request.offsets),
+            )
+        finally:
+            self.metrics.commit_duration.labels(request.group_id).observe(
+                time.monotonic() - started
+            )
+        await self.durable.finish_commit(request, self.clock(), failure)
+        self.wake()
+
+    async def stop(self, grace: float) -> None:
+        self._stopping = True
+        self.wake()
+        if not self._commits:
+            return
+        _, unfinished = await asyncio.wait(set(self._commits), timeout=grace)
+        for task in unfinished:
+            task.cancel()
+        if unfinished:
+            log.warning(
+                "%d commits still in flight after %.1f s were cancelled; their offsets are "
+                "kept and committed on the next start",
+                len(unfinished),
+                grace,
+            )
+            await asyncio.gather(*unfinished, return_exceptions=True)

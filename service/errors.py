@@ -1,0 +1,82 @@
+"""Errors of the sidecar, one hierarchy:
+
+SidecarError
+├── ConfigError            a setting is missing or invalid (names the variable)
+├── InvalidEvent           an event is malformed (names the field); nothing stored
+├── StoreError             the database failed
+│   └── StoreUnavailable   cannot read or write now (full, read-only, connection lost):
+│                          callers get 503 and retry; nothing was half-written
+└── CommitError            a commit to Kafka did not happen; ``reason`` is one of a
+    │                      bounded set of words (a metric label)
+    ├── CommitTimeout          no answer within the commit timeout
+    ├── GroupHasMembers        the group has active members (UNKNOWN_MEMBER_ID):
+    │                          a real consumer uses this group id
+    ├── BrokerUnavailable      no connection to the cluster or coordinator
+    ├── NotAuthorized          the broker refused (group or topic ACL)
+    └── UnknownTopicPartition  a committed partition does not exist
+"""
+
+from __future__ import annotations
+
+
+class SidecarError(Exception):
+    pass
+
+
+class ConfigError(SidecarError):
+    def __init__(self, variable: str, problem: str) -> None:
+        super().__init__(f"{variable}: {problem}")
+        self.variable = variable
+        self.problem = problem
+
+
+class InvalidEvent(SidecarError):
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(f"{field}: {problem}")
+        self.field = field
+        self.problem = problem
+
+
+class StoreError(SidecarError):
+    pass
+
+
+class StoreUnavailable(StoreError):
+    pass
+
+
+class CommitError(SidecarError):
+    reason = "kafka_error"
+
+
+class CommitTimeout(CommitError):
+    reason = "timeout"
+
+
+class GroupHasMembers(CommitError):
+    reason = "group_has_members"
+
+
+class BrokerUnavailable(CommitError):
+    reason = "broker_unavailable"
+
+
+class NotAuthorized(CommitError):
+    reason = "not_authorized"
+
+
+class UnknownTopicPartition(CommitError):
+    reason = "unknown_topic_or_partition"
+
+
+COMMIT_FAILURE_REASONS = frozenset(
+    cls.reason
+    for cls in (
+        CommitError,
+        CommitTimeout,
+        GroupHasMembers,
+        BrokerUnavailable,
+        NotAuthorized,
+        UnknownTopicPartition,
+    )
+)

@@ -1,0 +1,142 @@
+"""Prometheus metrics on an injected registry.
+
+Per-group series come from ``LedgerCollector``, which reads the ledger at scrape time:
+they exist (at zero) from the moment a group appears and vanish with nothing to leak.
+Labels are ``consumergroup``, ``topic``, ``partition`` (kafka_exporter's names), and the
+bounded ``reason`` and ``outcome`` sets; never a batch or run id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from importlib.metadata import PackageNotFoundError, version
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from service.changes import Outcome
+from service.errors import COMMIT_FAILURE_REASONS
+from service.ledger import Ledger
+
+OUTCOMES = [o.value for o in Outcome]
+FAILURE_REASONS = sorted(COMMIT_FAILURE_REASONS | {"internal_error"})
+
+
+def package_version() -> str:
+    try:
+        return version("spark-offset-sidecar")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+class SidecarMetrics:
+    """Metrics updated where things happen (the rest come from ``LedgerCollector``)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+        self.commit_duration = Histogram(
+            "sidecar_commit_duration_seconds",
+            "Time of one offset commit to Kafka, failed ones included.",
+            ["consumergroup"],
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+            registry=registry,
+        )
+        self.invalid_events = Counter(
+            "sidecar_events_invalid",
+            "Events refused before reaching the ledger (malformed, too large).",
+            ["reason"],
+            registry=registry,
+        )
+        self.store_unavailable = Counter(
+            "sidecar_store_unavailable",
+            "Events answered 503 because the database could not take the write.",
+            registry=registry,
+        )
+        build = Gauge(
+            "sidecar_build_info",
+            "Build of the running service; always 1.",
+            ["version"],
+            registry=registry,
+        )
+        build.labels(package_version()).set(1)
+
+    def watch(self, ledger: Callable[[], Ledger]) -> None:
+        self.registry.register(LedgerCollector(ledger))
+
+
+class LedgerCollector(Collector):
+    def __init__(self, ledger: Callable[[], Ledger]) -> None:
+        self._ledger = ledger
+
+    def collect(self) -> Iterator[Metric]:
+        ledger = self._ledger()
+        group_label = ["consumergroup"]
+        succeeded = CounterMetricFamily(
+            "sidecar_commits_succeeded", "Offset commits Kafka accepted.", labels=group_label
+        )
+        failed = CounterMetricFamily(
+            "sidecar_commits_failed",
+            "Offset commits that failed, by reason.",
+            labels=["consumergroup", "reason"],
+        )
+        skipped = CounterMetricFamily(
+            "sidecar_commits_skipped",
+            "Completed checkpoints replaced in the slot by a newer one before being committed.",
+            labels=group_label,
+        )
+        events = CounterMetricFamily(
+            "sidecar_events",
+            "Checkpoint events by outcome.",
+            labels=["consumergroup", "outcome"],
+        )
+        dropped = CounterMetricFamily(
+            "sidecar_pending_dropped",
+            "Pending checkpoints dropped because the queue was full.",
+            labels=group_label,
+        )
+        held_back = CounterMetricFamily(
+            "sidecar_partitions_held_back",
+            "Partitions kept at their committed offset instead of moving backwards.",
+            labels=group_label,
+        )
+        pending = GaugeMetricFamily(
+            "sidecar_pending_checkpoints", "Checkpoints waiting for completion.", labels=group_label
+        )
+        in_flight = GaugeMetricFamily(
+            "sidecar_commit_in_flight",
+            "1 while a commit of the group is in flight.",
+            labels=group_label,
+        )
+        last_success = GaugeMetricFamily(
+            "sidecar_last_successful_commit_timestamp_seconds",
+            "Unix time of the group's last successful commit.",
+            labels=group_label,
+        )
+        committed = GaugeMetricFamily(
+            "sidecar_committed_offset",
+            "Offset last committed (the next offset the query reads).",
+            labels=["consumergroup", "topic", "partition"],
+        )
+        for outcome, count in ledger.unattributed.items():
+            events.add_metric(["", outcome], count)
+        for group in ledger.groups.values():
+            g = group.group_id
+            counters = group.counters
+            succeeded.add_metric([g], counters.succeeded)
+            skipped.add_metric([g], counters.skipped)
+            dropped.add_metric([g], counters.pending_dropped)
+            held_back.add_metric([g], counters.held_back)
+            for reason in FAILURE_REASONS:
+                failed.add_metric([g, reason], counters.failed[reason])
+            for outcome in OUTCOMES:
+                events.add_metric([g, outcome], counters.events[outcome])
+            query = ledger.queries.get(group.query_id or "")
+            pending.add_metric([g], len(query.pending) if query else 0)
+            in_flight.add_metric([g], 1 if group.in_flight else 0)
+            if group.committed is not None:
+                last_success.add_metric([g], group.committed.at)
+                for tp, offset in sorted(group.committed.offsets.items()):
+                    committed.add_metric([g, tp.topic, str(tp.partition)], offset)
+        yield from (succeeded, failed, skipped, events, dropped, held_back)
+        yield from (pending, in_flight, last_success, committed)

@@ -1,0 +1,135 @@
+"""Settings, read once from ``SIDECAR_*`` environment variables and checked at start-up.
+
+A missing required value, a value that does not parse, or an unknown ``SIDECAR_``
+variable (a typo would otherwise be silently ignored) raises ``ConfigError`` naming it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from service.errors import ConfigError
+
+PREFIX = "SIDECAR_"
+
+
+def _bootstrap(value: str) -> str:
+    servers = [s.strip() for s in value.split(",") if s.strip()]
+    if not servers:
+        raise ValueError("needs at least one host:port")
+    for server in servers:
+        host, _, port = server.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"{server!r} is not host:port")
+    return ",".join(servers)
+
+
+def _database_url(value: str) -> str:
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        url = make_url(value)
+    except ArgumentError as exc:
+        raise ValueError(f"not a SQLAlchemy URL ({exc})") from None
+    if url.get_backend_name() not in ("sqlite", "postgresql"):
+        raise ValueError("only sqlite:// and postgresql:// URLs are supported")
+    return value
+
+
+def _positive_float(value: str) -> float:
+    number = float(value)
+    if not number > 0:
+        raise ValueError("must be greater than 0")
+    return number
+
+
+def _positive_int(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise ValueError("must be at least 1")
+    return number
+
+
+def _port(value: str) -> int:
+    number = int(value)
+    if not 0 <= number < 65536:
+        raise ValueError("must be a TCP port (0-65535)")
+    return number
+
+
+def _log_level(value: str) -> str:
+    level = value.upper()
+    if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+        raise ValueError("must be DEBUG, INFO, WARNING or ERROR")
+    return level
+
+
+def _setting(default: Any, parse: Callable[[str], Any], doc: str) -> Any:
+    return field(default=default, metadata={"parse": parse, "doc": doc})
+
+
+def default_database_url() -> str:
+    return f"sqlite:///{Path('sidecar.db').resolve()}"
+
+
+@dataclass(frozen=True)
+class Settings:
+    kafka_bootstrap_servers: str = _setting(
+        "127.0.0.1:9092", _bootstrap, "Kafka bootstrap servers, host:port[,host:port]"
+    )
+    database_url: str = _setting(
+        None, _database_url, "SQLAlchemy URL; default sqlite:///<cwd>/sidecar.db"
+    )
+    host: str = _setting("127.0.0.1", str, "address to listen on")
+    port: int = _setting(8000, _port, "port to listen on")
+    commit_timeout_seconds: float = _setting(10.0, _positive_float, "bound of one commit")
+    max_pending_checkpoints: int = _setting(100, _positive_int, "pending checkpoints per query")
+    retry_initial_seconds: float = _setting(0.5, _positive_float, "first retry delay")
+    retry_max_seconds: float = _setting(30.0, _positive_float, "longest retry delay")
+    max_body_bytes: int = _setting(1_048_576, _positive_int, "largest request body")
+    shutdown_grace_seconds: float = _setting(10.0, _positive_float, "wait for commits in flight")
+    kafka_client_id: str = _setting("spark-offset-sidecar", str, "Kafka client.id")
+    log_level: str = _setting("INFO", _log_level, "DEBUG, INFO, WARNING or ERROR")
+
+    def __post_init__(self) -> None:
+        if self.database_url is None:
+            object.__setattr__(self, "database_url", default_database_url())
+        if self.retry_max_seconds < self.retry_initial_seconds:
+            raise ConfigError(
+                env_name("retry_max_seconds"), "must not be less than SIDECAR_RETRY_INITIAL_SECONDS"
+            )
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        environ = os.environ if environ is None else environ
+        fields = {env_name(f.name): f for f in dataclasses.fields(cls)}
+        unknown = sorted(k for k in environ if k.startswith(PREFIX) and k not in fields)
+        if unknown:
+            raise ConfigError(unknown[0], f"unknown setting; known: {', '.join(sorted(fields))}")
+        values: dict[str, Any] = {}
+        for variable, spec in fields.items():
+            raw = environ.get(variable)
+            if raw is None:
+                continue
+            try:
+                values[spec.name] = spec.metadata["parse"](raw.strip())
+            except ValueError as exc:
+                raise ConfigError(variable, f"invalid value {raw!r}: {exc}") from None
+        return cls(**values)
+
+    @classmethod
+    def describe(cls) -> list[tuple[str, str, str]]:
+        """(variable, default, meaning) of every setting, for ``--help`` and the README."""
+        return [
+            (env_name(f.name), str(f.default), f.metadata["doc"]) for f in dataclasses.fields(cls)
+        ]
+
+
+def env_name(field_name: str) -> str:
+    return PREFIX + field_name.upper()

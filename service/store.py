@@ -1,0 +1,64 @@
+"""Where the ledger's accepted state is kept across restarts.
+
+``LedgerStore`` is the port; ``SqlStore`` (``service.sql_store``) is the real one,
+``InMemoryStore`` keeps nothing beyond the process and is for unit tests of the core.
+
+Contract
+  - ``persist(changes)`` writes all of ``changes`` in one transaction or none of them, and
+    raises ``StoreUnavailable`` when it cannot (the caller answers 503; memory unchanged).
+  - ``load()`` returns what a new ledger starts from: every query with its pending
+    checkpoints and last completed id, every group with its slot (anything completed and
+    not known to be committed -- a commit that was in flight at a crash is redone, which
+    is harmless: commits of the same offsets are idempotent), committed offsets, rewind
+    permission. The store may lag Kafka in what is committed, never in what is accepted.
+  - Methods are blocking; the application calls them from one worker thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from service.changes import Change
+from service.ledger import GroupState, QueryState
+
+
+@dataclass
+class StoredState:
+    queries: list[QueryState] = field(default_factory=list)
+    groups: list[GroupState] = field(default_factory=list)
+
+
+class LedgerStore(Protocol):
+    def load(self) -> StoredState: ...
+
+    def persist(self, changes: Sequence[Change]) -> None: ...
+
+    def check(self) -> None:
+        """Raise ``StoreUnavailable`` unless the store is reachable and its schema current."""
+
+    def close(self) -> None: ...
+
+
+class InMemoryStore:
+    """Records what it was given; survives nothing. For tests of the pure core."""
+
+    def __init__(self) -> None:
+        self.persisted: list[Change] = []
+        self.fail_with: Exception | None = None
+
+    def load(self) -> StoredState:
+        return StoredState()
+
+    def persist(self, changes: Sequence[Change]) -> None:
+        if self.fail_with is not None:
+            raise self.fail_with
+        self.persisted.extend(changes)
+
+    def check(self) -> None:
+        if self.fail_with is not None:
+            raise self.fail_with
+
+    def close(self) -> None:
+        pass

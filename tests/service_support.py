@@ -1,0 +1,67 @@
+"""Helpers for tests of the HTTP service: events in Spark's own shape, waiting."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+QUERY = "7d8c1a0e-1f7f-4a51-bb71-8f2c0b7d6b1e"
+
+
+def spark_progress(
+    batch: int,
+    offsets: dict[str, dict[str, int]],
+    query: str = QUERY,
+    run: str = "run-1",
+) -> dict[str, Any]:
+    """A StreamingQueryProgress as ``progress.json`` prints it (one Kafka source per topic
+    set, plus a non-Kafka source that must be ignored)."""
+    return {
+        "id": query,
+        "runId": run,
+        "name": "demo",
+        "timestamp": "2026-11-21T12:00:00.000Z",
+        "batchId": batch,
+        "numInputRows": 10,
+        "sources": [
+            {"description": "FileStreamSource[/tmp/in]", "endOffset": {"logOffset": batch}},
+            {
+                "description": "KafkaV2[Subscribe[...]]",
+                "startOffset": None,
+                "endOffset": offsets,
+                "latestOffset": offsets,
+                "numInputRows": 10,
+            },
+        ],
+        "sink": {"description": "ForeachBatchSink", "numOutputRows": -1},
+    }
+
+
+def wait_for(condition: Callable[[], Any], timeout: float = 20.0, what: str = "condition") -> Any:
+    """Poll ``condition`` until truthy; retriable Kafka errors (a coordinator still loading,
+    say) count as "not yet"."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            value = condition()
+        except Exception as exc:
+            if not getattr(exc, "retriable", False):
+                raise
+            value = None
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.05)
+
+
+def metric(text: str, name: str, **labels: str) -> float | None:
+    """The value of one sample in Prometheus text, or None if absent."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                return float(sample.value)
+    return None
