@@ -68,6 +68,7 @@ def kafka_spark_session(
         .master(master)
         .config("spark.jars", ",".join(kafka_connector_jars()))
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.driver.memory", os.environ.get("SPARK_DRIVER_MEMORY", "1g"))
     )

@@ -24,9 +24,11 @@ def free_port() -> int:
 
 
 class ServiceProcess:
-    def __init__(self, workdir: Path, bootstrap: str, **settings: Any) -> None:
+    def __init__(
+        self, workdir: Path, bootstrap: str, port: int | None = None, **settings: Any
+    ) -> None:
         self.workdir = workdir
-        self.port = free_port()
+        self.port = port or free_port()
         self.env = {
             **os.environ,
             "SIDECAR_KAFKA_BOOTSTRAP_SERVERS": bootstrap,

@@ -1,0 +1,204 @@
+"""The demo behind ``make demo``: watch a Spark job's consumer-group lag go to zero.
+
+Starts what it needs and stops what it started:
+  1. a real Kafka broker (scripts/local-kafka.sh; reused if one already answers),
+  2. the sidecar (``offset-sidecar serve``, SQLite in .local/demo),
+  3. the Kafka-to-Parquet PySpark job with the listener attached (at most 3000 records
+     a batch, a batch every 2 seconds),
+  4. a producer writing DEMO_RECORDS records (default 30000) at DEMO_RATE per second
+     (default 1500) to a 3-partition topic,
+then prints, every 2 seconds, the topic's end offsets beside the group's committed offsets
+(read from Kafka, as any lag tool reads them) until the lag is zero.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+STATE = ROOT / ".local" / "demo"
+TOPIC = "demo-events"
+GROUP = "demo-kafka-to-parquet"
+
+
+def say(text: str) -> None:
+    print(f"[demo] {text}", flush=True)
+
+
+async def _create_topic(bootstrap: str) -> None:
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+    from aiokafka.errors import TopicAlreadyExistsError
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(TOPIC, num_partitions=3, replication_factor=1)])
+    except TopicAlreadyExistsError:
+        pass
+    finally:
+        await admin.close()
+
+
+async def _produce(bootstrap: str, records: int, rate: float) -> None:
+    from aiokafka import AIOKafkaProducer
+
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=20)
+    await producer.start()
+    try:
+        started = time.monotonic()
+        for i in range(records):
+            await producer.send(TOPIC, f"event {i}".encode(), key=str(i % 97).encode())
+            if i % 200 == 0:
+                await asyncio.sleep(max(0.0, started + i / rate - time.monotonic()))
+        await producer.flush()
+    finally:
+        await producer.stop()
+
+
+async def _lag(bootstrap: str) -> tuple[dict[int, int], dict[int, int]]:
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await consumer.start()
+    await admin.start()
+    try:
+        tps = [TopicPartition(TOPIC, p) for p in range(3)]
+        ends = await consumer.end_offsets(tps)
+        committed = await admin.list_consumer_group_offsets(GROUP)
+    finally:
+        await consumer.stop()
+        await admin.close()
+    return (
+        {tp.partition: ends[tp] for tp in tps},
+        {tp.partition: meta.offset for tp, meta in committed.items() if tp.topic == TOPIC},
+    )
+
+
+def _print_lag(ends: dict[int, int], committed: dict[int, int]) -> int:
+    total = 0
+    print(
+        f"  {'GROUP':24} {'TOPIC':12} {'PARTITION':>9} {'CURRENT-OFFSET':>15} "
+        f"{'LOG-END-OFFSET':>15} {'LAG':>7}"
+    )
+    for partition, end in sorted(ends.items()):
+        current = committed.get(partition)
+        lag = end - current if current is not None else end
+        total += lag
+        shown = "-" if current is None else str(current)
+        print(f"  {GROUP:24} {TOPIC:12} {partition:>9} {shown:>15} {end:>15} {lag:>7}")
+    print(f"  total lag: {total}", flush=True)
+    return total
+
+
+def _wait_ready(url: str, process: subprocess.Popen[bytes], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise SystemExit(f"the sidecar exited; see {STATE / 'sidecar.log'}")
+        try:
+            with urllib.request.urlopen(url + "/readyz", timeout=2):
+                return
+        except OSError:
+            time.sleep(0.2)
+    raise SystemExit("the sidecar did not become ready")
+
+
+def main() -> int:
+    records = int(os.environ.get("DEMO_RECORDS", "30000"))
+    rate = float(os.environ.get("DEMO_RATE", "1500"))
+    port = os.environ.get("SIDECAR_PORT", "8000")
+    url = f"http://127.0.0.1:{port}"
+    shutil.rmtree(STATE, ignore_errors=True)
+    STATE.mkdir(parents=True)
+
+    kafka_script = str(ROOT / "scripts" / "local-kafka.sh")
+    already_running = subprocess.run([kafka_script, "status"], capture_output=True).returncode == 0
+    bootstrap = subprocess.run(
+        [kafka_script, "start"], check=True, capture_output=True, text=True
+    ).stdout.strip()
+    say(f"Kafka (KRaft, single node) answers on {bootstrap}")
+    asyncio.run(_create_topic(bootstrap))
+
+    sidecar_env = {
+        **os.environ,
+        "SIDECAR_KAFKA_BOOTSTRAP_SERVERS": bootstrap,
+        "SIDECAR_DATABASE_URL": f"sqlite:///{STATE / 'sidecar.db'}",
+        "SIDECAR_PORT": port,
+    }
+    log = (STATE / "sidecar.log").open("wb")
+    sidecar = subprocess.Popen(
+        [sys.executable, "-m", "service.cli", "serve"], env=sidecar_env, stdout=log, stderr=log
+    )
+    try:
+        _wait_ready(url, sidecar)
+        say(f"sidecar ready at {url} (SQLite {STATE / 'sidecar.db'}; log {STATE / 'sidecar.log'})")
+        producer = threading.Thread(
+            target=lambda: asyncio.run(_produce(bootstrap, records, rate)), daemon=True
+        )
+        run_spark(bootstrap, url, producer, records, rate)
+    finally:
+        sidecar.terminate()
+        sidecar.wait(30)
+        say("sidecar stopped")
+        if not already_running:
+            subprocess.run([kafka_script, "stop"], check=False, capture_output=True)
+            say("Kafka stopped")
+    return 0
+
+
+def run_spark(
+    bootstrap: str, url: str, producer: threading.Thread, records: int, rate: float
+) -> None:
+    from jobs.kafka_to_parquet import start_query
+    from jobs.listener import OffsetCommitListener
+    from jobs.spark_session import kafka_spark_session
+
+    say("starting Spark (local[2]) with Spark's Kafka connector")
+    spark = kafka_spark_session("sidecar-demo")
+    listener = OffsetCommitListener(url, group_id=GROUP)
+    spark.streams.addListener(listener)
+    query = start_query(
+        spark,
+        bootstrap_servers=bootstrap,
+        topics=TOPIC,
+        output=str(STATE / "parquet"),
+        checkpoint=str(STATE / "checkpoint"),
+        trigger_seconds=2,
+        max_offsets_per_trigger=3000,
+        query_name="demo",
+    )
+    say(f"Spark query {query.id} runs; its group {GROUP} is now visible to lag tools")
+    producer.start()
+    say(f"producing {records} records to {TOPIC} at {rate:.0f}/s")
+    deadline = time.monotonic() + float(os.environ.get("DEMO_TIMEOUT", "300"))
+    try:
+        while time.monotonic() < deadline:
+            time.sleep(2)
+            ends, committed = asyncio.run(_lag(bootstrap))
+            progress = query.lastProgress
+            batch = progress["batchId"] if progress else "-"
+            say(f"batch {batch}; committed offsets of {GROUP} read back from Kafka:")
+            if _print_lag(ends, committed) == 0 and not producer.is_alive() and committed:
+                say("lag is zero: every record was processed and its offset committed")
+                break
+        else:
+            say("timed out before the lag reached zero")
+    finally:
+        query.stop()
+        spark.stop()
+        cost_ms = 1000 * listener.callback_seconds / max(1, listener.events)
+        say(f"Spark stopped; listener cost {cost_ms:.2f} ms per event ({listener.events} events)")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
