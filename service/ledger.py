@@ -41,10 +41,8 @@ A group's commit phase follows from (slot, in flight); the only transitions are:
 
 from __future__ import annotations
 
-import enum
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from service.changes import (
@@ -62,75 +60,17 @@ from service.changes import (
     QueryReleased,
     RewindAllowed,
 )
+from service.ledger_state import (
+    Backoff,
+    CommittedOffsets,
+    GroupCounters,
+    GroupPhase,
+    GroupState,
+    QueryState,
+)
 from service.offsets import OffsetMap, TopicPartition, describe
 
 DEFAULT_MAX_PENDING = 100  # Flink's FlinkKafkaConsumerBase.MAX_NUM_PENDING_CHECKPOINTS
-
-
-class GroupPhase(enum.Enum):
-    IDLE = "idle"
-    READY = "ready"
-    IN_FLIGHT = "in_flight"
-    IN_FLIGHT_NEXT = "in_flight_next"
-
-
-@dataclass(frozen=True)
-class Backoff:
-    """Retry delay after the n-th consecutive failure: initial * 2**(n-1), capped."""
-
-    initial: float = 0.5
-    maximum: float = 30.0
-
-    def delay(self, failures: int) -> float:
-        return float(min(self.maximum, self.initial * 2.0 ** max(0, failures - 1)))
-
-
-@dataclass
-class QueryState:
-    query_id: str
-    group_id: str
-    registered_at: float
-    pending: dict[int, Checkpoint] = field(default_factory=dict)  # ascending ids
-    last_completed_id: int | None = None
-    last_run_id: str | None = None
-
-
-@dataclass(frozen=True)
-class CommittedOffsets:
-    query_id: str
-    checkpoint_id: int
-    offsets: OffsetMap
-    at: float
-
-
-@dataclass
-class GroupCounters:
-    succeeded: int = 0
-    skipped: int = 0
-    failed: Counter[str] = field(default_factory=Counter)  # by reason
-    events: Counter[str] = field(default_factory=Counter)  # by Outcome value
-    pending_dropped: int = 0
-    held_back: int = 0  # partitions not rewound
-
-
-@dataclass
-class GroupState:
-    group_id: str
-    query_id: str | None = None  # owner; None once released
-    slot: Checkpoint | None = None
-    in_flight: CommitRequest | None = None
-    committed: CommittedOffsets | None = None
-    failures: int = 0  # consecutive, for backoff
-    retry_at: float = 0.0
-    last_failure: str | None = None
-    rewind_allowed: bool = False
-    counters: GroupCounters = field(default_factory=GroupCounters)
-
-    @property
-    def phase(self) -> GroupPhase:
-        if self.in_flight is None:
-            return GroupPhase.IDLE if self.slot is None else GroupPhase.READY
-        return GroupPhase.IN_FLIGHT if self.slot is None else GroupPhase.IN_FLIGHT_NEXT
 
 
 def _nothing(outcome: Outcome, detail: str, **where: Any) -> Decision:
@@ -167,25 +107,17 @@ class Ledger:
         now: float,
     ) -> Decision:
         """A Spark progress event: snapshot and completion of ``batch_id`` at once."""
-        where: dict[str, Any] = {
-            "query_id": query_id,
-            "group_id": group_id,
-            "checkpoint_id": batch_id,
-        }
-        if not offsets:
-            return _nothing(Outcome.IGNORED, "the progress has no Kafka source", **where)
-        claimed = self._claim(query_id, group_id, now)
-        if isinstance(claimed, Decision):
-            return claimed
-        stale = self._stale(query_id, batch_id, where)
-        if stale is not None:
-            return stale
+        admitted = self._admit(query_id, group_id, batch_id, offsets, now)
+        if isinstance(admitted, Decision):
+            return admitted
         checkpoint = Checkpoint(query_id, group_id, batch_id, run_id, dict(offsets), now)
         return Decision(
             Outcome.ACCEPTED,
             f"batch {batch_id} completed; {describe(offsets)} queued for commit",
-            changes=(*claimed, CheckpointCompleted(checkpoint, now)),
-            **where,
+            query_id,
+            group_id,
+            batch_id,
+            changes=(*admitted, CheckpointCompleted(checkpoint, now)),
         )
 
     def decide_snapshot(
@@ -198,19 +130,14 @@ class Ledger:
         now: float,
     ) -> Decision:
         """A pending snapshot (Flink ``snapshotState``), to be completed later."""
+        claimed = self._admit(query_id, group_id, checkpoint_id, offsets, now)
+        if isinstance(claimed, Decision):
+            return claimed
         where: dict[str, Any] = {
             "query_id": query_id,
             "group_id": group_id,
             "checkpoint_id": checkpoint_id,
         }
-        if not offsets:
-            return _nothing(Outcome.IGNORED, "the checkpoint has no offsets", **where)
-        claimed = self._claim(query_id, group_id, now)
-        if isinstance(claimed, Decision):
-            return claimed
-        stale = self._stale(query_id, checkpoint_id, where)
-        if stale is not None:
-            return stale
         query = self.queries.get(query_id)
         pending = query.pending if query else {}
         checkpoint = Checkpoint(query_id, group_id, checkpoint_id, run_id, dict(offsets), now)
@@ -291,6 +218,23 @@ class Ledger:
             group_id=group_id,
             changes=(RewindAllowed(group_id),),
         )
+
+    def _admit(
+        self, query_id: str, group_id: str, checkpoint_id: int, offsets: OffsetMap, now: float
+    ) -> Decision | tuple[Change, ...]:
+        """The refusal of a new checkpoint (nothing to commit, R1, R3), or the changes that
+        admitting it starts with (a registration for a new query)."""
+        where: dict[str, Any] = {
+            "query_id": query_id,
+            "group_id": group_id,
+            "checkpoint_id": checkpoint_id,
+        }
+        if not offsets:
+            return _nothing(Outcome.IGNORED, "no Kafka offsets in it", **where)
+        claimed = self._claim(query_id, group_id, now)
+        if isinstance(claimed, Decision):
+            return claimed
+        return self._stale(query_id, checkpoint_id, where) or claimed
 
     def _claim(self, query_id: str, group_id: str, now: float) -> Decision | tuple[Change, ...]:
         """R1: the registration to add, or the CONFLICT that refuses the event."""

@@ -1,0 +1,36 @@
+# syntax=docker/dockerfile:1
+# The sidecar service (not the Spark side: jobs/ ships with the Spark job).
+# Multi-stage: build a wheel, install it into a virtualenv, copy only that into a slim
+# runtime that runs as a non-root user and writes only to /data (SQLite) and /tmp.
+
+FROM python:3.11-slim AS build
+WORKDIR /src
+RUN python -m venv /opt/sidecar
+COPY pyproject.toml README.md ./
+COPY service ./service
+COPY jobs ./jobs
+COPY migrations ./migrations
+RUN /opt/sidecar/bin/pip install --no-cache-dir --upgrade pip \
+ && /opt/sidecar/bin/pip wheel --no-cache-dir --no-deps --wheel-dir /wheels . \
+ && /opt/sidecar/bin/pip install --no-cache-dir "$(ls /wheels/*.whl)[postgres]"
+
+FROM python:3.11-slim
+RUN groupadd --system --gid 10001 sidecar \
+ && useradd --system --uid 10001 --gid sidecar --home-dir /data --shell /usr/sbin/nologin sidecar \
+ && mkdir -p /data && chown sidecar:sidecar /data
+COPY --from=build /opt/sidecar /opt/sidecar
+ENV PATH=/opt/sidecar/bin:$PATH \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    SIDECAR_HOST=0.0.0.0 \
+    SIDECAR_PORT=8000 \
+    SIDECAR_DATABASE_URL=sqlite:////data/sidecar.db
+USER 10001:10001
+WORKDIR /data
+VOLUME ["/data"]
+EXPOSE 8000
+HEALTHCHECK --interval=15s --timeout=3s --start-period=20s --retries=3 \
+  CMD ["python", "-c", "import urllib.request,sys; sys.exit(0 if urllib.request.urlopen('http://127.0.0.1:8000/livez', timeout=2).status == 200 else 1)"]
+# serve applies pending migrations before it listens
+ENTRYPOINT ["offset-sidecar"]
+CMD ["serve"]

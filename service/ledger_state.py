@@ -1,0 +1,77 @@
+"""The ledger's state: per query and per group, plain data with no behaviour but the
+derived ``GroupPhase`` (see the transition table in ``service.ledger``)."""
+
+from __future__ import annotations
+
+import enum
+from collections import Counter
+from dataclasses import dataclass, field
+
+from service.changes import Checkpoint, CommitRequest
+from service.offsets import OffsetMap
+
+
+class GroupPhase(enum.Enum):
+    IDLE = "idle"
+    READY = "ready"
+    IN_FLIGHT = "in_flight"
+    IN_FLIGHT_NEXT = "in_flight_next"
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Retry delay after the n-th consecutive failure: initial * 2**(n-1), capped."""
+
+    initial: float = 0.5
+    maximum: float = 30.0
+
+    def delay(self, failures: int) -> float:
+        return float(min(self.maximum, self.initial * 2.0 ** max(0, failures - 1)))
+
+
+@dataclass
+class QueryState:
+    query_id: str
+    group_id: str
+    registered_at: float
+    pending: dict[int, Checkpoint] = field(default_factory=dict)  # ascending ids
+    last_completed_id: int | None = None
+    last_run_id: str | None = None
+
+
+@dataclass(frozen=True)
+class CommittedOffsets:
+    query_id: str
+    checkpoint_id: int
+    offsets: OffsetMap
+    at: float
+
+
+@dataclass
+class GroupCounters:
+    succeeded: int = 0
+    skipped: int = 0
+    failed: Counter[str] = field(default_factory=Counter)  # by reason
+    events: Counter[str] = field(default_factory=Counter)  # by Outcome value
+    pending_dropped: int = 0
+    held_back: int = 0  # partitions not rewound
+
+
+@dataclass
+class GroupState:
+    group_id: str
+    query_id: str | None = None  # owner; None once released
+    slot: Checkpoint | None = None
+    in_flight: CommitRequest | None = None
+    committed: CommittedOffsets | None = None
+    failures: int = 0  # consecutive, for backoff
+    retry_at: float = 0.0
+    last_failure: str | None = None
+    rewind_allowed: bool = False
+    counters: GroupCounters = field(default_factory=GroupCounters)
+
+    @property
+    def phase(self) -> GroupPhase:
+        if self.in_flight is None:
+            return GroupPhase.IDLE if self.slot is None else GroupPhase.READY
+        return GroupPhase.IN_FLIGHT if self.slot is None else GroupPhase.IN_FLIGHT_NEXT
