@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Debian packages the tests and the demo use, installed when missing:
-#   kcat   a real Kafka client (librdkafka) to check what the broker holds
+#   kcat        a real Kafka client (librdkafka) to check what the broker holds
+#   postgresql  a real PostgreSQL server for the store's tests (the tests start their own)
 # Java 17+ and Maven must already be there (they fetch and run the Kafka and Spark jars).
 set -euo pipefail
 missing=()
 command -v java >/dev/null || { echo "java (17 or newer) is required" >&2; exit 1; }
 command -v mvn >/dev/null || missing+=(maven)
 command -v kcat >/dev/null || missing+=(kcat)
+compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql)
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ] && ! command -v sudo >/dev/null; then
   echo "please install these Debian packages: ${missing[*]}" >&2

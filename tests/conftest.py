@@ -99,3 +99,23 @@ def private_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[kafka_b
     yield local
     local.resume()
     local.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[object]:
+    """A real PostgreSQL server, started once per session."""
+    from tests.postgres_server import PostgresServer
+
+    server = PostgresServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request: pytest.FixtureRequest, tmp_path: object) -> str:
+    """Each store test runs on a SQLite file and on a real PostgreSQL server."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/sidecar.db"
+    server = request.getfixturevalue("postgres_server")
+    server.reset()
+    return str(server.url)

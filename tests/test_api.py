@@ -223,10 +223,10 @@ def test_store_unavailable_answers_503_and_changes_nothing(tmp_path: Path) -> No
         assert "sidecar_store_unavailable_total 1.0" in client.get("/metrics").text
 
 
-def test_restart_commits_what_was_accepted_but_not_committed(tmp_path: Path) -> None:
+def test_restart_commits_what_was_accepted_but_not_committed(database_url: str) -> None:
     stuck = InMemoryCommitter()
     stuck.gate.clear()  # the commit never finishes in the first life
-    settings = settings_for(tmp_path, shutdown_grace_seconds=0.2)
+    settings = Settings(database_url=database_url, shutdown_grace_seconds=0.2)
     with TestClient(create_app(settings, committer=stuck)) as client:
         post_progress(client, 1, {"t": {"0": 10}})
         post_progress(client, 2, {"t": {"0": 20}})

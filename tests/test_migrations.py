@@ -14,8 +14,8 @@ from service.errors import StoreUnavailable
 from service.sql_store import SqlStore
 
 
-def test_migrations_match_the_schema(tmp_path: Path) -> None:
-    store = SqlStore(f"sqlite:///{tmp_path / 'db.sqlite'}")
+def test_migrations_match_the_schema(database_url: str) -> None:
+    store = SqlStore(database_url)
     store.migrate()
     with store.engine.connect() as connection:
         diff = compare_metadata(MigrationContext.configure(connection), metadata)

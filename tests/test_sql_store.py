@@ -1,9 +1,11 @@
-"""SqlStore: what was persisted is what a new ledger starts from; failures are clean."""
+"""SqlStore: what was persisted is what a new ledger starts from; failures are clean.
+Runs on a SQLite file and on a real PostgreSQL server."""
 
 from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,10 +25,11 @@ def record(ledger: Ledger, store: SqlStore, decision: Decision) -> None:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> SqlStore:
-    sql = SqlStore(f"sqlite:///{tmp_path / 'db.sqlite'}")
+def store(database_url: str) -> Iterator[SqlStore]:
+    sql = SqlStore(database_url)
     sql.migrate()
-    return sql
+    yield sql
+    sql.close()
 
 
 def reload(store: SqlStore) -> Ledger:
@@ -92,9 +95,9 @@ def test_release_removes_query_and_pending_and_frees_the_group(store: SqlStore) 
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes to read-only files")
-def test_read_only_database_is_unavailable_and_nothing_half_written(
-    store: SqlStore, tmp_path: Path
-) -> None:
+def test_read_only_database_is_unavailable_and_nothing_half_written(tmp_path: Path) -> None:
+    store = SqlStore(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    store.migrate()
     ledger = Ledger()
     record(ledger, store, ledger.decide_progress("q", "g", "r", 1, {T0: 10}, 1.0))
     store.close()
