@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated
 
-from fastapi import APIRouter, HTTPException, Path, Request
+from fastapi import APIRouter, HTTPException, Path, Query, Request
 from fastapi.responses import JSONResponse
 
 from service.api_models import (
@@ -21,9 +21,11 @@ from service.api_models import (
     GroupId,
     ProgressEvent,
     QueryView,
+    StartingOffsetsAnswer,
 )
 from service.changes import Decision, Outcome
 from service.offsets import from_json
+from service.recovery import starting_offsets
 from service.spark_progress import parse_progress
 
 if TYPE_CHECKING:
@@ -137,6 +139,36 @@ async def allow_rewind(group_id: GroupId, request: Request) -> JSONResponse:
     """Let the next commit of the group move partitions backwards (once)."""
     decision = await _durable(request).record(lambda ledger: ledger.decide_allow_rewind(group_id))
     return _answer(request, decision)
+
+
+@router.get(
+    "/groups/{group_id}/starting-offsets",
+    response_model=StartingOffsetsAnswer,
+    responses=ERRORS,
+    tags=["recovery"],
+)
+async def get_starting_offsets(
+    group_id: GroupId,
+    request: Request,
+    topic: Annotated[list[str] | None, Query(description="topics the query reads")] = None,
+) -> StartingOffsetsAnswer:
+    """The ``startingOffsets`` that restarts a query whose checkpoint was lost exactly where
+    the group's committed offsets in Kafka stand (partitions never committed: -2, earliest).
+    The restarted query has a new id: release the old one (``DELETE /v1/queries/{id}``)."""
+    settings = _runtime(request).settings
+    found = await starting_offsets(
+        settings.kafka_bootstrap_servers,
+        group_id,
+        topic or (),
+        request_timeout=settings.commit_timeout_seconds,
+        client_id=settings.kafka_client_id,
+    )
+    return StartingOffsetsAnswer(
+        group_id=group_id,
+        starting_offsets=found.offsets,
+        spark_option=found.spark_option(),
+        uncommitted_partitions=found.uncommitted,
+    )
 
 
 @router.get("/queries", response_model=list[QueryView], tags=["state"])

@@ -166,3 +166,10 @@ class QueryView(BaseModel):
                 partitions_held_back=counters.held_back,
             ),
         )
+
+
+class StartingOffsetsAnswer(BaseModel):
+    group_id: str
+    starting_offsets: OffsetJson = Field(description="-2 marks a partition with no commit")
+    spark_option: str = Field(description='the value for .option("startingOffsets", ...)')
+    uncommitted_partitions: list[str]

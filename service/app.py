@@ -25,7 +25,13 @@ from service.body_limit import BodySizeLimit
 from service.commit_loop import CommitLoop
 from service.committer import KafkaOffsetCommitter, OffsetCommitter
 from service.durable_ledger import DurableLedger
-from service.errors import InvalidEvent, StoreError, StoreUnavailable
+from service.errors import (
+    InvalidEvent,
+    KafkaReadError,
+    OffsetsNotFound,
+    StoreError,
+    StoreUnavailable,
+)
 from service.ledger import Backoff
 from service.metrics import SidecarMetrics, package_version
 from service.settings import Settings
@@ -159,6 +165,14 @@ def _add_error_handlers(app: FastAPI, metrics: SidecarMetrics) -> None:
             status_code=503,
             headers={"Retry-After": "1"},
         )
+
+    @app.exception_handler(OffsetsNotFound)
+    async def offsets_not_found(_request: Request, exc: OffsetsNotFound) -> Response:
+        return JSONResponse({"outcome": "not_found", "detail": str(exc)}, status_code=404)
+
+    @app.exception_handler(KafkaReadError)
+    async def kafka_read_error(_request: Request, exc: KafkaReadError) -> Response:
+        return JSONResponse({"outcome": "unavailable", "detail": str(exc)}, status_code=503)
 
     @app.exception_handler(StoreError)
     async def store_error(_request: Request, exc: StoreError) -> Response:

@@ -10,8 +10,9 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from collections.abc import Callable
 
-from service.errors import ConfigError, StoreError
+from service.errors import ConfigError, KafkaReadError, OffsetsNotFound, StoreError
 from service.settings import Settings
 
 log = logging.getLogger("service")
@@ -48,13 +49,43 @@ def _migrate(settings: Settings) -> int:
     return 0
 
 
+def _starting_offsets(settings: Settings, args: argparse.Namespace) -> int:
+    import asyncio
+
+    from service.recovery import starting_offsets
+
+    if not args.group:
+        raise SystemExit("offset-sidecar starting-offsets: name the consumer group")
+    found = asyncio.run(
+        starting_offsets(
+            settings.kafka_bootstrap_servers,
+            args.group,
+            args.topic or (),
+            request_timeout=settings.commit_timeout_seconds,
+            client_id=settings.kafka_client_id,
+        )
+    )
+    if found.uncommitted:
+        print(
+            f"no committed offset for {', '.join(found.uncommitted)}: starting at earliest",
+            file=sys.stderr,
+        )
+    print(found.spark_option())
+    return 0
+
+
 def _settings(_settings: Settings) -> int:
     for variable, default, meaning in Settings.describe():
         print(f"{variable:40} {default:24} {meaning}")
     return 0
 
 
-COMMANDS = {"serve": _serve, "migrate": _migrate, "settings": _settings}
+COMMANDS: dict[str, Callable[[Settings, argparse.Namespace], int]] = {
+    "serve": lambda settings, _args: _serve(settings),
+    "migrate": lambda settings, _args: _migrate(settings),
+    "settings": lambda settings, _args: _settings(settings),
+    "starting-offsets": _starting_offsets,
+}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -63,6 +94,8 @@ def main(argv: list[str] | None = None) -> int:
         description="Commit Spark Structured Streaming's Kafka offsets to consumer groups.",
     )
     parser.add_argument("command", choices=sorted(COMMANDS))
+    parser.add_argument("group", nargs="?", help="consumer group (starting-offsets)")
+    parser.add_argument("--topic", action="append", help="topic the query reads (repeatable)")
     args = parser.parse_args(argv)
     try:
         settings = Settings.from_env()
@@ -75,8 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     logging.getLogger("alembic").setLevel(logging.WARNING)
     try:
-        return COMMANDS[args.command](settings)
-    except StoreError as exc:
+        return COMMANDS[args.command](settings, args)
+    except (StoreError, OffsetsNotFound, KafkaReadError) as exc:
         print(f"offset-sidecar: {exc}", file=sys.stderr)
         return 1
 

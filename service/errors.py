@@ -45,6 +45,14 @@ class StoreUnavailable(StoreError):
     pass
 
 
+class OffsetsNotFound(SidecarError):
+    pass
+
+
+class KafkaReadError(SidecarError):
+    pass
+
+
 class CommitError(SidecarError):
     reason = "kafka_error"
 

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -173,3 +176,37 @@ def test_a_group_with_active_members_gets_a_clear_failure_reason(
         loop.call_soon_threadsafe(loop.stop)
     # Once the member left, the retry (no new event needed) commits.
     wait_for(lambda: committed_offsets(kafka_bootstrap, group) == expect(topic, 5), timeout=60)
+
+
+def test_starting_offsets_from_the_groups_committed_offsets_api_and_cli(
+    service: ServiceProcess, kafka_bootstrap: str, new_topic: Callable[..., str]
+) -> None:
+    topic, other, group = new_topic(3), new_topic(2), unique_group()
+    progress = spark_progress(4, {topic: {"0": 40, "1": 41}})  # partition 2 never committed
+    assert service.post_progress(group, progress).status_code == 200
+    wait_for(lambda: committed_offsets(kafka_bootstrap, group) == {(topic, 0): 40, (topic, 1): 41})
+
+    answer = service.http.get(f"/v1/groups/{group}/starting-offsets").json()
+    assert answer["starting_offsets"] == {topic: {"0": 40, "1": 41, "2": -2}}
+    assert answer["uncommitted_partitions"] == [f"{topic}/2"]
+    assert json.loads(answer["spark_option"]) == answer["starting_offsets"]
+
+    with_other = service.http.get(
+        f"/v1/groups/{group}/starting-offsets", params={"topic": [topic, other]}
+    ).json()
+    assert with_other["starting_offsets"][other] == {"0": -2, "1": -2}
+
+    missing = service.http.get(f"/v1/groups/{unique_group()}/starting-offsets")
+    assert missing.status_code == 404
+    assert "no committed offsets" in missing.json()["detail"]
+
+    cli = subprocess.run(
+        [sys.executable, "-m", "service.cli", "starting-offsets", group],
+        env={**os.environ, "SIDECAR_KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert cli.returncode == 0, cli.stderr
+    assert json.loads(cli.stdout) == {topic: {"0": 40, "1": 41, "2": -2}}
+    assert f"{topic}/2" in cli.stderr

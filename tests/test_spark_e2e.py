@@ -5,6 +5,7 @@ are read back from the broker."""
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -31,13 +32,21 @@ async def produce(bootstrap: str, topic: str, count: int, start: int = 0) -> Non
         await producer.stop()
 
 
-def run_available_now(spark: Any, bootstrap: str, topics: list[str], work: Path) -> Any:
+def run_available_now(
+    spark: Any,
+    bootstrap: str,
+    topics: list[str],
+    work: Path,
+    *,
+    output: str = "out",
+    starting_offsets: str = "earliest",
+) -> Any:
     """One streaming query with one Kafka source per topic, run until caught up."""
     frames = [
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", topic)
-        .option("startingOffsets", "earliest")
+        .option("startingOffsets", starting_offsets)
         .option("maxOffsetsPerTrigger", "250")
         .load()
         .selectExpr("topic", "partition", "offset", "CAST(value AS STRING) AS value")
@@ -48,7 +57,7 @@ def run_available_now(spark: Any, bootstrap: str, topics: list[str], work: Path)
         union = union.unionByName(frame)
     query = (
         union.writeStream.format("parquet")
-        .option("path", str(work / "out"))
+        .option("path", str(work / output))
         .option("checkpointLocation", str(work / "checkpoint"))
         .queryName("e2e")
         .trigger(availableNow=True)
@@ -152,5 +161,52 @@ def test_spark_runs_on_while_the_service_is_down_and_commits_when_it_returns(
         )
         assert listener.sender.stats.delivered >= 1
         assert listener.sender.stats.retries >= 1
+    finally:
+        service.stop()
+
+
+def test_lost_checkpoint_restarts_from_the_groups_offsets_without_loss_or_repeats(
+    spark: Any,
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    tmp_path: Path,
+    listener_for: Callable[..., OffsetCommitListener],
+) -> None:
+    topic, group = new_topic(3), unique_group("spark")
+    run_sync(produce(kafka_bootstrap, topic, 500))
+    service = ServiceProcess(tmp_path, kafka_bootstrap).start()
+    try:
+        listener_for(service.url, group)
+        first = run_available_now(spark, kafka_bootstrap, [topic], tmp_path, output="before")
+        ends = last_end_offsets(first)
+        wait_for(lambda: committed_offsets(kafka_bootstrap, group) == ends, what="commit")
+
+        run_sync(produce(kafka_bootstrap, topic, 300, start=500))
+        shutil.rmtree(tmp_path / "checkpoint")  # the disaster
+        answer = service.http.get(f"/v1/groups/{group}/starting-offsets")
+        assert answer.status_code == 200, answer.text
+        recovery = answer.json()
+        assert recovery["starting_offsets"] == {topic: {str(p): o for (_, p), o in ends.items()}}
+        assert service.http.delete(f"/v1/queries/{first.id}").status_code == 200
+
+        # A new query (new id, batch ids from 0) writes to a new path: the old path's
+        # _spark_metadata already holds batch ids 0..N, which the file sink would skip.
+        second = run_available_now(
+            spark,
+            kafka_bootstrap,
+            [topic],
+            tmp_path,
+            output="after",
+            starting_offsets=recovery["spark_option"],
+        )
+        assert second.id != first.id
+        before = spark.read.parquet(str(tmp_path / "before")).select("partition", "offset")
+        after = spark.read.parquet(str(tmp_path / "after")).select("partition", "offset")
+        assert after.count() == 300, "exactly the records after the committed offsets"
+        both = before.union(after)
+        assert both.count() == 800, "no record lost"
+        assert both.distinct().count() == 800, "no record repeated"
+        final = last_end_offsets(second)
+        wait_for(lambda: committed_offsets(kafka_bootstrap, group) == final, what="commit")
     finally:
         service.stop()

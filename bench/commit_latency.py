@@ -1,0 +1,121 @@
+"""Time from the end of a Spark batch to its offsets being committed in Kafka.
+
+A real streaming query (Spark's Kafka connector, a 1-second trigger) reads a topic that a
+producer fills continuously; the listener reports each batch to the sidecar, which
+commits. A poller reads the group's committed offsets from the broker every 5 ms and notes
+when each batch id (from the commit metadata) first appears there. Batch end = the
+progress's timestamp (trigger start) + its ``triggerExecution`` duration.
+
+    .venv/bin/python bench/commit_latency.py [--seconds 60]
+
+Needs the local broker (scripts/local-kafka.sh start).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from datetime import datetime
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.bench_support import Sidecar, create_topic, percentiles, produce_in_background
+from jobs.listener import OffsetCommitListener
+from jobs.spark_session import kafka_spark_session
+
+
+def watch_commits(
+    bootstrap: str, group: str, seen: dict[int, float], stop: threading.Event
+) -> threading.Thread:
+    async def poll() -> None:
+        from aiokafka.admin import AIOKafkaAdminClient
+
+        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+        await admin.start()
+        try:
+            while not stop.is_set():
+                try:
+                    committed = await admin.list_consumer_group_offsets(group)
+                except Exception:
+                    committed = {}
+                now = time.time()
+                for meta in committed.values():
+                    if meta.metadata:
+                        seen.setdefault(json.loads(meta.metadata)["batch_id"], now)
+                await asyncio.sleep(0.005)
+        finally:
+            await admin.close()
+
+    thread = threading.Thread(target=lambda: asyncio.run(poll()), daemon=True)
+    thread.start()
+    return thread
+
+
+def batch_end(progress: dict[str, object]) -> float:
+    started = datetime.fromisoformat(str(progress["timestamp"]).replace("Z", "+00:00"))
+    durations = progress["durationMs"]
+    assert isinstance(durations, dict)
+    return started.timestamp() + durations["triggerExecution"] / 1000
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--bootstrap", default="127.0.0.1:9092")
+    parser.add_argument("--seconds", type=float, default=60)
+    parser.add_argument("--rate", type=float, default=2000)
+    args = parser.parse_args()
+
+    topic, group = f"bench-latency-{uuid.uuid4().hex[:8]}", f"bench-{uuid.uuid4().hex[:8]}"
+    asyncio.run(create_topic(args.bootstrap, topic, 4))
+    sidecar = Sidecar(args.bootstrap)
+    spark = kafka_spark_session("bench-commit-latency")
+    spark.streams.addListener(OffsetCommitListener(sidecar.url, group_id=group))
+    seen: dict[int, float] = {}
+    stop = threading.Event()
+    watcher = watch_commits(args.bootstrap, group, seen, stop)
+    producer = produce_in_background(args.bootstrap, topic, args.rate, args.seconds)
+    with tempfile.TemporaryDirectory() as work:
+        query = (
+            spark.readStream.format("kafka")
+            .option("kafka.bootstrap.servers", args.bootstrap)
+            .option("subscribe", topic)
+            .load()
+            .writeStream.format("noop")
+            .option("checkpointLocation", f"{work}/checkpoint")
+            .trigger(processingTime="1 second")
+            .start()
+        )
+        producer.join()
+        time.sleep(3)
+        progresses = list(query.recentProgress)
+        query.stop()
+    time.sleep(1)
+    stop.set()
+    watcher.join(10)
+    spark.stop()
+    sidecar.stop()
+
+    latencies = [
+        (seen[p["batchId"]] - batch_end(p)) * 1000
+        for p in progresses
+        if p["batchId"] in seen and p["numInputRows"] > 0
+    ]
+    p50, p99, mean = percentiles(latencies)
+    print(
+        f"batch end -> offsets committed in Kafka: {len(latencies)} batches "
+        f"({len(progresses)} progress events), poll every 5 ms"
+    )
+    print(f"{'p50 ms':>9} {'p99 ms':>9} {'mean ms':>9} {'max ms':>9}")
+    print(f"{p50:9.1f} {p99:9.1f} {mean:9.1f} {max(latencies):9.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,85 @@
+"""Disaster recovery: the ``startingOffsets`` that restarts a Spark query exactly where its
+consumer group's committed offsets stand (when its checkpoint is lost).
+
+Read from Kafka itself, not from the service's database: the committed offsets in
+``__consumer_offsets`` are what lag tools see and what survived.
+
+Spark's Kafka source requires *every* partition of its topics in a specific
+``startingOffsets`` ("you must specify all TopicPartitions"); a partition without a committed
+offset gets -2 (earliest), so that no record is lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.errors import KafkaError
+
+from service.errors import KafkaReadError, OffsetsNotFound
+
+EARLIEST = -2
+
+
+@dataclass(frozen=True)
+class StartingOffsets:
+    group_id: str
+    offsets: dict[str, dict[str, int]]  # Spark's form: topic -> partition -> offset or -2
+    uncommitted: list[str]  # "topic/partition" started at earliest: nothing committed there
+
+    def spark_option(self) -> str:
+        """The value for ``.option("startingOffsets", ...)``."""
+        return json.dumps(self.offsets, separators=(",", ":"), sort_keys=True)
+
+
+async def starting_offsets(
+    bootstrap_servers: str,
+    group_id: str,
+    topics: Sequence[str] = (),
+    *,
+    request_timeout: float = 10.0,
+    client_id: str = "spark-offset-sidecar",
+) -> StartingOffsets:
+    admin = AIOKafkaAdminClient(
+        bootstrap_servers=bootstrap_servers,
+        client_id=client_id,
+        request_timeout_ms=int(request_timeout * 1000),
+    )
+    try:
+        async with asyncio.timeout(2 * request_timeout):
+            await admin.start()
+            committed = await admin.list_consumer_group_offsets(group_id)
+            wanted = sorted(set(topics) or {tp.topic for tp in committed})
+            if not wanted:
+                raise OffsetsNotFound(
+                    f"Kafka returned no committed offsets for group {group_id!r}; an empty "
+                    "answer is not taken to mean 'start from nothing' (name the topics to "
+                    "start them at earliest)"
+                )
+            described = await admin.describe_topics(wanted)
+    except (KafkaError, TimeoutError) as exc:
+        raise KafkaReadError(f"reading group {group_id!r} from Kafka failed: {exc!r}") from exc
+    finally:
+        with contextlib.suppress(Exception):
+            await admin.close()
+
+    by_tp = {(tp.topic, tp.partition): meta.offset for tp, meta in committed.items()}
+    offsets: dict[str, dict[str, int]] = {}
+    uncommitted: list[str] = []
+    for topic in described:
+        name = topic["topic"]
+        if topic["error_code"] != 0 or not topic["partitions"]:
+            raise KafkaReadError(
+                f"topic {name!r} is unknown to Kafka (error {topic['error_code']})"
+            )
+        for partition in sorted(p["partition"] for p in topic["partitions"]):
+            offset = by_tp.get((name, partition), -1)
+            if offset < 0:
+                offset = EARLIEST
+                uncommitted.append(f"{name}/{partition}")
+            offsets.setdefault(name, {})[str(partition)] = offset
+    return StartingOffsets(group_id, offsets, uncommitted)
