@@ -54,25 +54,49 @@ def kafka_connector_jars() -> list[str]:
     return jars
 
 
+def _launcher_conf() -> dict[str, str]:
+    """What ``spark-submit`` configured, if it started this driver (PySpark then connects
+    to its JVM through ``PYSPARK_GATEWAY_PORT``); empty otherwise, without starting a JVM
+    early (which would lose settings such as the driver's memory)."""
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+        return {}
+    from pyspark import SparkConf, SparkContext
+
+    SparkContext._ensure_initialized()  # connects to spark-submit's JVM; starts none
+    return dict(SparkConf().getAll())
+
+
+def _connector_configured(*confs: dict[str, str]) -> bool:
+    """True when ``--jars``/``--packages`` (or ``conf``) already bring the connector."""
+    keys = ("spark.jars", "spark.jars.packages")
+    return any("spark-sql-kafka" in conf.get(key, "") for conf in confs for key in keys)
+
+
 def kafka_spark_session(
     app_name: str,
     *,
-    master: str = "local[2]",
+    master: str | None = "local[2]",
     conf: dict[str, str] | None = None,
 ) -> SparkSession:
-    """A SparkSession (created or reused) with the Kafka connector on its classpath."""
+    """A SparkSession (created or reused) with the Kafka connector on its classpath.
+
+    Under ``spark-submit``, its ``--master`` and ``--jars``/``--packages`` win."""
     from pyspark.sql import SparkSession
 
+    conf = dict(conf or {})
+    launcher = _launcher_conf()
+    builder = SparkSession.builder.appName(app_name)
+    if master and "spark.master" not in launcher:
+        builder = builder.master(master)
+    if not _connector_configured(launcher, conf):
+        builder = builder.config("spark.jars", ",".join(kafka_connector_jars()))
     builder = (
-        SparkSession.builder.appName(app_name)
-        .master(master)
-        .config("spark.jars", ",".join(kafka_connector_jars()))
-        .config("spark.ui.enabled", "false")
+        builder.config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.driver.memory", os.environ.get("SPARK_DRIVER_MEMORY", "1g"))
     )
-    for key, value in (conf or {}).items():
+    for key, value in conf.items():
         builder = builder.config(key, value)
     session: SparkSession = builder.getOrCreate()
     session.sparkContext.setLogLevel(os.environ.get("SPARK_LOG_LEVEL", "WARN"))
