@@ -24,7 +24,8 @@ from service.api_models import (
     StartingOffsetsAnswer,
 )
 from service.changes import Decision, Outcome
-from service.offsets import from_json
+from service.errors import InvalidEvent
+from service.offsets import from_json, topic_name_problem
 from service.recovery import starting_offsets
 from service.spark_progress import parse_progress
 
@@ -155,6 +156,9 @@ async def get_starting_offsets(
     """The ``startingOffsets`` that restarts a query whose checkpoint was lost exactly where
     the group's committed offsets in Kafka stand (partitions never committed: -2, earliest).
     The restarted query has a new id: release the old one (``DELETE /v1/queries/{id}``)."""
+    for name in topic or ():
+        if problem := topic_name_problem(name):
+            raise InvalidEvent("topic", problem)
     settings = _runtime(request).settings
     found = await starting_offsets(
         settings.kafka_bootstrap_servers,

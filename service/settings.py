@@ -91,7 +91,7 @@ class Settings:
     commit_timeout_seconds: float = _setting(10.0, _positive_float, "bound of one commit")
     max_pending_checkpoints: int = _setting(100, _positive_int, "pending checkpoints per query")
     retry_initial_seconds: float = _setting(0.5, _positive_float, "first retry delay")
-    retry_max_seconds: float = _setting(30.0, _positive_float, "longest retry delay")
+    retry_max_seconds: float = _setting(10.0, _positive_float, "longest retry delay")
     max_body_bytes: int = _setting(1_048_576, _positive_int, "largest request body")
     shutdown_grace_seconds: float = _setting(10.0, _positive_float, "wait for commits in flight")
     kafka_client_id: str = _setting("spark-offset-sidecar", str, "Kafka client.id")

@@ -38,18 +38,25 @@ class PostgresServer:
         subprocess.run([*prefix, *command], check=True, capture_output=True, timeout=120)
 
     def start(self) -> PostgresServer:
-        if os.geteuid() == 0:
-            shutil.chown(self.root, "postgres", "postgres")
-        self._run(
-            str(self.bin / "initdb"), "-D", str(self.data), "-U", "sidecar",
-            "--auth=trust", "--no-sync", "-E", "UTF8",
-        )  # fmt: skip
+        """Create the cluster on first use, then start the server."""
+        if not self.data.exists():
+            if os.geteuid() == 0:
+                shutil.chown(self.root, "postgres", "postgres")
+            self._run(
+                str(self.bin / "initdb"), "-D", str(self.data), "-U", "sidecar",
+                "--auth=trust", "--no-sync", "-E", "UTF8",
+            )  # fmt: skip
         options = f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=on"
         self._run(
             str(self.bin / "pg_ctl"), "-D", str(self.data), "-o", options,
             "-l", str(self.root / "server.log"), "-w", "start",
         )  # fmt: skip
         return self
+
+    def halt(self) -> None:
+        """Stop the server at once, as a crash or a network cut would: clients lose their
+        connections mid-session."""
+        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop")
 
     def stop(self) -> None:
         try:

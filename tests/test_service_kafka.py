@@ -196,6 +196,12 @@ def test_starting_offsets_from_the_groups_committed_offsets_api_and_cli(
     ).json()
     assert with_other["starting_offsets"][other] == {"0": -2, "1": -2}
 
+    bad_topic = service.http.get(
+        f"/v1/groups/{group}/starting-offsets", params={"topic": "no/slashes"}
+    )
+    assert bad_topic.status_code == 422
+    assert bad_topic.json()["errors"][0]["field"] == "topic"
+
     missing = service.http.get(f"/v1/groups/{unique_group()}/starting-offsets")
     assert missing.status_code == 404
     assert "no committed offsets" in missing.json()["detail"]
