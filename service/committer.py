@@ -62,7 +62,10 @@ def commit_metadata(request: CommitRequest) -> str:
 
 class KafkaOffsetCommitter:
     """One paused, never-joining consumer per group (kept for the next commit, at most
-    ``max_consumers`` of them, least recently used closed first)."""
+    ``max_consumers`` of them, least recently used closed first).
+
+    The consumer closed to make room is never one in use: a commit moves its consumer to
+    the recent end, and ``max_consumers`` exceeds the commit loop's concurrency (64)."""
 
     def __init__(
         self,

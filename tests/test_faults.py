@@ -324,3 +324,73 @@ def test_lost_postgresql_connection_answers_503_then_recovers(postgres_server: A
         assert wait_for(lambda: post(2).status_code == 200, timeout=30)
         assert client.get("/readyz").status_code == 200
         assert _state(client) == [(QUERY, 2, [])]
+
+
+def test_slow_broker_coalesces_and_catches_up(tmp_path: Path, private_broker: LocalBroker) -> None:
+    """Slow, not down: the broker is frozen 400 ms of every 500 ms for 20 s."""
+    bootstrap, topic, group = private_broker.bootstrap, "slow", unique_group("slow")
+    run_sync(create_topics(bootstrap, [topic], 3))
+    service = ServiceProcess(tmp_path, bootstrap, commit_timeout_seconds=10).start()
+    assert service.process is not None
+    stop = threading.Event()
+
+    def throttle() -> None:
+        while not stop.is_set():
+            private_broker.pause()
+            time.sleep(0.4)
+            private_broker.resume()
+            time.sleep(0.1)
+
+    try:
+        with OffsetWatch(bootstrap, group) as watch:
+            service.post_progress(group, spark_progress(0, batch_offsets(topic, 0)))
+            watch.wait_for(expected(topic, 0), timeout=30)
+            rss_before = _rss_kib(service.process.pid)
+            slow = threading.Thread(target=throttle, daemon=True)
+            slow.start()
+            batch, started, answer_ms = 0, time.monotonic(), []
+            while time.monotonic() - started < 20:
+                batch += 1
+                sent = time.monotonic()
+                answer = service.post_progress(
+                    group, spark_progress(batch, batch_offsets(topic, batch))
+                )
+                answer_ms.append((time.monotonic() - sent) * 1000)
+                assert answer.status_code == 200
+                time.sleep(0.1)
+            stop.set()
+            slow.join()
+            private_broker.resume()
+            caught_up = watch.wait_for(expected(topic, batch), timeout=30)
+        text = service.metrics()
+        labels = {"consumergroup": group}
+        succeeded = metric(text, "sidecar_commits_succeeded_total", **labels) or 0
+        skipped = metric(text, "sidecar_commits_skipped_total", **labels) or 0
+        assert watch.regressions == []
+        assert skipped > 0, "completions arriving faster than commits replace each other"
+        assert succeeded < batch, (
+            "fewer commits than checkpoints: one in flight, the rest coalesced"
+        )
+        rss_after = _rss_kib(service.process.pid)
+        print(
+            f"\nslow broker: {batch} events in 20 s (answered in p50 "
+            f"{sorted(answer_ms)[len(answer_ms) // 2]:.1f} ms), {succeeded:.0f} commits, "
+            f"{skipped:.0f} skipped; newest committed {caught_up:.2f} s after the broker "
+            f"recovered; RSS {rss_before} -> {rss_after} KiB"
+        )
+    finally:
+        stop.set()
+        private_broker.resume()
+        service.stop()
+
+
+def test_soak_short_form(kafka_bootstrap: str) -> None:
+    """bench/soak.py for 45 s: no error, memory and descriptors flat after warm-up."""
+    from bench.soak import run_soak
+
+    report = run_soak(kafka_bootstrap, seconds=45, queries=300, rate=200)
+    print("\n" + report.summary())
+    assert report.errors == []
+    warm, end = report.warm(), report.samples[-1]
+    assert end[1] - warm[1] < 20 * 1024, "RSS grew by more than 20 MiB after warm-up"
+    assert abs(end[2] - warm[2]) < 50, "file descriptors are not flat"
