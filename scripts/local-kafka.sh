@@ -11,6 +11,13 @@
 #   LOCAL_KAFKA_DIR   state folder (default .local/kafka): config, data, log, pid
 #   LOCAL_KAFKA_HEAP  JVM heap (default 512m)
 #
+# Optional secured listeners (for tests of Kafka security; read when the folder is new):
+#   LOCAL_KAFKA_USERS      user:password[,user:password]: SASL PLAIN users and SCRAM-SHA-256/512
+#                          credentials (SCRAM ones are written when the storage is formatted)
+#   LOCAL_KAFKA_SASL_PORT  a SASL_PLAINTEXT listener (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)
+#   LOCAL_KAFKA_SSL_PORT   a TLS listener, with LOCAL_KAFKA_SSL_PEM: the server's private key
+#                          (PKCS#8) and certificate chain in one PEM file
+#
 # Jars come from Maven Central on first use (scripts/fetch-jars.sh kafka) and are cached.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -53,16 +60,29 @@ PY
 
 write_config() {
   local controller_port=$1
+  local listeners="PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$controller_port"
+  local advertised="PLAINTEXT://127.0.0.1:$port"
+  local protocols="PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
+  if [ -n "${LOCAL_KAFKA_SASL_PORT:-}" ]; then
+    listeners+=",SASL_PLAINTEXT://127.0.0.1:$LOCAL_KAFKA_SASL_PORT"
+    advertised+=",SASL_PLAINTEXT://127.0.0.1:$LOCAL_KAFKA_SASL_PORT"
+    protocols+=",SASL_PLAINTEXT:SASL_PLAINTEXT"
+  fi
+  if [ -n "${LOCAL_KAFKA_SSL_PORT:-}" ]; then
+    listeners+=",SSL://127.0.0.1:$LOCAL_KAFKA_SSL_PORT"
+    advertised+=",SSL://127.0.0.1:$LOCAL_KAFKA_SSL_PORT"
+    protocols+=",SSL:SSL"
+  fi
   cat >"$config" <<CONF
 # Written by scripts/local-kafka.sh: a single-node KRaft cluster for local runs and tests.
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$controller_port
-listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$controller_port
-advertised.listeners=PLAINTEXT://127.0.0.1:$port
+listeners=$listeners
+advertised.listeners=$advertised
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+listener.security.protocol.map=$protocols
 log.dirs=$dir/data
 num.partitions=1
 auto.create.topics.enable=true
@@ -76,6 +96,34 @@ share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
 log.segment.bytes=16777216
 CONF
+  if [ -n "${LOCAL_KAFKA_SASL_PORT:-}" ]; then
+    local plain_users="" pair
+    for pair in ${LOCAL_KAFKA_USERS:+${LOCAL_KAFKA_USERS//,/ }}; do
+      plain_users+=" user_${pair%%:*}=\"${pair#*:}\""
+    done
+    cat >>"$config" <<CONF
+sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512
+listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required$plain_users;
+listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+CONF
+  fi
+  if [ -n "${LOCAL_KAFKA_SSL_PORT:-}" ]; then
+    cat >>"$config" <<CONF
+ssl.keystore.type=PEM
+ssl.keystore.location=${LOCAL_KAFKA_SSL_PEM:?LOCAL_KAFKA_SSL_PEM names the key and certificate}
+ssl.client.auth=none
+CONF
+  fi
+}
+
+scram_format_args() {
+  local pair mechanism
+  for pair in ${LOCAL_KAFKA_USERS:+${LOCAL_KAFKA_USERS//,/ }}; do
+    for mechanism in SCRAM-SHA-256 SCRAM-SHA-512; do
+      printf '%s\n' --add-scram "$mechanism=[name=${pair%%:*},password=${pair#*:}]"
+    done
+  done
 }
 
 start() {
@@ -121,7 +169,10 @@ CONF
   if [ ! -f "$dir/data/meta.properties" ]; then
     local cluster_id
     cluster_id=$(python3 -c 'import base64, uuid; print(base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("="))')
-    "${java_cmd[@]}" kafka.tools.StorageTool format -t "$cluster_id" -c "$config" >>"$logfile" 2>&1 \
+    local scram=()
+    mapfile -t scram < <(scram_format_args)
+    "${java_cmd[@]}" kafka.tools.StorageTool format -t "$cluster_id" -c "$config" "${scram[@]}" \
+      >>"$logfile" 2>&1 \
       || { echo "formatting $dir/data failed; see $logfile" >&2; exit 1; }
   fi
   nohup "${java_cmd[@]}" kafka.Kafka "$config" >>"$logfile" 2>&1 </dev/null &

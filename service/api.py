@@ -9,6 +9,7 @@ cannot take the write (retry).
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Annotated
 
 from fastapi import APIRouter, HTTPException, Path, Query, Request
@@ -23,9 +24,11 @@ from service.api_models import (
     QueryView,
     StartingOffsetsAnswer,
 )
+from service.auth import Forbidden, TokenGrant
 from service.changes import Decision, Outcome
 from service.errors import InvalidEvent
-from service.offsets import from_json, topic_name_problem
+from service.kafka_options import kafka_client_options
+from service.offsets import OffsetMap, from_json, topic_name_problem
 from service.recovery import starting_offsets
 from service.spark_progress import parse_progress
 
@@ -49,7 +52,7 @@ STATUS = {
     Outcome.CONFLICT: 409,
 }
 ERRORS: dict[int | str, dict[str, object]] = {
-    code: {"model": ErrorAnswer} for code in (404, 409, 413, 422, 503)
+    code: {"model": ErrorAnswer} for code in (401, 403, 404, 409, 413, 422, 429, 503)
 }
 
 
@@ -63,6 +66,43 @@ def _durable(request: Request) -> DurableLedger:
     if durable is None:
         raise HTTPException(503, "the service is starting")
     return durable
+
+
+def _caller(request: Request, *, event: bool) -> TokenGrant | None:
+    """The caller's grant (None when no tokens are configured). Events are rate-limited;
+    reads need a token with ``read`` unless SIDECAR_PROTECT_READS=false."""
+    runtime = _runtime(request)
+    tokens = runtime.tokens
+    if tokens is None or (not event and not runtime.settings.protect_reads):
+        return None
+    grant = tokens.authenticate(request.headers.get("authorization"))
+    if event:
+        tokens.admit_event(grant, time.monotonic())
+    elif not grant.read:
+        raise Forbidden(f"token {grant.name!r} may not read state")
+    return grant
+
+
+def _limit(offsets: OffsetMap, field: str, request: Request) -> None:
+    settings = _runtime(request).settings
+    topics = {tp.topic for tp in offsets}
+    if len(topics) > settings.max_topics_per_event:
+        raise InvalidEvent(
+            field,
+            f"{len(topics)} topics; at most {settings.max_topics_per_event} "
+            "(SIDECAR_MAX_TOPICS_PER_EVENT)",
+        )
+    if len(offsets) > settings.max_partitions_per_event:
+        raise InvalidEvent(
+            field,
+            f"{len(offsets)} partitions; at most {settings.max_partitions_per_event} "
+            "(SIDECAR_MAX_PARTITIONS_PER_EVENT)",
+        )
+
+
+def _query_group(request: Request, query_id: str) -> str | None:
+    query = _durable(request).ledger.queries.get(query_id)
+    return query.group_id if query else None
 
 
 def _answer(request: Request, decision: Decision) -> JSONResponse:
@@ -84,7 +124,11 @@ def _answer(request: Request, decision: Decision) -> JSONResponse:
 async def post_progress(event: ProgressEvent, request: Request) -> JSONResponse:
     """Record a Spark progress event: checkpoint ``progress.batchId`` of query
     ``progress.id``, with the end offsets of every Kafka source, completed at once."""
+    grant = _caller(request, event=True)
     report = parse_progress(event.progress)
+    _limit(report.offsets, "progress.sources", request)
+    if grant is not None:
+        grant.check(event.group_id, {tp.topic for tp in report.offsets})
     now = _runtime(request).clock()
     decision = await _durable(request).record(
         lambda ledger: ledger.decide_progress(
@@ -99,7 +143,11 @@ async def post_checkpoint(
     query_id: QueryId, event: CheckpointEvent, request: Request
 ) -> JSONResponse:
     """A pending snapshot (Flink ``snapshotState``): offsets reached at ``checkpoint_id``."""
+    grant = _caller(request, event=True)
     offsets = from_json(event.offsets)
+    _limit(offsets, "offsets", request)
+    if grant is not None:
+        grant.check(event.group_id, {tp.topic for tp in offsets})
     now = _runtime(request).clock()
     decision = await _durable(request).record(
         lambda ledger: ledger.decide_snapshot(
@@ -119,6 +167,10 @@ async def complete_checkpoint(
 ) -> JSONResponse:
     """Flink ``notifyCheckpointComplete``: drop it and every older pending checkpoint,
     and commit its offsets."""
+    grant = _caller(request, event=True)
+    group = _query_group(request, query_id)
+    if grant is not None and group is not None:
+        grant.check(group)
     now = _runtime(request).clock()
     decision = await _durable(request).record(
         lambda ledger: ledger.decide_complete(query_id, checkpoint_id, now)
@@ -131,6 +183,10 @@ async def release_query(query_id: QueryId, request: Request) -> JSONResponse:
     """Forget a query (e.g. its Spark checkpoint was deleted and it restarts with a new
     id): its pending checkpoints and uncommitted slot go, its group is free for another
     query. Offsets already committed in Kafka stay."""
+    grant = _caller(request, event=True)
+    group = _query_group(request, query_id)
+    if grant is not None and group is not None:
+        grant.check(group)
     decision = await _durable(request).record(lambda ledger: ledger.decide_release(query_id))
     return _answer(request, decision)
 
@@ -138,6 +194,9 @@ async def release_query(query_id: QueryId, request: Request) -> JSONResponse:
 @router.post("/groups/{group_id}/allow-rewind", response_model=EventAnswer, responses=ERRORS)
 async def allow_rewind(group_id: GroupId, request: Request) -> JSONResponse:
     """Let the next commit of the group move partitions backwards (once)."""
+    grant = _caller(request, event=True)
+    if grant is not None:
+        grant.check(group_id)
     decision = await _durable(request).record(lambda ledger: ledger.decide_allow_rewind(group_id))
     return _answer(request, decision)
 
@@ -156,16 +215,18 @@ async def get_starting_offsets(
     """The ``startingOffsets`` that restarts a query whose checkpoint was lost exactly where
     the group's committed offsets in Kafka stand (partitions never committed: -2, earliest).
     The restarted query has a new id: release the old one (``DELETE /v1/queries/{id}``)."""
+    grant = _caller(request, event=False)
+    if grant is not None:
+        grant.check(group_id)
     for name in topic or ():
         if problem := topic_name_problem(name):
             raise InvalidEvent("topic", problem)
     settings = _runtime(request).settings
     found = await starting_offsets(
-        settings.kafka_bootstrap_servers,
+        kafka_client_options(settings),
         group_id,
         topic or (),
         request_timeout=settings.commit_timeout_seconds,
-        client_id=settings.kafka_client_id,
     )
     return StartingOffsetsAnswer(
         group_id=group_id,
@@ -177,14 +238,23 @@ async def get_starting_offsets(
 
 @router.get("/queries", response_model=list[QueryView], tags=["state"])
 async def list_queries(request: Request) -> list[QueryView]:
+    """Every query (with a token: those whose groups it may touch)."""
+    grant = _caller(request, event=False)
     ledger = _durable(request).ledger
-    return [QueryView.of(q, ledger.groups[q.group_id]) for q in ledger.queries.values()]
+    return [
+        QueryView.of(q, ledger.groups[q.group_id])
+        for q in ledger.queries.values()
+        if grant is None or grant.may_touch(q.group_id)
+    ]
 
 
 @router.get("/queries/{query_id}", response_model=QueryView, responses=ERRORS, tags=["state"])
 async def get_query(query_id: QueryId, request: Request) -> QueryView | JSONResponse:
+    grant = _caller(request, event=False)
     ledger = _durable(request).ledger
     query = ledger.queries.get(query_id)
+    if query is not None and grant is not None:
+        grant.check(query.group_id)
     if query is None:
         return JSONResponse(
             {"outcome": Outcome.UNKNOWN_QUERY.value, "detail": f"no query {query_id} is known"},

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -21,6 +22,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from service.api import router
+from service.auth import Forbidden, RateLimited, TokenRegistry, Unauthenticated
 from service.body_limit import BodySizeLimit
 from service.commit_loop import CommitLoop
 from service.committer import KafkaOffsetCommitter, OffsetCommitter
@@ -32,6 +34,7 @@ from service.errors import (
     StoreError,
     StoreUnavailable,
 )
+from service.kafka_options import kafka_client_options
 from service.ledger import Backoff
 from service.metrics import SidecarMetrics, package_version
 from service.settings import Settings
@@ -48,6 +51,7 @@ class Runtime:
     settings: Settings
     metrics: SidecarMetrics
     clock: Callable[[], float]
+    tokens: TokenRegistry | None = None
     durable: DurableLedger | None = None
     commit_loop: CommitLoop | None = None
     commit_task: asyncio.Task[None] | None = None
@@ -77,6 +81,8 @@ def create_app(
     and aiokafka (``kafka_bootstrap_servers``); tests may pass others."""
     metrics = SidecarMetrics(registry or CollectorRegistry())
     runtime = Runtime(settings, metrics, clock)
+    if settings.tokens_file:
+        runtime.tokens = TokenRegistry.from_file(settings.tokens_file)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -90,9 +96,7 @@ def create_app(
         )
         metrics.watch(lambda: runtime.durable.ledger)  # type: ignore[union-attr]
         kafka = committer or KafkaOffsetCommitter(
-            settings.kafka_bootstrap_servers,
-            timeout=settings.commit_timeout_seconds,
-            client_id=settings.kafka_client_id,
+            kafka_client_options(settings), timeout=settings.commit_timeout_seconds
         )
         runtime.commit_loop = CommitLoop(runtime.durable, kafka, metrics, clock=clock)
         runtime.commit_task = asyncio.create_task(runtime.commit_loop.run(), name="commit loop")
@@ -164,6 +168,30 @@ def _add_error_handlers(app: FastAPI, metrics: SidecarMetrics) -> None:
             {"outcome": "unavailable", "detail": f"not stored, retry later: {exc}"},
             status_code=503,
             headers={"Retry-After": "1"},
+        )
+
+    @app.exception_handler(Unauthenticated)
+    async def unauthenticated(_request: Request, exc: Unauthenticated) -> Response:
+        metrics.invalid_events.labels("unauthenticated").inc()
+        return JSONResponse(
+            {"outcome": "unauthenticated", "detail": str(exc)},
+            status_code=401,
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+
+    @app.exception_handler(Forbidden)
+    async def forbidden(_request: Request, exc: Forbidden) -> Response:
+        metrics.invalid_events.labels("forbidden").inc()
+        log.warning("refused: %s", exc)
+        return JSONResponse({"outcome": "forbidden", "detail": str(exc)}, status_code=403)
+
+    @app.exception_handler(RateLimited)
+    async def rate_limited(_request: Request, exc: RateLimited) -> Response:
+        metrics.invalid_events.labels("rate_limited").inc()
+        return JSONResponse(
+            {"outcome": "rate_limited", "detail": str(exc)},
+            status_code=429,
+            headers={"Retry-After": str(max(1, math.ceil(exc.retry_after)))},
         )
 
     @app.exception_handler(OffsetsNotFound)

@@ -30,6 +30,10 @@ def _serve(settings: Settings) -> int:
         log_level=settings.log_level.lower(),
         lifespan="on",
         access_log=False,
+        ssl_certfile=settings.tls_certfile,
+        ssl_keyfile=settings.tls_keyfile,
+        # SIGTERM must end in bounded time even with a client holding a connection open.
+        timeout_graceful_shutdown=int(settings.shutdown_grace_seconds) + 1,
     )
     uvicorn.Server(config).run()
     return 0
@@ -52,17 +56,17 @@ def _migrate(settings: Settings) -> int:
 def _starting_offsets(settings: Settings, args: argparse.Namespace) -> int:
     import asyncio
 
+    from service.kafka_options import kafka_client_options
     from service.recovery import starting_offsets
 
     if not args.group:
         raise SystemExit("offset-sidecar starting-offsets: name the consumer group")
     found = asyncio.run(
         starting_offsets(
-            settings.kafka_bootstrap_servers,
+            kafka_client_options(settings),
             args.group,
             args.topic or (),
             request_timeout=settings.commit_timeout_seconds,
-            client_id=settings.kafka_client_id,
         )
     )
     if found.uncommitted:

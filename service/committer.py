@@ -20,19 +20,24 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import ssl
 from collections import OrderedDict
-from typing import Protocol
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka import errors as kafka_errors
+from aiokafka.conn import create_conn
 
 from service.changes import CommitRequest
 from service.errors import (
+    AuthenticationFailed,
     BrokerUnavailable,
     CommitError,
     CommitTimeout,
     GroupHasMembers,
     NotAuthorized,
+    TlsFailed,
     UnknownTopicPartition,
 )
 
@@ -69,15 +74,14 @@ class KafkaOffsetCommitter:
 
     def __init__(
         self,
-        bootstrap_servers: str,
+        client_options: Mapping[str, Any],
         *,
         timeout: float,
-        client_id: str = "spark-offset-sidecar",
         max_consumers: int = 256,
     ) -> None:
-        self.bootstrap_servers = bootstrap_servers
+        """``client_options``: aiokafka's connection keywords (``kafka_client_options``)."""
+        self.client_options = dict(client_options)
         self.timeout = timeout
-        self.client_id = client_id
         self.max_consumers = max_consumers
         self._consumers: OrderedDict[str, AIOKafkaConsumer] = OrderedDict()
 
@@ -96,6 +100,8 @@ class KafkaOffsetCommitter:
             await self._discard(group)
             if isinstance(exc, asyncio.CancelledError):
                 raise
+            if isinstance(exc, kafka_errors.KafkaConnectionError):
+                exc = await self._why_unreachable() or exc
             raise _commit_error(exc, group, self.timeout) from exc
 
     async def _consumer_for(self, group: str, tps: set[TopicPartition]) -> AIOKafkaConsumer:
@@ -105,9 +111,8 @@ class KafkaOffsetCommitter:
                 _, oldest = self._consumers.popitem(last=False)
                 await oldest.stop()
             consumer = AIOKafkaConsumer(
-                bootstrap_servers=self.bootstrap_servers,
+                **self.client_options,
                 group_id=group,
-                client_id=self.client_id,
                 enable_auto_commit=False,
                 request_timeout_ms=max(1000, int(self.timeout * 1000)),
             )
@@ -120,6 +125,30 @@ class KafkaOffsetCommitter:
             consumer.assign(list(wanted))
             consumer.pause(*wanted)
         return consumer
+
+    async def _why_unreachable(self) -> BaseException | None:
+        """aiokafka reports refused credentials or an untrusted certificate only as "unable
+        to bootstrap" (the cause goes to its log). One direct connection with the same
+        settings raises the real error, so the failure reason can name it."""
+        host, _, port = self.client_options["bootstrap_servers"].split(",")[0].rpartition(":")
+        keys = (
+            "client_id",
+            "ssl_context",
+            "security_protocol",
+            "sasl_mechanism",
+            "sasl_plain_username",
+            "sasl_plain_password",
+        )
+        options = {k: self.client_options[k] for k in keys if k in self.client_options}
+        try:
+            async with asyncio.timeout(self.timeout):
+                connection = await create_conn(host, int(port), **options)
+            connection.close()
+        except (kafka_errors.SaslAuthenticationFailed, ssl.SSLError) as exc:
+            return exc
+        except Exception:
+            return None
+        return None
 
     async def _discard(self, group: str) -> None:
         consumer = self._consumers.pop(group, None)
@@ -145,6 +174,10 @@ def _commit_error(exc: BaseException, group: str, timeout: float) -> CommitError
             f"group {group!r} has active members ({cause}): a consumer is using this "
             "group id, so the broker refuses commits from outside the group"
         )
+    if isinstance(exc, kafka_errors.SaslAuthenticationFailed):
+        return AuthenticationFailed(f"Kafka refused the SASL credentials: {exc}")
+    if isinstance(exc, ssl.SSLError):
+        return TlsFailed(f"TLS with Kafka failed: {exc}")
     if isinstance(
         exc,
         (kafka_errors.GroupAuthorizationFailedError, kafka_errors.TopicAuthorizationFailedError),

@@ -69,6 +69,14 @@ class BrokerUnavailable(CommitError):
     reason = "broker_unavailable"
 
 
+class AuthenticationFailed(CommitError):
+    reason = "authentication_failed"
+
+
+class TlsFailed(CommitError):
+    reason = "tls_failed"
+
+
 class NotAuthorized(CommitError):
     reason = "not_authorized"
 
@@ -84,6 +92,8 @@ COMMIT_FAILURE_REASONS = frozenset(
         CommitTimeout,
         GroupHasMembers,
         BrokerUnavailable,
+        AuthenticationFailed,
+        TlsFailed,
         NotAuthorized,
         UnknownTopicPartition,
     )

@@ -14,8 +14,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
@@ -37,18 +38,14 @@ class StartingOffsets:
 
 
 async def starting_offsets(
-    bootstrap_servers: str,
+    client_options: Mapping[str, Any],
     group_id: str,
     topics: Sequence[str] = (),
     *,
     request_timeout: float = 10.0,
-    client_id: str = "spark-offset-sidecar",
 ) -> StartingOffsets:
-    admin = AIOKafkaAdminClient(
-        bootstrap_servers=bootstrap_servers,
-        client_id=client_id,
-        request_timeout_ms=int(request_timeout * 1000),
-    )
+    """``client_options``: aiokafka's connection keywords (``kafka_client_options``)."""
+    admin = AIOKafkaAdminClient(**client_options, request_timeout_ms=int(request_timeout * 1000))
     try:
         async with asyncio.timeout(2 * request_timeout):
             await admin.start()

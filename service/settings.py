@@ -7,6 +7,7 @@ variable (a typo would otherwise be silently ignored) raises ``ConfigError`` nam
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -70,8 +71,33 @@ def _log_level(value: str) -> str:
     return level
 
 
-def _setting(default: Any, parse: Callable[[str], Any], doc: str) -> Any:
-    return field(default=default, metadata={"parse": parse, "doc": doc})
+def _flag(value: str) -> bool:
+    lowered = value.lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise ValueError("must be true or false")
+
+
+def _choice(*allowed: str) -> Callable[[str], str]:
+    def parse(value: str) -> str:
+        if value.upper() not in allowed:
+            raise ValueError(f"must be one of {', '.join(allowed)}")
+        return value.upper()
+
+    return parse
+
+
+def _readable_file(value: str) -> str:
+    path = Path(value)
+    if not path.is_file():
+        raise ValueError("no such file")
+    return str(path.resolve())
+
+
+def _setting(default: Any, parse: Callable[[str], Any], doc: str, *, secret: bool = False) -> Any:
+    return field(default=default, repr=not secret, metadata={"parse": parse, "doc": doc})
 
 
 def default_database_url() -> str:
@@ -96,6 +122,29 @@ class Settings:
     shutdown_grace_seconds: float = _setting(10.0, _positive_float, "wait for commits in flight")
     kafka_client_id: str = _setting("spark-offset-sidecar", str, "Kafka client.id")
     log_level: str = _setting("INFO", _log_level, "DEBUG, INFO, WARNING or ERROR")
+    max_partitions_per_event: int = _setting(10_000, _positive_int, "partitions in one event")
+    max_topics_per_event: int = _setting(100, _positive_int, "topics in one event")
+    # Who may call (see service.auth and the README's SECURITY section).
+    tokens_file: str | None = _setting(None, _readable_file, "JSON file of bearer tokens")
+    protect_reads: bool = _setting(True, _flag, "GET /v1/* needs a token with read")
+    allow_unauthenticated: bool = _setting(False, _flag, "listen beyond loopback without tokens")
+    tls_certfile: str | None = _setting(None, _readable_file, "serve HTTPS with this certificate")
+    tls_keyfile: str | None = _setting(None, _readable_file, "and this private key")
+    # How the committer reaches Kafka.
+    kafka_security_protocol: str = _setting(
+        "PLAINTEXT", _choice("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"), "Kafka protocol"
+    )
+    kafka_sasl_mechanism: str = _setting(
+        "PLAIN", _choice("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"), "SASL mechanism"
+    )
+    kafka_sasl_username: str | None = _setting(None, str, "SASL user")
+    kafka_sasl_password: str | None = _setting(None, str, "SASL password", secret=True)
+    kafka_sasl_password_file: str | None = _setting(
+        None, _readable_file, "file holding the SASL password (a mounted Secret)"
+    )
+    kafka_ssl_cafile: str | None = _setting(None, _readable_file, "CA bundle for TLS")
+    kafka_ssl_certfile: str | None = _setting(None, _readable_file, "client certificate")
+    kafka_ssl_keyfile: str | None = _setting(None, _readable_file, "client key")
 
     def __post_init__(self) -> None:
         if self.database_url is None:
@@ -104,6 +153,23 @@ class Settings:
             raise ConfigError(
                 env_name("retry_max_seconds"), "must not be less than SIDECAR_RETRY_INITIAL_SECONDS"
             )
+        if not self.tokens_file and not self.allow_unauthenticated and not _loopback(self.host):
+            raise ConfigError(
+                env_name("host"),
+                f"listening on {self.host} without SIDECAR_TOKENS_FILE lets anyone who reaches "
+                "it move consumer offsets; configure tokens, or set "
+                "SIDECAR_ALLOW_UNAUTHENTICATED=true to accept that",
+            )
+        if bool(self.tls_certfile) != bool(self.tls_keyfile):
+            raise ConfigError(env_name("tls_keyfile"), "HTTPS needs both certificate and key")
+        if self.kafka_security_protocol.startswith("SASL") and not self.kafka_sasl_username:
+            raise ConfigError(env_name("kafka_sasl_username"), "SASL needs a user name")
+
+    def kafka_sasl_secret(self) -> str | None:
+        """The SASL password, from the file when one is given (read when needed)."""
+        if self.kafka_sasl_password_file:
+            return Path(self.kafka_sasl_password_file).read_text().strip()
+        return self.kafka_sasl_password
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -129,6 +195,15 @@ class Settings:
         return [
             (env_name(f.name), str(f.default), f.metadata["doc"]) for f in dataclasses.fields(cls)
         ]
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def env_name(field_name: str) -> str:

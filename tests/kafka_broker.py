@@ -26,12 +26,14 @@ class LocalBroker:
     port: int
     state_dir: Path
     started_here: bool
+    extra_env: tuple[tuple[str, str], ...] = ()  # e.g. the secured listeners' settings
 
     def env(self) -> dict[str, str]:
         return {
             **os.environ,
             "LOCAL_KAFKA_PORT": str(self.port),
             "LOCAL_KAFKA_DIR": str(self.state_dir),
+            **dict(self.extra_env),
         }
 
     def stop(self) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -35,12 +36,15 @@ class ServiceProcess:
             "SIDECAR_DATABASE_URL": f"sqlite:///{workdir / 'sidecar.db'}",
             "SIDECAR_HOST": "127.0.0.1",
             "SIDECAR_PORT": str(self.port),
-            **{f"SIDECAR_{k.upper()}": str(v) for k, v in settings.items()},
+            **{f"SIDECAR_{k.upper()}": str(v) for k, v in settings.items() if k != "test_ca"},
         }
         self.process: subprocess.Popen[bytes] | None = None
         self.log = workdir / "service.log"
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.http = httpx.Client(base_url=self.url, timeout=10)
+        scheme = "https" if "tls_certfile" in settings else "http"
+        self.url = f"{scheme}://127.0.0.1:{self.port}"
+        ca = settings.get("test_ca")
+        verify = ssl.create_default_context(cafile=str(ca)) if ca else True
+        self.http = httpx.Client(base_url=self.url, timeout=10, verify=verify)
 
     def start(self, **overrides: Any) -> ServiceProcess:
         self.env.update({f"SIDECAR_{k.upper()}": str(v) for k, v in overrides.items()})

@@ -18,6 +18,7 @@ def test_defaults_and_explicit_values() -> None:
             "SIDECAR_KAFKA_BOOTSTRAP_SERVERS": "a:1, b:2",
             "SIDECAR_DATABASE_URL": "postgresql://u:p@db/sidecar",
             "SIDECAR_HOST": "0.0.0.0",
+            "SIDECAR_ALLOW_UNAUTHENTICATED": "true",
             "SIDECAR_PORT": "9000",
             "OTHER": "ignored",
         }
@@ -52,3 +53,35 @@ def test_bad_settings_fail_naming_the_variable(variable: str, value: str, proble
 def test_retry_bounds_must_be_ordered() -> None:
     with pytest.raises(ConfigError, match="SIDECAR_RETRY_MAX_SECONDS"):
         Settings.from_env({"SIDECAR_RETRY_INITIAL_SECONDS": "5", "SIDECAR_RETRY_MAX_SECONDS": "1"})
+
+
+def test_no_tokens_means_loopback_only_unless_told_otherwise(tmp_path: Path) -> None:
+    for host in ("0.0.0.0", "10.1.2.3", "sidecar.example"):
+        with pytest.raises(ConfigError, match="lets anyone who reaches it") as caught:
+            Settings.from_env({"SIDECAR_HOST": host})
+        assert caught.value.variable == "SIDECAR_HOST"
+    for host in ("127.0.0.1", "::1", "localhost"):
+        assert Settings.from_env({"SIDECAR_HOST": host}).host == host
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text("{}")
+    assert Settings.from_env({"SIDECAR_HOST": "0.0.0.0", "SIDECAR_TOKENS_FILE": str(tokens)})
+    with pytest.raises(ConfigError, match="no such file"):
+        Settings.from_env({"SIDECAR_TOKENS_FILE": str(tmp_path / "missing.json")})
+
+
+def test_secrets_stay_out_of_repr_and_sasl_needs_a_user(tmp_path: Path) -> None:
+    secret = tmp_path / "password"
+    secret.write_text("s3cret-from-a-mounted-secret\n")
+    settings = Settings.from_env(
+        {
+            "SIDECAR_KAFKA_SECURITY_PROTOCOL": "sasl_ssl",
+            "SIDECAR_KAFKA_SASL_MECHANISM": "scram-sha-512",
+            "SIDECAR_KAFKA_SASL_USERNAME": "alice",
+            "SIDECAR_KAFKA_SASL_PASSWORD_FILE": str(secret),
+        }
+    )
+    assert settings.kafka_sasl_secret() == "s3cret-from-a-mounted-secret"
+    assert "s3cret" not in repr(Settings(kafka_sasl_password="s3cret-inline"))
+    with pytest.raises(ConfigError, match="SASL needs a user") as caught:
+        Settings.from_env({"SIDECAR_KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT"})
+    assert caught.value.variable == "SIDECAR_KAFKA_SASL_USERNAME"
