@@ -25,7 +25,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 STATE = ROOT / ".local" / "demo"
-TOPIC = "demo-events"
+# A topic of its own per run: the broker keeps earlier runs' records, and a new query
+# reading from the earliest offset would take those in too.
+TOPIC = f"demo-events-{int(time.time())}"
 GROUP = "demo-kafka-to-parquet"
 
 
@@ -95,7 +97,7 @@ def _print_lag(ends: dict[int, int], committed: dict[int, int]) -> int:
         lag = end - current if current is not None else end
         total += lag
         shown = "-" if current is None else str(current)
-        print(f"  {GROUP:24} {TOPIC:12} {partition:>9} {shown:>15} {end:>15} {lag:>7}")
+        print(f"  {GROUP:24} {TOPIC:24} {partition:>9} {shown:>15} {end:>15} {lag:>7}")
     print(f"  total lag: {total}", flush=True)
     return total
 
