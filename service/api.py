@@ -10,6 +10,7 @@ cannot take the write (retry).
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Annotated
 
 from fastapi import APIRouter, HTTPException, Path, Query, Request
@@ -83,6 +84,12 @@ def _caller(request: Request, *, event: bool) -> TokenGrant | None:
     return grant
 
 
+def _allow(grant: TokenGrant | None, group: str | None, topics: Iterable[str] = ()) -> None:
+    """Raise ``Forbidden`` unless ``grant`` may touch ``group`` (no tokens: anyone may)."""
+    if grant is not None and group is not None:
+        grant.check(group, topics)
+
+
 def _limit(offsets: OffsetMap, field: str, request: Request) -> None:
     settings = _runtime(request).settings
     topics = {tp.topic for tp in offsets}
@@ -127,8 +134,7 @@ async def post_progress(event: ProgressEvent, request: Request) -> JSONResponse:
     grant = _caller(request, event=True)
     report = parse_progress(event.progress)
     _limit(report.offsets, "progress.sources", request)
-    if grant is not None:
-        grant.check(event.group_id, {tp.topic for tp in report.offsets})
+    _allow(grant, event.group_id, {tp.topic for tp in report.offsets})
     now = _runtime(request).clock()
     decision = await _durable(request).record(
         lambda ledger: ledger.decide_progress(
@@ -146,8 +152,7 @@ async def post_checkpoint(
     grant = _caller(request, event=True)
     offsets = from_json(event.offsets)
     _limit(offsets, "offsets", request)
-    if grant is not None:
-        grant.check(event.group_id, {tp.topic for tp in offsets})
+    _allow(grant, event.group_id, {tp.topic for tp in offsets})
     now = _runtime(request).clock()
     decision = await _durable(request).record(
         lambda ledger: ledger.decide_snapshot(
@@ -167,10 +172,7 @@ async def complete_checkpoint(
 ) -> JSONResponse:
     """Flink ``notifyCheckpointComplete``: drop it and every older pending checkpoint,
     and commit its offsets."""
-    grant = _caller(request, event=True)
-    group = _query_group(request, query_id)
-    if grant is not None and group is not None:
-        grant.check(group)
+    _allow(_caller(request, event=True), _query_group(request, query_id))
     now = _runtime(request).clock()
     decision = await _durable(request).record(
         lambda ledger: ledger.decide_complete(query_id, checkpoint_id, now)
@@ -183,10 +185,7 @@ async def release_query(query_id: QueryId, request: Request) -> JSONResponse:
     """Forget a query (e.g. its Spark checkpoint was deleted and it restarts with a new
     id): its pending checkpoints and uncommitted slot go, its group is free for another
     query. Offsets already committed in Kafka stay."""
-    grant = _caller(request, event=True)
-    group = _query_group(request, query_id)
-    if grant is not None and group is not None:
-        grant.check(group)
+    _allow(_caller(request, event=True), _query_group(request, query_id))
     decision = await _durable(request).record(lambda ledger: ledger.decide_release(query_id))
     return _answer(request, decision)
 
@@ -194,9 +193,7 @@ async def release_query(query_id: QueryId, request: Request) -> JSONResponse:
 @router.post("/groups/{group_id}/allow-rewind", response_model=EventAnswer, responses=ERRORS)
 async def allow_rewind(group_id: GroupId, request: Request) -> JSONResponse:
     """Let the next commit of the group move partitions backwards (once)."""
-    grant = _caller(request, event=True)
-    if grant is not None:
-        grant.check(group_id)
+    _allow(_caller(request, event=True), group_id)
     decision = await _durable(request).record(lambda ledger: ledger.decide_allow_rewind(group_id))
     return _answer(request, decision)
 
@@ -215,9 +212,7 @@ async def get_starting_offsets(
     """The ``startingOffsets`` that restarts a query whose checkpoint was lost exactly where
     the group's committed offsets in Kafka stand (partitions never committed: -2, earliest).
     The restarted query has a new id: release the old one (``DELETE /v1/queries/{id}``)."""
-    grant = _caller(request, event=False)
-    if grant is not None:
-        grant.check(group_id)
+    _allow(_caller(request, event=False), group_id)
     for name in topic or ():
         if problem := topic_name_problem(name):
             raise InvalidEvent("topic", problem)
@@ -253,8 +248,7 @@ async def get_query(query_id: QueryId, request: Request) -> QueryView | JSONResp
     grant = _caller(request, event=False)
     ledger = _durable(request).ledger
     query = ledger.queries.get(query_id)
-    if query is not None and grant is not None:
-        grant.check(query.group_id)
+    _allow(grant, query.group_id if query else None)
     if query is None:
         return JSONResponse(
             {"outcome": Outcome.UNKNOWN_QUERY.value, "detail": f"no query {query_id} is known"},

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -14,14 +13,9 @@ from typing import Any
 
 import httpx
 
+from bench.bench_support import free_port
+
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 class ServiceProcess:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import subprocess
 from pathlib import Path
 
@@ -12,17 +11,11 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
+from bench.bench_support import free_port
 from tests.conftest import unique_group
 from tests.kafka_broker import SCRIPT, answers
 
 pytestmark = pytest.mark.kafka
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _script(command: str, port: int, state: Path) -> subprocess.CompletedProcess[str]:
@@ -42,7 +35,7 @@ def _broker_pids(state: Path) -> list[str]:
 def test_second_broker_runs_beside_the_first_and_stop_leaves_nothing(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:
-    port = _free_port()
+    port = free_port()
     state = tmp_path / "kafka"
 
     started = _script("start", port, state)
