@@ -93,6 +93,7 @@ def create_app(
             ledger_store,
             max_pending=settings.max_pending_checkpoints,
             backoff=Backoff(settings.retry_initial_seconds, settings.retry_max_seconds),
+            refresh_after=settings.recommit_idle_after_seconds,
         )
         metrics.watch(lambda: runtime.durable.ledger)  # type: ignore[union-attr]
         kafka = committer or KafkaOffsetCommitter(

@@ -51,6 +51,7 @@ class CommitRequest:
     # committed offset instead (no rewind without an operator's permission).
     held_back: tuple[TopicPartition, ...] = ()
     rewind: bool = False  # made under an operator's one-time permission to rewind
+    refresh: bool = False  # the same offsets again, before Kafka's retention drops them
 
     @property
     def group_id(self) -> str:

@@ -26,21 +26,35 @@ R = TypeVar("R")
 
 
 class DurableLedger:
-    def __init__(self, ledger: Ledger, store: LedgerStore) -> None:
+    def __init__(
+        self, ledger: Ledger, store: LedgerStore, worker: ThreadPoolExecutor | None = None
+    ) -> None:
         self.ledger = ledger
         self.store = store
         self._lock = asyncio.Lock()
         # One thread: SQLite wants one writer, and writes stay in decision order.
-        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ledger-store")
+        self._worker = worker or ThreadPoolExecutor(1, thread_name_prefix="ledger-store")
 
     @classmethod
-    async def open(cls, store: LedgerStore, *, max_pending: int, backoff: Backoff) -> DurableLedger:
-        durable = cls(Ledger(max_pending=max_pending, backoff=backoff), store)
-        stored = await durable._in_worker(store.load)
-        durable.ledger = Ledger(
-            max_pending=max_pending, backoff=backoff, queries=stored.queries, groups=stored.groups
+    async def open(
+        cls,
+        store: LedgerStore,
+        *,
+        max_pending: int,
+        backoff: Backoff,
+        refresh_after: float | None = None,
+    ) -> DurableLedger:
+        """A ledger started from what ``store`` holds."""
+        worker = ThreadPoolExecutor(1, thread_name_prefix="ledger-store")
+        stored = await asyncio.get_running_loop().run_in_executor(worker, store.load)
+        ledger = Ledger(
+            max_pending=max_pending,
+            backoff=backoff,
+            refresh_after=refresh_after,
+            queries=stored.queries,
+            groups=stored.groups,
         )
-        return durable
+        return cls(ledger, store, worker)
 
     async def record(self, decide: Callable[[Ledger], Decision]) -> Decision:
         """Decide an event, persist its changes, apply it. Raises ``StoreUnavailable``

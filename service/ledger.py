@@ -28,6 +28,9 @@ Rules
   R8 results     Success records the committed offsets. Failure puts the offsets back in
                  the slot for a retry after backoff (an idle query sends nothing newer), unless
                  a newer entry is already there, which supersedes them.
+  R9 retention   Kafka drops a member-less group's offsets ``offsets.retention.minutes``
+                 after its last commit. A group with nothing to commit whose last commit is
+                 ``refresh_after`` old commits the same offsets again (taken like a slot).
 
 A group's commit phase follows from (slot, in flight); the only transitions are:
 
@@ -83,6 +86,7 @@ class Ledger:
         *,
         max_pending: int = DEFAULT_MAX_PENDING,
         backoff: Backoff | None = None,
+        refresh_after: float | None = None,
         queries: Iterable[QueryState] = (),
         groups: Iterable[GroupState] = (),
     ) -> None:
@@ -90,6 +94,7 @@ class Ledger:
             raise ValueError("max_pending must be at least 1")
         self.max_pending = max_pending
         self.backoff = backoff or Backoff()
+        self.refresh_after = refresh_after
         self.queries: dict[str, QueryState] = {q.query_id: q for q in queries}
         self.groups: dict[str, GroupState] = {g.group_id: g for g in groups}
         self.unattributed: Counter[str] = Counter()  # outcomes with no known group
@@ -274,18 +279,33 @@ class Ledger:
     # --- decisions of the committer -----------------------------------------------------
 
     def ready_groups(self, now: float) -> list[str]:
-        """Groups whose slot may be taken now (R6)."""
-        return [
+        """Groups whose slot may be taken now (R6), and idle groups due a refresh (R9)."""
+        ready = [
             g
             for g in self._with_slot
             if self.groups[g].in_flight is None and self.groups[g].retry_at <= now
         ]
+        return ready + [g for g, due in self._refreshes() if due <= now]
 
     def next_retry_at(self) -> float | None:
         waiting = [
             self.groups[g].retry_at for g in self._with_slot if self.groups[g].in_flight is None
         ]
-        return min(waiting, default=None)
+        return min(waiting + [due for _, due in self._refreshes()], default=None)
+
+    def _refreshes(self) -> list[tuple[str, float]]:
+        """(group, when its refresh is due) for owned groups with nothing else to do (R9).
+        A scan of every group: fine for thousands, to be indexed for more."""
+        if self.refresh_after is None:
+            return []
+        return [
+            (g.group_id, g.committed.at + self.refresh_after)
+            for g in self.groups.values()
+            if g.committed is not None
+            and g.slot is None
+            and g.in_flight is None
+            and g.query_id is not None
+        ]
 
     def take(self, group_id: str, now: float) -> CommitRequest | None:
         """Hand out ``group_id``'s slot as a commit, or None if R6 says not now.
@@ -293,11 +313,15 @@ class Ledger:
         Applied at once and never persisted: until a success is recorded, the store keeps
         the entry in the slot (a crash mid-commit means committing it again)."""
         group = self.groups.get(group_id)
-        if group is None or group.slot is None or group.in_flight is not None:
+        if group is None or group.in_flight is not None or now < group.retry_at:
             return None
-        if now < group.retry_at:
-            return None
-        slot = group.slot
+        slot, refresh = group.slot, False
+        if slot is None:
+            due = dict(self._refreshes()).get(group_id)
+            if due is None or now < due or group.committed is None:
+                return None
+            last, refresh = group.committed, True
+            slot = Checkpoint(last.query_id, group_id, last.checkpoint_id, None, last.offsets, now)
         offsets = dict(slot.offsets)
         held_back: list[TopicPartition] = []
         if group.committed is not None and not group.rewind_allowed:
@@ -312,6 +336,7 @@ class Ledger:
             attempt=group.failures + 1,
             held_back=tuple(held_back),
             rewind=group.rewind_allowed,
+            refresh=refresh,
         )
         self.apply_change(CommitStarted(request))
         return request
@@ -393,6 +418,7 @@ class Ledger:
         group.failures = 0
         group.last_failure = None
         group.counters.succeeded += 1
+        group.counters.refreshed += int(request.refresh)
 
     def _commit_failed(self, change: CommitFailed) -> None:
         request = change.request

@@ -55,6 +55,7 @@ class GroupCounters:
     events: Counter[str] = field(default_factory=Counter)  # by Outcome value
     pending_dropped: int = 0
     held_back: int = 0  # partitions not rewound
+    refreshed: int = 0  # successful commits of unchanged offsets of an idle group (R9)
 
 
 @dataclass

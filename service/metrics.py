@@ -95,6 +95,11 @@ class LedgerCollector(Collector):
             "Pending checkpoints dropped because the queue was full.",
             labels=group_label,
         )
+        refreshed = CounterMetricFamily(
+            "sidecar_commits_refreshed",
+            "Commits of an idle group's unchanged offsets, before Kafka's retention drops them.",
+            labels=group_label,
+        )
         held_back = CounterMetricFamily(
             "sidecar_partitions_held_back",
             "Partitions kept at their committed offset instead of moving backwards.",
@@ -127,6 +132,7 @@ class LedgerCollector(Collector):
             skipped.add_metric([g], counters.skipped)
             dropped.add_metric([g], counters.pending_dropped)
             held_back.add_metric([g], counters.held_back)
+            refreshed.add_metric([g], counters.refreshed)
             for reason in FAILURE_REASONS:
                 failed.add_metric([g, reason], counters.failed[reason])
             for outcome in OUTCOMES:
@@ -138,5 +144,5 @@ class LedgerCollector(Collector):
                 last_success.add_metric([g], group.committed.at)
                 for tp, offset in sorted(group.committed.offsets.items()):
                     committed.add_metric([g, tp.topic, str(tp.partition)], offset)
-        yield from (succeeded, failed, skipped, events, dropped, held_back)
+        yield from (succeeded, failed, skipped, events, dropped, held_back, refreshed)
         yield from (pending, in_flight, last_success, committed)

@@ -118,6 +118,9 @@ class Settings:
     max_pending_checkpoints: int = _setting(100, _positive_int, "pending checkpoints per query")
     retry_initial_seconds: float = _setting(0.5, _positive_float, "first retry delay")
     retry_max_seconds: float = _setting(10.0, _positive_float, "longest retry delay")
+    recommit_idle_after_seconds: float = _setting(
+        86_400.0, _positive_float, "commit an idle group's offsets again after this long"
+    )
     max_body_bytes: int = _setting(1_048_576, _positive_int, "largest request body")
     shutdown_grace_seconds: float = _setting(10.0, _positive_float, "wait for commits in flight")
     kafka_client_id: str = _setting("spark-offset-sidecar", str, "Kafka client.id")

@@ -305,3 +305,59 @@ def test_only_events_are_counted_as_events_not_commit_steps() -> None:
     finish(ledger, request)
     progress(ledger, 1, 1, 1)
     assert dict(ledger.groups["g"].counters.events) == {"accepted": 1, "duplicate": 1}
+
+
+# --- R9 retention ------------------------------------------------------------------------
+
+
+def test_an_idle_group_commits_its_offsets_again_before_retention_drops_them() -> None:
+    ledger = Ledger(refresh_after=100.0)
+    progress(ledger, 1, 10, 11)  # at now=1.0
+    first = take(ledger, now=1.0)
+    assert first is not None
+    ledger.apply_change(ledger.commit_result(first, now=2.0))
+    assert ledger.ready_groups(now=101.9) == []
+    assert ledger.next_retry_at() == 102.0
+    assert ledger.ready_groups(now=102.0) == ["g"]
+    again = take(ledger, now=102.0)
+    assert again is not None
+    assert again.refresh
+    assert again.offsets == offsets(10, 11)
+    assert again.checkpoint_id == 1, "the same checkpoint, the same offsets"
+    assert take(ledger, now=103.0) is None, "one in flight"
+    ledger.apply_change(ledger.commit_result(again, now=103.0))
+    group = ledger.groups["g"]
+    assert group.counters.refreshed == 1
+    assert group.committed is not None
+    assert group.committed.at == 103.0
+    assert ledger.ready_groups(now=202.9) == [], "no more often than needed"
+
+
+def test_no_refresh_while_there_is_something_newer_or_no_owner() -> None:
+    ledger = Ledger(refresh_after=10.0)
+    progress(ledger, 1, 10, 10)
+    first = take(ledger)
+    assert first is not None
+    ledger.apply_change(ledger.commit_result(first, now=0.0))
+    progress(ledger, 2, 20, 20)
+    newer = take(ledger, now=50.0)
+    assert newer is not None
+    assert not newer.refresh
+    ledger.apply_change(ledger.commit_result(newer, now=50.0))
+    ledger.apply(ledger.decide_release("q"))
+    assert ledger.ready_groups(now=1e9) == [], "a released group is nobody's to refresh"
+    assert Ledger().ready_groups(now=1e9) == []
+
+
+def test_a_failed_refresh_is_retried_like_any_commit() -> None:
+    ledger = Ledger(refresh_after=10.0, backoff=Backoff(initial=1.0))
+    progress(ledger, 1, 10, 10)
+    first = take(ledger)
+    assert first is not None
+    ledger.apply_change(ledger.commit_result(first, now=0.0))
+    refresh = take(ledger, now=10.0)
+    assert refresh is not None
+    ledger.apply_change(ledger.commit_result(refresh, now=10.0, failure="timeout"))
+    retry = take(ledger, now=11.0)
+    assert retry is not None
+    assert retry.offsets == offsets(10, 10)

@@ -216,3 +216,24 @@ def test_starting_offsets_from_the_groups_committed_offsets_api_and_cli(
     assert cli.returncode == 0, cli.stderr
     assert json.loads(cli.stdout) == {topic: {"0": 40, "1": 41, "2": -2}}
     assert f"{topic}/2" in cli.stderr
+
+
+def test_an_idle_groups_offsets_are_committed_again_before_retention_drops_them(
+    tmp_path: Path, kafka_bootstrap: str, new_topic: Callable[..., str]
+) -> None:
+    topic, group = new_topic(1), unique_group("idle")
+    service = ServiceProcess(tmp_path, kafka_bootstrap, recommit_idle_after_seconds=2).start()
+    try:
+        service.post_progress(group, spark_progress(9, offsets_of(topic, 90)))
+        wait_for(lambda: committed_offsets(kafka_bootstrap, group) == expect(topic, 90))
+        time.sleep(7)  # the query is idle: no event arrives
+        refreshed = metric(
+            service.metrics(), "sidecar_commits_refreshed_total", consumergroup=group
+        )
+        assert refreshed is not None
+        assert 2 <= refreshed <= 4, "about every 2 s, no more often"
+        assert committed_offsets(kafka_bootstrap, group) == expect(topic, 90), "unchanged"
+        raw = run_sync(read_committed(kafka_bootstrap, group))
+        assert json.loads(raw[(topic, 0)][1])["batch_id"] == 9
+    finally:
+        service.stop()
