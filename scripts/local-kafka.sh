@@ -168,10 +168,16 @@ CONF
     "-Dlog4j2.configurationFile=$dir/log4j2.properties" -cp "$jars/*")
   if [ ! -f "$dir/data/meta.properties" ]; then
     local cluster_id
-    cluster_id=$(python3 -c 'import base64, uuid; print(base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("="))')
+    # Like Kafka's Uuid.randomUuid: never starting with "-", which argument parsers take for
+    # an option (about one id in 64 would).
+    cluster_id=$(python3 -c '
+import base64, uuid
+while (cid := base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")).startswith("-"):
+    pass
+print(cid)')
     local scram=()
     mapfile -t scram < <(scram_format_args)
-    "${java_cmd[@]}" kafka.tools.StorageTool format -t "$cluster_id" -c "$config" "${scram[@]}" \
+    "${java_cmd[@]}" kafka.tools.StorageTool format --cluster-id="$cluster_id" -c "$config" "${scram[@]}" \
       >>"$logfile" 2>&1 \
       || { echo "formatting $dir/data failed; see $logfile" >&2; exit 1; }
   fi
