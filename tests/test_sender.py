@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -98,13 +99,26 @@ def test_retries_503_and_gives_up_on_422(sidecar: FakeSidecar) -> None:
     assert "HTTP 422" in (sender.stats.last_error or "")
 
 
-def test_unreachable_service_flush_is_bounded_and_offer_never_blocks() -> None:
-    sender = ProgressSender("http://127.0.0.1:9", timeout=0.5, backoff_initial=0.05)
-    started = time.monotonic()
-    for batch in range(1000):
-        sender.offer("q", "g", progress("q", batch))
-    assert time.monotonic() - started < 1.0
-    assert sender.flush(0.5) is False
-    sender.close(0.1)
-    assert sender.stats.delivered == 0
-    assert sender.stats.last_error is not None
+def test_offer_never_waits_for_a_hung_service_and_flush_is_bounded() -> None:
+    """The service accepts connections and never answers: the sender's thread hangs in a
+    30 s read. Offering must not wait for it (if it did, 1000 offers would take 30 s)."""
+    hung = socket.socket()
+    hung.bind(("127.0.0.1", 0))
+    hung.listen(16)  # connections complete in the backlog; nothing is ever read
+    try:
+        url = f"http://127.0.0.1:{hung.getsockname()[1]}"
+        sender = ProgressSender(url, timeout=30, backoff_initial=0.05)
+        sender.offer("q", "g", progress("q", 0))
+        time.sleep(0.2)  # the sender thread is now inside its request
+        started = time.monotonic()
+        for batch in range(1, 1001):
+            sender.offer("q", "g", progress("q", batch))
+        offering = time.monotonic() - started
+        assert offering < 10, f"offer waited on the network ({offering:.1f} s)"
+        assert sender.pending() == 2, "one in delivery, the newest waiting"
+        assert sender.stats.superseded == 999
+        assert sender.flush(0.5) is False, "flush gives up at its bound"
+        sender.close(0.1)
+        assert sender.stats.delivered == 0
+    finally:
+        hung.close()
