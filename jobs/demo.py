@@ -102,6 +102,11 @@ def _print_lag(ends: dict[int, int], committed: dict[int, int]) -> int:
     return total
 
 
+def _answers(bootstrap: str) -> bool:
+    probe = [sys.executable, str(ROOT / "scripts" / "kafka_metadata.py"), bootstrap]
+    return subprocess.run(probe, capture_output=True).returncode == 0
+
+
 def _wait_ready(url: str, process: subprocess.Popen[bytes], timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -124,10 +129,14 @@ def main() -> int:
     STATE.mkdir(parents=True)
 
     kafka_script = str(ROOT / "scripts" / "local-kafka.sh")
-    already_running = subprocess.run([kafka_script, "status"], capture_output=True).returncode == 0
-    bootstrap = subprocess.run(
-        [kafka_script, "start"], check=True, capture_output=True, text=True
-    ).stdout.strip()
+    bootstrap = f"127.0.0.1:{os.environ.get('LOCAL_KAFKA_PORT', '9092')}"
+    # Reuse a broker that already answers (ours from an earlier run, or anyone's);
+    # stop at the end only one that this demo started.
+    already_running = _answers(bootstrap)
+    if not already_running:
+        bootstrap = subprocess.run(
+            [kafka_script, "start"], check=True, capture_output=True, text=True
+        ).stdout.strip()
     say(f"Kafka (KRaft, single node) answers on {bootstrap}")
     asyncio.run(_create_topic(bootstrap))
 
