@@ -294,18 +294,26 @@ class Ledger:
         return min(waiting + [due for _, due in self._refreshes()], default=None)
 
     def _refreshes(self) -> list[tuple[str, float]]:
-        """(group, when its refresh is due) for owned groups with nothing else to do (R9).
+        """(group, when its refresh is due) for every group due one some day (R9).
         A scan of every group: fine for thousands, to be indexed for more."""
-        if self.refresh_after is None:
-            return []
         return [
-            (g.group_id, g.committed.at + self.refresh_after)
+            (g.group_id, due)
             for g in self.groups.values()
-            if g.committed is not None
-            and g.slot is None
-            and g.in_flight is None
-            and g.query_id is not None
+            if (due := self._refresh_due(g)) is not None
         ]
+
+    def _refresh_due(self, group: GroupState) -> float | None:
+        """When ``group`` commits its last offsets again (R9): only an owned group with
+        committed offsets and nothing else to commit."""
+        if (
+            self.refresh_after is None
+            or group.committed is None
+            or group.slot is not None
+            or group.in_flight is not None
+            or group.query_id is None
+        ):
+            return None
+        return group.committed.at + self.refresh_after
 
     def take(self, group_id: str, now: float) -> CommitRequest | None:
         """Hand out ``group_id``'s slot as a commit, or None if R6 says not now.
@@ -317,7 +325,7 @@ class Ledger:
             return None
         slot, refresh = group.slot, False
         if slot is None:
-            due = dict(self._refreshes()).get(group_id)
+            due = self._refresh_due(group)
             if due is None or now < due or group.committed is None:
                 return None
             last, refresh = group.committed, True
