@@ -96,14 +96,20 @@ def monotonic_streams(max_id: int = 30):  # type: ignore[no-untyped-def]
     @st.composite
     def build(draw):  # type: ignore[no-untyped-def]
         steps = draw(st.lists(st.integers(0, 9), min_size=1, max_size=80))
-        next_id, offsets, events = 0, (0, 0, 0), []
+        next_id, offsets, events, snapshotted = 0, (0, 0, 0), [], []
         for step in steps:
             if step <= 3:
                 next_id += draw(st.integers(1, 3))
                 offsets = tuple(o + draw(st.integers(0, 5)) for o in offsets)
                 events.append(Snapshot(next_id, offsets))
+                snapshotted.append(next_id)
             elif step <= 6:
-                events.append(Complete(draw(st.integers(0, max(next_id, 1)))))
+                # Mostly a checkpoint that was snapshotted (so commits happen), sometimes
+                # any id (unknown, already completed, not yet snapshotted).
+                if snapshotted and draw(st.integers(0, 3)) > 0:
+                    events.append(Complete(draw(st.sampled_from(snapshotted[-4:]))))
+                else:
+                    events.append(Complete(draw(st.integers(0, max(next_id, 1)))))
             elif step <= 8:
                 events.append(Take())
             else:
@@ -165,40 +171,59 @@ def test_matches_flink_step_by_step_on_flinks_own_usage(events, max_pending) -> 
 @given(events=monotonic_streams(), failures=st.lists(st.booleans(), min_size=80, max_size=80))
 def test_idle_retry_is_the_only_difference_when_commits_fail(events, failures) -> None:  # type: ignore[no-untyped-def]
     """IDLE_RETRY: after a failure with nothing newer, ours holds the failed offsets in the
-    slot (Flink: empty slot); after a failure with something newer, both hold the newer."""
+    slot (Flink: empty slot) and commits them again. So ours may still be retrying an older
+    checkpoint when Flink, idle, already commits a newer one; ours then holds that newer one
+    in its slot. Nothing else differs, and once drained ours has committed the newest."""
     harness, flink = Harness(100), FlinkConsumer()
+    newest: tuple[int, dict[TopicPartition, int]] | None = None
     for index, event in enumerate(events):
         match event:
             case Snapshot(checkpoint_id, offsets):
                 harness.snapshot(checkpoint_id, _offsets(offsets))
                 flink.snapshot_state(checkpoint_id, _offsets(offsets))
             case Complete(checkpoint_id):
+                if checkpoint_id in flink.pending:
+                    newest = (checkpoint_id, flink.pending[checkpoint_id])
                 harness.complete(checkpoint_id)
                 flink.notify_checkpoint_complete(checkpoint_id)
             case Take():
                 harness.advance(60.0)  # past any backoff
                 ours = harness.take()
                 theirs = flink.run_loop_iteration()
-                if theirs is not None:
-                    assert ours is not None
+                if theirs is not None and ours is not None:
                     assert (ours.checkpoint_id, dict(ours.offsets)) == theirs
-            case Finish() if harness.in_flight is not None:
-                success = failures[index]
-                retried = harness.in_flight
-                if flink.commit_in_progress is None:
-                    # ours is retrying something Flink dropped; Flink has nothing in flight
-                    harness.finish(success)
-                    continue
-                harness.finish(success)
-                flink.on_commit_complete(success)
-                group = harness.ledger.groups[GROUP]
-                if not success and flink.next_offsets_to_commit is None:
+                elif theirs is not None:  # ours is busy retrying what Flink dropped
+                    group = harness.ledger.groups[GROUP]
+                    assert group.in_flight is not None
+                    assert group.in_flight.attempt > 1
+                    assert group.in_flight.checkpoint_id < theirs[0]
                     assert group.slot is not None
-                    assert group.slot.checkpoint_id == retried.checkpoint_id
+                    assert group.slot.checkpoint_id == theirs[0]
+            case Finish():
+                success = failures[index]
+                if harness.in_flight is not None:
+                    group = harness.ledger.groups[GROUP]
+                    nothing_newer = group.slot is None
+                    retried = harness.in_flight
+                    harness.finish(success)
+                    if not success and nothing_newer:
+                        assert group.slot is not None
+                        assert group.slot.checkpoint_id == retried.checkpoint_id
+                if flink.commit_in_progress is not None:
+                    flink.on_commit_complete(success)
         group = harness.ledger.groups.get(GROUP)
         if group is not None and flink.next_offsets_to_commit is not None:
             assert group.slot is not None
             assert group.slot.checkpoint_id == flink.next_offsets_to_commit[0]
+    for _ in range(4):  # drain with a healthy broker
+        harness.advance(60.0)
+        if harness.in_flight is not None or harness.take() is not None:
+            harness.finish(True)
+    if newest is not None:
+        group = harness.ledger.groups[GROUP]
+        assert group.committed is not None
+        assert group.committed.checkpoint_id == newest[0]
+        assert dict(group.committed.offsets) == newest[1]
 
 
 @st.composite
