@@ -103,8 +103,13 @@ class CommitStarted:
 
 @dataclass(frozen=True)
 class CommitSucceeded:
+    """Kafka accepted ``request``; ``committed`` is the group's committed offsets now: the
+    previous ones with the request's on top (a partition the newest checkpoint does not
+    name keeps its offset)."""
+
     request: CommitRequest
     at: float
+    committed: OffsetMap
 
 
 @dataclass(frozen=True)

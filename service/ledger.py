@@ -354,7 +354,10 @@ class Ledger:
     ) -> CommitSucceeded | CommitFailed:
         """R8: the change to record; ``failure`` is None for success, else a short reason."""
         if failure is None:
-            return CommitSucceeded(request, now)
+            previous = self.groups[request.group_id].committed
+            committed = dict(previous.offsets) if previous is not None else {}
+            committed.update(request.offsets)
+            return CommitSucceeded(request, now, committed)
         return CommitFailed(request, failure, now, now + self.backoff.delay(request.attempt))
 
     # --- applying ----------------------------------------------------------------------
@@ -417,11 +420,8 @@ class Ledger:
         group = self.groups[request.group_id]
         if group.in_flight == request:
             group.in_flight = None
-        previous = group.committed
-        merged = dict(previous.offsets) if previous is not None else {}
-        merged.update(request.offsets)
         group.committed = CommittedOffsets(
-            request.query_id, request.checkpoint_id, merged, change.at
+            request.query_id, request.checkpoint_id, change.committed, change.at
         )
         group.failures = 0
         group.last_failure = None

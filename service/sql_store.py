@@ -243,17 +243,10 @@ def _completed(conn: Connection, change: CheckpointCompleted) -> None:
 
 def _succeeded(conn: Connection, change: CommitSucceeded) -> None:
     request = change.request
-    row = conn.execute(
-        select(consumer_groups.c.committed_offsets).where(
-            consumer_groups.c.group_id == request.group_id
-        )
-    ).first()
-    merged = _loads(row[0]) if row is not None and row[0] else {}
-    merged.update(request.offsets)
     values: dict[str, Any] = {
         "committed_query_id": request.query_id,
         "committed_checkpoint_id": request.checkpoint_id,
-        "committed_offsets": _dumps(merged),
+        "committed_offsets": _dumps(change.committed),
         "committed_at": change.at,
     }
     if request.rewind:

@@ -124,3 +124,19 @@ def test_a_read_only_connection_refuses_writes_cleanly(tmp_path: Path) -> None:
     group = reload(writer).groups["g"]
     assert group.slot is not None
     assert group.slot.checkpoint_id == 1, "the failed write left no trace"
+
+
+def test_committed_offsets_keep_partitions_the_newest_checkpoint_does_not_name(
+    store: SqlStore,
+) -> None:
+    ledger = Ledger()
+    for batch, offsets in ((1, {T0: 10, T1: 11}), (2, {T0: 20})):
+        record(ledger, store, ledger.decide_progress("q", "g", "r", batch, offsets, 1.0))
+        request = ledger.take("g", 1.0)
+        assert request is not None
+        change = ledger.commit_result(request, 2.0)
+        store.persist((change,))
+        ledger.apply_change(change)
+    committed = reload(store).groups["g"].committed
+    assert committed is not None
+    assert (committed.checkpoint_id, committed.offsets) == (2, {T0: 20, T1: 11})
