@@ -112,11 +112,7 @@ def _query_group(request: Request, query_id: str) -> str | None:
     return query.group_id if query else None
 
 
-def _answer(request: Request, decision: Decision) -> JSONResponse:
-    if decision.changes_state:
-        loop = _runtime(request).commit_loop
-        if loop is not None:
-            loop.wake()
+def _answer(decision: Decision) -> JSONResponse:
     body = EventAnswer(
         outcome=decision.outcome.value,
         detail=decision.detail,
@@ -141,7 +137,7 @@ async def post_progress(event: ProgressEvent, request: Request) -> JSONResponse:
             report.query_id, event.group_id, report.run_id, report.batch_id, report.offsets, now
         )
     )
-    return _answer(request, decision)
+    return _answer(decision)
 
 
 @router.post("/queries/{query_id}/checkpoints", response_model=EventAnswer, responses=ERRORS)
@@ -159,7 +155,7 @@ async def post_checkpoint(
             query_id, event.group_id, event.checkpoint_id, event.run_id, offsets, now
         )
     )
-    return _answer(request, decision)
+    return _answer(decision)
 
 
 @router.post(
@@ -177,7 +173,7 @@ async def complete_checkpoint(
     decision = await _durable(request).record(
         lambda ledger: ledger.decide_complete(query_id, checkpoint_id, now)
     )
-    return _answer(request, decision)
+    return _answer(decision)
 
 
 @router.delete("/queries/{query_id}", response_model=EventAnswer, responses=ERRORS)
@@ -187,7 +183,7 @@ async def release_query(query_id: QueryId, request: Request) -> JSONResponse:
     query. Offsets already committed in Kafka stay."""
     _allow(_caller(request, event=True), _query_group(request, query_id))
     decision = await _durable(request).record(lambda ledger: ledger.decide_release(query_id))
-    return _answer(request, decision)
+    return _answer(decision)
 
 
 @router.post("/groups/{group_id}/allow-rewind", response_model=EventAnswer, responses=ERRORS)
@@ -195,7 +191,7 @@ async def allow_rewind(group_id: GroupId, request: Request) -> JSONResponse:
     """Let the next commit of the group move partitions backwards (once)."""
     _allow(_caller(request, event=True), group_id)
     decision = await _durable(request).record(lambda ledger: ledger.decide_allow_rewind(group_id))
-    return _answer(request, decision)
+    return _answer(decision)
 
 
 @router.get(

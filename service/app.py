@@ -100,6 +100,7 @@ def create_app(
             kafka_client_options(settings), timeout=settings.commit_timeout_seconds
         )
         runtime.commit_loop = CommitLoop(runtime.durable, kafka, metrics, clock=clock)
+        runtime.durable.on_settled = _on_settled(runtime.commit_loop, metrics)
         runtime.commit_task = asyncio.create_task(runtime.commit_loop.run(), name="commit loop")
         runtime.ready = True
         log.info("ready: %d queries, %d groups loaded", *_sizes(runtime.durable))
@@ -127,6 +128,15 @@ def create_app(
     _add_error_handlers(app, metrics)
     _add_operational_routes(app, runtime)
     return app
+
+
+def _on_settled(loop: CommitLoop, metrics: SidecarMetrics) -> Callable[[int, float], None]:
+    def settled(items: int, seconds: float) -> None:
+        metrics.store_batch_items.observe(items)
+        metrics.store_write_duration.observe(seconds)
+        loop.wake()  # the batch's groups are no longer held
+
+    return settled
 
 
 def _sizes(durable: DurableLedger) -> tuple[int, int]:

@@ -156,7 +156,3 @@ class Decision:
     group_id: str | None = None
     checkpoint_id: int | None = None
     changes: tuple[Change, ...] = field(default=())
-
-    @property
-    def changes_state(self) -> bool:
-        return bool(self.changes)

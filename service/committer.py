@@ -1,18 +1,23 @@
 """Commit offsets to Kafka: the ``OffsetCommitter`` port, aiokafka's implementation, and an
 in-memory one for tests of the core.
 
-aiokafka facts this relies on (0.14, read in source):
-  - ``AIOKafkaConsumer(group_id=G, enable_auto_commit=False)`` + ``assign`` + ``commit``
-    commits with generation -1 and never joins the group. Auto-commit (on by default)
-    would commit fetch positions, so it is off; assigned partitions are paused.
-  - The broker accepts such commits only while the group has no members; otherwise the
-    commit fails with UNKNOWN_MEMBER_ID, raised as ``CommitFailedError`` (cause in
-    ``__cause__``).
-  - Retriable errors are retried forever inside ``commit``, and the request itself runs
-    under ``asyncio.shield``: cancelling the caller does not cancel a request already sent.
-    So every commit is bounded by a timeout, and after any failure the group's consumer
-    is closed before the next commit can start -- a late answer to an old commit must
-    never land after a newer one.
+``KafkaOffsetCommitter`` shares one ``AIOKafkaClient`` among all groups and sends each
+commit as a plain OffsetCommit request (v2: generation -1, no member id, broker-default
+retention) to the group's coordinator. Broker connections therefore depend on the number
+of brokers, never on the number of groups. Facts this relies on (Kafka protocol, aiokafka
+0.14 read in source):
+  - A commit with generation -1 and an empty member id is what a consumer that never
+    joins the group sends; the broker accepts it only while the group has no members,
+    else answers UNKNOWN_MEMBER_ID / ILLEGAL_GENERATION / REBALANCE_IN_PROGRESS.
+  - NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE and COORDINATOR_LOAD_IN_PROGRESS mean
+    "ask again": the coordinator is looked up anew and the commit retried, within the
+    commit's timeout.
+  - A broker handles one connection's requests in order. Every commit goes to the group's
+    coordinator over the client's one coordination connection to that broker, so a
+    commit sent after an earlier one of the same group (the ledger allows one at a time)
+    is applied after it -- even when the earlier one's answer never came. A timeout makes
+    aiokafka close that connection; the earlier request is then at most being processed,
+    and its offsets are older than anything the ledger hands out next.
 """
 
 from __future__ import annotations
@@ -21,13 +26,14 @@ import asyncio
 import json
 import logging
 import ssl
-from collections import OrderedDict
+from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka import errors as kafka_errors
+from aiokafka.client import AIOKafkaClient, ConnectionGroup, CoordinationType
 from aiokafka.conn import create_conn
+from aiokafka.protocol.commit import OffsetCommitRequest
 
 from service.changes import CommitRequest
 from service.errors import (
@@ -43,6 +49,16 @@ from service.errors import (
 
 log = logging.getLogger(__name__)
 METADATA_LIMIT = 4096
+_ASK_AGAIN = (
+    kafka_errors.NotCoordinatorForGroupError,
+    kafka_errors.GroupCoordinatorNotAvailableError,
+    kafka_errors.GroupLoadInProgressError,
+)
+_MEMBERS = (
+    kafka_errors.UnknownMemberIdError,
+    kafka_errors.IllegalGenerationError,
+    kafka_errors.RebalanceInProgressError,
+)
 
 
 class OffsetCommitter(Protocol):
@@ -66,65 +82,80 @@ def commit_metadata(request: CommitRequest) -> str:
 
 
 class KafkaOffsetCommitter:
-    """One paused, never-joining consumer per group (kept for the next commit, at most
-    ``max_consumers`` of them, least recently used closed first).
+    """Commits for every group through one shared client (see the module docstring)."""
 
-    The consumer closed to make room is never one in use: a commit moves its consumer to
-    the recent end, and ``max_consumers`` exceeds the commit loop's concurrency (64)."""
-
-    def __init__(
-        self,
-        client_options: Mapping[str, Any],
-        *,
-        timeout: float,
-        max_consumers: int = 256,
-    ) -> None:
+    def __init__(self, client_options: Mapping[str, Any], *, timeout: float) -> None:
         """``client_options``: aiokafka's connection keywords (``kafka_client_options``)."""
         self.client_options = dict(client_options)
         self.timeout = timeout
-        self.max_consumers = max_consumers
-        self._consumers: OrderedDict[str, AIOKafkaConsumer] = OrderedDict()
+        self.retry_backoff = 0.1
+        self._client: AIOKafkaClient | None = None
+        self._coordinators: dict[str, int] = {}  # group -> coordinator node id
 
     async def commit(self, request: CommitRequest) -> None:
         group = request.group_id
         metadata = commit_metadata(request)
-        offsets = {
-            TopicPartition(tp.topic, tp.partition): (offset, metadata)
-            for tp, offset in request.offsets.items()
-        }
+        by_topic: defaultdict[str, list[tuple[int, int, str]]] = defaultdict(list)
+        for tp, offset in sorted(request.offsets.items()):
+            by_topic[tp.topic].append((tp.partition, offset, metadata))
+        message = OffsetCommitRequest(
+            group,
+            OffsetCommitRequest.DEFAULT_GENERATION_ID,
+            "",
+            OffsetCommitRequest.DEFAULT_RETENTION_TIME,
+            list(by_topic.items()),
+        )
         try:
             async with asyncio.timeout(self.timeout):
-                consumer = await self._consumer_for(group, set(offsets))
-                await consumer.commit(offsets)
+                while True:
+                    try:
+                        node = await self._coordinator(group)
+                        client = await self._connected()
+                        response = await client.send(
+                            node, message, group=ConnectionGroup.COORDINATION
+                        )
+                        error = _first_error(response)
+                        if error is not None:
+                            raise error
+                        return
+                    except _ASK_AGAIN:
+                        self._coordinators.pop(group, None)
+                        await asyncio.sleep(self.retry_backoff)
+        except asyncio.CancelledError:
+            raise
         except BaseException as exc:
-            await self._discard(group)
-            if isinstance(exc, asyncio.CancelledError):
-                raise
-            if isinstance(exc, kafka_errors.KafkaConnectionError):
+            self._coordinators.pop(group, None)
+            if isinstance(exc, kafka_errors.KafkaConnectionError | kafka_errors.NodeNotReadyError):
                 exc = await self._why_unreachable() or exc
             raise _commit_error(exc, group, self.timeout) from exc
 
-    async def _consumer_for(self, group: str, tps: set[TopicPartition]) -> AIOKafkaConsumer:
-        consumer = self._consumers.get(group)
-        if consumer is None:
-            while len(self._consumers) >= self.max_consumers:
-                _, oldest = self._consumers.popitem(last=False)
-                await oldest.stop()
-            consumer = AIOKafkaConsumer(
-                **self.client_options,
-                group_id=group,
-                enable_auto_commit=False,
-                request_timeout_ms=max(1000, int(self.timeout * 1000)),
+    async def _connected(self) -> AIOKafkaClient:
+        """The shared client, started on first use (and again after a failed start)."""
+        if self._client is None:
+            client = AIOKafkaClient(
+                **self.client_options, request_timeout_ms=max(1000, int(self.timeout * 1000))
             )
-            self._consumers[group] = consumer
-            await consumer.start()
-        self._consumers.move_to_end(group)
-        assigned = consumer.assignment()
-        if not tps <= assigned:
-            wanted = assigned | tps
-            consumer.assign(list(wanted))
-            consumer.pause(*wanted)
-        return consumer
+            try:
+                await client.bootstrap()
+            except BaseException:
+                await client.close()
+                raise
+            self._client = client
+        return self._client
+
+    async def _coordinator(self, group: str) -> int:
+        node = self._coordinators.get(group)
+        if node is None:
+            client = await self._connected()
+            node = int(await client.coordinator_lookup(CoordinationType.GROUP, group))
+            self._coordinators[group] = node
+        return node
+
+    def connections(self) -> int:
+        """Open broker connections of the shared client (the benchmark counts them)."""
+        if self._client is None:
+            return 0
+        return sum(1 for conn in self._client._conns.values() if conn.connected())
 
     async def _why_unreachable(self) -> BaseException | None:
         """aiokafka reports refused credentials or an untrusted certificate only as "unable
@@ -150,26 +181,27 @@ class KafkaOffsetCommitter:
             return None
         return None
 
-    async def _discard(self, group: str) -> None:
-        consumer = self._consumers.pop(group, None)
-        if consumer is None:
-            return
-        try:
-            async with asyncio.timeout(self.timeout):
-                await consumer.stop()
-        except Exception:
-            log.warning("closing the consumer of group %s failed", group, exc_info=True)
-
     async def close(self) -> None:
-        for group in list(self._consumers):
-            await self._discard(group)
+        client, self._client = self._client, None
+        if client is not None:
+            await client.close()
+
+
+def _first_error(response: Any) -> kafka_errors.KafkaError | None:
+    """The first partition error of an OffsetCommit response, as an aiokafka error."""
+    for topic, partitions in response.topics:
+        for partition, code in partitions:
+            if code != 0:
+                error_type = kafka_errors.for_code(code)
+                return error_type(f"{topic}/{partition}")
+    return None
 
 
 def _commit_error(exc: BaseException, group: str, timeout: float) -> CommitError:
     if isinstance(exc, TimeoutError):
         return CommitTimeout(f"no answer from Kafka within {timeout:g} s")
-    if isinstance(exc, kafka_errors.CommitFailedError):
-        cause = type(exc.__cause__).__name__ if exc.__cause__ else "CommitFailedError"
+    if isinstance(exc, _MEMBERS):
+        cause = type(exc).__name__
         return GroupHasMembers(
             f"group {group!r} has active members ({cause}): a consumer is using this "
             "group id, so the broker refuses commits from outside the group"

@@ -1,23 +1,35 @@
-"""The ledger joined to its store: decide, make durable, then apply.
+"""The ledger joined to its store: decide, make durable, then answer -- in batches.
 
-Invariant: memory never holds an accepted event that the store does not. Events are
-decided and persisted under one lock (so no decision is made on state another event is
-about to change), and applied only after the write succeeded. Commit results are applied
-even when their write fails: Kafka already holds the truth, and the store may lag Kafka
-in what is committed (after a restart the same offsets are committed again, harmlessly).
+Invariants
+  - An event is answered only after the store holds its changes: a 2xx means durable.
+  - Memory never keeps an event the store refused: events are decided and applied in
+    arrival order under savepoints (ledger R10) and, if their batch's write fails, rolled
+    back newest first, as if they never happened; each is answered ``StoreUnavailable``.
+  - Group commit: events that arrive while a batch is being written wait and form the
+    next batch, written in one transaction (one fsync). Batches grow with load on their
+    own; at low load a batch is a single event and nothing waits for company.
+  - A group touched by a batch being written is held: the committer does not take it
+    until the write is settled, so no commit carries offsets that a rollback took back.
+  - Commit results go through the same queue (so they are applied in order with events)
+    and are kept in memory even when their write fails: Kafka already holds the truth,
+    and the store may lag Kafka in what is committed (after a restart the same offsets
+    are committed again, harmlessly).
+  - One worker thread does every store call: SQLite wants one writer, and writes stay in
+    decision order.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import ParamSpec, TypeVar
 
-from service.changes import CommitRequest, Decision
-from service.errors import StoreError
-from service.ledger import Backoff, Ledger
+from service.changes import Change, CommitFailed, CommitRequest, CommitSucceeded, Decision
+from service.ledger import Backoff, Ledger, Savepoint
 from service.store import LedgerStore
 
 log = logging.getLogger(__name__)
@@ -25,14 +37,46 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
+@dataclass
+class _Event:
+    decide: Callable[[Ledger], Decision]
+    answer: asyncio.Future[Decision]
+
+
+@dataclass
+class _Result:
+    change: CommitSucceeded | CommitFailed
+    recorded: asyncio.Future[None]
+
+
+@dataclass
+class _Batch:
+    """One transaction's worth: decided events with their savepoints, and results."""
+
+    events: list[tuple[_Event, Decision, Savepoint]] = field(default_factory=list)
+    results: list[_Result] = field(default_factory=list)
+    changes: list[Change] = field(default_factory=list)
+    # Results applied after a savepoint of their group in this batch: a rollback undoes
+    # them with it, so they are applied again after it.
+    undone_by_rollback: list[_Result] = field(default_factory=list)
+
+
 class DurableLedger:
     def __init__(
-        self, ledger: Ledger, store: LedgerStore, worker: ThreadPoolExecutor | None = None
+        self,
+        ledger: Ledger,
+        store: LedgerStore,
+        worker: ThreadPoolExecutor | None = None,
+        *,
+        on_settled: Callable[[int, float], None] = lambda items, seconds: None,
     ) -> None:
         self.ledger = ledger
         self.store = store
-        self._lock = asyncio.Lock()
-        # One thread: SQLite wants one writer, and writes stay in decision order.
+        # Called after each batch with its size and write time; held groups are free.
+        self.on_settled = on_settled
+        self.batches_written = 0
+        self._queue: list[_Event | _Result] = []
+        self._writer: asyncio.Task[None] | None = None
         self._worker = worker or ThreadPoolExecutor(1, thread_name_prefix="ledger-store")
 
     @classmethod
@@ -59,37 +103,104 @@ class DurableLedger:
     async def record(self, decide: Callable[[Ledger], Decision]) -> Decision:
         """Decide an event, persist its changes, apply it. Raises ``StoreUnavailable``
         (memory unchanged) when the store cannot take the write."""
-        async with self._lock:
-            decision = decide(self.ledger)
-            if decision.changes:
-                await self._in_worker(self.store.persist, decision.changes)
-            self.ledger.apply(decision)
-            return decision
+        answer: asyncio.Future[Decision] = asyncio.get_running_loop().create_future()
+        self._enqueue(_Event(decide, answer))
+        # Shielded: a caller that goes away does not take its event out of a batch.
+        return await asyncio.shield(answer)
 
     def start_commit(self, group_id: str, now: float) -> CommitRequest | None:
         """Take the group's slot if it may commit now (see ``Ledger.take``)."""
         return self.ledger.take(group_id, now)
 
     async def finish_commit(self, request: CommitRequest, now: float, failure: str | None) -> None:
+        """Record a commit's result; returns once it is applied (and written, if it could
+        be)."""
         change = self.ledger.commit_result(request, now, failure)
-        try:
-            await self._in_worker(self.store.persist, (change,))
-        except StoreError:
-            log.warning(
-                "could not record the commit result of group %s checkpoint %s; "
-                "it will be committed again after a restart",
-                request.group_id,
-                request.checkpoint_id,
-                exc_info=True,
-            )
-        self.ledger.apply_change(change)
+        recorded: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._enqueue(_Result(change, recorded))
+        await asyncio.shield(recorded)
 
     async def check_store(self) -> None:
         await self._in_worker(self.store.check)
 
     async def close(self) -> None:
+        if self._writer is not None:
+            await self._writer
         await self._in_worker(self.store.close)
         self._worker.shutdown(wait=True)
+
+    def _enqueue(self, item: _Event | _Result) -> None:
+        self._queue.append(item)
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.create_task(self._write_batches(), name="ledger-writer")
+
+    async def _write_batches(self) -> None:
+        while self._queue:
+            items, self._queue = self._queue, []
+            batch = self._decide(items)
+            failure: BaseException | None = None
+            started = time.monotonic()
+            if batch.changes:
+                try:
+                    await self._in_worker(self.store.persist, batch.changes)
+                except Exception as exc:  # StoreError, or anything the driver raised
+                    failure = exc
+            self.batches_written += 1
+            if failure is None:
+                self._settle(batch)
+            else:
+                self._roll_back(batch, failure)
+            self.on_settled(len(items), time.monotonic() - started)
+
+    def _decide(self, items: list[_Event | _Result]) -> _Batch:
+        """Apply every item in arrival order; no await in here, so nothing interleaves."""
+        batch = _Batch()
+        saved_groups: set[str | None] = set()
+        for item in items:
+            if isinstance(item, _Result):
+                self.ledger.apply_change(item.change)
+                batch.results.append(item)
+                batch.changes.append(item.change)
+                if item.change.request.group_id in saved_groups:
+                    batch.undone_by_rollback.append(item)
+                continue
+            try:
+                decision = item.decide(self.ledger)
+            except Exception as exc:  # a bug in a decision: only its own caller hears
+                item.answer.set_exception(exc)
+                continue
+            savepoint = self.ledger.savepoint(decision)
+            saved_groups.add(savepoint.group_id)
+            self.ledger.apply(decision)
+            batch.events.append((item, decision, savepoint))
+            batch.changes.extend(decision.changes)
+        return batch
+
+    def _settle(self, batch: _Batch) -> None:
+        for event, decision, savepoint in batch.events:
+            self.ledger.settle(savepoint)
+            event.answer.set_result(decision)
+        for result in batch.results:
+            result.recorded.set_result(None)
+
+    def _roll_back(self, batch: _Batch, failure: BaseException) -> None:
+        for _, _, savepoint in reversed(batch.events):
+            self.ledger.rollback(savepoint)
+        # Results stand (Kafka holds them). Those the rollback undid are redone on the
+        # restored state, where each one's commit is still the group's commit in flight.
+        for result in batch.undone_by_rollback:
+            self.ledger.apply_change(result.change)
+        for result in batch.results:
+            result.recorded.set_result(None)
+        if batch.results:
+            log.warning(
+                "could not record %d commit results (%s); they will be committed again "
+                "after a restart",
+                len(batch.results),
+                failure,
+            )
+        for event, _, _ in batch.events:
+            event.answer.set_exception(failure)
 
     async def _in_worker(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
         loop = asyncio.get_running_loop()

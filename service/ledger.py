@@ -31,6 +31,10 @@ Rules
   R9 retention   Kafka drops a member-less group's offsets ``offsets.retention.minutes``
                  after its last commit. A group with nothing to commit whose last commit is
                  ``refresh_after`` old commits the same offsets again (taken like a slot).
+  R10 durability Changes are applied before they are durable only under a savepoint: until
+                 it is settled (written) or rolled back (the write failed; the ledger is
+                 as if the decision never happened), its group is *held* and not taken, so
+                 no commit ever carries offsets that a failed write took back.
 
 A group's commit phase follows from (slot, in flight); the only transitions are:
 
@@ -44,8 +48,10 @@ A group's commit phase follows from (slot, in flight); the only transitions are:
 
 from __future__ import annotations
 
+import heapq
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from service.changes import (
@@ -80,6 +86,17 @@ def _nothing(outcome: Outcome, detail: str, **where: Any) -> Decision:
     return Decision(outcome, detail, **where)
 
 
+@dataclass(frozen=True)
+class Savepoint:
+    """What one decision may change, as it was before (None: did not exist)."""
+
+    query_id: str | None
+    query: QueryState | None
+    group_id: str | None
+    group: GroupState | None
+    unattributed: Counter[str]
+
+
 class Ledger:
     def __init__(
         self,
@@ -99,6 +116,12 @@ class Ledger:
         self.groups: dict[str, GroupState] = {g.group_id: g for g in groups}
         self.unattributed: Counter[str] = Counter()  # outcomes with no known group
         self._with_slot = {g.group_id for g in self.groups.values() if g.slot is not None}
+        self._held: Counter[str] = Counter()  # R10: group -> open savepoints
+        # R9 index: (due, group), lazily cleaned: an entry counts only while it still equals
+        # the group's ``_refresh_due``; every change that makes a refresh due pushes one.
+        self._refresh_heap: list[tuple[float, str]] = []
+        for group in self.groups.values():
+            self._index_refresh(group)
 
     # --- decisions on events ------------------------------------------------------------
 
@@ -279,28 +302,49 @@ class Ledger:
     # --- decisions of the committer -----------------------------------------------------
 
     def ready_groups(self, now: float) -> list[str]:
-        """Groups whose slot may be taken now (R6), and idle groups due a refresh (R9)."""
+        """Groups whose slot may be taken now (R6), and idle groups due a refresh (R9);
+        never a held group (R10). Costs O(groups with a slot + refreshes due)."""
         ready = [
             g
             for g in self._with_slot
-            if self.groups[g].in_flight is None and self.groups[g].retry_at <= now
+            if self.groups[g].in_flight is None
+            and self.groups[g].retry_at <= now
+            and g not in self._held
         ]
-        return ready + [g for g, due in self._refreshes() if due <= now]
+        due_now: list[tuple[float, str]] = []
+        while self._refresh_heap and self._refresh_heap[0][0] <= now:
+            entry = heapq.heappop(self._refresh_heap)
+            if self._refresh_valid(entry):
+                due_now.append(entry)
+        for entry in due_now:  # still due until taken
+            heapq.heappush(self._refresh_heap, entry)
+        return ready + sorted({g for _, g in due_now if g not in self._held and g not in ready})
 
     def next_retry_at(self) -> float | None:
+        """The earliest time a group not yet ready becomes ready (None: no such group)."""
         waiting = [
-            self.groups[g].retry_at for g in self._with_slot if self.groups[g].in_flight is None
+            self.groups[g].retry_at
+            for g in self._with_slot
+            if self.groups[g].in_flight is None and g not in self._held
         ]
-        return min(waiting + [due for _, due in self._refreshes()], default=None)
+        while self._refresh_heap and not self._refresh_valid(self._refresh_heap[0]):
+            heapq.heappop(self._refresh_heap)
+        refresh = [self._refresh_heap[0][0]] if self._refresh_heap else []
+        return min(waiting + refresh, default=None)
 
-    def _refreshes(self) -> list[tuple[str, float]]:
-        """(group, when its refresh is due) for every group due one some day (R9).
-        A scan of every group: fine for thousands, to be indexed for more."""
-        return [
-            (g.group_id, due)
-            for g in self.groups.values()
-            if (due := self._refresh_due(g)) is not None
-        ]
+    def _refresh_valid(self, entry: tuple[float, str]) -> bool:
+        due, group_id = entry
+        group = self.groups.get(group_id)
+        return group is not None and self._refresh_due(group) == due
+
+    def _index_refresh(self, group: GroupState) -> None:
+        due = self._refresh_due(group)
+        if due is None:
+            return
+        heapq.heappush(self._refresh_heap, (due, group.group_id))
+        if len(self._refresh_heap) > 2 * len(self.groups) + 64:  # drop stale entries
+            self._refresh_heap = [e for e in set(self._refresh_heap) if self._refresh_valid(e)]
+            heapq.heapify(self._refresh_heap)
 
     def _refresh_due(self, group: GroupState) -> float | None:
         """When ``group`` commits its last offsets again (R9): only an owned group with
@@ -321,7 +365,12 @@ class Ledger:
         Applied at once and never persisted: until a success is recorded, the store keeps
         the entry in the slot (a crash mid-commit means committing it again)."""
         group = self.groups.get(group_id)
-        if group is None or group.in_flight is not None or now < group.retry_at:
+        if (
+            group is None
+            or group.in_flight is not None
+            or now < group.retry_at
+            or group_id in self._held
+        ):
             return None
         slot, refresh = group.slot, False
         if slot is None:
@@ -360,6 +409,63 @@ class Ledger:
             return CommitSucceeded(request, now, committed)
         return CommitFailed(request, failure, now, now + self.backoff.delay(request.attempt))
 
+    # --- savepoints (R10) ---------------------------------------------------------------
+
+    def savepoint(self, decision: Decision) -> Savepoint:
+        """Take before ``apply(decision)``; then ``settle`` or ``rollback`` it exactly once.
+        Savepoints of one batch are rolled back newest first."""
+        query_id = decision.query_id
+        group_id = decision.group_id
+        for change in decision.changes:
+            if isinstance(change, QueryRegistered | QueryReleased):
+                query_id, group_id = change.query_id, change.group_id
+            elif isinstance(change, CheckpointAdded | CheckpointCompleted):
+                query_id, group_id = change.checkpoint.query_id, change.checkpoint.group_id
+        query = self.queries.get(query_id) if query_id is not None else None
+        group = self.groups.get(group_id) if group_id is not None else None
+        if group_id is not None:
+            self._held[group_id] += 1
+        return Savepoint(
+            query_id,
+            query.copy() if query else None,
+            group_id,
+            group.copy() if group else None,
+            Counter(self.unattributed),
+        )
+
+    def settle(self, savepoint: Savepoint) -> None:
+        """The decision's changes are durable: its group may be taken again."""
+        self._release_hold(savepoint.group_id)
+
+    def rollback(self, savepoint: Savepoint) -> None:
+        """Undo the decision applied after ``savepoint`` (and after it, nothing else that
+        touched its query or group but later savepoints, rolled back first)."""
+        if savepoint.query_id is not None:
+            if savepoint.query is None:
+                self.queries.pop(savepoint.query_id, None)
+            else:
+                self.queries[savepoint.query_id] = savepoint.query
+        if savepoint.group_id is not None:
+            if savepoint.group is None:
+                self.groups.pop(savepoint.group_id, None)
+                self._with_slot.discard(savepoint.group_id)
+            else:
+                group = savepoint.group
+                self.groups[group.group_id] = group
+                if group.slot is None:
+                    self._with_slot.discard(group.group_id)
+                else:
+                    self._with_slot.add(group.group_id)
+                self._index_refresh(group)
+        self.unattributed = savepoint.unattributed
+        self._release_hold(savepoint.group_id)
+
+    def _release_hold(self, group_id: str | None) -> None:
+        if group_id is not None:
+            self._held[group_id] -= 1
+            if self._held[group_id] <= 0:
+                del self._held[group_id]
+
     # --- applying ----------------------------------------------------------------------
 
     def apply(self, decision: Decision) -> None:
@@ -379,6 +485,7 @@ class Ledger:
         self.queries[change.query_id] = QueryState(change.query_id, change.group_id, change.at)
         group = self.groups.setdefault(change.group_id, GroupState(change.group_id))
         group.query_id = change.query_id
+        self._index_refresh(group)
 
     def _added(self, change: CheckpointAdded) -> None:
         checkpoint = change.checkpoint
@@ -427,6 +534,7 @@ class Ledger:
         group.last_failure = None
         group.counters.succeeded += 1
         group.counters.refreshed += int(request.refresh)
+        self._index_refresh(group)
 
     def _commit_failed(self, change: CommitFailed) -> None:
         request = change.request
@@ -442,6 +550,7 @@ class Ledger:
             group.retry_at = change.retry_at
             group.rewind_allowed = group.rewind_allowed or request.rewind
             self._with_slot.add(group.group_id)
+        self._index_refresh(group)
 
     def _released(self, change: QueryReleased) -> None:
         self.queries.pop(change.query_id, None)
@@ -474,4 +583,5 @@ __all__ = [
     "GroupState",
     "Ledger",
     "QueryState",
+    "Savepoint",
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import enum
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from service.changes import Checkpoint, CommitRequest
 from service.offsets import OffsetMap
@@ -38,6 +38,10 @@ class QueryState:
     last_completed_id: int | None = None
     last_run_id: str | None = None
 
+    def copy(self) -> QueryState:
+        """A copy that later changes to this one do not reach (checkpoints are frozen)."""
+        return replace(self, pending=dict(self.pending))
+
 
 @dataclass(frozen=True)
 class CommittedOffsets:
@@ -57,6 +61,9 @@ class GroupCounters:
     held_back: int = 0  # partitions not rewound
     refreshed: int = 0  # successful commits of unchanged offsets of an idle group (R9)
 
+    def copy(self) -> GroupCounters:
+        return replace(self, failed=Counter(self.failed), events=Counter(self.events))
+
 
 @dataclass
 class GroupState:
@@ -70,6 +77,10 @@ class GroupState:
     last_failure: str | None = None
     rewind_allowed: bool = False
     counters: GroupCounters = field(default_factory=GroupCounters)
+
+    def copy(self) -> GroupState:
+        """A copy that later changes to this one do not reach (the rest is immutable)."""
+        return replace(self, counters=self.counters.copy())
 
     @property
     def phase(self) -> GroupPhase:

@@ -48,6 +48,18 @@ class SidecarMetrics:
             ["reason"],
             registry=registry,
         )
+        self.store_batch_items = Histogram(
+            "sidecar_store_batch_items",
+            "Events and commit results written in one database transaction (group commit).",
+            buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024),
+            registry=registry,
+        )
+        self.store_write_duration = Histogram(
+            "sidecar_store_write_duration_seconds",
+            "Time of one database transaction of the ledger, failed ones included.",
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5),
+            registry=registry,
+        )
         self.store_unavailable = Counter(
             "sidecar_store_unavailable",
             "Events answered 503 because the database could not take the write.",

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, create_engine, delete, event, insert, select, update
+from sqlalchemy import Engine, create_engine, event, select
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, SQLAlchemyError
 
@@ -22,17 +22,12 @@ from service import migrate
 from service.changes import (
     Change,
     Checkpoint,
-    CheckpointAdded,
-    CheckpointCompleted,
-    CommitSucceeded,
-    QueryRegistered,
-    QueryReleased,
-    RewindAllowed,
 )
 from service.db_schema import consumer_groups, pending_checkpoints, queries
 from service.errors import StoreError, StoreUnavailable
 from service.ledger import CommittedOffsets, GroupState, QueryState
-from service.offsets import OffsetMap, from_json, to_json
+from service.offsets import from_json
+from service.sql_writes import WRITTEN, write_changes
 from service.store import StoredState
 
 log = logging.getLogger(__name__)
@@ -55,10 +50,6 @@ def create_store_engine(url: str) -> Engine:
 
         return engine
     return create_engine(url, pool_pre_ping=True)
-
-
-def _dumps(offsets: OffsetMap) -> str:
-    return json.dumps(to_json(offsets), separators=(",", ":"))
 
 
 def _loads(text: str) -> dict[Any, int]:
@@ -139,12 +130,10 @@ class SqlStore:
         return group
 
     def persist(self, changes: Sequence[Change]) -> None:
-        writes = [change for change in changes if type(change) in _WRITERS]
-        if not writes:
+        if not any(type(change) in WRITTEN for change in changes):
             return
         with self._errors("writing"), self.engine.begin() as conn:
-            for change in writes:
-                _WRITERS[type(change)](conn, change)
+            write_changes(conn, changes)
 
     def _errors(self, doing: str) -> AbstractContextManager[None]:
         return _database_errors(doing, self.url)
@@ -171,130 +160,3 @@ def _safe(url: str) -> str:
 
 def _first_line(exc: DBAPIError) -> str:
     return str(exc.orig or exc).splitlines()[0]
-
-
-_EMPTY_SLOT = {
-    "slot_query_id": None,
-    "slot_checkpoint_id": None,
-    "slot_run_id": None,
-    "slot_offsets": None,
-    "slot_completed_at": None,
-}
-
-
-def _registered(conn: Connection, change: QueryRegistered) -> None:
-    conn.execute(
-        insert(queries).values(
-            query_id=change.query_id, group_id=change.group_id, registered_at=change.at
-        )
-    )
-    known = conn.execute(
-        select(consumer_groups.c.group_id).where(consumer_groups.c.group_id == change.group_id)
-    ).first()
-    if known is None:
-        conn.execute(insert(consumer_groups).values(group_id=change.group_id, rewind_allowed=False))
-
-
-def _added(conn: Connection, change: CheckpointAdded) -> None:
-    checkpoint = change.checkpoint
-    if change.dropped:
-        conn.execute(
-            delete(pending_checkpoints).where(
-                pending_checkpoints.c.query_id == checkpoint.query_id,
-                pending_checkpoints.c.checkpoint_id.in_(change.dropped),
-            )
-        )
-    conn.execute(
-        insert(pending_checkpoints).values(
-            query_id=checkpoint.query_id,
-            checkpoint_id=checkpoint.checkpoint_id,
-            run_id=checkpoint.run_id,
-            offsets=_dumps(checkpoint.offsets),
-            created_at=checkpoint.created_at,
-        )
-    )
-
-
-def _completed(conn: Connection, change: CheckpointCompleted) -> None:
-    checkpoint = change.checkpoint
-    conn.execute(
-        delete(pending_checkpoints).where(
-            pending_checkpoints.c.query_id == checkpoint.query_id,
-            pending_checkpoints.c.checkpoint_id <= checkpoint.checkpoint_id,
-        )
-    )
-    conn.execute(
-        update(queries)
-        .where(queries.c.query_id == checkpoint.query_id)
-        .values(last_completed_id=checkpoint.checkpoint_id, last_run_id=checkpoint.run_id)
-    )
-    conn.execute(
-        update(consumer_groups)
-        .where(consumer_groups.c.group_id == checkpoint.group_id)
-        .values(
-            slot_query_id=checkpoint.query_id,
-            slot_checkpoint_id=checkpoint.checkpoint_id,
-            slot_run_id=checkpoint.run_id,
-            slot_offsets=_dumps(checkpoint.offsets),
-            slot_completed_at=change.at,
-        )
-    )
-
-
-def _succeeded(conn: Connection, change: CommitSucceeded) -> None:
-    request = change.request
-    values: dict[str, Any] = {
-        "committed_query_id": request.query_id,
-        "committed_checkpoint_id": request.checkpoint_id,
-        "committed_offsets": _dumps(change.committed),
-        "committed_at": change.at,
-    }
-    if request.rewind:
-        values["rewind_allowed"] = False
-    conn.execute(
-        update(consumer_groups).where(consumer_groups.c.group_id == request.group_id).values(values)
-    )
-    # The slot keeps a newer entry that arrived while this commit was in flight.
-    conn.execute(
-        update(consumer_groups)
-        .where(
-            consumer_groups.c.group_id == request.group_id,
-            consumer_groups.c.slot_query_id == request.query_id,
-            consumer_groups.c.slot_checkpoint_id == request.checkpoint_id,
-        )
-        .values(_EMPTY_SLOT)
-    )
-
-
-def _released(conn: Connection, change: QueryReleased) -> None:
-    conn.execute(
-        delete(pending_checkpoints).where(pending_checkpoints.c.query_id == change.query_id)
-    )
-    conn.execute(delete(queries).where(queries.c.query_id == change.query_id))
-    conn.execute(
-        update(consumer_groups)
-        .where(
-            consumer_groups.c.group_id == change.group_id,
-            consumer_groups.c.slot_query_id == change.query_id,
-        )
-        .values(_EMPTY_SLOT)
-    )
-
-
-def _rewind_allowed(conn: Connection, change: RewindAllowed) -> None:
-    conn.execute(
-        update(consumer_groups)
-        .where(consumer_groups.c.group_id == change.group_id)
-        .values(rewind_allowed=True)
-    )
-
-
-# CommitStarted and CommitFailed are not written: the slot row stays until a success.
-_WRITERS: dict[type[Any], Callable[[Connection, Any], None]] = {
-    QueryRegistered: _registered,
-    CheckpointAdded: _added,
-    CheckpointCompleted: _completed,
-    CommitSucceeded: _succeeded,
-    QueryReleased: _released,
-    RewindAllowed: _rewind_allowed,
-}

@@ -15,8 +15,15 @@ from pathlib import Path
 
 import pytest
 from aiokafka import AIOKafkaConsumer
+from aiokafka.admin import AIOKafkaAdminClient
 
-from tests.conftest import committed_offsets, read_committed, run_sync, unique_group
+from tests.conftest import (
+    committed_offsets,
+    create_topics,
+    read_committed,
+    run_sync,
+    unique_group,
+)
 from tests.kafka_broker import LocalBroker
 from tests.service_process import ServiceProcess, free_port
 from tests.service_support import QUERY, metric, spark_progress, wait_for
@@ -92,7 +99,8 @@ def test_slow_commit_coalesces_completions_into_one_commit_of_the_newest(
     tmp_path: Path, private_broker: LocalBroker, new_topic: Callable[..., str]
 ) -> None:
     bootstrap = private_broker.bootstrap
-    group, topic = unique_group(), "slow-topic"
+    group, topic = unique_group(), f"slow-{unique_group()}"
+    run_sync(create_topics(bootstrap, [topic], 1))  # the private broker has none
     service = ServiceProcess(tmp_path, bootstrap, commit_timeout_seconds=30).start()
     try:
         assert (
@@ -184,6 +192,28 @@ def test_a_group_with_active_members_gets_a_clear_failure_reason(
         loop.call_soon_threadsafe(loop.stop)
     # Once the member left, the retry (no new event needed) commits.
     wait_for(lambda: committed_offsets(kafka_bootstrap, group) == expect(topic, 5), timeout=60)
+
+
+def test_a_topic_that_does_not_exist_is_named_and_not_created(
+    service: ServiceProcess, kafka_bootstrap: str
+) -> None:
+    group, topic = unique_group(), f"missing-{unique_group()}"
+    service.post_progress(group, spark_progress(0, offsets_of(topic, 5)))
+    view = wait_for(
+        lambda: (v := service.query(QUERY))["last_failure"] and v, what="a failed commit"
+    )
+    assert view["last_failure"] == "unknown_topic_or_partition"
+    assert committed_offsets(kafka_bootstrap, group) == {}
+    assert topic not in run_sync(topic_names(kafka_bootstrap)), "committing created no topic"
+
+
+async def topic_names(bootstrap: str) -> list[str]:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        return list(await admin.list_topics())
+    finally:
+        await admin.close()
 
 
 def test_starting_offsets_from_the_groups_committed_offsets_api_and_cli(

@@ -1,0 +1,3 @@
+module sidecar/bench/loadgen
+
+go 1.22
