@@ -105,8 +105,9 @@ class DurableLedger:
         (memory unchanged) when the store cannot take the write."""
         answer: asyncio.Future[Decision] = asyncio.get_running_loop().create_future()
         self._enqueue(_Event(decide, answer))
-        # Shielded: a caller that goes away does not take its event out of a batch.
-        return await asyncio.shield(answer)
+        # A caller cancelled while waiting cancels ``answer``: not yet decided, its event
+        # is dropped; already decided, it is written all the same.
+        return await answer
 
     def start_commit(self, group_id: str, now: float) -> CommitRequest | None:
         """Take the group's slot if it may commit now (see ``Ledger.take``)."""
@@ -118,7 +119,7 @@ class DurableLedger:
         change = self.ledger.commit_result(request, now, failure)
         recorded: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._enqueue(_Result(change, recorded))
-        await asyncio.shield(recorded)
+        await recorded  # cancelled or not, the result is applied and written
 
     async def check_store(self) -> None:
         await self._in_worker(self.store.check)
@@ -164,6 +165,8 @@ class DurableLedger:
                 if item.change.request.group_id in saved_groups:
                     batch.undone_by_rollback.append(item)
                 continue
+            if item.answer.cancelled():
+                continue
             try:
                 decision = item.decide(self.ledger)
             except Exception as exc:  # a bug in a decision: only its own caller hears
@@ -179,9 +182,11 @@ class DurableLedger:
     def _settle(self, batch: _Batch) -> None:
         for event, decision, savepoint in batch.events:
             self.ledger.settle(savepoint)
-            event.answer.set_result(decision)
+            if not event.answer.done():
+                event.answer.set_result(decision)
         for result in batch.results:
-            result.recorded.set_result(None)
+            if not result.recorded.done():
+                result.recorded.set_result(None)
 
     def _roll_back(self, batch: _Batch, failure: BaseException) -> None:
         for _, _, savepoint in reversed(batch.events):
@@ -191,7 +196,8 @@ class DurableLedger:
         for result in batch.undone_by_rollback:
             self.ledger.apply_change(result.change)
         for result in batch.results:
-            result.recorded.set_result(None)
+            if not result.recorded.done():
+                result.recorded.set_result(None)
         if batch.results:
             log.warning(
                 "could not record %d commit results (%s); they will be committed again "
@@ -200,7 +206,8 @@ class DurableLedger:
                 failure,
             )
         for event, _, _ in batch.events:
-            event.answer.set_exception(failure)
+            if not event.answer.done():
+                event.answer.set_exception(failure)
 
     async def _in_worker(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
         loop = asyncio.get_running_loop()

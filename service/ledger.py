@@ -115,13 +115,15 @@ class Ledger:
         self.queries: dict[str, QueryState] = {q.query_id: q for q in queries}
         self.groups: dict[str, GroupState] = {g.group_id: g for g in groups}
         self.unattributed: Counter[str] = Counter()  # outcomes with no known group
-        self._with_slot = {g.group_id for g in self.groups.values() if g.slot is not None}
         self._held: Counter[str] = Counter()  # R10: group -> open savepoints
-        # R9 index: (due, group), lazily cleaned: an entry counts only while it still equals
-        # the group's ``_refresh_due``; every change that makes a refresh due pushes one.
+        # Indexes kept by ``_reindex`` after every change to a group:
+        #   _takeable      groups with a slot and no commit in flight (R6 but retry time)
+        #   _refresh_heap  (due, group) for R9, lazily cleaned: an entry counts only while
+        #                  it still equals the group's ``_refresh_due``.
+        self._takeable: set[str] = set()
         self._refresh_heap: list[tuple[float, str]] = []
         for group in self.groups.values():
-            self._index_refresh(group)
+            self._reindex(group)
 
     # --- decisions on events ------------------------------------------------------------
 
@@ -305,11 +307,7 @@ class Ledger:
         """Groups whose slot may be taken now (R6), and idle groups due a refresh (R9);
         never a held group (R10). Costs O(groups with a slot + refreshes due)."""
         ready = [
-            g
-            for g in self._with_slot
-            if self.groups[g].in_flight is None
-            and self.groups[g].retry_at <= now
-            and g not in self._held
+            g for g in self._takeable if self.groups[g].retry_at <= now and g not in self._held
         ]
         due_now: list[tuple[float, str]] = []
         while self._refresh_heap and self._refresh_heap[0][0] <= now:
@@ -322,11 +320,7 @@ class Ledger:
 
     def next_retry_at(self) -> float | None:
         """The earliest time a group not yet ready becomes ready (None: no such group)."""
-        waiting = [
-            self.groups[g].retry_at
-            for g in self._with_slot
-            if self.groups[g].in_flight is None and g not in self._held
-        ]
+        waiting = [self.groups[g].retry_at for g in self._takeable if g not in self._held]
         while self._refresh_heap and not self._refresh_valid(self._refresh_heap[0]):
             heapq.heappop(self._refresh_heap)
         refresh = [self._refresh_heap[0][0]] if self._refresh_heap else []
@@ -337,7 +331,11 @@ class Ledger:
         group = self.groups.get(group_id)
         return group is not None and self._refresh_due(group) == due
 
-    def _index_refresh(self, group: GroupState) -> None:
+    def _reindex(self, group: GroupState) -> None:
+        if group.slot is not None and group.in_flight is None:
+            self._takeable.add(group.group_id)
+        else:
+            self._takeable.discard(group.group_id)
         due = self._refresh_due(group)
         if due is None:
             return
@@ -448,15 +446,10 @@ class Ledger:
         if savepoint.group_id is not None:
             if savepoint.group is None:
                 self.groups.pop(savepoint.group_id, None)
-                self._with_slot.discard(savepoint.group_id)
+                self._takeable.discard(savepoint.group_id)
             else:
-                group = savepoint.group
-                self.groups[group.group_id] = group
-                if group.slot is None:
-                    self._with_slot.discard(group.group_id)
-                else:
-                    self._with_slot.add(group.group_id)
-                self._index_refresh(group)
+                self.groups[savepoint.group_id] = savepoint.group
+                self._reindex(savepoint.group)
         self.unattributed = savepoint.unattributed
         self._release_hold(savepoint.group_id)
 
@@ -485,7 +478,7 @@ class Ledger:
         self.queries[change.query_id] = QueryState(change.query_id, change.group_id, change.at)
         group = self.groups.setdefault(change.group_id, GroupState(change.group_id))
         group.query_id = change.query_id
-        self._index_refresh(group)
+        self._reindex(group)
 
     def _added(self, change: CheckpointAdded) -> None:
         checkpoint = change.checkpoint
@@ -512,7 +505,7 @@ class Ledger:
         group.slot = checkpoint
         group.failures = 0
         group.retry_at = 0.0
-        self._with_slot.add(group.group_id)
+        self._reindex(group)
 
     def _commit_started(self, change: CommitStarted) -> None:
         group = self.groups[change.request.group_id]
@@ -520,7 +513,7 @@ class Ledger:
         group.slot = None
         group.rewind_allowed = False
         group.counters.held_back += len(change.request.held_back)
-        self._with_slot.discard(group.group_id)
+        self._reindex(group)
 
     def _commit_succeeded(self, change: CommitSucceeded) -> None:
         request = change.request
@@ -534,7 +527,7 @@ class Ledger:
         group.last_failure = None
         group.counters.succeeded += 1
         group.counters.refreshed += int(request.refresh)
-        self._index_refresh(group)
+        self._reindex(group)
 
     def _commit_failed(self, change: CommitFailed) -> None:
         request = change.request
@@ -549,8 +542,7 @@ class Ledger:
             group.failures = request.attempt
             group.retry_at = change.retry_at
             group.rewind_allowed = group.rewind_allowed or request.rewind
-            self._with_slot.add(group.group_id)
-        self._index_refresh(group)
+        self._reindex(group)
 
     def _released(self, change: QueryReleased) -> None:
         self.queries.pop(change.query_id, None)
@@ -558,7 +550,7 @@ class Ledger:
         if group is not None and group.query_id == change.query_id:
             group.query_id = None
             group.slot = None
-            self._with_slot.discard(group.group_id)
+            self._reindex(group)
 
     def _rewind_allowed(self, change: RewindAllowed) -> None:
         self.groups[change.group_id].rewind_allowed = True
