@@ -1,24 +1,27 @@
 """Commit offsets to Kafka: the ``OffsetCommitter`` port, aiokafka's implementation, and an
 in-memory one for tests of the core.
 
-``KafkaOffsetCommitter`` shares one ``AIOKafkaClient`` among all groups and sends each
-commit as a plain OffsetCommit request (v2: generation -1, no member id, broker-default
-retention) to the group's coordinator. Broker connections therefore depend on the number
-of brokers, never on the number of groups. Facts this relies on (Kafka protocol, aiokafka
-0.14 read in source):
+``KafkaOffsetCommitter`` sends each commit as a plain OffsetCommit request (v2: generation
+-1, no member id, broker-default retention) to the group's coordinator, over one of a
+fixed number of *lanes* (connections) per coordinator; a group always uses the same lane.
+One shared ``AIOKafkaClient`` finds coordinators. Broker connections therefore depend on
+the number of brokers and lanes, never on the number of groups. Facts this relies on
+(Kafka protocol and broker, aiokafka 0.14 read in source):
   - A commit with generation -1 and an empty member id is what a consumer that never
     joins the group sends; the broker accepts it only while the group has no members,
     else answers UNKNOWN_MEMBER_ID / ILLEGAL_GENERATION / REBALANCE_IN_PROGRESS.
   - NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE and COORDINATOR_LOAD_IN_PROGRESS mean
     "ask again": the coordinator is looked up anew and the commit retried, within the
     commit's timeout.
-  - A broker handles one connection's requests in order. Every commit goes to the group's
-    coordinator over the client's one coordination connection to that broker, so a
-    commit sent after an earlier one of the same group (the ledger allows one at a time)
-    is applied after it -- even when the earlier one's answer never came. A timeout makes
-    aiokafka close that connection; the earlier request is then at most being processed,
-    and its offsets are older than anything the ledger hands out next.
-"""
+  - The broker handles one request per connection at a time, in order (it mutes the
+    connection until the answer is sent), and Kafka 4's group coordinator lingers
+    (``group.coordinator.append.linger.ms``) to batch its log appends: one connection
+    carries about 1 / (a few ms) commits per second whatever the client does. Lanes
+    multiply that; the coordinator batches the lanes' commits together.
+  - Ordering: a group's commits share a lane, so a commit sent after an earlier one of
+    the same group (the ledger allows one at a time) is applied after it, even when the
+    earlier one timed out and its answer never came. So a lane is kept after a timeout
+    and replaced only when the connection is broken (then nothing more is read from it)."""
 
 from __future__ import annotations
 
@@ -26,13 +29,14 @@ import asyncio
 import json
 import logging
 import ssl
+import zlib
 from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any, Protocol
 
 from aiokafka import errors as kafka_errors
-from aiokafka.client import AIOKafkaClient, ConnectionGroup, CoordinationType
-from aiokafka.conn import create_conn
+from aiokafka.client import AIOKafkaClient, CoordinationType
+from aiokafka.conn import AIOKafkaConnection, create_conn
 from aiokafka.protocol.commit import OffsetCommitRequest
 
 from service.changes import CommitRequest
@@ -53,6 +57,14 @@ _ASK_AGAIN = (
     kafka_errors.NotCoordinatorForGroupError,
     kafka_errors.GroupCoordinatorNotAvailableError,
     kafka_errors.GroupLoadInProgressError,
+)
+_CONNECTION_KEYS = (
+    "client_id",
+    "ssl_context",
+    "security_protocol",
+    "sasl_mechanism",
+    "sasl_plain_username",
+    "sasl_plain_password",
 )
 _MEMBERS = (
     kafka_errors.UnknownMemberIdError,
@@ -82,15 +94,20 @@ def commit_metadata(request: CommitRequest) -> str:
 
 
 class KafkaOffsetCommitter:
-    """Commits for every group through one shared client (see the module docstring)."""
+    """Commits for every group over ``lanes`` connections per coordinator (see above)."""
 
-    def __init__(self, client_options: Mapping[str, Any], *, timeout: float) -> None:
+    def __init__(
+        self, client_options: Mapping[str, Any], *, timeout: float, lanes: int = 16
+    ) -> None:
         """``client_options``: aiokafka's connection keywords (``kafka_client_options``)."""
         self.client_options = dict(client_options)
         self.timeout = timeout
+        self.lanes = lanes
         self.retry_backoff = 0.1
         self._client: AIOKafkaClient | None = None
         self._coordinators: dict[str, int] = {}  # group -> coordinator node id
+        self._connections: dict[tuple[int, int], AIOKafkaConnection] = {}  # (node, lane)
+        self._connecting: dict[tuple[int, int], asyncio.Lock] = defaultdict(asyncio.Lock)
 
     async def commit(self, request: CommitRequest) -> None:
         group = request.group_id
@@ -105,16 +122,14 @@ class KafkaOffsetCommitter:
             OffsetCommitRequest.DEFAULT_RETENTION_TIME,
             list(by_topic.items()),
         )
+        lane = zlib.crc32(group.encode()) % self.lanes
         try:
             async with asyncio.timeout(self.timeout):
                 while True:
                     try:
                         node = await self._coordinator(group)
-                        client = await self._connected()
-                        response = await client.send(
-                            node, message, group=ConnectionGroup.COORDINATION
-                        )
-                        error = _first_error(response)
+                        connection = await self._connection(node, lane)
+                        error = _first_error(await connection.send(message))
                         if error is not None:
                             raise error
                         return
@@ -129,7 +144,7 @@ class KafkaOffsetCommitter:
                 exc = await self._why_unreachable() or exc
             raise _commit_error(exc, group, self.timeout) from exc
 
-    async def _connected(self) -> AIOKafkaClient:
+    async def _client_started(self) -> AIOKafkaClient:
         """The shared client, started on first use (and again after a failed start)."""
         if self._client is None:
             client = AIOKafkaClient(
@@ -146,31 +161,48 @@ class KafkaOffsetCommitter:
     async def _coordinator(self, group: str) -> int:
         node = self._coordinators.get(group)
         if node is None:
-            client = await self._connected()
+            client = await self._client_started()
             node = int(await client.coordinator_lookup(CoordinationType.GROUP, group))
             self._coordinators[group] = node
         return node
 
+    async def _connection(self, node: int, lane: int) -> AIOKafkaConnection:
+        """The lane's connection to ``node``: kept while it works, so that its requests
+        stay in order; a broken one is replaced."""
+        key = (node, lane)
+        async with self._connecting[key]:
+            connection = self._connections.get(key)
+            if connection is not None and connection.connected():
+                return connection
+            client = await self._client_started()
+            broker = client.cluster.broker_metadata(node)
+            if broker is None:
+                client.force_metadata_update()
+                raise kafka_errors.NodeNotReadyError(f"broker {node} is not in the metadata")
+            options = {
+                k: self.client_options[k] for k in _CONNECTION_KEYS if k in self.client_options
+            }
+            connection = await create_conn(
+                broker.host,
+                broker.port,
+                # Answers are awaited under the commit's own timeout; aiokafka's must not
+                # fire first (this connection is kept after a timeout, see above).
+                request_timeout_ms=int(self.timeout * 1000) * 10,
+                **options,
+            )
+            self._connections[key] = connection
+            return connection
+
     def connections(self) -> int:
-        """Open broker connections of the shared client (the benchmark counts them)."""
-        if self._client is None:
-            return 0
-        return sum(1 for conn in self._client._conns.values() if conn.connected())
+        """Open lane connections (the benchmark counts all of the process's sockets)."""
+        return sum(1 for c in self._connections.values() if c.connected())
 
     async def _why_unreachable(self) -> BaseException | None:
         """aiokafka reports refused credentials or an untrusted certificate only as "unable
         to bootstrap" (the cause goes to its log). One direct connection with the same
         settings raises the real error, so the failure reason can name it."""
         host, _, port = self.client_options["bootstrap_servers"].split(",")[0].rpartition(":")
-        keys = (
-            "client_id",
-            "ssl_context",
-            "security_protocol",
-            "sasl_mechanism",
-            "sasl_plain_username",
-            "sasl_plain_password",
-        )
-        options = {k: self.client_options[k] for k in keys if k in self.client_options}
+        options = {k: self.client_options[k] for k in _CONNECTION_KEYS if k in self.client_options}
         try:
             async with asyncio.timeout(self.timeout):
                 connection = await create_conn(host, int(port), **options)
@@ -182,6 +214,9 @@ class KafkaOffsetCommitter:
         return None
 
     async def close(self) -> None:
+        for connection in self._connections.values():
+            connection.close()
+        self._connections.clear()
         client, self._client = self._client, None
         if client is not None:
             await client.close()
