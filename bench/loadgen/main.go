@@ -50,6 +50,7 @@ type config struct {
 	workers    int
 	seconds    float64
 	firstBatch int
+	perQuery   int
 }
 
 func body(cfg *config, query, batch int) []byte {
@@ -136,6 +137,7 @@ func main() {
 	flag.IntVar(&cfg.workers, "workers", 32, "concurrent connections")
 	flag.Float64Var(&cfg.seconds, "seconds", 10, "duration")
 	flag.IntVar(&cfg.firstBatch, "first-batch", 0, "first batch id (a later run continues)")
+	flag.IntVar(&cfg.perQuery, "per-query", 0, "stop after this many events per query (0: run -seconds)")
 	flag.Parse()
 	if cfg.workers > cfg.queries {
 		cfg.workers = cfg.queries
@@ -174,8 +176,12 @@ func main() {
 		go func(w int) {
 			defer wg.Done()
 			batch := map[int]int{}
+			owned := (cfg.queries - w + cfg.workers - 1) / cfg.workers
 			for i := 0; ; i++ {
-				query := w + (i%((cfg.queries-w+cfg.workers-1)/cfg.workers))*cfg.workers
+				if cfg.perQuery > 0 && i >= owned*cfg.perQuery {
+					return
+				}
+				query := w + (i%owned)*cfg.workers
 				b, ok := batch[query]
 				if !ok {
 					b = cfg.firstBatch
