@@ -61,8 +61,8 @@ class TimedNaiveBridge:
 
 
 class TimedOurs(OffsetCommitListener):
-    def __init__(self, url: str) -> None:
-        super().__init__(url, group_id="bench", flush_timeout=0.1, timeout=0.5)
+    def __init__(self, url: str, group_id: str = "bench") -> None:
+        super().__init__(url, group_id=group_id, flush_timeout=0.1, timeout=0.5)
         self.samples: list[float] = []
 
     def _count(self, started: float) -> None:
