@@ -124,7 +124,13 @@ def main() -> None:
             rows.append(row(name, result))
             print(rows[-1], flush=True)
         metrics = urllib.request.urlopen(ours.url + "/metrics").read().decode()
-        batches = [line for line in metrics.splitlines() if line.startswith("sidecar_store_batch")]
+        batches = [
+            line
+            for line in metrics.splitlines()
+            if line.startswith(("sidecar_store_batch_items_", "sidecar_store_write_duration"))
+            and "_bucket" not in line
+            and "_created" not in line
+        ]
     finally:
         bare.stop()
         ours.stop()
