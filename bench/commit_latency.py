@@ -23,6 +23,7 @@ import time
 import uuid
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -65,6 +66,30 @@ def batch_end(progress: dict[str, object]) -> float:
     return started.timestamp() + durations["triggerExecution"] / 1000
 
 
+def run_while_producing(
+    spark: Any, bootstrap: str, topic: str, rate: float, seconds: float, settle: float
+) -> list[dict[str, Any]]:
+    """A query on ``topic`` (1-second trigger, noop sink) while a producer writes ``rate``
+    records/s for ``seconds``; ``settle`` seconds more, then its progress events."""
+    producer = produce_in_background(bootstrap, topic, rate, seconds)
+    with tempfile.TemporaryDirectory() as work:
+        query = (
+            spark.readStream.format("kafka")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", topic)
+            .load()
+            .writeStream.format("noop")
+            .option("checkpointLocation", f"{work}/checkpoint")
+            .trigger(processingTime="1 second")
+            .start()
+        )
+        producer.join()
+        time.sleep(settle)
+        progresses = list(query.recentProgress)
+        query.stop()
+    return progresses
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--bootstrap", default="127.0.0.1:9092")
@@ -80,22 +105,7 @@ def main() -> int:
     seen: dict[int, float] = {}
     stop = threading.Event()
     watcher = watch_commits(args.bootstrap, group, seen, stop)
-    producer = produce_in_background(args.bootstrap, topic, args.rate, args.seconds)
-    with tempfile.TemporaryDirectory() as work:
-        query = (
-            spark.readStream.format("kafka")
-            .option("kafka.bootstrap.servers", args.bootstrap)
-            .option("subscribe", topic)
-            .load()
-            .writeStream.format("noop")
-            .option("checkpointLocation", f"{work}/checkpoint")
-            .trigger(processingTime="1 second")
-            .start()
-        )
-        producer.join()
-        time.sleep(3)
-        progresses = list(query.recentProgress)
-        query.stop()
+    progresses = run_while_producing(spark, args.bootstrap, topic, args.rate, args.seconds, 3)
     time.sleep(1)
     stop.set()
     watcher.join(10)

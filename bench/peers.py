@@ -24,7 +24,6 @@ import argparse
 import asyncio
 import json
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -33,8 +32,8 @@ from typing import Any, ClassVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bench_support import Sidecar, create_topic, percentiles, produce_in_background
-from bench.commit_latency import batch_end, watch_commits
+from bench.bench_support import Sidecar, create_topic, percentiles
+from bench.commit_latency import batch_end, run_while_producing, watch_commits
 from bench.listener_cost import TimedOurs
 from jobs.spark_session import kafka_spark_session
 
@@ -129,22 +128,7 @@ def main() -> int:
         watch_commits(args.bootstrap, ours_group, seen["ours"], stop),
         watch_commits(args.bootstrap, naive_group, seen["naive"], stop),
     ]
-    producer = produce_in_background(args.bootstrap, topic, args.rate, args.seconds)
-    with tempfile.TemporaryDirectory() as work:
-        query = (
-            spark.readStream.format("kafka")
-            .option("kafka.bootstrap.servers", args.bootstrap)
-            .option("subscribe", topic)
-            .load()
-            .writeStream.format("noop")
-            .option("checkpointLocation", f"{work}/checkpoint")
-            .trigger(processingTime="1 second")
-            .start()
-        )
-        producer.join()
-        time.sleep(5)
-        progresses = list(query.recentProgress)
-        query.stop()
+    progresses = run_while_producing(spark, args.bootstrap, topic, args.rate, args.seconds, 5)
     time.sleep(1)
     stop.set()
     for watcher in watchers:

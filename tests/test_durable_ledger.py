@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from service.changes import Change, CommitSucceeded, Decision, Outcome
+from service.changes import Change, CommitRequest, CommitSucceeded, Decision, Outcome
 from service.durable_ledger import DurableLedger
 from service.errors import StoreUnavailable
 from service.ledger import Ledger
@@ -130,30 +130,42 @@ def test_a_group_being_written_is_not_taken_until_settled() -> None:
     run_sync(scenario())
 
 
-def test_a_commit_result_in_a_failed_batch_stays_applied_once() -> None:
+async def committing(store: GatedStore) -> tuple[DurableLedger, CommitRequest]:
+    """A ledger on ``store`` whose group g-q has the commit of batch 0 in flight."""
+    durable = DurableLedger(Ledger(), store)
+    await progress(durable, "q", 0)
+    request = durable.start_commit("g-q", 0.0)
+    assert request is not None
+    return durable, request
+
+
+@pytest.mark.parametrize(("before", "after"), [(1, 1), (0, 1)])
+def test_a_commit_result_in_a_failed_batch_stays_applied_once(before: int, after: int) -> None:
+    """The result arrives in a batch that fails, with ``before`` events of its group
+    ahead of it (their savepoints predate it: the rollback undoes it, so it is redone)
+    and ``after`` events behind it (their savepoints hold it: nothing to redo)."""
+
     async def scenario() -> None:
         store = GatedStore()
-        durable = DurableLedger(Ledger(), store)
-        await progress(durable, "q", 0)
-        request = durable.start_commit("g-q", 0.0)
-        assert request is not None
+        durable, request = await committing(store)
         blocker = await held_write(store, durable)
         store.fail_with = StoreUnavailable("disk full")
-        newer = progress(durable, "q", 1)  # a savepoint of g-q before the result
+        events = [progress(durable, "q", 1 + i) for i in range(before)]
         await asyncio.sleep(0.01)
         result = asyncio.ensure_future(durable.finish_commit(request, 1.0, None))
-        newest = progress(durable, "q", 2)  # and one after it
+        await asyncio.sleep(0.01)
+        events += [progress(durable, "q", 1 + before + i) for i in range(after)]
         await asyncio.sleep(0.01)
         store.gate.set()
         await result
-        outcomes = await asyncio.gather(blocker, newer, newest, return_exceptions=True)
+        outcomes = await asyncio.gather(blocker, *events, return_exceptions=True)
         assert all(isinstance(o, StoreUnavailable) for o in outcomes)
         group = durable.ledger.groups["g-q"]
         assert group.in_flight is None
         assert group.committed is not None
         assert group.committed.offsets == {T0: 0}
         assert group.counters.succeeded == 1, "applied once, not twice"
-        assert group.slot is None, "batches 1 and 2 were rolled back"
+        assert group.slot is None, "the later batches were rolled back"
         await durable.close()
 
     run_sync(scenario())
@@ -183,38 +195,9 @@ def test_a_burst_on_sqlite_is_durable_in_fewer_transactions(tmp_path: object, ev
 def test_results_are_written_with_events() -> None:
     async def scenario() -> None:
         store = GatedStore()
-        durable = DurableLedger(Ledger(), store)
-        await progress(durable, "q", 0)
-        request = durable.start_commit("g-q", 0.0)
-        assert request is not None
+        durable, request = await committing(store)
         await durable.finish_commit(request, 1.0, None)
         assert isinstance(store.transactions[-1][0], CommitSucceeded)
-        await durable.close()
-
-    run_sync(scenario())
-
-
-def test_a_result_before_its_groups_events_in_a_failed_batch_is_not_redone() -> None:
-    async def scenario() -> None:
-        store = GatedStore()
-        durable = DurableLedger(Ledger(), store)
-        await progress(durable, "q", 0)
-        request = durable.start_commit("g-q", 0.0)
-        assert request is not None
-        blocker = await held_write(store, durable)
-        store.fail_with = StoreUnavailable("disk full")
-        result = asyncio.ensure_future(durable.finish_commit(request, 1.0, None))
-        await asyncio.sleep(0.01)
-        newer = progress(durable, "q", 1)  # its savepoint already holds the result
-        await asyncio.sleep(0.01)
-        store.gate.set()
-        await result
-        outcomes = await asyncio.gather(blocker, newer, return_exceptions=True)
-        assert all(isinstance(o, StoreUnavailable) for o in outcomes)
-        group = durable.ledger.groups["g-q"]
-        assert group.in_flight is None
-        assert group.counters.succeeded == 1, "applied once, not twice"
-        assert group.slot is None
         await durable.close()
 
     run_sync(scenario())

@@ -7,30 +7,12 @@ from __future__ import annotations
 from typing import Any
 
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
-from service.changes import Decision
 from service.ledger import Ledger
 from service.offsets import TopicPartition
+from tests.ledger_histories import Step, commit_patterns, event, histories, run
 
-QUERIES = ("q0", "q1", "q2")
-GROUPS = ("g0", "g1", "g2")
-
-
-def event(ledger: Ledger, step: tuple[int, int, int, int, int], now: float) -> Decision:
-    """One event drawn as (kind, query, group, checkpoint id, offset)."""
-    kind, q, g, checkpoint_id, offset = step
-    query, group = QUERIES[q], GROUPS[g]
-    offsets = {TopicPartition("t", 0): offset, TopicPartition("t", 1): offset + 1}
-    if kind <= 3:
-        return ledger.decide_progress(query, group, "run", checkpoint_id, offsets, now)
-    if kind <= 5:
-        return ledger.decide_snapshot(query, group, checkpoint_id, "run", offsets, now)
-    if kind <= 7:
-        return ledger.decide_complete(query, checkpoint_id, now)
-    if kind == 8:
-        return ledger.decide_release(query)
-    return ledger.decide_allow_rewind(group)
+steps = histories(max_size=30)
 
 
 def picture(ledger: Ledger, now: float) -> dict[str, Any]:
@@ -44,35 +26,11 @@ def picture(ledger: Ledger, now: float) -> dict[str, Any]:
     }
 
 
-steps = st.lists(
-    st.tuples(
-        st.integers(0, 9),
-        st.integers(0, 2),
-        st.integers(0, 2),
-        st.integers(0, 12),
-        st.integers(0, 50),
-    ),
-    max_size=30,
-)
-
-
-def run(ledger: Ledger, history: list[tuple[int, int, int, int, int]], commits: list[bool]) -> None:
-    """Apply ``history`` directly, taking and finishing commits along the way."""
-    for i, step in enumerate(history):
-        now = float(i)
-        ledger.apply(event(ledger, step, now))
-        for group_id in ledger.ready_groups(now):
-            request = ledger.take(group_id, now)
-            if request is not None and commits[i % len(commits)]:
-                failure = None if commits[(i + 1) % len(commits)] else "timeout"
-                ledger.apply_change(ledger.commit_result(request, now, failure))
-
-
 @settings(max_examples=300, deadline=None)
-@given(history=steps, batch=steps, commits=st.lists(st.booleans(), min_size=1, max_size=8))
+@given(history=steps, batch=steps, commits=commit_patterns)
 def test_rolling_back_a_batch_restores_everything(
-    history: list[tuple[int, int, int, int, int]],
-    batch: list[tuple[int, int, int, int, int]],
+    history: list[Step],
+    batch: list[Step],
     commits: list[bool],
 ) -> None:
     ledger = Ledger(max_pending=3, refresh_after=5.0)
@@ -93,10 +51,10 @@ def test_rolling_back_a_batch_restores_everything(
 
 
 @settings(max_examples=200, deadline=None)
-@given(history=steps, batch=steps, commits=st.lists(st.booleans(), min_size=1, max_size=8))
+@given(history=steps, batch=steps, commits=commit_patterns)
 def test_settling_a_batch_is_the_same_as_applying_it(
-    history: list[tuple[int, int, int, int, int]],
-    batch: list[tuple[int, int, int, int, int]],
+    history: list[Step],
+    batch: list[Step],
     commits: list[bool],
 ) -> None:
     direct, saved = Ledger(max_pending=3), Ledger(max_pending=3)
@@ -115,10 +73,8 @@ def test_settling_a_batch_is_the_same_as_applying_it(
 
 
 @settings(max_examples=200, deadline=None)
-@given(history=steps, commits=st.lists(st.booleans(), min_size=1, max_size=8))
-def test_the_refresh_index_agrees_with_a_scan(
-    history: list[tuple[int, int, int, int, int]], commits: list[bool]
-) -> None:
+@given(history=steps, commits=commit_patterns)
+def test_the_refresh_index_agrees_with_a_scan(history: list[Step], commits: list[bool]) -> None:
     ledger = Ledger(refresh_after=3.0)
     run(ledger, history, commits)
     for now in (0.0, 2.5, 10.0, 50.0):

@@ -7,42 +7,17 @@ import tempfile
 from pathlib import Path
 
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from service.changes import Change
 from service.ledger import Ledger
 from service.sql_store import SqlStore
 from service.store import StoredState
-from tests.test_ledger_savepoints import event
-
-Step = tuple[int, int, int, int, int]
-
-steps = st.lists(
-    st.tuples(
-        st.integers(0, 9),
-        st.integers(0, 2),
-        st.integers(0, 2),
-        st.integers(0, 12),
-        st.integers(0, 50),
-    ),
-    max_size=40,
-)
+from tests.ledger_histories import Step, commit_patterns, histories, run
 
 
 def changes_of(history: list[Step], commits: list[bool]) -> list[Change]:
     """Every change a ledger makes for ``history``, commit results included, in order."""
-    ledger, changes = Ledger(max_pending=3), []
-    for i, step in enumerate(history):
-        decision = event(ledger, step, float(i))
-        ledger.apply(decision)
-        changes.extend(decision.changes)
-        for group_id in ledger.ready_groups(float(i)):
-            request = ledger.take(group_id, float(i))
-            if request is not None and commits[i % len(commits)]:
-                result = ledger.commit_result(request, float(i), None)
-                ledger.apply_change(result)
-                changes.append(result)
-    return changes
+    return run(Ledger(max_pending=3), history, commits)
 
 
 def stored(url: str, changes: list[Change], one_by_one: bool) -> StoredState:
@@ -69,7 +44,7 @@ def same(a: StoredState, b: StoredState) -> bool:
 
 
 @settings(max_examples=60, deadline=None)
-@given(history=steps, commits=st.lists(st.booleans(), min_size=1, max_size=6))
+@given(history=histories(max_size=40), commits=commit_patterns)
 def test_a_batch_equals_its_changes_one_by_one(history: list[Step], commits: list[bool]) -> None:
     changes = changes_of(history, commits)
     with tempfile.TemporaryDirectory() as folder:
