@@ -9,13 +9,13 @@ cannot take the write (retry).
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterable
+import logging
 from typing import TYPE_CHECKING, Annotated
 
 from fastapi import APIRouter, HTTPException, Path, Query, Request
 from fastapi.responses import JSONResponse
 
+from service.access import allow, caller, runtime_of
 from service.api_models import (
     CheckpointEvent,
     ErrorAnswer,
@@ -25,18 +25,18 @@ from service.api_models import (
     QueryView,
     StartingOffsetsAnswer,
 )
-from service.auth import Forbidden, TokenGrant
 from service.changes import Decision, Outcome
 from service.errors import InvalidEvent
+from service.json_logs import about
 from service.kafka_options import kafka_client_options
 from service.offsets import OffsetMap, from_json, topic_name_problem
 from service.recovery import starting_offsets
 from service.spark_progress import parse_progress
 
 if TYPE_CHECKING:
-    from service.app import Runtime
     from service.durable_ledger import DurableLedger
 
+log = logging.getLogger(__name__)
 router = APIRouter(prefix="/v1", tags=["events"])
 
 QueryId = Annotated[
@@ -52,46 +52,27 @@ STATUS = {
     Outcome.UNKNOWN_QUERY: 404,
     Outcome.CONFLICT: 409,
 }
+# Outcomes an operator should see at INFO: a job pointed at another job's group, or events
+# that reference nothing (a job sending to the wrong service, or state that was lost).
+_LOG_LEVEL = {
+    Outcome.CONFLICT: logging.WARNING,
+    Outcome.UNKNOWN_QUERY: logging.INFO,
+    Outcome.UNKNOWN_CHECKPOINT: logging.INFO,
+}
 ERRORS: dict[int | str, dict[str, object]] = {
     code: {"model": ErrorAnswer} for code in (401, 403, 404, 409, 413, 422, 429, 503)
 }
 
 
-def _runtime(request: Request) -> Runtime:
-    runtime: Runtime = request.app.state.runtime
-    return runtime
-
-
 def _durable(request: Request) -> DurableLedger:
-    durable = _runtime(request).durable
+    durable = runtime_of(request).durable
     if durable is None:
         raise HTTPException(503, "the service is starting")
     return durable
 
 
-def _caller(request: Request, *, event: bool) -> TokenGrant | None:
-    """The caller's grant (None when no tokens are configured). Events are rate-limited;
-    reads need a token with ``read`` unless SIDECAR_PROTECT_READS=false."""
-    runtime = _runtime(request)
-    tokens = runtime.tokens
-    if tokens is None or (not event and not runtime.settings.protect_reads):
-        return None
-    grant = tokens.authenticate(request.headers.get("authorization"))
-    if event:
-        tokens.admit_event(grant, time.monotonic())
-    elif not grant.read:
-        raise Forbidden(f"token {grant.name!r} may not read state")
-    return grant
-
-
-def _allow(grant: TokenGrant | None, group: str | None, topics: Iterable[str] = ()) -> None:
-    """Raise ``Forbidden`` unless ``grant`` may touch ``group`` (no tokens: anyone may)."""
-    if grant is not None and group is not None:
-        grant.check(group, topics)
-
-
 def _limit(offsets: OffsetMap, field: str, request: Request) -> None:
-    settings = _runtime(request).settings
+    settings = runtime_of(request).settings
     topics = {tp.topic for tp in offsets}
     if len(topics) > settings.max_topics_per_event:
         raise InvalidEvent(
@@ -113,6 +94,17 @@ def _query_group(request: Request, query_id: str) -> str | None:
 
 
 def _answer(decision: Decision) -> JSONResponse:
+    log.log(
+        _LOG_LEVEL.get(decision.outcome, logging.DEBUG),
+        "%s: %s",
+        decision.outcome.value,
+        decision.detail,
+        extra=about(
+            query_id=decision.query_id,
+            group_id=decision.group_id,
+            checkpoint_id=decision.checkpoint_id,
+        ),
+    )
     body = EventAnswer(
         outcome=decision.outcome.value,
         detail=decision.detail,
@@ -127,11 +119,11 @@ def _answer(decision: Decision) -> JSONResponse:
 async def post_progress(event: ProgressEvent, request: Request) -> JSONResponse:
     """Record a Spark progress event: checkpoint ``progress.batchId`` of query
     ``progress.id``, with the end offsets of every Kafka source, completed at once."""
-    grant = _caller(request, event=True)
+    grant = caller(request, event=True)
     report = parse_progress(event.progress)
     _limit(report.offsets, "progress.sources", request)
-    _allow(grant, event.group_id, {tp.topic for tp in report.offsets})
-    now = _runtime(request).clock()
+    allow(grant, event.group_id, {tp.topic for tp in report.offsets})
+    now = runtime_of(request).clock()
     decision = await _durable(request).record(
         lambda ledger: ledger.decide_progress(
             report.query_id, event.group_id, report.run_id, report.batch_id, report.offsets, now
@@ -145,11 +137,11 @@ async def post_checkpoint(
     query_id: QueryId, event: CheckpointEvent, request: Request
 ) -> JSONResponse:
     """A pending snapshot (Flink ``snapshotState``): offsets reached at ``checkpoint_id``."""
-    grant = _caller(request, event=True)
+    grant = caller(request, event=True)
     offsets = from_json(event.offsets)
     _limit(offsets, "offsets", request)
-    _allow(grant, event.group_id, {tp.topic for tp in offsets})
-    now = _runtime(request).clock()
+    allow(grant, event.group_id, {tp.topic for tp in offsets})
+    now = runtime_of(request).clock()
     decision = await _durable(request).record(
         lambda ledger: ledger.decide_snapshot(
             query_id, event.group_id, event.checkpoint_id, event.run_id, offsets, now
@@ -168,8 +160,8 @@ async def complete_checkpoint(
 ) -> JSONResponse:
     """Flink ``notifyCheckpointComplete``: drop it and every older pending checkpoint,
     and commit its offsets."""
-    _allow(_caller(request, event=True), _query_group(request, query_id))
-    now = _runtime(request).clock()
+    allow(caller(request, event=True), _query_group(request, query_id))
+    now = runtime_of(request).clock()
     decision = await _durable(request).record(
         lambda ledger: ledger.decide_complete(query_id, checkpoint_id, now)
     )
@@ -181,7 +173,7 @@ async def release_query(query_id: QueryId, request: Request) -> JSONResponse:
     """Forget a query (e.g. its Spark checkpoint was deleted and it restarts with a new
     id): its pending checkpoints and uncommitted slot go, its group is free for another
     query. Offsets already committed in Kafka stay."""
-    _allow(_caller(request, event=True), _query_group(request, query_id))
+    allow(caller(request, event=True), _query_group(request, query_id))
     decision = await _durable(request).record(lambda ledger: ledger.decide_release(query_id))
     return _answer(decision)
 
@@ -189,7 +181,7 @@ async def release_query(query_id: QueryId, request: Request) -> JSONResponse:
 @router.post("/groups/{group_id}/allow-rewind", response_model=EventAnswer, responses=ERRORS)
 async def allow_rewind(group_id: GroupId, request: Request) -> JSONResponse:
     """Let the next commit of the group move partitions backwards (once)."""
-    _allow(_caller(request, event=True), group_id)
+    allow(caller(request, event=True), group_id)
     decision = await _durable(request).record(lambda ledger: ledger.decide_allow_rewind(group_id))
     return _answer(decision)
 
@@ -208,11 +200,11 @@ async def get_starting_offsets(
     """The ``startingOffsets`` that restarts a query whose checkpoint was lost exactly where
     the group's committed offsets in Kafka stand (partitions never committed: -2, earliest).
     The restarted query has a new id: release the old one (``DELETE /v1/queries/{id}``)."""
-    _allow(_caller(request, event=False), group_id)
+    allow(caller(request, event=False), group_id)
     for name in topic or ():
         if problem := topic_name_problem(name):
             raise InvalidEvent("topic", problem)
-    settings = _runtime(request).settings
+    settings = runtime_of(request).settings
     found = await starting_offsets(
         kafka_client_options(settings),
         group_id,
@@ -230,7 +222,7 @@ async def get_starting_offsets(
 @router.get("/queries", response_model=list[QueryView], tags=["state"])
 async def list_queries(request: Request) -> list[QueryView]:
     """Every query (with a token: those whose groups it may touch)."""
-    grant = _caller(request, event=False)
+    grant = caller(request, event=False)
     ledger = _durable(request).ledger
     return [
         QueryView.of(q, ledger.groups[q.group_id])
@@ -241,10 +233,10 @@ async def list_queries(request: Request) -> list[QueryView]:
 
 @router.get("/queries/{query_id}", response_model=QueryView, responses=ERRORS, tags=["state"])
 async def get_query(query_id: QueryId, request: Request) -> QueryView | JSONResponse:
-    grant = _caller(request, event=False)
+    grant = caller(request, event=False)
     ledger = _durable(request).ledger
     query = ledger.queries.get(query_id)
-    _allow(grant, query.group_id if query else None)
+    allow(grant, query.group_id if query else None)
     if query is None:
         return JSONResponse(
             {"outcome": Outcome.UNKNOWN_QUERY.value, "detail": f"no query {query_id} is known"},

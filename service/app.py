@@ -35,11 +35,15 @@ from service.errors import (
     StoreError,
     StoreUnavailable,
 )
+from service.group_status import CommitWindows
 from service.kafka_options import kafka_client_options
+from service.lag_monitor import LagMonitor
 from service.ledger import Backoff
+from service.log_ends import KafkaLogEndReader, LogEndReader
 from service.metrics import SidecarMetrics, package_version
 from service.settings import Settings
 from service.sql_store import SqlStore
+from service.status_api import router as status_router
 from service.store import LedgerStore
 
 log = logging.getLogger(__name__)
@@ -56,6 +60,8 @@ class Runtime:
     durable: DurableLedger | None = None
     commit_loop: CommitLoop | None = None
     commit_task: asyncio.Task[None] | None = None
+    lag_monitor: LagMonitor | None = None
+    lag_task: asyncio.Task[None] | None = None
     ready: bool = False
 
     def live_problem(self) -> str | None:
@@ -75,11 +81,12 @@ def create_app(
     *,
     store: LedgerStore | None = None,
     committer: OffsetCommitter | None = None,
+    log_ends: LogEndReader | None = None,
     registry: CollectorRegistry | None = None,
     clock: Callable[[], float] = time.time,
 ) -> FastAPI:
-    """Build the service. ``store`` and ``committer`` default to SQL (``database_url``)
-    and aiokafka (``kafka_bootstrap_servers``); tests may pass others."""
+    """Build the service. ``store`` defaults to SQL (``database_url``), ``committer`` and
+    ``log_ends`` to aiokafka (``kafka_bootstrap_servers``); tests may pass others."""
     metrics = SidecarMetrics(registry or CollectorRegistry())
     runtime = Runtime(settings, metrics, clock)
     if settings.tokens_file:
@@ -103,6 +110,23 @@ def create_app(
         runtime.commit_loop = CommitLoop(runtime.durable, kafka, metrics, clock=clock)
         runtime.durable.on_settled = _on_settled(runtime.commit_loop, metrics)
         runtime.commit_task = asyncio.create_task(runtime.commit_loop.run(), name="commit loop")
+        reader = (
+            log_ends
+            if log_ends is not None
+            else KafkaLogEndReader(
+                kafka_client_options(settings), timeout=settings.commit_timeout_seconds
+            )
+        )
+        runtime.lag_monitor = LagMonitor(
+            lambda: runtime.durable.ledger,  # type: ignore[union-attr]
+            reader,
+            interval=settings.lag_read_interval_seconds,
+            err_after_failures=settings.status_err_after_failures,
+            windows=CommitWindows(settings.status_window, settings.status_stop_after_seconds),
+            clock=clock,
+        )
+        metrics.watch_lag(runtime.lag_monitor, export_kafka_lag=settings.export_kafka_lag)
+        runtime.lag_task = asyncio.create_task(runtime.lag_monitor.run(), name="lag monitor")
         # The loaded ledger lives as long as the process: keep it out of the cyclic GC's
         # scans, and collect the young generation less often (requests allocate a lot).
         gc.collect()
@@ -114,9 +138,11 @@ def create_app(
             yield
         finally:
             runtime.ready = False
+            runtime.lag_task.cancel()
             await runtime.commit_loop.stop(settings.shutdown_grace_seconds)
             runtime.commit_task.cancel()
-            await asyncio.gather(runtime.commit_task, return_exceptions=True)
+            await asyncio.gather(runtime.commit_task, runtime.lag_task, return_exceptions=True)
+            await reader.close()
             await kafka.close()
             await runtime.durable.close()
             log.info("stopped")
@@ -131,6 +157,7 @@ def create_app(
     app.state.runtime = runtime
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes, metrics=metrics)
     app.include_router(router)
+    app.include_router(status_router)
     _add_error_handlers(app, metrics)
     _add_operational_routes(app, runtime)
     return app

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable
 
 from service.errors import ConfigError, KafkaReadError, OffsetsNotFound, StoreError
+from service.json_logs import configure_logging
 from service.settings import Settings
 
 log = logging.getLogger("service")
@@ -28,6 +29,7 @@ def _serve(settings: Settings) -> int:
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level.lower(),
+        log_config=None,  # uvicorn's loggers go through ours (service.json_logs)
         lifespan="on",
         access_log=False,
         ssl_certfile=settings.tls_certfile,
@@ -106,11 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"offset-sidecar: invalid setting {exc}", file=sys.stderr)
         return 2
-    logging.basicConfig(
-        level=settings.log_level,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    logging.getLogger("alembic").setLevel(logging.WARNING)
+    configure_logging(settings.log_level, settings.log_format)
     try:
         return COMMANDS[args.command](settings, args)
     except (StoreError, OffsetsNotFound, KafkaReadError) as exc:

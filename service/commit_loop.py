@@ -22,6 +22,7 @@ from service.changes import CommitRequest
 from service.committer import OffsetCommitter
 from service.durable_ledger import DurableLedger
 from service.errors import CommitError
+from service.json_logs import about
 from service.metrics import SidecarMetrics
 from service.offsets import describe
 
@@ -83,6 +84,12 @@ class CommitLoop:
     async def _commit(self, request: CommitRequest) -> None:
         started = time.monotonic()
         failure: str | None = None
+        context = about(
+            query_id=request.query_id,
+            group_id=request.group_id,
+            checkpoint_id=request.checkpoint_id,
+            attempt=request.attempt,
+        )
         try:
             await self.committer.commit(request)
         except CommitError as exc:
@@ -93,23 +100,25 @@ class CommitLoop:
                 request.checkpoint_id,
                 request.attempt,
                 exc,
-                extra={"query_id": request.query_id, "group_id": request.group_id},
+                extra=context,
             )
         except Exception as exc:
             failure = "internal_error"
-            log.exception("commit of group %s crashed: %s", request.group_id, exc)
+            log.exception("commit of group %s crashed: %s", request.group_id, exc, extra=context)
         else:
             if request.held_back:
                 log.warning(
                     "group %s: partitions %s held at their committed offsets (no rewind)",
                     request.group_id,
                     [f"{tp.topic}/{tp.partition}" for tp in request.held_back],
+                    extra=context,
                 )
             log.info(
                 "group %s committed checkpoint %s: %s",
                 request.group_id,
                 request.checkpoint_id,
                 describe(request.offsets),
+                extra=context,
             )
         finally:
             self.metrics.commit_duration.labels(request.group_id).observe(

@@ -3,7 +3,13 @@
 Per-group series come from ``LedgerCollector``, which reads the ledger at scrape time:
 they exist (at zero) from the moment a group appears and vanish with nothing to leak.
 Labels are ``consumergroup``, ``topic``, ``partition`` (kafka_exporter's names), and the
-bounded ``reason`` and ``outcome`` sets; never a batch or run id.
+bounded ``reason``, ``outcome`` and ``status`` sets; never a batch or run id.
+
+``LagCollector`` exports each group's status as of the lag monitor's last read and, when
+``SIDECAR_EXPORT_KAFKA_LAG`` is on, kafka_exporter's own series for the groups we commit
+(``kafka_consumergroup_lag``, ``..._current_offset`` and their per-topic ``_sum``), so that
+dashboards built for kafka_exporter work unchanged. It is off by default: where
+kafka_exporter already runs, it reports these groups too and the sums would double.
 """
 
 from __future__ import annotations
@@ -17,6 +23,8 @@ from prometheus_client.registry import Collector
 
 from service.changes import Outcome
 from service.errors import COMMIT_FAILURE_REASONS
+from service.group_status import SEVERITY
+from service.lag_monitor import LagMonitor
 from service.ledger import Ledger
 
 OUTCOMES = [o.value for o in Outcome]
@@ -75,6 +83,9 @@ class SidecarMetrics:
 
     def watch(self, ledger: Callable[[], Ledger]) -> None:
         self.registry.register(LedgerCollector(ledger))
+
+    def watch_lag(self, monitor: LagMonitor, *, export_kafka_lag: bool) -> None:
+        self.registry.register(LagCollector(monitor, export_kafka_lag=export_kafka_lag))
 
 
 class LedgerCollector(Collector):
@@ -158,3 +169,70 @@ class LedgerCollector(Collector):
                     committed.add_metric([g, tp.topic, str(tp.partition)], offset)
         yield from (succeeded, failed, skipped, events, dropped, held_back, refreshed)
         yield from (pending, in_flight, last_success, committed)
+
+
+class LagCollector(Collector):
+    def __init__(self, monitor: LagMonitor, *, export_kafka_lag: bool) -> None:
+        self._monitor = monitor
+        self._export_kafka_lag = export_kafka_lag
+
+    def collect(self) -> Iterator[Metric]:
+        monitor = self._monitor
+        status = GaugeMetricFamily(
+            "sidecar_consumergroup_status",
+            "1 for the group's status (Burrow's evaluator: OK, WARN, STALL, STOP, REWIND, ERR) "
+            "as of the last read of the log ends, 0 for the others.",
+            labels=["consumergroup", "status"],
+        )
+        reads = CounterMetricFamily(
+            "sidecar_log_end_reads",
+            "Reads of the brokers' log-end offsets, by result.",
+            labels=["result"],
+        )
+        reads.add_metric(["succeeded"], monitor.counters.succeeded)
+        reads.add_metric(["failed"], monitor.counters.failed)
+        read_at = GaugeMetricFamily(
+            "sidecar_log_end_read_timestamp_seconds",
+            "Unix time of the last successful read of the log-end offsets (0: none yet).",
+            value=monitor.read_at or 0.0,
+        )
+        lag = GaugeMetricFamily(
+            "kafka_consumergroup_lag",
+            "Current approximate lag of a consumer group at topic/partition",
+            labels=["consumergroup", "topic", "partition"],
+        )
+        lag_sum = GaugeMetricFamily(
+            "kafka_consumergroup_lag_sum",
+            "Current approximate lag of a consumer group for a topic",
+            labels=["consumergroup", "topic"],
+        )
+        offset = GaugeMetricFamily(
+            "kafka_consumergroup_current_offset",
+            "Current offset of a consumer group at topic/partition",
+            labels=["consumergroup", "topic", "partition"],
+        )
+        offset_sum = GaugeMetricFamily(
+            "kafka_consumergroup_current_offset_sum",
+            "Current offset of a consumer group for a topic",
+            labels=["consumergroup", "topic"],
+        )
+        for group_id, evaluated in monitor.statuses.items():
+            for each in SEVERITY:
+                status.add_metric([group_id, each.value], 1 if each is evaluated.status else 0)
+            if not self._export_kafka_lag:
+                continue
+            lags: dict[str, int] = {}
+            offsets: dict[str, int] = {}
+            for p in evaluated.partitions:
+                offset.add_metric([group_id, p.topic, str(p.partition)], p.offset)
+                offsets[p.topic] = offsets.get(p.topic, 0) + p.offset
+                if p.current_lag is not None:
+                    lag.add_metric([group_id, p.topic, str(p.partition)], p.current_lag)
+                    lags[p.topic] = lags.get(p.topic, 0) + p.current_lag
+            for topic, total in offsets.items():
+                offset_sum.add_metric([group_id, topic], total)
+            for topic, total in lags.items():
+                lag_sum.add_metric([group_id, topic], total)
+        yield from (status, reads, read_at)
+        if self._export_kafka_lag:
+            yield from (lag, lag_sum, offset, offset_sum)

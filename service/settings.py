@@ -80,13 +80,20 @@ def _flag(value: str) -> bool:
     raise ValueError("must be true or false")
 
 
-def _choice(*allowed: str) -> Callable[[str], str]:
+def _choice(*allowed: str, case: Callable[[str], str] = str.upper) -> Callable[[str], str]:
     def parse(value: str) -> str:
-        if value.upper() not in allowed:
+        if case(value) not in allowed:
             raise ValueError(f"must be one of {', '.join(allowed)}")
-        return value.upper()
+        return case(value)
 
     return parse
+
+
+def _window(value: str) -> int:
+    number = int(value)
+    if number < 2:
+        raise ValueError("must be at least 2 (a status compares commits)")
+    return number
 
 
 def _readable_file(value: str) -> str:
@@ -125,6 +132,23 @@ class Settings:
     shutdown_grace_seconds: float = _setting(10.0, _positive_float, "wait for commits in flight")
     kafka_client_id: str = _setting("spark-offset-sidecar", str, "Kafka client.id")
     log_level: str = _setting("INFO", _log_level, "DEBUG, INFO, WARNING or ERROR")
+    log_format: str = _setting(
+        "json", _choice("json", "text", case=str.lower), "json (an object a line) or text"
+    )
+    # Lag and status (service.group_status): read the brokers' log ends this often.
+    lag_read_interval_seconds: float = _setting(
+        10.0, _positive_float, "read the log-end offsets of committed partitions this often"
+    )
+    status_window: int = _setting(10, _window, "commits per group the status is judged on")
+    status_stop_after_seconds: float = _setting(
+        600.0, _positive_float, "records waiting this long with no commit make a group STOP"
+    )
+    status_err_after_failures: int = _setting(
+        3, _positive_int, "consecutive failed commits that make a group's status ERR"
+    )
+    export_kafka_lag: bool = _setting(
+        False, _flag, "also export kafka_exporter's kafka_consumergroup_{lag,current_offset}"
+    )
     max_partitions_per_event: int = _setting(10_000, _positive_int, "partitions in one event")
     max_topics_per_event: int = _setting(100, _positive_int, "topics in one event")
     # Who may call (see service.auth and the README's SECURITY section).

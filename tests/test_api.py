@@ -17,6 +17,7 @@ from fastapi.testclient import TestClient
 from service.app import create_app
 from service.committer import InMemoryCommitter
 from service.errors import StoreUnavailable
+from service.log_ends import InMemoryLogEnds
 from service.settings import Settings
 from service.store import InMemoryStore
 from tests.service_support import QUERY, metric, spark_progress, wait_for
@@ -33,7 +34,11 @@ def committer() -> InMemoryCommitter:
 
 @pytest.fixture
 def client(tmp_path: Path, committer: InMemoryCommitter) -> Iterator[TestClient]:
-    app = create_app(settings_for(tmp_path, max_body_bytes=64_000), committer=committer)
+    app = create_app(
+        settings_for(tmp_path, max_body_bytes=64_000),
+        committer=committer,
+        log_ends=InMemoryLogEnds(),
+    )
     with TestClient(app) as test_client:
         yield test_client
 
@@ -195,7 +200,7 @@ def test_openapi_documents_the_contract(client: TestClient) -> None:
 
 def test_start_up_and_shutdown(tmp_path: Path) -> None:
     committer = InMemoryCommitter()
-    app = create_app(settings_for(tmp_path), committer=committer)
+    app = create_app(settings_for(tmp_path), committer=committer, log_ends=InMemoryLogEnds())
     with TestClient(app) as client:
         assert client.get("/readyz").status_code == 200
         assert client.get("/livez").status_code == 200
@@ -209,7 +214,12 @@ def test_start_up_and_shutdown(tmp_path: Path) -> None:
 
 def test_store_unavailable_answers_503_and_changes_nothing(tmp_path: Path) -> None:
     store = InMemoryStore()
-    app = create_app(settings_for(tmp_path), store=store, committer=InMemoryCommitter())
+    app = create_app(
+        settings_for(tmp_path),
+        store=store,
+        committer=InMemoryCommitter(),
+        log_ends=InMemoryLogEnds(),
+    )
     with TestClient(app) as client:
         store.fail_with = StoreUnavailable("disk full")
         answer = post_progress(client, 1, {"t": {"0": 1}})
@@ -227,14 +237,14 @@ def test_restart_commits_what_was_accepted_but_not_committed(database_url: str) 
     stuck = InMemoryCommitter()
     stuck.gate.clear()  # the commit never finishes in the first life
     settings = Settings(database_url=database_url, shutdown_grace_seconds=0.2)
-    with TestClient(create_app(settings, committer=stuck)) as client:
+    with TestClient(create_app(settings, committer=stuck, log_ends=InMemoryLogEnds())) as client:
         post_progress(client, 1, {"t": {"0": 10}})
         post_progress(client, 2, {"t": {"0": 20}})
         wait_for(lambda: stuck.in_flight == 1, what="a commit in flight")
     assert stuck.commits == []
 
     fresh = InMemoryCommitter()
-    with TestClient(create_app(settings, committer=fresh)) as client:
+    with TestClient(create_app(settings, committer=fresh, log_ends=InMemoryLogEnds())) as client:
         state = wait_for(lambda: committed(client), what="commit after restart")
         assert state["offsets"] == {"t": {"0": 20}}
         assert state["checkpoint_id"] == 2
@@ -244,11 +254,13 @@ def test_restart_commits_what_was_accepted_but_not_committed(database_url: str) 
 
 def test_commit_results_survive_restart(tmp_path: Path) -> None:
     settings = settings_for(tmp_path)
-    with TestClient(create_app(settings, committer=InMemoryCommitter())) as client:
+    with TestClient(
+        create_app(settings, committer=InMemoryCommitter(), log_ends=InMemoryLogEnds())
+    ) as client:
         post_progress(client, 4, {"t": {"0": 40}})
         wait_for(lambda: committed(client), what="commit")
     again = InMemoryCommitter()
-    with TestClient(create_app(settings, committer=again)) as client:
+    with TestClient(create_app(settings, committer=again, log_ends=InMemoryLogEnds())) as client:
         view = client.get(f"/v1/queries/{QUERY}").json()
         assert view["committed"]["offsets"] == {"t": {"0": 40}}
         assert view["slot"] is None

@@ -22,6 +22,7 @@ from sqlalchemy import event
 
 from service.app import create_app
 from service.committer import InMemoryCommitter
+from service.log_ends import InMemoryLogEnds
 from service.settings import Settings
 from service.sql_store import SqlStore
 from tests.conftest import create_topics, run_sync, unique_group
@@ -247,7 +248,12 @@ def _state(client: TestClient) -> Any:
 def test_full_database_answers_503_and_keeps_what_was_accepted(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'small.db'}"
     store = SmallSqliteStore(url, pages=60)
-    app = create_app(Settings(database_url=url), store=store, committer=InMemoryCommitter())
+    app = create_app(
+        Settings(database_url=url),
+        store=store,
+        committer=InMemoryCommitter(),
+        log_ends=InMemoryLogEnds(),
+    )
     last_accepted, refused = -1, None
     with TestClient(app) as client:
         for batch in range(400):  # one query each: every event adds rows
@@ -269,7 +275,9 @@ def test_full_database_answers_503_and_keeps_what_was_accepted(tmp_path: Path) -
         assert sorted(_state(client)) == sorted(accepted)
     # A new process on the same file sees exactly what was accepted, nothing half-written.
     with TestClient(
-        create_app(Settings(database_url=url), committer=InMemoryCommitter())
+        create_app(
+            Settings(database_url=url), committer=InMemoryCommitter(), log_ends=InMemoryLogEnds()
+        )
     ) as client:
         assert sorted(_state(client)) == sorted(accepted)
     print(f"\nfull database: {last_accepted + 1} events stored, the next answered 503")
@@ -279,7 +287,11 @@ def test_read_only_database_answers_503(tmp_path: Path) -> None:
     path = tmp_path / "db.sqlite"
     writable = f"sqlite:///{path}"
     with TestClient(
-        create_app(Settings(database_url=writable), committer=InMemoryCommitter())
+        create_app(
+            Settings(database_url=writable),
+            committer=InMemoryCommitter(),
+            log_ends=InMemoryLogEnds(),
+        )
     ) as client:
         assert (
             client.post(
@@ -290,7 +302,11 @@ def test_read_only_database_answers_503(tmp_path: Path) -> None:
         )
     read_only = f"sqlite:///file:{path}?mode=ro&uri=true"
     with TestClient(
-        create_app(Settings(database_url=read_only), committer=InMemoryCommitter())
+        create_app(
+            Settings(database_url=read_only),
+            committer=InMemoryCommitter(),
+            log_ends=InMemoryLogEnds(),
+        )
     ) as client:
         answer = client.post(
             "/v1/progress", json={"group_id": "g", "progress": spark_progress(2, {"t": {"0": 2}})}
@@ -303,7 +319,9 @@ def test_read_only_database_answers_503(tmp_path: Path) -> None:
 def test_lost_postgresql_connection_answers_503_then_recovers(postgres_server: Any) -> None:
     postgres_server.reset()
     settings = Settings(database_url=postgres_server.url)
-    with TestClient(create_app(settings, committer=InMemoryCommitter())) as client:
+    with TestClient(
+        create_app(settings, committer=InMemoryCommitter(), log_ends=InMemoryLogEnds())
+    ) as client:
 
         def post(batch: int) -> Any:
             return client.post(

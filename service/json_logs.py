@@ -1,0 +1,65 @@
+"""Logging set-up: one JSON object a line (``SIDECAR_LOG_FORMAT=json``, the default) or
+plain text, for the service's own loggers and uvicorn's alike.
+
+A line about a query, a group or a checkpoint carries them as fields, not only in the
+message: log calls pass ``extra=about(query_id=..., group_id=..., checkpoint_id=...)`` and
+the formatter writes every one of ``CONTEXT`` that the record has. Fields of a JSON line:
+``time`` (UTC, ISO 8601, milliseconds), ``level``, ``logger``, ``message``, the context
+fields, and ``exception`` when there is one.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from datetime import UTC, datetime
+from typing import Any
+
+CONTEXT = ("query_id", "group_id", "checkpoint_id", "run_id", "attempt")
+TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+def about(**fields: Any) -> dict[str, Any]:
+    """``extra=`` for a log call: the given context fields that are not None."""
+    unknown = fields.keys() - set(CONTEXT)
+    if unknown:
+        raise ValueError(f"not a log context field: {', '.join(sorted(unknown))}")
+    return {key: value for key, value in fields.items() if value is not None}
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for key in CONTEXT:
+            value = record.__dict__.get(key)
+            if value is not None:
+                line[key] = value
+        if record.exc_info:
+            line["exception"] = self.formatException(record.exc_info)
+        return json.dumps(line, default=str, ensure_ascii=False)
+
+
+def configure_logging(level: str, log_format: str) -> None:
+    """One handler on the root logger, on stderr; uvicorn's loggers are routed to it (run
+    uvicorn with ``log_config=None``)."""
+    handler = logging.StreamHandler(sys.stderr)
+    if log_format == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter(TEXT_FORMAT))
+    root = logging.getLogger()
+    for existing in list(root.handlers):
+        root.removeHandler(existing)
+    root.addHandler(handler)
+    root.setLevel(level)
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+        uvicorn_logger = logging.getLogger(name)
+        uvicorn_logger.handlers.clear()
+        uvicorn_logger.propagate = True
+    logging.getLogger("alembic").setLevel(logging.WARNING)

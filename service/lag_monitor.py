@@ -1,0 +1,94 @@
+"""The lag monitor: every ``interval`` it reads the log ends of every committed partition,
+samples the groups' commits into their status windows, and evaluates every group's status
+(``service.group_status``). The metrics and ``GET /v1/status`` read what it keeps.
+
+Invariants
+  - A failed read keeps the last known log ends (their age is exported) and never stops
+    the loop; a topic that cannot be read leaves its partitions unknown, not zero.
+  - Statuses are as of the last read (``evaluated_at``); nothing here touches the ledger.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from service.errors import KafkaReadError
+from service.group_status import CommitWindows, GroupStatus
+from service.ledger import Ledger
+from service.log_ends import LogEndReader
+from service.offsets import TopicPartition
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class LagReadCounters:
+    succeeded: int = 0
+    failed: int = 0
+    topics_failed: int = 0
+
+
+@dataclass
+class LagMonitor:
+    ledger: Callable[[], Ledger]
+    reader: LogEndReader
+    interval: float
+    err_after_failures: int
+    windows: CommitWindows = field(default_factory=CommitWindows)
+    clock: Callable[[], float] = time.time
+    log_ends: dict[TopicPartition, int] = field(default_factory=dict)
+    read_at: float | None = None  # when the log ends were last read successfully
+    evaluated_at: float | None = None
+    statuses: dict[str, GroupStatus] = field(default_factory=dict)
+    counters: LagReadCounters = field(default_factory=LagReadCounters)
+    read_duration: float = 0.0
+
+    async def run(self) -> None:
+        while True:
+            try:
+                await self.poll()
+            except Exception:  # a bug here must not end the monitor, nor the service
+                log.exception("the lag monitor's read failed")
+            await asyncio.sleep(self.interval)
+
+    async def poll(self) -> None:
+        ledger = self.ledger()
+        wanted = {
+            tp
+            for group in ledger.groups.values()
+            if group.committed is not None
+            for tp in group.committed.offsets
+        }
+        started = time.monotonic()
+        try:
+            answer = await self.reader.log_ends(wanted)
+        except KafkaReadError as exc:
+            self.counters.failed += 1
+            log.warning("reading log-end offsets failed (keeping the last known): %s", exc)
+        else:
+            self.counters.succeeded += 1
+            self.counters.topics_failed += len(answer.failed_topics)
+            if answer.failed_topics:
+                log.warning(
+                    "log-end offsets of %s could not be read", ", ".join(answer.failed_topics)
+                )
+            self.log_ends = answer.ends
+            self.read_at = self.clock()
+        self.read_duration = time.monotonic() - started
+        self.evaluate(ledger)
+
+    def evaluate(self, ledger: Ledger) -> None:
+        now = self.clock()
+        groups = list(ledger.groups.values())
+        self.windows.observe(groups, self.log_ends, now)
+        self.statuses = {
+            group.group_id: self.windows.evaluate(
+                group, self.log_ends, now, err_after=self.err_after_failures
+            )
+            for group in groups
+        }
+        self.evaluated_at = now

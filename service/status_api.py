@@ -1,0 +1,127 @@
+"""``GET /v1/status``: every group's Burrow-style status (``service.group_status``) as JSON,
+shaped like Burrow's ``/v3/kafka/<cluster>/consumer/<group>/status`` answer so that the same
+scripts read both, plus the query that owns the group and its failed commits.
+
+The list is as of the lag monitor's last read (``evaluated_at``); one group's status is
+evaluated when asked, on the last known log ends.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from fastapi import APIRouter, HTTPException, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+
+from service.access import allow, caller, runtime_of
+from service.api_models import GroupId
+from service.changes import Outcome
+from service.group_status import GroupStatus, PartitionStatus
+
+if TYPE_CHECKING:
+    from service.app import Runtime
+    from service.lag_monitor import LagMonitor
+
+router = APIRouter(prefix="/v1", tags=["status"])
+
+
+class PartitionStatusView(BaseModel):
+    topic: str
+    partition: int
+    status: str
+    current_offset: int
+    log_end_offset: int | None
+    current_lag: int | None = Field(description="null while the log end is unknown")
+    samples: int = Field(description="commits in the window")
+
+    @classmethod
+    def of(cls, p: PartitionStatus) -> PartitionStatusView:
+        return cls(
+            topic=p.topic,
+            partition=p.partition,
+            status=p.status.value,
+            current_offset=p.offset,
+            log_end_offset=p.log_end,
+            current_lag=p.current_lag,
+            samples=p.samples,
+        )
+
+
+class GroupStatusView(BaseModel):
+    group: str
+    query_id: str | None
+    status: str = Field(description="OK, WARN, STALL, STOP, REWIND or ERR")
+    complete: float = Field(description="share of partitions with a full window")
+    totallag: int | None
+    partition_count: int
+    maxlag: PartitionStatusView | None
+    consecutive_failures: int
+    last_commit_at: float | None
+    partitions: list[PartitionStatusView]
+
+    @classmethod
+    def of(cls, status: GroupStatus) -> GroupStatusView:
+        worst = status.max_lag
+        return cls(
+            group=status.group_id,
+            query_id=status.query_id,
+            status=status.status.value,
+            complete=status.complete,
+            totallag=status.total_lag,
+            partition_count=len(status.partitions),
+            maxlag=PartitionStatusView.of(worst) if worst else None,
+            consecutive_failures=status.consecutive_failures,
+            last_commit_at=status.last_commit_at,
+            partitions=[PartitionStatusView.of(p) for p in status.partitions],
+        )
+
+
+class StatusAnswer(BaseModel):
+    evaluated_at: float | None
+    log_ends_read_at: float | None
+    groups: list[GroupStatusView]
+
+
+def _monitor(request: Request) -> tuple[Runtime, LagMonitor]:
+    runtime = runtime_of(request)
+    if runtime.lag_monitor is None or runtime.durable is None:
+        raise HTTPException(503, "the service is starting")
+    return runtime, runtime.lag_monitor
+
+
+@router.get("/status", response_model=StatusAnswer)
+async def list_status(request: Request) -> StatusAnswer:
+    """Every group's status (with a token: the groups it may touch)."""
+    grant = caller(request, event=False)
+    _, monitor = _monitor(request)
+    return StatusAnswer(
+        evaluated_at=monitor.evaluated_at,
+        log_ends_read_at=monitor.read_at,
+        groups=[
+            GroupStatusView.of(status)
+            for group_id, status in sorted(monitor.statuses.items())
+            if grant is None or grant.may_touch(group_id)
+        ],
+    )
+
+
+@router.get("/status/{group_id}", response_model=GroupStatusView)
+async def get_status(group_id: GroupId, request: Request) -> GroupStatusView | JSONResponse:
+    """One group's status, evaluated now."""
+    allow(caller(request, event=False), group_id)
+    runtime, monitor = _monitor(request)
+    group = runtime.durable.ledger.groups.get(group_id) if runtime.durable else None
+    if group is None:
+        return JSONResponse(
+            {"outcome": Outcome.UNKNOWN_QUERY.value, "detail": f"no group {group_id} is known"},
+            status_code=404,
+        )
+    return GroupStatusView.of(
+        monitor.windows.evaluate(
+            group,
+            monitor.log_ends,
+            runtime.clock(),
+            err_after=monitor.err_after_failures,
+        )
+    )
