@@ -14,6 +14,7 @@ then prints, every 2 seconds, the topic's end offsets beside the group's committ
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import subprocess
@@ -29,6 +30,9 @@ STATE = ROOT / ".local" / "demo"
 # reading from the earliest offset would take those in too.
 TOPIC = f"demo-events-{int(time.time())}"
 GROUP = "demo-kafka-to-parquet"
+
+
+LAG_READ_INTERVAL = os.environ.get("SIDECAR_LAG_READ_INTERVAL_SECONDS", "2")
 
 
 def say(text: str) -> None:
@@ -65,41 +69,21 @@ async def _produce(bootstrap: str, records: int, rate: float) -> None:
         await producer.stop()
 
 
-async def _lag(bootstrap: str) -> tuple[dict[int, int], dict[int, int]]:
-    from aiokafka import AIOKafkaConsumer, TopicPartition
-    from aiokafka.admin import AIOKafkaAdminClient
+def _lag(bootstrap: str) -> tuple[int, bool]:
+    """Print the group as kafka-consumer-groups.sh would, read from Kafka; (total lag,
+    anything committed)."""
+    from service.group_report import describe_group
 
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await consumer.start()
-    await admin.start()
-    try:
-        tps = [TopicPartition(TOPIC, p) for p in range(3)]
-        ends = await consumer.end_offsets(tps)
-        committed = await admin.list_consumer_group_offsets(GROUP)
-    finally:
-        await consumer.stop()
-        await admin.close()
-    return (
-        {tp.partition: ends[tp] for tp in tps},
-        {tp.partition: meta.offset for tp, meta in committed.items() if tp.topic == TOPIC},
-    )
+    report = asyncio.run(describe_group({"bootstrap_servers": bootstrap}, GROUP, [TOPIC]))
+    print("\n".join("  " + line for line in report.table().splitlines()), flush=True)
+    return report.total_lag, any(row.current is not None for row in report.rows)
 
 
-def _print_lag(ends: dict[int, int], committed: dict[int, int]) -> int:
-    total = 0
-    print(
-        f"  {'GROUP':24} {'TOPIC':12} {'PARTITION':>9} {'CURRENT-OFFSET':>15} "
-        f"{'LOG-END-OFFSET':>15} {'LAG':>7}"
-    )
-    for partition, end in sorted(ends.items()):
-        current = committed.get(partition)
-        lag = end - current if current is not None else end
-        total += lag
-        shown = "-" if current is None else str(current)
-        print(f"  {GROUP:24} {TOPIC:24} {partition:>9} {shown:>15} {end:>15} {lag:>7}")
-    print(f"  total lag: {total}", flush=True)
-    return total
+def _status(url: str) -> None:
+    """The service's own Burrow-style status of the group."""
+    with urllib.request.urlopen(f"{url}/v1/status/{GROUP}", timeout=5) as answer:
+        status = json.load(answer)
+    say(f"sidecar status of {GROUP}: {status['status']}, total lag {status['totallag']}")
 
 
 def _answers(bootstrap: str) -> bool:
@@ -145,6 +129,7 @@ def main() -> int:
         "SIDECAR_KAFKA_BOOTSTRAP_SERVERS": bootstrap,
         "SIDECAR_DATABASE_URL": f"sqlite:///{STATE / 'sidecar.db'}",
         "SIDECAR_PORT": port,
+        "SIDECAR_LAG_READ_INTERVAL_SECONDS": LAG_READ_INTERVAL,
     }
     log = (STATE / "sidecar.log").open("wb")
     sidecar = subprocess.Popen(
@@ -195,12 +180,14 @@ def run_spark(
     try:
         while time.monotonic() < deadline:
             time.sleep(2)
-            ends, committed = asyncio.run(_lag(bootstrap))
             progress = query.lastProgress
             batch = progress["batchId"] if progress else "-"
             say(f"batch {batch}; committed offsets of {GROUP} read back from Kafka:")
-            if _print_lag(ends, committed) == 0 and not producer.is_alive() and committed:
+            lag, committed = _lag(bootstrap)
+            if lag == 0 and not producer.is_alive() and committed:
                 say("lag is zero: every record was processed and its offset committed")
+                time.sleep(float(LAG_READ_INTERVAL) + 0.5)  # the sidecar's next read
+                _status(url)
                 break
         else:
             say("timed out before the lag reached zero")

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fetch jars from Maven Central into .local/jars (cached; a second run is a no-op).
 #
-#   scripts/fetch-jars.sh kafka           the Apache Kafka broker (for local-kafka.sh)
+#   scripts/fetch-jars.sh kafka [VERSION] the Apache Kafka broker (for local-kafka.sh;
+#                                         default: the POM's version, 4.1.1)
 #   scripts/fetch-jars.sh spark [PYTHON]  Spark's Kafka connector for the pyspark that
 #                                         PYTHON (default .venv/bin/python) has installed
 #
@@ -31,7 +32,11 @@ fetch() {  # fetch POM_DIR OUT_DIR [maven -D args...]
 
 case "${1:-}" in
   kafka)
-    fetch "$root/scripts/maven/kafka-broker" "$jars_root/kafka-broker"
+    if [ -n "${2:-}" ]; then
+      fetch "$root/scripts/maven/kafka-broker" "$jars_root/kafka-broker-$2" "-Dkafka.version=$2"
+    else
+      fetch "$root/scripts/maven/kafka-broker" "$jars_root/kafka-broker"
+    fi
     ;;
   spark)
     python=${2:-$root/.venv/bin/python}
@@ -52,7 +57,7 @@ case "${1:-}" in
     echo "$out"
     ;;
   *)
-    echo "usage: $0 kafka | spark [PYTHON]" >&2
+    echo "usage: $0 kafka [VERSION] | spark [PYTHON]" >&2
     exit 2
     ;;
 esac

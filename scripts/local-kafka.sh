@@ -10,6 +10,8 @@
 #   LOCAL_KAFKA_PORT  client port (default 9092); the controller takes another free port
 #   LOCAL_KAFKA_DIR   state folder (default .local/kafka): config, data, log, pid
 #   LOCAL_KAFKA_HEAP  JVM heap (default 512m)
+#   LOCAL_KAFKA_VERSION  another Apache Kafka release (e.g. 3.9.1, for lag tools too old
+#                     for Kafka 4's protocol); read when the folder is new
 #
 # Optional secured listeners (for tests of Kafka security; read when the folder is new):
 #   LOCAL_KAFKA_USERS      user:password[,user:password]: SASL PLAIN users and SCRAM-SHA-256/512
@@ -142,7 +144,7 @@ start() {
     exit 1
   fi
   local jars
-  jars=$("$root/scripts/fetch-jars.sh" kafka)
+  jars=$("$root/scripts/fetch-jars.sh" kafka ${LOCAL_KAFKA_VERSION:+"$LOCAL_KAFKA_VERSION"})
   # Keep the controller port across restarts while it is free; otherwise take a new one.
   local controller_port=""
   [ -f "$dir/controller.port" ] && controller_port=$(cat "$dir/controller.port")

@@ -3,6 +3,8 @@
 offset-sidecar serve       apply migrations, then serve HTTP (settings: SIDECAR_*)
 offset-sidecar migrate     apply migrations and exit
 offset-sidecar settings    list every SIDECAR_* variable with its default
+offset-sidecar describe-group GROUP [--topic T]
+                           the group as kafka-consumer-groups.sh shows it, read from Kafka
 """
 
 from __future__ import annotations
@@ -80,6 +82,26 @@ def _starting_offsets(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def _describe_group(settings: Settings, args: argparse.Namespace) -> int:
+    import asyncio
+
+    from service.group_report import describe_group
+    from service.kafka_options import kafka_client_options
+
+    if not args.group:
+        raise SystemExit("offset-sidecar describe-group: name the consumer group")
+    report = asyncio.run(
+        describe_group(
+            kafka_client_options(settings),
+            args.group,
+            args.topic or (),
+            request_timeout=settings.commit_timeout_seconds,
+        )
+    )
+    print(report.table())
+    return 0
+
+
 def _settings(_settings: Settings) -> int:
     for variable, default, meaning in Settings.describe():
         print(f"{variable:40} {default:24} {meaning}")
@@ -91,6 +113,7 @@ COMMANDS: dict[str, Callable[[Settings, argparse.Namespace], int]] = {
     "migrate": lambda settings, _args: _migrate(settings),
     "settings": lambda settings, _args: _settings(settings),
     "starting-offsets": _starting_offsets,
+    "describe-group": _describe_group,
 }
 
 
@@ -100,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         description="Commit Spark Structured Streaming's Kafka offsets to consumer groups.",
     )
     parser.add_argument("command", choices=sorted(COMMANDS))
-    parser.add_argument("group", nargs="?", help="consumer group (starting-offsets)")
+    parser.add_argument("group", nargs="?", help="consumer group (starting-offsets, describe-group)")
     parser.add_argument("--topic", action="append", help="topic the query reads (repeatable)")
     args = parser.parse_args(argv)
     try:
