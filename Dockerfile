@@ -29,8 +29,9 @@ USER 10001:10001
 WORKDIR /data
 VOLUME ["/data"]
 EXPOSE 8000
+# Live = the commit loop runs (not: Kafka is up). tests/test_packaging.py runs this command.
 HEALTHCHECK --interval=15s --timeout=3s --start-period=20s --retries=3 \
-  CMD ["python", "-c", "import urllib.request,sys; sys.exit(0 if urllib.request.urlopen('http://127.0.0.1:8000/livez', timeout=2).status == 200 else 1)"]
+  CMD ["python", "-c", "import os, sys, urllib.request; sys.exit(urllib.request.urlopen(f\"http://127.0.0.1:{os.environ.get('SIDECAR_PORT', '8000')}/livez\", timeout=2).status != 200)"]
 # serve applies pending migrations before it listens
 ENTRYPOINT ["offset-sidecar"]
 CMD ["serve"]

@@ -6,7 +6,13 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo lint typecheck venv jars system-deps kafka-start kafka-stop clean
+HELM_VERSION := v3.16.4
+HELM := .local/bin/helm
+# Prometheus Operator's CRDs (ServiceMonitor, PrometheusRule) for the chart's tests, from the
+# Go module proxy (GitHub is not reachable from everywhere).
+PROMETHEUS_OPERATOR := github.com/prometheus-operator/prometheus-operator@v0.78.2
+
+.PHONY: test demo lint typecheck venv jars tools system-deps kafka-start kafka-stop clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -23,14 +29,22 @@ jars: venv system-deps
 	scripts/fetch-jars.sh kafka >/dev/null
 	scripts/fetch-jars.sh spark $(PY) >/dev/null
 
+$(HELM):
+	mkdir -p .local/bin
+	GOBIN=$(abspath .local/bin) GOFLAGS=-mod=mod go install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+
+tools: $(HELM)
+	go mod download -json $(PROMETHEUS_OPERATOR) >/dev/null
+
 lint: venv
 	$(VENV)/bin/ruff check service jobs migrations tests bench scripts
 	$(VENV)/bin/ruff format --check service jobs migrations tests bench scripts
+	$(VENV)/bin/hadolint Dockerfile
 
 typecheck: venv
 	$(VENV)/bin/mypy --strict service jobs
 
-test: jars lint typecheck
+test: jars tools lint typecheck
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 demo: jars

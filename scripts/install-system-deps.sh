@@ -2,6 +2,8 @@
 # Debian packages the tests and the demo use, installed when missing:
 #   kcat        a real Kafka client (librdkafka) to check what the broker holds
 #   postgresql  a real PostgreSQL server for the store's tests (the tests start their own)
+#   burrow      LinkedIn's Burrow, the lag tool the tests check the product against
+#   zookeeper   only for Burrow, which needs one for itself (scripts/local-burrow.sh)
 # Java 17+ and Maven must already be there (they fetch and run the Kafka and Spark jars).
 set -euo pipefail
 missing=()
@@ -9,6 +11,8 @@ command -v java >/dev/null || { echo "java (17 or newer) is required" >&2; exit 
 command -v mvn >/dev/null || missing+=(maven)
 command -v kcat >/dev/null || missing+=(kcat)
 compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql)
+command -v Burrow >/dev/null || missing+=(burrow)
+[ -f /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ] && ! command -v sudo >/dev/null; then
   echo "please install these Debian packages: ${missing[*]}" >&2
@@ -18,4 +22,5 @@ sudo_cmd=()
 [ "$(id -u)" -ne 0 ] && sudo_cmd=(sudo)
 echo "installing Debian packages: ${missing[*]}" >&2
 "${sudo_cmd[@]}" apt-get update -qq
-DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
+DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends \
+  "${missing[@]}" >/dev/null

@@ -123,7 +123,11 @@ def main(argv: list[str] | None = None) -> int:
         description="Commit Spark Structured Streaming's Kafka offsets to consumer groups.",
     )
     parser.add_argument("command", choices=sorted(COMMANDS))
-    parser.add_argument("group", nargs="?", help="consumer group (starting-offsets, describe-group)")
+    parser.add_argument(
+        "group",
+        nargs="?",
+        help="consumer group (starting-offsets, describe-group)",
+    )
     parser.add_argument("--topic", action="append", help="topic the query reads (repeatable)")
     args = parser.parse_args(argv)
     try:

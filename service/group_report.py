@@ -66,8 +66,9 @@ class GroupReport:
         ]
         widths = [max(len(c[i]) for c in [COLUMNS, *cells]) for i in range(len(COLUMNS))]
         for line in [COLUMNS, *cells]:
-            lines.append("  ".join(cell.ljust(width) for cell, width in zip(line, widths)))
-        return "\n".join(lines).rstrip()
+            padded = (cell.ljust(width) for cell, width in zip(line, widths, strict=True))
+            lines.append("  ".join(padded).rstrip())
+        return "\n".join(lines)
 
 
 async def describe_group(

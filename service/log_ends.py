@@ -1,11 +1,14 @@
 """Read the brokers' log-end offsets: the ``LogEndReader`` port, aiokafka's implementation
 and an in-memory one for tests.
 
-Facts this relies on (aiokafka 0.14, read in source): ``AIOKafkaConsumer.end_offsets`` sends
-ListOffsets(latest) to each partition's leader and needs no group and no assignment; a
-partition of a topic that does not exist is retried until the timeout, so one deleted topic
-would fail the whole read. A failed read is therefore repeated topic by topic, and only the
-topics that fail are missing from the answer (``LogEnds.failed_topics``)."""
+``KafkaLogEndReader`` asks for the topics' metadata with ``allow_auto_topic_creation`` off,
+then sends ListOffsets(latest) to each partition's leader, over one shared
+``AIOKafkaClient``. Facts this relies on (aiokafka 0.14, read in source; checked on the
+broker by tests/test_lag_tools.py): the consumer's ``end_offsets`` cannot be used, because
+its metadata request always allows auto-creation, so asking for the log end of a deleted
+topic would create it again on a broker with ``auto.create.topics.enable`` (the default).
+A topic that does not exist, or a partition without a leader, is reported in
+``LogEnds.failed_topics`` and leaves the other topics' answers intact."""
 
 from __future__ import annotations
 
@@ -16,12 +19,15 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from aiokafka import AIOKafkaConsumer
-from aiokafka import TopicPartition as KafkaTopicPartition
+from aiokafka.client import AIOKafkaClient
 from aiokafka.errors import KafkaError
+from aiokafka.protocol.metadata import MetadataRequest
+from aiokafka.protocol.offset import OffsetRequest
 
 from service.errors import KafkaReadError
 from service.offsets import TopicPartition
+
+LATEST = -1  # ListOffsets timestamp meaning "the log end"
 
 
 @dataclass(frozen=True)
@@ -39,70 +45,84 @@ class LogEndReader(Protocol):
 
 
 class KafkaLogEndReader:
-    """One consumer without a group, started on first use and kept."""
+    """One client, started on first use and kept."""
 
     def __init__(self, client_options: Mapping[str, Any], *, timeout: float) -> None:
         """``client_options``: aiokafka's connection keywords (``kafka_client_options``)."""
         self.client_options = dict(client_options)
         self.timeout = timeout
-        self._consumer: AIOKafkaConsumer | None = None
+        self._client: AIOKafkaClient | None = None
 
     async def log_ends(self, partitions: Collection[TopicPartition]) -> LogEnds:
         if not partitions:
             return LogEnds({})
         try:
-            return LogEnds(await self._read(partitions))
-        except (KafkaError, TimeoutError, OSError) as whole:
-            by_topic: defaultdict[str, list[TopicPartition]] = defaultdict(list)
-            for tp in partitions:
-                by_topic[tp.topic].append(tp)
-            if len(by_topic) == 1:
-                raise KafkaReadError(f"reading log-end offsets failed: {whole!r}") from whole
-        answers = await asyncio.gather(
-            *(self._read(tps) for tps in by_topic.values()), return_exceptions=True
-        )
+            async with asyncio.timeout(self.timeout):
+                client = await self._started()
+                leaders, failed = await self._leaders(client, {tp.topic for tp in partitions})
+                by_leader: defaultdict[int, defaultdict[str, list[tuple[int, int]]]] = defaultdict(
+                    lambda: defaultdict(list)
+                )
+                for tp in partitions:
+                    leader = leaders.get(tp)
+                    if leader is None or leader < 0:
+                        failed.add(tp.topic)
+                    else:
+                        by_leader[leader][tp.topic].append((tp.partition, LATEST))
+                answers = await asyncio.gather(
+                    *(
+                        client.send(leader, OffsetRequest(-1, 0, list(topics.items())))
+                        for leader, topics in by_leader.items()
+                    )
+                )
+        except (KafkaError, TimeoutError, OSError) as exc:
+            await self.close()  # a broken client is not reused
+            raise KafkaReadError(f"reading log-end offsets failed: {exc!r}") from exc
         ends: dict[TopicPartition, int] = {}
-        failed: list[str] = []
-        for topic, answer in zip(by_topic, answers, strict=True):
-            if isinstance(answer, BaseException):
-                if not isinstance(answer, KafkaError | TimeoutError | OSError):
-                    raise answer
-                failed.append(topic)
-            else:
-                ends.update(answer)
-        if not ends:
-            raise KafkaReadError(f"reading log-end offsets failed for {', '.join(failed)}")
+        for answer in answers:
+            for topic, rows in answer.topics:
+                for partition, error_code, *rest in rows:
+                    if error_code == 0:
+                        ends[TopicPartition(topic, partition)] = rest[-1]
+                    else:
+                        failed.add(topic)
         return LogEnds(ends, tuple(sorted(failed)))
 
-    async def _read(self, partitions: Collection[TopicPartition]) -> dict[TopicPartition, int]:
-        consumer = await self._started()
-        async with asyncio.timeout(self.timeout):
-            answer = await consumer.end_offsets([KafkaTopicPartition(*tp) for tp in partitions])
-        return {TopicPartition(tp.topic, tp.partition): end for tp, end in answer.items()}
+    async def _leaders(
+        self, client: AIOKafkaClient, topics: set[str]
+    ) -> tuple[dict[TopicPartition, int], set[str]]:
+        request = MetadataRequest(sorted(topics), allow_auto_topic_creation=False)
+        metadata = (await client.send(client.get_random_node(), request)).to_object()
+        leaders: dict[TopicPartition, int] = {}
+        failed: set[str] = set()
+        for topic in metadata["topics"]:
+            name = topic.get("topic", topic.get("name"))
+            if topic["error_code"] != 0:
+                failed.add(name)
+                continue
+            for partition in topic["partitions"]:
+                leaders[TopicPartition(name, partition["partition"])] = partition["leader"]
+        return leaders, failed
 
-    async def _started(self) -> AIOKafkaConsumer:
-        if self._consumer is None:
-            consumer = AIOKafkaConsumer(
-                **self.client_options,
-                group_id=None,
-                enable_auto_commit=False,
-                request_timeout_ms=int(self.timeout * 1000),
+    async def _started(self) -> AIOKafkaClient:
+        if self._client is None:
+            client = AIOKafkaClient(
+                **self.client_options, request_timeout_ms=int(self.timeout * 1000)
             )
             try:
-                async with asyncio.timeout(self.timeout):
-                    await consumer.start()
+                await client.bootstrap()
             except BaseException:
                 with contextlib.suppress(Exception):
-                    await consumer.stop()
+                    await client.close()
                 raise
-            self._consumer = consumer
-        return self._consumer
+            self._client = client
+        return self._client
 
     async def close(self) -> None:
-        consumer, self._consumer = self._consumer, None
-        if consumer is not None:
+        client, self._client = self._client, None
+        if client is not None:
             with contextlib.suppress(Exception):
-                await consumer.stop()
+                await client.close()
 
 
 @dataclass

@@ -3,14 +3,64 @@
 {{- end -}}
 
 {{- define "sidecar.labels" -}}
-app.kubernetes.io/name: {{ .Chart.Name }}
-app.kubernetes.io/instance: {{ .Release.Name }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{ include "sidecar.selectorLabels" . }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/component: offset-committer
+app.kubernetes.io/part-of: spark-offset-sidecar
 app.kubernetes.io/managed-by: {{ .Release.Service }}
-helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end -}}
 
 {{- define "sidecar.selectorLabels" -}}
 app.kubernetes.io/name: {{ .Chart.Name }}
 app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "sidecar.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "sidecar.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "sidecar.image" -}}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- end -}}
+
+{{/* The Secret holding tokens.json: the user's, or the chart's own. */}}
+{{- define "sidecar.tokensSecret" -}}
+{{- if .Values.auth.existingSecret -}}
+{{- .Values.auth.existingSecret -}}
+{{- else if not .Values.auth.allowUnauthenticated -}}
+{{- printf "%s-tokens" (include "sidecar.fullname" .) -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "sidecar.saslSecret" -}}
+{{- default (printf "%s-kafka" (include "sidecar.fullname" .)) .Values.kafka.sasl.existingSecret -}}
+{{- end -}}
+
+{{- define "sidecar.sasl" -}}
+{{- if hasPrefix "SASL" .Values.kafka.securityProtocol }}true{{ end -}}
+{{- end -}}
+
+{{- define "sidecar.tls" -}}
+{{- if hasSuffix "SSL" .Values.kafka.securityProtocol }}true{{ end -}}
+{{- end -}}
+
+{{/* Checks that JSON schema cannot express. */}}
+{{- define "sidecar.validate" -}}
+{{- if gt (int .Values.replicaCount) 1 -}}
+{{- fail "replicaCount > 1 is not supported yet: several replicas need per-group ownership in PostgreSQL (issue 9); two replicas now would commit the same groups" -}}
+{{- end -}}
+{{- if and (eq .Values.database.type "postgresql") (not .Values.database.postgresql.existingSecret) -}}
+{{- fail "database.type=postgresql needs database.postgresql.existingSecret (a Secret with the URL)" -}}
+{{- end -}}
+{{- if and (include "sidecar.sasl" .) (not .Values.kafka.sasl.username) -}}
+{{- fail "kafka.securityProtocol SASL_* needs kafka.sasl.username" -}}
+{{- end -}}
+{{- if and (include "sidecar.sasl" .) (not .Values.kafka.sasl.existingSecret) (not .Values.kafka.sasl.password) -}}
+{{- fail "kafka.securityProtocol SASL_* needs kafka.sasl.password or kafka.sasl.existingSecret" -}}
+{{- end -}}
 {{- end -}}

@@ -1,0 +1,37 @@
+{{/* Shared by the migrate init container and the server. */}}
+{{- define "sidecar.containerEnv" -}}
+envFrom:
+  - configMapRef:
+      name: {{ include "sidecar.fullname" . }}
+{{- if eq .Values.database.type "postgresql" }}
+env:
+  - name: SIDECAR_DATABASE_URL
+    valueFrom:
+      secretKeyRef:
+        name: {{ .Values.database.postgresql.existingSecret }}
+        key: {{ .Values.database.postgresql.urlKey }}
+{{- end }}
+{{- end -}}
+
+{{- define "sidecar.containerSecurity" -}}
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+capabilities:
+  drop: ["ALL"]
+{{- end -}}
+
+{{- define "sidecar.volumeMounts" -}}
+- {name: tmp, mountPath: /tmp}
+{{- if eq .Values.database.type "sqlite" }}
+- {name: data, mountPath: /data}
+{{- end }}
+{{- if include "sidecar.tokensSecret" . }}
+- {name: tokens, mountPath: /etc/sidecar/tokens, readOnly: true}
+{{- end }}
+{{- if include "sidecar.sasl" . }}
+- {name: kafka-password, mountPath: /etc/sidecar/kafka, readOnly: true}
+{{- end }}
+{{- if and (include "sidecar.tls" .) .Values.kafka.tls.existingSecret }}
+- {name: kafka-tls, mountPath: /etc/sidecar/kafka-tls, readOnly: true}
+{{- end }}
+{{- end -}}

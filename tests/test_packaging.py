@@ -1,0 +1,108 @@
+"""What the Docker image runs, without a Docker engine: the wheel built as the Dockerfile
+builds it, installed into a clean virtual environment, then the image's own commands
+(``offset-sidecar migrate``, ``serve`` and the HEALTHCHECK, read from the Dockerfile) run
+with the image's environment, from a folder the service may not write to."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+import time
+import venv
+from pathlib import Path
+
+import httpx
+
+from tests.service_process import ROOT, free_port
+
+
+def dockerfile_healthcheck() -> list[str]:
+    text = (ROOT / "Dockerfile").read_text()
+    found = re.search(r"^HEALTHCHECK .*?\\\n\s+CMD (\[.*\])$", text, re.MULTILINE)
+    assert found, "the Dockerfile has no HEALTHCHECK CMD in exec form"
+    command: list[str] = json.loads(found.group(1))
+    return command
+
+
+def test_the_wheel_in_a_clean_venv_migrates_serves_and_passes_the_healthcheck(
+    tmp_path: Path,
+) -> None:
+    wheels = tmp_path / "wheels"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(ROOT)],
+        check=True,
+        capture_output=True,
+    )
+    (wheel,) = wheels.glob("spark_offset_sidecar-*.whl")
+    env_dir = tmp_path / "venv"
+    venv.create(env_dir, with_pip=True)
+    python = env_dir / "bin" / "python"
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "-q", f"{wheel}[postgres]"],
+        check=True,
+        capture_output=True,
+    )
+    data = tmp_path / "data"
+    data.mkdir()
+    workdir = tmp_path / "readonly"
+    workdir.mkdir()
+    workdir.chmod(0o555)  # like the image's read-only root: only /data is written
+    port = free_port()
+    image_env = {
+        "PATH": f"{env_dir / 'bin'}:/usr/bin:/bin",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "SIDECAR_HOST": "127.0.0.1",  # the image says 0.0.0.0, with tokens in production
+        "SIDECAR_PORT": str(port),
+        "SIDECAR_DATABASE_URL": f"sqlite:///{data / 'sidecar.db'}",
+        "SIDECAR_KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:1",  # no Kafka: ready and live anyway
+    }
+    migrated = subprocess.run(
+        [str(env_dir / "bin" / "offset-sidecar"), "migrate"],
+        env=image_env,
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+    )
+    assert migrated.returncode == 0, migrated.stderr
+    assert "newest migration" in migrated.stdout
+    server = subprocess.Popen(
+        [str(env_dir / "bin" / "offset-sidecar"), "serve"],
+        env=image_env,
+        cwd=workdir,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.2)
+        else:
+            raise AssertionError("the installed service did not become ready")
+        check = dockerfile_healthcheck()
+        assert check[0] == "python"
+        healthy = subprocess.run(
+            [str(python), *check[1:]], env=image_env, capture_output=True, timeout=10
+        )
+        assert healthy.returncode == 0, healthy.stderr
+    finally:
+        server.terminate()
+        output, _ = server.communicate(timeout=30)
+    # uvicorn shuts down gracefully, then re-raises SIGTERM to exit with it.
+    assert server.returncode in (0, -signal.SIGTERM), output
+    # The installed service logs JSON lines; the ledger file is where the image keeps it.
+    lines = [json.loads(line) for line in output.splitlines() if line.strip()]
+    assert any(line["message"].startswith("ready") for line in lines)
+    assert (data / "sidecar.db").exists()
+    assert not any(workdir.iterdir())
+    stopped = subprocess.run(
+        [str(python), *dockerfile_healthcheck()[1:]], env=image_env, capture_output=True
+    )
+    assert stopped.returncode != 0  # the check can fail
