@@ -13,6 +13,7 @@ import argparse
 import logging
 import sys
 from collections.abc import Callable
+from typing import Any
 
 from service.errors import ConfigError, KafkaReadError, OffsetsNotFound, StoreError
 from service.json_logs import configure_logging
@@ -57,22 +58,30 @@ def _migrate(settings: Settings) -> int:
     return 0
 
 
-def _starting_offsets(settings: Settings, args: argparse.Namespace) -> int:
+def _read_group(
+    settings: Settings, args: argparse.Namespace, command: str, read: Callable[..., Any]
+) -> Any:
+    """Run ``read(client options, group, topics, request_timeout=...)`` for the named group."""
     import asyncio
 
     from service.kafka_options import kafka_client_options
-    from service.recovery import starting_offsets
 
     if not args.group:
-        raise SystemExit("offset-sidecar starting-offsets: name the consumer group")
-    found = asyncio.run(
-        starting_offsets(
+        raise SystemExit(f"offset-sidecar {command}: name the consumer group")
+    return asyncio.run(
+        read(
             kafka_client_options(settings),
             args.group,
             args.topic or (),
             request_timeout=settings.commit_timeout_seconds,
         )
     )
+
+
+def _starting_offsets(settings: Settings, args: argparse.Namespace) -> int:
+    from service.recovery import starting_offsets
+
+    found = _read_group(settings, args, "starting-offsets", starting_offsets)
     if found.uncommitted:
         print(
             f"no committed offset for {', '.join(found.uncommitted)}: starting at earliest",
@@ -83,22 +92,9 @@ def _starting_offsets(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _describe_group(settings: Settings, args: argparse.Namespace) -> int:
-    import asyncio
-
     from service.group_report import describe_group
-    from service.kafka_options import kafka_client_options
 
-    if not args.group:
-        raise SystemExit("offset-sidecar describe-group: name the consumer group")
-    report = asyncio.run(
-        describe_group(
-            kafka_client_options(settings),
-            args.group,
-            args.topic or (),
-            request_timeout=settings.commit_timeout_seconds,
-        )
-    )
-    print(report.table())
+    print(_read_group(settings, args, "describe-group", describe_group).table())
     return 0
 
 
