@@ -94,17 +94,19 @@ def _query_group(request: Request, query_id: str) -> str | None:
 
 
 def _answer(decision: Decision) -> JSONResponse:
-    log.log(
-        _LOG_LEVEL.get(decision.outcome, logging.DEBUG),
-        "%s: %s",
-        decision.outcome.value,
-        decision.detail,
-        extra=about(
-            query_id=decision.query_id,
-            group_id=decision.group_id,
-            checkpoint_id=decision.checkpoint_id,
-        ),
-    )
+    level = _LOG_LEVEL.get(decision.outcome, logging.DEBUG)
+    if log.isEnabledFor(level):  # the hot path: build nothing for a line nobody reads
+        log.log(
+            level,
+            "%s: %s",
+            decision.outcome.value,
+            decision.detail,
+            extra=about(
+                query_id=decision.query_id,
+                group_id=decision.group_id,
+                checkpoint_id=decision.checkpoint_id,
+            ),
+        )
     body = EventAnswer(
         outcome=decision.outcome.value,
         detail=decision.detail,
