@@ -43,12 +43,20 @@ dataDir=$dir/zk-data
 clientPort=$zk_port
 clientPortAddress=127.0.0.1
 admin.enableServer=false
+4lw.commands.whitelist=srvr
 CONF
   java -Xmx128m -cp /usr/share/java/zookeeper.jar \
     org.apache.zookeeper.server.ZooKeeperServerMain "$dir/zoo.cfg" >"$dir/zookeeper.log" 2>&1 </dev/null &
   echo $! >"$dir/zookeeper.pid"
+  # Ready when it answers "srvr" (a listening port alone is not: Burrow's first session
+  # then fails and it exits).
   for _ in $(seq 1 150); do
-    python3 -c "import socket, sys; socket.create_connection(('127.0.0.1', $zk_port), 1)" 2>/dev/null && break
+    python3 - "$zk_port" 2>/dev/null <<'PY' && break
+import socket, sys
+with socket.create_connection(("127.0.0.1", int(sys.argv[1])), 1) as s:
+    s.sendall(b"srvr")
+    sys.exit(0 if b"Mode: standalone" in s.recv(4096) else 1)
+PY
     sleep 0.2
   done
   cat >"$dir/burrow.toml" <<CONF
