@@ -50,11 +50,17 @@ def _positive_float(value: str) -> float:
     return number
 
 
-def _positive_int(value: str) -> int:
-    number = int(value)
-    if number < 1:
-        raise ValueError("must be at least 1")
-    return number
+def _int_at_least(minimum: int, why: str = "") -> Callable[[str], int]:
+    def parse(value: str) -> int:
+        number = int(value)
+        if number < minimum:
+            raise ValueError(f"must be at least {minimum}{why}")
+        return number
+
+    return parse
+
+
+_positive_int = _int_at_least(1)
 
 
 def _port(value: str) -> int:
@@ -87,13 +93,6 @@ def _choice(*allowed: str, case: Callable[[str], str] = str.upper) -> Callable[[
         return case(value)
 
     return parse
-
-
-def _window(value: str) -> int:
-    number = int(value)
-    if number < 2:
-        raise ValueError("must be at least 2 (a status compares commits)")
-    return number
 
 
 def _readable_file(value: str) -> str:
@@ -139,7 +138,11 @@ class Settings:
     lag_read_interval_seconds: float = _setting(
         10.0, _positive_float, "read the log-end offsets of committed partitions this often"
     )
-    status_window: int = _setting(10, _window, "commits per group the status is judged on")
+    status_window: int = _setting(
+        10,
+        _int_at_least(2, " (a status compares commits)"),
+        "commits per group the status is judged on",
+    )
     status_stop_after_seconds: float = _setting(
         600.0, _positive_float, "records waiting this long with no commit make a group STOP"
     )
