@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from service.errors import KafkaReadError
 from service.group_status import CommitWindows, GroupStatus
 from service.ledger import Ledger
+from service.ledger_state import GroupState
 from service.log_ends import LogEndReader
 from service.offsets import TopicPartition
 
@@ -33,7 +34,6 @@ SLICE = 100  # groups evaluated between two yields to the event loop
 class LagReadCounters:
     succeeded: int = 0
     failed: int = 0
-    topics_failed: int = 0
 
 
 @dataclass
@@ -49,7 +49,6 @@ class LagMonitor:
     evaluated_at: float | None = None
     statuses: dict[str, GroupStatus] = field(default_factory=dict)
     counters: LagReadCounters = field(default_factory=LagReadCounters)
-    read_duration: float = 0.0
 
     async def run(self) -> None:
         while True:
@@ -67,7 +66,6 @@ class LagMonitor:
             if group.committed is not None
             for tp in group.committed.offsets
         }
-        started = time.monotonic()
         try:
             answer = await self.reader.log_ends(wanted)
         except KafkaReadError as exc:
@@ -75,14 +73,12 @@ class LagMonitor:
             log.warning("reading log-end offsets failed (keeping the last known): %s", exc)
         else:
             self.counters.succeeded += 1
-            self.counters.topics_failed += len(answer.failed_topics)
             if answer.failed_topics:
                 log.warning(
                     "log-end offsets of %s could not be read", ", ".join(answer.failed_topics)
                 )
             self.log_ends = answer.ends
             self.read_at = self.clock()
-        self.read_duration = time.monotonic() - started
         await self.evaluate(ledger)
 
     async def evaluate(self, ledger: Ledger) -> None:
@@ -92,9 +88,11 @@ class LagMonitor:
         statuses: dict[str, GroupStatus] = {}
         for start in range(0, len(groups), SLICE):
             for group in groups[start : start + SLICE]:
-                statuses[group.group_id] = self.windows.evaluate(
-                    group, self.log_ends, now, err_after=self.err_after_failures
-                )
+                statuses[group.group_id] = self.status_of(group, now)
             await asyncio.sleep(0)
         self.statuses = statuses
         self.evaluated_at = now
+
+    def status_of(self, group: GroupState, now: float) -> GroupStatus:
+        """The group's status at ``now``, on the last known log ends."""
+        return self.windows.evaluate(group, self.log_ends, now, err_after=self.err_after_failures)

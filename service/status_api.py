@@ -20,8 +20,8 @@ from service.changes import Outcome
 from service.group_status import GroupStatus, PartitionStatus
 
 if TYPE_CHECKING:
-    from service.app import Runtime
     from service.lag_monitor import LagMonitor
+    from service.ledger import Ledger
 
 router = APIRouter(prefix="/v1", tags=["status"])
 
@@ -83,11 +83,11 @@ class StatusAnswer(BaseModel):
     groups: list[GroupStatusView]
 
 
-def _monitor(request: Request) -> tuple[Runtime, LagMonitor]:
+def _monitor(request: Request) -> tuple[Ledger, LagMonitor]:
     runtime = runtime_of(request)
     if runtime.lag_monitor is None or runtime.durable is None:
         raise HTTPException(503, "the service is starting")
-    return runtime, runtime.lag_monitor
+    return runtime.durable.ledger, runtime.lag_monitor
 
 
 @router.get("/status", response_model=StatusAnswer)
@@ -110,18 +110,11 @@ async def list_status(request: Request) -> StatusAnswer:
 async def get_status(group_id: GroupId, request: Request) -> GroupStatusView | JSONResponse:
     """One group's status, evaluated now."""
     allow(caller(request, event=False), group_id)
-    runtime, monitor = _monitor(request)
-    group = runtime.durable.ledger.groups.get(group_id) if runtime.durable else None
+    ledger, monitor = _monitor(request)
+    group = ledger.groups.get(group_id)
     if group is None:
         return JSONResponse(
             {"outcome": Outcome.UNKNOWN_QUERY.value, "detail": f"no group {group_id} is known"},
             status_code=404,
         )
-    return GroupStatusView.of(
-        monitor.windows.evaluate(
-            group,
-            monitor.log_ends,
-            runtime.clock(),
-            err_after=monitor.err_after_failures,
-        )
-    )
+    return GroupStatusView.of(monitor.status_of(group, runtime_of(request).clock()))
