@@ -10,6 +10,7 @@ cannot take the write (retry).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated
 
 from fastapi import APIRouter, HTTPException, Path, Query, Request
@@ -25,6 +26,7 @@ from service.api_models import (
     QueryView,
     StartingOffsetsAnswer,
 )
+from service.auth import TokenGrant
 from service.changes import Decision, Outcome
 from service.errors import InvalidEvent
 from service.json_logs import about
@@ -35,6 +37,7 @@ from service.spark_progress import parse_progress
 
 if TYPE_CHECKING:
     from service.durable_ledger import DurableLedger
+    from service.ledger import Ledger
 
 log = logging.getLogger(__name__)
 router = APIRouter(prefix="/v1", tags=["events"])
@@ -88,9 +91,18 @@ def _limit(offsets: OffsetMap, field: str, request: Request) -> None:
         )
 
 
-def _query_group(request: Request, query_id: str) -> str | None:
-    query = _durable(request).ledger.queries.get(query_id)
-    return query.group_id if query else None
+def _on_query(
+    grant: TokenGrant | None, query_id: str, decide: Callable[[Ledger], Decision]
+) -> Callable[[Ledger], Decision]:
+    """``decide``, once ``grant`` may touch the query's group: checked with the decision,
+    when memory holds the query as stored (another replica may have registered it)."""
+
+    def checked(ledger: Ledger) -> Decision:
+        query = ledger.queries.get(query_id)
+        allow(grant, query.group_id if query else None)
+        return decide(ledger)
+
+    return checked
 
 
 def _answer(decision: Decision) -> JSONResponse:
@@ -129,7 +141,9 @@ async def post_progress(event: ProgressEvent, request: Request) -> JSONResponse:
     decision = await _durable(request).record(
         lambda ledger: ledger.decide_progress(
             report.query_id, event.group_id, report.run_id, report.batch_id, report.offsets, now
-        )
+        ),
+        query_id=report.query_id,
+        group_id=event.group_id,
     )
     return _answer(decision)
 
@@ -147,7 +161,9 @@ async def post_checkpoint(
     decision = await _durable(request).record(
         lambda ledger: ledger.decide_snapshot(
             query_id, event.group_id, event.checkpoint_id, event.run_id, offsets, now
-        )
+        ),
+        query_id=query_id,
+        group_id=event.group_id,
     )
     return _answer(decision)
 
@@ -162,10 +178,13 @@ async def complete_checkpoint(
 ) -> JSONResponse:
     """Flink ``notifyCheckpointComplete``: drop it and every older pending checkpoint,
     and commit its offsets."""
-    allow(caller(request, event=True), _query_group(request, query_id))
+    grant = caller(request, event=True)
     now = runtime_of(request).clock()
     decision = await _durable(request).record(
-        lambda ledger: ledger.decide_complete(query_id, checkpoint_id, now)
+        _on_query(
+            grant, query_id, lambda ledger: ledger.decide_complete(query_id, checkpoint_id, now)
+        ),
+        query_id=query_id,
     )
     return _answer(decision)
 
@@ -175,8 +194,11 @@ async def release_query(query_id: QueryId, request: Request) -> JSONResponse:
     """Forget a query (e.g. its Spark checkpoint was deleted and it restarts with a new
     id): its pending checkpoints and uncommitted slot go, its group is free for another
     query. Offsets already committed in Kafka stay."""
-    allow(caller(request, event=True), _query_group(request, query_id))
-    decision = await _durable(request).record(lambda ledger: ledger.decide_release(query_id))
+    grant = caller(request, event=True)
+    decision = await _durable(request).record(
+        _on_query(grant, query_id, lambda ledger: ledger.decide_release(query_id)),
+        query_id=query_id,
+    )
     return _answer(decision)
 
 
@@ -184,7 +206,9 @@ async def release_query(query_id: QueryId, request: Request) -> JSONResponse:
 async def allow_rewind(group_id: GroupId, request: Request) -> JSONResponse:
     """Let the next commit of the group move partitions backwards (once)."""
     allow(caller(request, event=True), group_id)
-    decision = await _durable(request).record(lambda ledger: ledger.decide_allow_rewind(group_id))
+    decision = await _durable(request).record(
+        lambda ledger: ledger.decide_allow_rewind(group_id), group_id=group_id
+    )
     return _answer(decision)
 
 

@@ -52,6 +52,9 @@ class CommitRequest:
     held_back: tuple[TopicPartition, ...] = ()
     rewind: bool = False  # made under an operator's one-time permission to rewind
     refresh: bool = False  # the same offsets again, before Kafka's retention drops them
+    # With replicas: the owner epoch under which this replica took the commit; its success
+    # is recorded only while the replica still holds the group at that epoch (the fence).
+    fence: int | None = None
 
     @property
     def group_id(self) -> str:

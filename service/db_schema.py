@@ -4,7 +4,9 @@ them; ``tests/test_migrations.py`` checks the two agree.
   queries              one row per query; ``group_id`` UNIQUE: a group has one query (R1)
   pending_checkpoints  snapshots not yet completed, per query (deleted with the query)
   consumer_groups      one row per group: the slot (completed, not known committed), the
-                       last committed offsets, the operator's rewind permission
+                       last committed offsets, the operator's rewind permission, and with
+                       replicas its lease: owner, owner epoch, lease expiry (``leases``)
+  replicas             with replicas: one row per live replica and its lease expiry
 
 Offsets are stored as Spark-shaped JSON text: ``{"topic": {"0": 42}}``.
 """
@@ -66,4 +68,15 @@ consumer_groups = Table(
     Column("committed_checkpoint_id", BigInteger, nullable=True),
     Column("committed_offsets", Text, nullable=True),
     Column("committed_at", Float, nullable=True),
+    Column("owner_id", String(200), nullable=True, index=True),
+    Column("owner_epoch", BigInteger, nullable=False, server_default="0"),
+    Column("owner_expires_at", Float, nullable=True),
+)
+
+replicas = Table(
+    "replicas",
+    metadata,
+    Column("replica_id", String(200), primary_key=True),
+    Column("started_at", Float, nullable=False),
+    Column("expires_at", Float, nullable=False),
 )

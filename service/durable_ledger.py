@@ -16,21 +16,26 @@ Invariants
     are committed again, harmlessly).
   - One worker thread does every store call: SQLite wants one writer, and writes stay in
     decision order.
+  - With a store shared by replicas (``SharedLedgerStore``), each batch first locks and
+    loads the queries and groups it touches, and the ledger refreshes them (R11) before
+    deciding; ``refresh`` does the same for groups another replica changed or this one
+    claimed, in order with the batches.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import ParamSpec, TypeVar
 
 from service.changes import Change, CommitFailed, CommitRequest, CommitSucceeded, Decision
 from service.ledger import Backoff, Ledger, Savepoint
-from service.store import LedgerStore
+from service.store import LedgerStore, SharedLedgerStore
 
 log = logging.getLogger(__name__)
 P = ParamSpec("P")
@@ -41,6 +46,14 @@ R = TypeVar("R")
 class _Event:
     decide: Callable[[Ledger], Decision]
     answer: asyncio.Future[Decision]
+    query_id: str | None
+    group_id: str | None
+
+
+@dataclass
+class _Refresh:
+    group_ids: frozenset[str]
+    done: asyncio.Future[None]
 
 
 @dataclass
@@ -72,10 +85,11 @@ class DurableLedger:
     ) -> None:
         self.ledger = ledger
         self.store = store
+        self._shared = isinstance(store, SharedLedgerStore)
         # Called after each batch with its size and write time; held groups are free.
         self.on_settled = on_settled
         self.batches_written = 0
-        self._queue: list[_Event | _Result] = []
+        self._queue: list[_Event | _Result | _Refresh] = []
         self._writer: asyncio.Task[None] | None = None
         self._worker = worker or ThreadPoolExecutor(1, thread_name_prefix="ledger-store")
 
@@ -100,18 +114,33 @@ class DurableLedger:
         )
         return cls(ledger, store, worker)
 
-    async def record(self, decide: Callable[[Ledger], Decision]) -> Decision:
-        """Decide an event, persist its changes, apply it. Raises ``StoreUnavailable``
-        (memory unchanged) when the store cannot take the write."""
+    async def record(
+        self,
+        decide: Callable[[Ledger], Decision],
+        *,
+        query_id: str | None = None,
+        group_id: str | None = None,
+    ) -> Decision:
+        """Decide an event on ``query_id`` and/or ``group_id``, persist its changes, apply
+        it. Raises ``StoreUnavailable`` (memory unchanged) when the store cannot take the
+        write."""
         answer: asyncio.Future[Decision] = asyncio.get_running_loop().create_future()
-        self._enqueue(_Event(decide, answer))
+        self._enqueue(_Event(decide, answer, query_id, group_id))
         # A caller cancelled while waiting cancels ``answer``: not yet decided, its event
         # is dropped; already decided, it is written all the same.
         return await answer
 
-    def start_commit(self, group_id: str, now: float) -> CommitRequest | None:
+    async def refresh(self, group_ids: Iterable[str]) -> None:
+        """Take in the stored state of ``group_ids`` (shared store only; R11)."""
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._enqueue(_Refresh(frozenset(group_ids), done))
+        await done
+
+    def start_commit(
+        self, group_id: str, now: float, fence: int | None = None
+    ) -> CommitRequest | None:
         """Take the group's slot if it may commit now (see ``Ledger.take``)."""
-        return self.ledger.take(group_id, now)
+        return self.ledger.take(group_id, now, fence)
 
     async def finish_commit(self, request: CommitRequest, now: float, failure: str | None) -> None:
         """Record a commit's result; returns once it is applied (and written, if it could
@@ -130,7 +159,7 @@ class DurableLedger:
         await self._in_worker(self.store.close)
         self._worker.shutdown(wait=True)
 
-    def _enqueue(self, item: _Event | _Result) -> None:
+    def _enqueue(self, item: _Event | _Result | _Refresh) -> None:
         self._queue.append(item)
         if self._writer is None or self._writer.done():
             self._writer = asyncio.create_task(self._write_batches(), name="ledger-writer")
@@ -138,26 +167,58 @@ class DurableLedger:
     async def _write_batches(self) -> None:
         while self._queue:
             items, self._queue = self._queue, []
-            batch = self._decide(items)
-            failure: BaseException | None = None
             started = time.monotonic()
-            if batch.changes:
+            failure = await self._begin(items) if self._shared else None
+            batch = self._decide(items)
+            if failure is None and (batch.changes or self._shared):
                 try:
                     await self._in_worker(self.store.persist, batch.changes)
                 except Exception as exc:  # StoreError, or anything the driver raised
                     failure = exc
+            if failure is not None and self._shared:
+                assert isinstance(self.store, SharedLedgerStore)
+                with contextlib.suppress(Exception):
+                    await self._in_worker(self.store.abort)
             self.batches_written += 1
             if failure is None:
                 self._settle(batch)
             else:
                 self._roll_back(batch, failure)
+            for item in items:
+                if not isinstance(item, _Refresh) or item.done.done():
+                    continue
+                if failure is None:
+                    item.done.set_result(None)
+                else:
+                    item.done.set_exception(failure)
             self.on_settled(len(items), time.monotonic() - started)
 
-    def _decide(self, items: list[_Event | _Result]) -> _Batch:
+    async def _begin(self, items: list[_Event | _Result | _Refresh]) -> BaseException | None:
+        """Shared store: lock and load what ``items`` touch, and refresh it (R11)."""
+        assert isinstance(self.store, SharedLedgerStore)
+        query_ids: set[str] = set()
+        group_ids: set[str] = set()
+        for item in items:
+            if isinstance(item, _Event) and not item.answer.cancelled():
+                query_ids.update([item.query_id] if item.query_id else [])
+                group_ids.update([item.group_id] if item.group_id else [])
+            elif isinstance(item, _Refresh):
+                group_ids.update(item.group_ids)
+        try:
+            loaded = await self._in_worker(self.store.begin, query_ids, group_ids)
+        except Exception as exc:
+            return exc
+        stored = loaded.stored
+        self.ledger.refresh(loaded.query_ids, loaded.group_ids, stored.queries, stored.groups)
+        return None
+
+    def _decide(self, items: list[_Event | _Result | _Refresh]) -> _Batch:
         """Apply every item in arrival order; no await in here, so nothing interleaves."""
         batch = _Batch()
         saved_groups: set[str | None] = set()
         for item in items:
+            if isinstance(item, _Refresh):
+                continue
             if isinstance(item, _Result):
                 self.ledger.apply_change(item.change)
                 batch.results.append(item)

@@ -35,6 +35,11 @@ Rules
                  it is settled (written) or rolled back (the write failed; the ledger is
                  as if the decision never happened), its group is *held* and not taken, so
                  no commit ever carries offsets that a failed write took back.
+  R11 replicas   With several replicas on one database, stored rows are the truth for what
+                 events decided: ``refresh`` replaces memory's queries and groups with them
+                 before deciding on them and when another replica changed them; what is
+                 this replica's own (commit in flight, retry timing, counters) stays
+                 (``service.replica_merge``).
 
 A group's commit phase follows from (slot, in flight); the only transitions are:
 
@@ -78,6 +83,7 @@ from service.ledger_state import (
     QueryState,
 )
 from service.offsets import OffsetMap, TopicPartition, describe
+from service.replica_merge import merge_group
 
 DEFAULT_MAX_PENDING = 100  # Flink's FlinkKafkaConsumerBase.MAX_NUM_PENDING_CHECKPOINTS
 
@@ -357,8 +363,9 @@ class Ledger:
             return None
         return group.committed.at + self.refresh_after
 
-    def take(self, group_id: str, now: float) -> CommitRequest | None:
-        """Hand out ``group_id``'s slot as a commit, or None if R6 says not now.
+    def take(self, group_id: str, now: float, fence: int | None = None) -> CommitRequest | None:
+        """Hand out ``group_id``'s slot as a commit, or None if R6 says not now; ``fence``
+        is the owner epoch the commit is taken under (R11), None for a single replica.
 
         Applied at once and never persisted: until a success is recorded, the store keeps
         the entry in the slot (a crash mid-commit means committing it again)."""
@@ -392,6 +399,7 @@ class Ledger:
             held_back=tuple(held_back),
             rewind=group.rewind_allowed,
             refresh=refresh,
+            fence=fence,
         )
         self.apply_change(CommitStarted(request))
         return request
@@ -406,6 +414,31 @@ class Ledger:
             committed.update(request.offsets)
             return CommitSucceeded(request, now, committed)
         return CommitFailed(request, failure, now, now + self.backoff.delay(request.attempt))
+
+    def refresh(
+        self,
+        query_ids: Iterable[str],
+        group_ids: Iterable[str],
+        queries: Iterable[QueryState],
+        groups: Iterable[GroupState],
+    ) -> None:
+        """R11: the store's rows for ``query_ids`` and ``group_ids`` (those not among
+        ``queries`` / ``groups`` are not stored). Only between batches: no savepoint open."""
+        stored_queries = {q.query_id: q for q in queries}
+        for query_id in query_ids:
+            if query_id in stored_queries:
+                self.queries[query_id] = stored_queries[query_id]
+            else:
+                self.queries.pop(query_id, None)
+        stored_groups = {g.group_id: g for g in groups}
+        for group_id in group_ids:
+            stored, mine = stored_groups.get(group_id), self.groups.get(group_id)
+            if stored is not None:
+                self.groups[group_id] = merge_group(mine, stored)
+                self._reindex(self.groups[group_id])
+            elif mine is not None and mine.in_flight is None:
+                del self.groups[group_id]
+                self._takeable.discard(group_id)
 
     # --- savepoints (R10) ---------------------------------------------------------------
 

@@ -8,7 +8,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine
+from sqlalchemy import Engine, text
 
 import migrations
 
@@ -21,9 +21,16 @@ def alembic_config() -> Config:
     return config
 
 
+# Replicas starting together migrate one at a time (PostgreSQL's DDL is transactional:
+# the next one finds the schema at head).
+_MIGRATION_LOCK = 0x5350_4B4F  # "SPKO"
+
+
 def upgrade(engine: Engine) -> None:
     config = alembic_config()
     with engine.begin() as connection:
+        if connection.dialect.name == "postgresql":
+            connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK})
         config.attributes["connection"] = connection
         command.upgrade(config, "head")
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event, select
+from sqlalchemy import Connection, Engine, create_engine, event, select
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, SQLAlchemyError
 
@@ -77,35 +77,54 @@ class SqlStore:
 
     def load(self) -> StoredState:
         with self._errors("loading"), self.engine.connect() as conn:
-            query_rows = conn.execute(select(queries)).mappings().all()
-            pending_rows = conn.execute(
-                select(pending_checkpoints).order_by(
-                    pending_checkpoints.c.query_id, pending_checkpoints.c.checkpoint_id
-                )
-            ).mappings()
-            group_rows = conn.execute(select(consumer_groups)).mappings().all()
-            loaded = {
-                row["query_id"]: QueryState(
-                    row["query_id"],
-                    row["group_id"],
-                    row["registered_at"],
-                    last_completed_id=row["last_completed_id"],
-                    last_run_id=row["last_run_id"],
-                )
-                for row in query_rows
-            }
-            for row in pending_rows:
-                query = loaded[row["query_id"]]
-                query.pending[row["checkpoint_id"]] = Checkpoint(
-                    query.query_id,
-                    query.group_id,
-                    row["checkpoint_id"],
-                    row["run_id"],
-                    _loads(row["offsets"]),
-                    row["created_at"],
-                )
-            owners = {q.group_id: q.query_id for q in loaded.values()}
-            groups = [self._group(row, owners.get(row["group_id"])) for row in group_rows]
+            return self.load_rows(conn, None, None)
+
+    def load_rows(
+        self, conn: Connection, query_ids: Collection[str] | None, group_ids: Collection[str] | None
+    ) -> StoredState:
+        """The stored queries and groups (None: all of them); a loaded group's owner is
+        known only if its query is among those loaded."""
+        query_select, pending_select, group_select = (
+            select(queries),
+            select(pending_checkpoints),
+            select(consumer_groups),
+        )
+        if query_ids is not None:
+            query_select = query_select.where(queries.c.query_id.in_(list(query_ids)))
+            pending_select = pending_select.where(
+                pending_checkpoints.c.query_id.in_(list(query_ids))
+            )
+        if group_ids is not None:
+            group_select = group_select.where(consumer_groups.c.group_id.in_(list(group_ids)))
+        query_rows = conn.execute(query_select).mappings().all()
+        pending_rows = conn.execute(
+            pending_select.order_by(
+                pending_checkpoints.c.query_id, pending_checkpoints.c.checkpoint_id
+            )
+        ).mappings()
+        group_rows = conn.execute(group_select).mappings().all()
+        loaded = {
+            row["query_id"]: QueryState(
+                row["query_id"],
+                row["group_id"],
+                row["registered_at"],
+                last_completed_id=row["last_completed_id"],
+                last_run_id=row["last_run_id"],
+            )
+            for row in query_rows
+        }
+        for row in pending_rows:
+            query = loaded[row["query_id"]]
+            query.pending[row["checkpoint_id"]] = Checkpoint(
+                query.query_id,
+                query.group_id,
+                row["checkpoint_id"],
+                row["run_id"],
+                _loads(row["offsets"]),
+                row["created_at"],
+            )
+        owners = {q.group_id: q.query_id for q in loaded.values()}
+        groups = [self._group(row, owners.get(row["group_id"])) for row in group_rows]
         return StoredState(list(loaded.values()), groups)
 
     @staticmethod

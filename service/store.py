@@ -16,9 +16,9 @@ Contract
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from service.changes import Change
 from service.ledger import GroupState, QueryState
@@ -30,6 +30,16 @@ class StoredState:
     groups: list[GroupState] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class LoadedRows:
+    """Stored rows of some queries and groups: every id asked for or reached through its
+    partner (one absent from ``stored`` has no row)."""
+
+    query_ids: frozenset[str]
+    group_ids: frozenset[str]
+    stored: StoredState
+
+
 class LedgerStore(Protocol):
     def load(self) -> StoredState: ...
 
@@ -39,6 +49,16 @@ class LedgerStore(Protocol):
         """Raise ``StoreUnavailable`` unless the store is reachable and its schema current."""
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class SharedLedgerStore(LedgerStore, Protocol):
+    """A store that several replicas share (``service.shared_store``): each batch is
+    ``begin`` (lock and load what it touches), decisions, then ``persist`` or ``abort``."""
+
+    def begin(self, query_ids: Collection[str], group_ids: Collection[str]) -> LoadedRows: ...
+
+    def abort(self) -> None: ...
 
 
 class InMemoryStore:

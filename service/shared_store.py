@@ -1,0 +1,192 @@
+"""``SqlStore`` shared by several replicas on one PostgreSQL (ledger R11, leases L2).
+
+Each batch of events is one transaction in three steps:
+  1. ``begin(query_ids, group_ids)``: the groups of the batch's queries are looked up,
+     the batch's queries and groups are locked with transaction-scoped advisory locks
+     (in one sorted order, so two replicas' batches never deadlock), and their rows are
+     loaded for the ledger to refresh (R11) before it decides;
+  2. the ledger decides, in the event loop;
+  3. ``persist(changes)`` writes them, drops commit successes whose fence no longer
+     holds (the group has another owner or epoch now: L2), tells the other replicas which
+     groups changed (``NOTIFY``, delivered when the transaction commits), and commits.
+``abort()`` rolls back a batch that failed between steps 1 and 3.
+
+Invariant: between ``begin`` and ``persist``/``abort`` no other replica changes the
+batch's queries and groups, except a group's committed offsets, which only its owner
+writes and no event decision reads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Callable, Collection, Sequence
+
+from sqlalchemy import Connection, bindparam, select, text
+
+from service.changes import (
+    Change,
+    CheckpointCompleted,
+    CommitSucceeded,
+    QueryRegistered,
+    QueryReleased,
+    RewindAllowed,
+)
+from service.db_schema import consumer_groups, queries
+from service.sql_store import SqlStore
+from service.sql_writes import write_changes
+from service.store import LoadedRows
+
+log = logging.getLogger(__name__)
+CHANNEL = "offset_sidecar_groups"
+_NOTICE_BYTES = 7000  # PostgreSQL's payload limit is 8000
+_LOCK = text("SELECT pg_advisory_xact_lock(:key)")
+
+
+def lock_key(kind: str, name: str) -> int:
+    """A signed 64-bit advisory lock key for a query ("q") or group ("g")."""
+    digest = hashlib.blake2b(f"{kind}:{name}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+class SharedSqlStore(SqlStore):
+    def __init__(
+        self, url: str, replica_id: str, *, on_fenced: Callable[[int], None] = lambda n: None
+    ) -> None:
+        super().__init__(url)
+        if self.engine.dialect.name != "postgresql":
+            raise ValueError("several replicas need PostgreSQL")
+        self.replica_id = replica_id
+        self.on_fenced = on_fenced
+        self._batch: Connection | None = None
+
+    def begin(self, query_ids: Collection[str], group_ids: Collection[str]) -> LoadedRows:
+        self.abort()
+        with self._errors("locking"):
+            conn = self.engine.connect()
+            self._batch = conn
+            conn.begin()
+            locked: set[int] = set()
+            qids, gids = set(query_ids), set(group_ids)
+            while True:  # a query may have moved to a group not locked yet: lock it too
+                qids, gids = _reach(conn, qids, gids)
+                keys = sorted({lock_key("q", q) for q in qids} | {lock_key("g", g) for g in gids})
+                new = [k for k in keys if k not in locked]
+                if not new:
+                    break
+                conn.execute(_LOCK, [{"key": k} for k in new])
+                locked.update(new)
+            stored = self.load_rows(conn, qids, gids)
+        return LoadedRows(frozenset(qids), frozenset(gids), stored)
+
+    def persist(self, changes: Sequence[Change]) -> None:
+        conn, self._batch = self._batch, None
+        if conn is None:
+            super().persist(changes)
+            return
+        try:
+            with self._errors("writing"):
+                write_changes(conn, self._fenced_out(conn, changes))
+                self._notify(conn, changes)
+                conn.commit()
+        finally:
+            conn.close()
+
+    def abort(self) -> None:
+        conn, self._batch = self._batch, None
+        if conn is not None:
+            with self._errors("rolling back"):
+                conn.close()  # rolls back
+
+    def load_groups(self, group_ids: Collection[str]) -> LoadedRows:
+        """The stored rows of ``group_ids`` and their queries, read without locks."""
+        with self._errors("loading"), self.engine.connect() as conn:
+            qids, gids = _reach(conn, set(), set(group_ids))
+            return LoadedRows(frozenset(qids), frozenset(gids), self.load_rows(conn, qids, gids))
+
+    def _fenced_out(self, conn: Connection, changes: Sequence[Change]) -> list[Change]:
+        """L2: a success is recorded only while its commit's owner epoch still holds."""
+        fenced = {
+            c.request.group_id: c.request.fence
+            for c in changes
+            if isinstance(c, CommitSucceeded) and c.request.fence is not None
+        }
+        if not fenced:
+            return list(changes)
+        held: dict[str, int] = dict(
+            conn.execute(
+                select(consumer_groups.c.group_id, consumer_groups.c.owner_epoch)
+                .where(
+                    consumer_groups.c.owner_id == self.replica_id,
+                    consumer_groups.c.group_id.in_(list(fenced)),
+                )
+                .with_for_update()
+            ).tuples()
+        )
+        lost = {g for g, epoch in fenced.items() if held.get(g) != epoch}
+        if not lost:
+            return list(changes)
+        log.warning(
+            "not recording commits of %d groups owned by another replica now: %s",
+            len(lost),
+            sorted(lost)[:10],
+        )
+        self.on_fenced(len(lost))
+        return [
+            c
+            for c in changes
+            if not (isinstance(c, CommitSucceeded) and c.request.group_id in lost)
+        ]
+
+    def _notify(self, conn: Connection, changes: Sequence[Change]) -> None:
+        changed: set[str] = set()
+        new: set[str] = set()
+        for c in changes:
+            if isinstance(c, CheckpointCompleted):
+                changed.add(c.checkpoint.group_id)
+            elif isinstance(c, QueryRegistered):
+                new.add(c.group_id)
+            elif isinstance(c, QueryReleased | RewindAllowed):
+                changed.add(c.group_id)
+        for notice in notices(self.replica_id, sorted(changed), sorted(new)):
+            conn.execute(text("SELECT pg_notify(:channel, :payload)"), {
+                "channel": CHANNEL, "payload": notice
+            })  # fmt: skip
+
+
+def notices(replica_id: str, changed: list[str], new: list[str]) -> list[str]:
+    """JSON payloads ``{"from": replica, "changed": [...], "new": [...]}``, each within
+    PostgreSQL's size limit."""
+    out: list[str] = []
+    items = [("changed", g) for g in changed] + [("new", g) for g in new]
+    while items:
+        body: dict[str, object] = {"from": replica_id, "changed": [], "new": []}
+        size = len(json.dumps(body))
+        while items:
+            kind, group = items[0]
+            cost = len(json.dumps(group)) + 2
+            if size + cost > _NOTICE_BYTES and (body["changed"] or body["new"]):
+                break
+            body[kind].append(group)  # type: ignore[attr-defined]
+            size += cost
+            items.pop(0)
+        out.append(json.dumps(body, separators=(",", ":")))
+    return out
+
+
+def _reach(conn: Connection, qids: set[str], gids: set[str]) -> tuple[set[str], set[str]]:
+    """The queries and groups one batch may touch: those named, plus each one's partner."""
+    if not qids and not gids:
+        return qids, gids
+    rows = conn.execute(
+        select(queries.c.query_id, queries.c.group_id).where(
+            queries.c.query_id.in_(bindparam("q", expanding=True))
+            | queries.c.group_id.in_(bindparam("g", expanding=True))
+        ),
+        {"q": sorted(qids), "g": sorted(gids)},
+    ).tuples()
+    for query_id, group_id in rows:
+        qids.add(query_id)
+        gids.add(group_id)
+    return qids, gids
