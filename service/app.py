@@ -1,8 +1,10 @@
 """The FastAPI application, built by ``create_app(settings)``.
 
 The lifespan owns everything that runs in the background: it migrates the database,
-loads the ledger, starts the commit loop, and on shutdown lets commits in flight finish
-(within ``shutdown_grace_seconds``) before closing Kafka and the database. ``/readyz``
+loads the ledger, starts the commit loop (and with replicas the lease keeper, whose
+first round claims a share of the groups before the replica answers ready), and on
+shutdown lets commits in flight finish (within ``shutdown_grace_seconds``) and hands
+back its leases before closing Kafka and the database. ``/readyz``
 answers 200 only between those two points.
 """
 
@@ -12,6 +14,9 @@ import asyncio
 import gc
 import logging
 import math
+import os
+import secrets
+import socket
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -38,10 +43,14 @@ from service.errors import (
 from service.group_status import CommitWindows
 from service.kafka_options import kafka_client_options
 from service.lag_monitor import LagMonitor
+from service.lease_keeper import LeaseKeeper
+from service.lease_store import LeaseStore
+from service.leases import Ownership
 from service.ledger import Backoff
 from service.log_ends import KafkaLogEndReader, LogEndReader
 from service.metrics import SidecarMetrics, package_version
 from service.settings import Settings
+from service.shared_store import SharedSqlStore
 from service.sql_store import SqlStore
 from service.status_api import router as status_router
 from service.store import LedgerStore
@@ -62,6 +71,7 @@ class Runtime:
     commit_task: asyncio.Task[None] | None = None
     lag_monitor: LagMonitor | None = None
     lag_task: asyncio.Task[None] | None = None
+    lease_keeper: LeaseKeeper | None = None
     ready: bool = False
 
     def live_problem(self) -> str | None:
@@ -94,7 +104,8 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        ledger_store = store if store is not None else SqlStore(settings.database_url)
+        replica_id = new_replica_id() if settings.replicated else None
+        ledger_store = store if store is not None else _sql_store(settings, replica_id, metrics)
         if isinstance(ledger_store, SqlStore):
             await asyncio.to_thread(ledger_store.migrate)
         runtime.durable = await DurableLedger.open(
@@ -105,9 +116,34 @@ def create_app(
         )
         metrics.watch(lambda: runtime.durable.ledger)  # type: ignore[union-attr]
         kafka = committer or KafkaOffsetCommitter(
-            kafka_client_options(settings), timeout=settings.commit_timeout_seconds
+            kafka_client_options(settings),
+            timeout=settings.commit_timeout_seconds,
+            replica_id=replica_id,
         )
-        runtime.commit_loop = CommitLoop(runtime.durable, kafka, metrics, clock=clock)
+        ownership = None
+        if replica_id is not None:
+            ownership = Ownership(
+                replica_id, settings.lease_seconds, settings.commit_timeout_seconds
+            )
+            runtime.durable.ledger.commit_only(set())  # L5: nothing until claimed
+            metrics.groups_owned.set_function(lambda: len(ownership.epochs))
+        runtime.commit_loop = CommitLoop(
+            runtime.durable, kafka, metrics, clock=clock, ownership=ownership
+        )
+        background: list[asyncio.Task[None]] = []
+        if ownership is not None and isinstance(ledger_store, SqlStore):
+            keeper = LeaseKeeper(
+                LeaseStore(ledger_store.engine, ownership.replica_id, settings.lease_seconds),
+                ownership,
+                runtime.durable,
+                on_owned=runtime.commit_loop.wake,
+            )
+            runtime.lease_keeper = keeper
+            await keeper.round()  # hold a share of the groups before answering ready
+            background += [
+                asyncio.create_task(keeper.run(), name="lease keeper"),
+                asyncio.create_task(keeper.listen(settings.database_url), name="notices"),
+            ]
         runtime.durable.on_settled = _on_settled(runtime.commit_loop, metrics)
         runtime.commit_task = asyncio.create_task(runtime.commit_loop.run(), name="commit loop")
         reader = (
@@ -141,7 +177,13 @@ def create_app(
             runtime.lag_task.cancel()
             await runtime.commit_loop.stop(settings.shutdown_grace_seconds)
             runtime.commit_task.cancel()
-            await asyncio.gather(runtime.commit_task, runtime.lag_task, return_exceptions=True)
+            for task in background:
+                task.cancel()
+            await asyncio.gather(
+                runtime.commit_task, runtime.lag_task, *background, return_exceptions=True
+            )
+            if runtime.lease_keeper is not None:
+                await _leave(runtime.lease_keeper, clean=runtime.commit_loop.cancelled == 0)
             await reader.close()
             await kafka.close()
             await runtime.durable.close()
@@ -161,6 +203,24 @@ def create_app(
     _add_error_handlers(app, metrics)
     _add_operational_routes(app, runtime)
     return app
+
+
+def new_replica_id() -> str:
+    """Unique per process start: a restarted pod is a new owner (its memory is new)."""
+    return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
+
+
+def _sql_store(settings: Settings, replica_id: str | None, metrics: SidecarMetrics) -> SqlStore:
+    if replica_id is None:
+        return SqlStore(settings.database_url)
+    return SharedSqlStore(settings.database_url, replica_id, on_fenced=metrics.commits_fenced.inc)
+
+
+async def _leave(keeper: LeaseKeeper, *, clean: bool) -> None:
+    try:
+        await keeper.leave(clean=clean)
+    except Exception as exc:  # the leases expire on their own
+        log.warning("could not hand back leases: %s", exc)
 
 
 def _on_settled(loop: CommitLoop, metrics: SidecarMetrics) -> Callable[[int, float], None]:

@@ -6,6 +6,8 @@ Invariants
   - A failure is retried after the ledger's backoff even if no new event arrives.
   - ``heartbeat`` advances at least every ``tick`` seconds while the loop is healthy;
     ``/livez`` reads it.
+  - With replicas, a group is taken only under an owner epoch that ``ownership`` grants
+    now (leases L2, L3); while it grants none, the loop only ticks.
   - ``stop`` takes no new slots, lets commits in flight finish within the grace time, and
     cancels the rest: their offsets stay in the store's slot and are committed on the next
     start.
@@ -23,6 +25,7 @@ from service.committer import OffsetCommitter
 from service.durable_ledger import DurableLedger
 from service.errors import CommitError
 from service.json_logs import about
+from service.leases import Ownership
 from service.metrics import SidecarMetrics
 from service.offsets import describe
 
@@ -39,6 +42,7 @@ class CommitLoop:
         clock: Callable[[], float] = time.time,
         max_concurrent: int = 64,
         tick: float = 1.0,
+        ownership: Ownership | None = None,
     ) -> None:
         self.durable = durable
         self.committer = committer
@@ -46,6 +50,8 @@ class CommitLoop:
         self.clock = clock
         self.max_concurrent = max_concurrent
         self.tick = tick
+        self.ownership = ownership
+        self.cancelled = 0  # commits cut off by ``stop``: they may still reach Kafka
         self.heartbeat = time.monotonic()
         self._wake = asyncio.Event()
         self._stopping = False
@@ -59,19 +65,34 @@ class CommitLoop:
         while not self._stopping:
             self.heartbeat = time.monotonic()
             now = self.clock()
-            for group_id in self.durable.ledger.ready_groups(now):
+            for group_id in self._ready(now):
                 if len(self._commits) >= self.max_concurrent:
                     break
-                request = self.durable.start_commit(group_id, now)
+                fence = None
+                if self.ownership is not None:
+                    fence = self.ownership.epoch_for_commit(group_id, time.monotonic())
+                    if fence is None:
+                        continue
+                request = self.durable.start_commit(group_id, now, fence)
                 if request is not None:
                     task = asyncio.create_task(self._commit(request), name=f"commit {group_id}")
                     self._commits.add(task)
                     task.add_done_callback(self._commits.discard)
             await self._sleep(now)
 
+    def _leased(self) -> bool:
+        """False while ``ownership`` lets nothing be committed (L3: lease not renewed)."""
+        if self.ownership is None:
+            return True
+        deadline = self.ownership.commit_deadline
+        return deadline is not None and time.monotonic() < deadline
+
+    def _ready(self, now: float) -> list[str]:
+        return self.durable.ledger.ready_groups(now) if self._leased() else []
+
     async def _sleep(self, now: float) -> None:
         delay = self.tick
-        retry_at = self.durable.ledger.next_retry_at()
+        retry_at = self.durable.ledger.next_retry_at() if self._leased() else None
         if retry_at is not None and len(self._commits) < self.max_concurrent:
             delay = min(delay, max(0.0, retry_at - now))
         self._wake.clear()
@@ -89,6 +110,9 @@ class CommitLoop:
             group_id=request.group_id,
             checkpoint_id=request.checkpoint_id,
             attempt=request.attempt,
+            replica_id=self.ownership.replica_id if self.ownership else None,
+            owner_epoch=request.fence,
+            commit_started_at=self.clock(),
         )
         try:
             await self.committer.commit(request)
@@ -133,6 +157,7 @@ class CommitLoop:
         if not self._commits:
             return
         _, unfinished = await asyncio.wait(set(self._commits), timeout=grace)
+        self.cancelled = len(unfinished)
         for task in unfinished:
             task.cancel()
         if unfinished:

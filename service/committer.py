@@ -80,16 +80,17 @@ class OffsetCommitter(Protocol):
     async def close(self) -> None: ...
 
 
-def commit_metadata(request: CommitRequest) -> str:
-    """What lag tools show beside the offset: who committed it, for which batch."""
-    text = json.dumps(
-        {
-            "committer": "spark-offset-sidecar",
-            "query_id": request.query_id,
-            "batch_id": request.checkpoint_id,
-        },
-        separators=(",", ":"),
-    )
+def commit_metadata(request: CommitRequest, replica_id: str | None = None) -> str:
+    """What lag tools show beside the offset: who committed it, for which batch (and with
+    replicas, which replica under which owner epoch)."""
+    fields: dict[str, Any] = {
+        "committer": "spark-offset-sidecar",
+        "query_id": request.query_id,
+        "batch_id": request.checkpoint_id,
+    }
+    if replica_id is not None:
+        fields.update(replica=replica_id, epoch=request.fence)
+    text = json.dumps(fields, separators=(",", ":"))
     return text[:METADATA_LIMIT]
 
 
@@ -97,10 +98,17 @@ class KafkaOffsetCommitter:
     """Commits for every group over ``lanes`` connections per coordinator (see above)."""
 
     def __init__(
-        self, client_options: Mapping[str, Any], *, timeout: float, lanes: int = 16
+        self,
+        client_options: Mapping[str, Any],
+        *,
+        timeout: float,
+        lanes: int = 16,
+        replica_id: str | None = None,
     ) -> None:
-        """``client_options``: aiokafka's connection keywords (``kafka_client_options``)."""
+        """``client_options``: aiokafka's connection keywords (``kafka_client_options``);
+        ``replica_id`` goes into the commit metadata when several replicas commit."""
         self.client_options = dict(client_options)
+        self.replica_id = replica_id
         self.timeout = timeout
         self.lanes = lanes
         self.retry_backoff = 0.1
@@ -111,7 +119,7 @@ class KafkaOffsetCommitter:
 
     async def commit(self, request: CommitRequest) -> None:
         group = request.group_id
-        metadata = commit_metadata(request)
+        metadata = commit_metadata(request, self.replica_id)
         by_topic: defaultdict[str, list[tuple[int, int, str]]] = defaultdict(list)
         for tp, offset in sorted(request.offsets.items()):
             by_topic[tp.topic].append((tp.partition, offset, metadata))

@@ -16,7 +16,16 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
-CONTEXT = ("query_id", "group_id", "checkpoint_id", "run_id", "attempt")
+CONTEXT = (
+    "query_id",
+    "group_id",
+    "checkpoint_id",
+    "run_id",
+    "attempt",
+    "replica_id",
+    "owner_epoch",
+    "commit_started_at",
+)
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 

@@ -63,7 +63,7 @@ class LagMonitor:
         wanted = {
             tp
             for group in ledger.groups.values()
-            if group.committed is not None
+            if group.committed is not None and ledger.commits(group.group_id)
             for tp in group.committed.offsets
         }
         try:
@@ -83,7 +83,7 @@ class LagMonitor:
 
     async def evaluate(self, ledger: Ledger) -> None:
         now = self.clock()
-        groups = list(ledger.groups.values())
+        groups = [g for g in ledger.groups.values() if ledger.commits(g.group_id)]
         self.windows.observe(groups, self.log_ends, now)
         statuses: dict[str, GroupStatus] = {}
         for start in range(0, len(groups), SLICE):

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 
 @dataclass
 class Ownership:
+    replica_id: str
     lease: float
     commit_timeout: float
     epochs: dict[str, int] = field(default_factory=dict)  # group -> owner epoch held

@@ -39,7 +39,8 @@ Rules
                  events decided: ``refresh`` replaces memory's queries and groups with them
                  before deciding on them and when another replica changed them; what is
                  this replica's own (commit in flight, retry timing, counters) stays
-                 (``service.replica_merge``).
+                 (``service.replica_merge``). A replica takes only the groups it owns
+                 (``commit_only``).
 
 A group's commit phase follows from (slot, in flight); the only transitions are:
 
@@ -128,6 +129,8 @@ class Ledger:
         #                  it still equals the group's ``_refresh_due``.
         self._takeable: set[str] = set()
         self._refresh_heap: list[tuple[float, str]] = []
+        self._committing: set[str] | None = None  # R11: groups this replica commits
+
         for group in self.groups.values():
             self._reindex(group)
 
@@ -337,7 +340,27 @@ class Ledger:
         group = self.groups.get(group_id)
         return group is not None and self._refresh_due(group) == due
 
+    def commit_only(self, group_ids: Iterable[str] | None) -> None:
+        """R11: take (and refresh, R9) only ``group_ids`` from now on; None: every group."""
+        before, self._committing = self._committing, None if group_ids is None else set(group_ids)
+        if before is None or self._committing is None:
+            touched: Iterable[str] = list(self.groups)
+        else:
+            touched = before ^ self._committing
+        for group_id in touched:
+            if group_id in self.groups:
+                self._reindex(self.groups[group_id])
+            else:
+                self._takeable.discard(group_id)
+
+    def commits(self, group_id: str) -> bool:
+        """Whether this replica commits ``group_id`` (R11; always, for a single replica)."""
+        return self._committing is None or group_id in self._committing
+
     def _reindex(self, group: GroupState) -> None:
+        if not self.commits(group.group_id):
+            self._takeable.discard(group.group_id)
+            return
         if group.slot is not None and group.in_flight is None:
             self._takeable.add(group.group_id)
         else:
@@ -359,6 +382,7 @@ class Ledger:
             or group.slot is not None
             or group.in_flight is not None
             or group.query_id is None
+            or not self.commits(group.group_id)
         ):
             return None
         return group.committed.at + self.refresh_after
@@ -375,6 +399,7 @@ class Ledger:
             or group.in_flight is not None
             or now < group.retry_at
             or group_id in self._held
+            or not self.commits(group_id)
         ):
             return None
         slot, refresh = group.slot, False

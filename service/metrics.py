@@ -73,6 +73,16 @@ class SidecarMetrics:
             "Events answered 503 because the database could not take the write.",
             registry=registry,
         )
+        self.commits_fenced = Counter(
+            "sidecar_commits_fenced",
+            "Successful commits not recorded because another replica owns the group now.",
+            registry=registry,
+        )
+        self.groups_owned = Gauge(
+            "sidecar_groups_owned",
+            "Groups this replica holds the lease of and commits (with replicas).",
+            registry=registry,
+        )
         build = Gauge(
             "sidecar_build_info",
             "Build of the running service; always 1.",
@@ -160,6 +170,8 @@ class LedgerCollector(Collector):
                 failed.add_metric([g, reason], counters.failed[reason])
             for outcome in OUTCOMES:
                 events.add_metric([g, outcome], counters.events[outcome])
+            if not ledger.commits(g):  # another replica reports the group's state
+                continue
             query = ledger.queries.get(group.query_id or "")
             pending.add_metric([g], len(query.pending) if query else 0)
             in_flight.add_metric([g], 1 if group.in_flight else 0)

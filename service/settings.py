@@ -152,6 +152,14 @@ class Settings:
     export_kafka_lag: bool = _setting(
         False, _flag, "also export kafka_exporter's kafka_consumergroup_{lag,current_offset}"
     )
+    # Several replicas on one PostgreSQL (service.leases): each group is committed by the
+    # replica holding its lease.
+    replicated: bool = _setting(
+        False, _flag, "one of several replicas on one PostgreSQL; leases pick who commits"
+    )
+    lease_seconds: float = _setting(
+        30.0, _positive_float, "a replica's hold on its groups: a dead one's move after this"
+    )
     max_partitions_per_event: int = _setting(10_000, _positive_int, "partitions in one event")
     max_topics_per_event: int = _setting(100, _positive_int, "topics in one event")
     # Who may call (see service.auth and the README's SECURITY section).
@@ -192,6 +200,18 @@ class Settings:
             )
         if bool(self.tls_certfile) != bool(self.tls_keyfile):
             raise ConfigError(env_name("tls_keyfile"), "HTTPS needs both certificate and key")
+        if self.replicated and not self.database_url.startswith("postgresql"):
+            raise ConfigError(
+                env_name("database_url"),
+                "SIDECAR_REPLICATED=true needs a postgresql:// URL: replicas share one database",
+            )
+        if self.lease_seconds < 3 * self.commit_timeout_seconds:
+            raise ConfigError(
+                env_name("lease_seconds"),
+                f"must be at least 3 x SIDECAR_COMMIT_TIMEOUT_SECONDS "
+                f"({3 * self.commit_timeout_seconds:g}): a replica stops starting commits two "
+                "commit timeouts before its lease ends",
+            )
         if self.kafka_security_protocol.startswith("SASL") and not self.kafka_sasl_username:
             raise ConfigError(env_name("kafka_sasl_username"), "SASL needs a user name")
 

@@ -114,16 +114,15 @@ class SharedSqlStore(SqlStore):
         }
         if not fenced:
             return list(changes)
-        held: dict[str, int] = dict(
-            conn.execute(
-                select(consumer_groups.c.group_id, consumer_groups.c.owner_epoch)
-                .where(
-                    consumer_groups.c.owner_id == self.replica_id,
-                    consumer_groups.c.group_id.in_(list(fenced)),
-                )
-                .with_for_update()
-            ).tuples()
-        )
+        rows = conn.execute(
+            select(consumer_groups.c.group_id, consumer_groups.c.owner_epoch)
+            .where(
+                consumer_groups.c.owner_id == self.replica_id,
+                consumer_groups.c.group_id.in_(list(fenced)),
+            )
+            .with_for_update()
+        ).tuples()
+        held = {group_id: epoch for group_id, epoch in rows}
         lost = {g for g, epoch in fenced.items() if held.get(g) != epoch}
         if not lost:
             return list(changes)

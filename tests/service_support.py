@@ -65,3 +65,15 @@ def metric(text: str, name: str, **labels: str) -> float | None:
             if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
                 return float(sample.value)
     return None
+
+
+def metric_sum(text: str, name: str, **labels: str) -> float:
+    """The sum of every sample of ``name`` with these labels (say, over all groups)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return sum(
+        float(sample.value)
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items())
+    )
