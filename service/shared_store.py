@@ -121,7 +121,7 @@ class SharedSqlStore(SqlStore):
                 consumer_groups.c.group_id.in_(list(fenced)),
             )
             .with_for_update()
-        ).tuples()
+        ).all()
         held = {group_id: epoch for group_id, epoch in rows}
         lost = {g for g, epoch in fenced.items() if held.get(g) != epoch}
         if not lost:
@@ -184,8 +184,8 @@ def _reach(conn: Connection, qids: set[str], gids: set[str]) -> tuple[set[str], 
             | queries.c.group_id.in_(bindparam("g", expanding=True))
         ),
         {"q": sorted(qids), "g": sorted(gids)},
-    ).tuples()
+    ).all()
     for query_id, group_id in rows:
-        qids.add(query_id)
-        gids.add(group_id)
+        qids.add(str(query_id))
+        gids.add(str(group_id))
     return qids, gids
