@@ -160,7 +160,14 @@ def test_production_values_postgresql_from_a_secret_and_monitoring() -> None:
     kinds = by_kind(render("-f", str(PRODUCTION)))
     assert "PersistentVolumeClaim" not in kinds
     assert "Secret" not in kinds  # every secret is the user's own
-    spec = kinds["Deployment"][0]["spec"]["template"]["spec"]
+    deployment = kinds["Deployment"][0]["spec"]
+    assert deployment["replicas"] == 3
+    assert deployment["strategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
+    }
+    assert kinds["PodDisruptionBudget"][0]["spec"]["maxUnavailable"] == 1
+    spec = deployment["template"]["spec"]
     (server,) = spec["containers"]
     (url,) = [e for e in server["env"] if e["name"] == "SIDECAR_DATABASE_URL"]
     assert url["valueFrom"]["secretKeyRef"] == {"name": "sidecar-database", "key": "url"}
@@ -170,6 +177,7 @@ def test_production_values_postgresql_from_a_secret_and_monitoring() -> None:
     assert volumes["kafka-tls"]["secret"]["secretName"] == "kafka-ca"
     config = next(c for c in kinds["ConfigMap"] if "SIDECAR_PORT" in c["data"])["data"]
     assert "SIDECAR_DATABASE_URL" not in config
+    assert (config["SIDECAR_REPLICATED"], config["SIDECAR_LEASE_SECONDS"]) == ("true", "30")
     assert config["SIDECAR_KAFKA_SASL_MECHANISM"] == "SCRAM-SHA-512"
     assert config["SIDECAR_EXPORT_KAFKA_LAG"] == "true"
     assert kinds["ServiceMonitor"][0]["spec"]["endpoints"][0]["path"] == "/metrics"
@@ -194,7 +202,7 @@ def test_a_changed_setting_changes_the_pods_checksum() -> None:
 @pytest.mark.parametrize(
     ("args", "named"),
     [
-        (["--set", "replicaCount=2"], "replicaCount > 1 is not supported yet"),
+        (["--set", "replicaCount=2"], "replicaCount > 1 needs database.type=postgresql"),
         (["--set", "database.type=postgresql"], "database.postgresql.existingSecret"),
         (["--set", "settings.logLevel=LOUD"], "settings.logLevel"),
         (["--set", "kafka.securityProtocol=SASL_SSL"], "kafka.sasl.username"),

@@ -20,6 +20,7 @@ import (
 	"os"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,6 +43,8 @@ type result struct {
 
 type config struct {
 	url        string
+	urls       []string // url split on commas: requests go round robin, like a Service
+	next       atomic.Uint64
 	token      string
 	queries    int
 	partitions int
@@ -112,7 +115,8 @@ func (r *recorder) add(latency time.Duration, status int, err error) {
 }
 
 func post(client *http.Client, cfg *config, data []byte) (int, error) {
-	req, _ := http.NewRequest("POST", cfg.url, bytes.NewReader(data))
+	target := cfg.urls[cfg.next.Add(1)%uint64(len(cfg.urls))]
+	req, _ := http.NewRequest("POST", target, bytes.NewReader(data))
 	req.Header.Set("content-type", "application/json")
 	if cfg.token != "" {
 		req.Header.Set("authorization", "Bearer "+cfg.token)
@@ -128,7 +132,7 @@ func post(client *http.Client, cfg *config, data []byte) (int, error) {
 
 func main() {
 	cfg := &config{}
-	flag.StringVar(&cfg.url, "url", "http://127.0.0.1:8000/v1/progress", "endpoint")
+	flag.StringVar(&cfg.url, "url", "http://127.0.0.1:8000/v1/progress", "endpoint(s), comma-separated")
 	flag.StringVar(&cfg.token, "token", "", "bearer token")
 	flag.IntVar(&cfg.queries, "queries", 100, "distinct queries (one group each)")
 	flag.IntVar(&cfg.partitions, "partitions", 8, "partitions per event")
@@ -139,6 +143,7 @@ func main() {
 	flag.IntVar(&cfg.firstBatch, "first-batch", 0, "first batch id (a later run continues)")
 	flag.IntVar(&cfg.perQuery, "per-query", 0, "stop after this many events per query (0: run -seconds)")
 	flag.Parse()
+	cfg.urls = strings.Split(cfg.url, ",")
 	if cfg.workers > cfg.queries {
 		cfg.workers = cfg.queries
 	}

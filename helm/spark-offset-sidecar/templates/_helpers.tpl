@@ -51,8 +51,8 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 
 {{/* Checks that JSON schema cannot express. */}}
 {{- define "sidecar.validate" -}}
-{{- if gt (int .Values.replicaCount) 1 -}}
-{{- fail "replicaCount > 1 is not supported yet: several replicas need per-group ownership in PostgreSQL (issue 9); two replicas now would commit the same groups" -}}
+{{- if and (gt (int .Values.replicaCount) 1) (ne .Values.database.type "postgresql") -}}
+{{- fail "replicaCount > 1 needs database.type=postgresql: replicas share one database (SQLite is one pod's file)" -}}
 {{- end -}}
 {{- if and (eq .Values.database.type "postgresql") (not .Values.database.postgresql.existingSecret) -}}
 {{- fail "database.type=postgresql needs database.postgresql.existingSecret (a Secret with the URL)" -}}

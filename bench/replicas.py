@@ -1,0 +1,149 @@
+"""Callback throughput with 1, 2 and 3 replicas on one PostgreSQL, and failover time, in
+one run.
+
+    scripts/local-kafka.sh start
+    .venv/bin/python bench/replicas.py --rounds 2 --seconds 10
+
+Each replica is a real ``offset-sidecar serve`` process with ``SIDECAR_REPLICATED=true``
+on one real PostgreSQL (started here, ``fsync=on``), committing to the real broker. The
+load is ``bench/loadgen`` (closed loop, as fast as answers come), its requests spread
+round robin over the replicas as a Kubernetes Service would. Rounds alternate 1, 2, 3
+replicas so that all see the same noise; the single SQLite process of
+``bench/callback_throughput.py`` runs beside them as the baseline.
+
+Failover: three replicas take load; the one holding the most groups is killed with
+SIGKILL while events keep coming to the two others; for each of its groups, the time
+from the kill to the first commit by a survivor (from the replicas' JSON commit logs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.bench_support import Sidecar
+from bench.callback_throughput import build_loadgen, load, row
+from tests.postgres_server import PostgresServer
+from tests.replica_cluster import ReplicaCluster, overlapping_owners
+
+
+def throughput(args: argparse.Namespace, server: PostgresServer) -> list[str]:
+    rows: list[str] = []
+    rates: dict[str, list[float]] = {}
+    batch = 0
+    for _ in range(args.rounds):
+        for size in (0, 1, 2, 3):  # 0: the SQLite baseline
+            batch += 1_000_000
+            name = "sqlite, 1 process" if size == 0 else f"postgresql, {size} replicas"
+            with tempfile.TemporaryDirectory() as folder:
+                if size == 0:
+                    single = Sidecar(args.bootstrap)
+                    urls, stop = [single.url], single.stop
+                else:
+                    server.reset()
+                    cluster = ReplicaCluster(
+                        Path(folder), args.bootstrap, server.url, size, log_level="WARNING"
+                    ).start()
+                    urls, stop = [r.url for r in cluster.replicas.values()], cluster.stop
+                try:
+                    result = load(",".join(urls), args, batch, seconds=args.seconds)
+                finally:
+                    stop()
+            rates.setdefault(name, []).append(result["events_per_second"])
+            rows.append(row(name, result))
+            print(rows[-1], flush=True)
+    base = statistics.median(rates["postgresql, 1 replicas"])
+    rows.append("")
+    for name, values in rates.items():
+        median = statistics.median(values)
+        rows.append(f"median {name}: {median:.0f} events/s, ratio to 1 replica {median / base:.2f}")
+    return rows
+
+
+def failover(args: argparse.Namespace, server: PostgresServer) -> list[str]:
+    server.reset()
+    with tempfile.TemporaryDirectory() as folder:
+        cluster = ReplicaCluster(
+            Path(folder),
+            args.bootstrap,
+            server.url,
+            3,
+            lease_seconds=args.lease,
+            commit_timeout_seconds=args.lease / 3,
+        ).start()
+        try:
+            urls = {name: r.url for name, r in cluster.replicas.items()}
+            warm = load(",".join(urls.values()), args, 50_000_000, seconds=5, rate=200)
+            print(row("warm-up, 3 replicas", warm), flush=True)
+            owners = {c.group_id: c.replica for c in cluster.commits()}
+            victim = max(urls, key=lambda n: sum(1 for r in owners.values() if r == n))
+            victim_groups = {g for g, r in owners.items() if r == victim}
+            survivors = ",".join(u for n, u in urls.items() if n != victim)
+            background: dict[str, Any] = {}
+            loader = threading.Thread(
+                target=lambda: background.update(
+                    load(survivors, args, 60_000_000, seconds=3 * args.lease + 10, rate=200)
+                )
+            )
+            loader.start()
+            time.sleep(2)
+            killed_at = time.time()
+            cluster.replicas[victim].kill()
+            loader.join()
+            moved: dict[str, float] = {}
+            for commit in cluster.commits():
+                taken_over = commit.replica != victim and commit.started_at > killed_at
+                if commit.group_id in victim_groups and taken_over:
+                    moved.setdefault(commit.group_id, commit.ended_at - killed_at)
+            clashes = overlapping_owners(cluster.commits())
+        finally:
+            cluster.stop()
+    times = sorted(moved.values())
+    return [
+        row("during failover, 2 survivors", background),
+        f"killed {victim} holding {len(victim_groups)} groups; moved {len(moved)} of them; "
+        f"lease {args.lease:g} s",
+        f"failover (kill -> first commit by a survivor): min {times[0]:.2f} s, median "
+        f"{statistics.median(times):.2f} s, max {times[-1]:.2f} s"
+        if times
+        else "failover: no group moved",
+        f"commits of one group by two replicas at once: {len(clashes)}",
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--bootstrap", default="127.0.0.1:9092")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--seconds", type=float, default=10)
+    parser.add_argument("--queries", type=int, default=100)
+    parser.add_argument("--partitions", type=int, default=8)
+    parser.add_argument("--workers", type=int, default=32)
+    parser.add_argument("--lease", type=float, default=6.0)
+    args = parser.parse_args()
+    build_loadgen()
+    server = PostgresServer().start()
+    try:
+        rows = throughput(args, server)
+        tail = failover(args, server)
+    finally:
+        server.stop()
+    print()
+    print(f"{os.cpu_count()} cores; {args.queries} queries x {args.partitions} partitions")
+    print("| target | mode | events | events/s | p50 ms | p99 ms | steal % |")
+    print("|---|---|---|---|---|---|---|")
+    print("\n".join(rows))
+    print("\n".join(tail))
+
+
+if __name__ == "__main__":
+    main()
