@@ -260,7 +260,10 @@ async def list_queries(request: Request) -> list[QueryView]:
 @router.get("/queries/{query_id}", response_model=QueryView, responses=ERRORS, tags=["state"])
 async def get_query(query_id: QueryId, request: Request) -> QueryView | JSONResponse:
     grant = caller(request, event=False)
-    ledger = _durable(request).ledger
+    durable = _durable(request)
+    if durable.shared:  # another replica may have taken its events
+        await durable.refresh((), [query_id])
+    ledger = durable.ledger
     query = ledger.queries.get(query_id)
     allow(grant, query.group_id if query else None)
     if query is None:

@@ -53,6 +53,7 @@ class _Event:
 @dataclass
 class _Refresh:
     group_ids: frozenset[str]
+    query_ids: frozenset[str]
     done: asyncio.Future[None]
 
 
@@ -130,10 +131,15 @@ class DurableLedger:
         # is dropped; already decided, it is written all the same.
         return await answer
 
-    async def refresh(self, group_ids: Iterable[str]) -> None:
-        """Take in the stored state of ``group_ids`` (shared store only; R11)."""
+    @property
+    def shared(self) -> bool:
+        """Whether other replicas share the store (memory is then a cache of it: R11)."""
+        return self._shared
+
+    async def refresh(self, group_ids: Iterable[str], query_ids: Iterable[str] = ()) -> None:
+        """Take in the stored state of these groups and queries (shared store only; R11)."""
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._enqueue(_Refresh(frozenset(group_ids), done))
+        self._enqueue(_Refresh(frozenset(group_ids), frozenset(query_ids), done))
         await done
 
     def start_commit(
@@ -204,6 +210,7 @@ class DurableLedger:
                 group_ids.update([item.group_id] if item.group_id else [])
             elif isinstance(item, _Refresh):
                 group_ids.update(item.group_ids)
+                query_ids.update(item.query_ids)
         try:
             loaded = await self._in_worker(self.store.begin, query_ids, group_ids)
         except Exception as exc:

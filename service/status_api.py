@@ -111,6 +111,15 @@ async def get_status(group_id: GroupId, request: Request) -> GroupStatusView | J
     """One group's status, evaluated now."""
     allow(caller(request, event=False), group_id)
     ledger, monitor = _monitor(request)
+    if not ledger.commits(group_id):
+        return JSONResponse(
+            {
+                "outcome": "not_owner",
+                "detail": f"this replica does not commit group {group_id}: the replica "
+                "holding its lease evaluates its status (and exports its lag)",
+            },
+            status_code=404,
+        )
     group = ledger.groups.get(group_id)
     if group is None:
         return JSONResponse(
