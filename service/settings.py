@@ -205,7 +205,7 @@ class Settings:
                 env_name("database_url"),
                 "SIDECAR_REPLICATED=true needs a postgresql:// URL: replicas share one database",
             )
-        if self.lease_seconds < 3 * self.commit_timeout_seconds:
+        if self.replicated and self.lease_seconds < 3 * self.commit_timeout_seconds:
             raise ConfigError(
                 env_name("lease_seconds"),
                 f"must be at least 3 x SIDECAR_COMMIT_TIMEOUT_SECONDS "

@@ -61,5 +61,7 @@ def test_a_replica_claims_new_groups_commits_them_and_hands_them_back_on_stop(
 def test_replicas_need_postgresql_and_a_lease_of_three_commit_timeouts(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="SIDECAR_DATABASE_URL"):
         Settings(database_url=f"sqlite:///{tmp_path}/x.db", replicated=True)
+    url = "postgresql+psycopg://sidecar@127.0.0.1/postgres"
     with pytest.raises(ConfigError, match="SIDECAR_LEASE_SECONDS"):
-        Settings(commit_timeout_seconds=10, lease_seconds=20)
+        Settings(database_url=url, replicated=True, commit_timeout_seconds=10, lease_seconds=20)
+    assert Settings(commit_timeout_seconds=30).lease_seconds == 30  # one replica: no lease
