@@ -69,10 +69,12 @@ def cpu_times() -> list[int]:
 
 
 def load(url: str, args: argparse.Namespace, first_batch: int, **extra: Any) -> dict[str, Any]:
+    """Run the load generator against ``url`` (several: comma-separated, round robin)."""
     before = cpu_times()
+    endpoints = ",".join(f"{base}/v1/progress" for base in url.split(","))
     command = [
         str(LOADGEN),
-        f"-url={url}/v1/progress",
+        f"-url={endpoints}",
         f"-queries={args.queries}",
         f"-partitions={args.partitions}",
         f"-first-batch={first_batch}",

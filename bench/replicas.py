@@ -19,18 +19,20 @@ from the kill to the first commit by a survivor (from the replicas' JSON commit 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import statistics
 import sys
 import tempfile
 import threading
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bench_support import Sidecar
+from bench.bench_support import Sidecar, create_topic
 from bench.callback_throughput import build_loadgen, load, row
 from tests.postgres_server import PostgresServer
 from tests.replica_cluster import ReplicaCluster, overlapping_owners
@@ -55,7 +57,9 @@ def throughput(args: argparse.Namespace, server: PostgresServer) -> list[str]:
                     ).start()
                     urls, stop = [r.url for r in cluster.replicas.values()], cluster.stop
                 try:
-                    result = load(",".join(urls), args, batch, seconds=args.seconds)
+                    result = load(
+                        ",".join(urls), args, batch, seconds=args.seconds, topic=args.topic
+                    )
                 finally:
                     stop()
             rates.setdefault(name, []).append(result["events_per_second"])
@@ -82,7 +86,9 @@ def failover(args: argparse.Namespace, server: PostgresServer) -> list[str]:
         ).start()
         try:
             urls = {name: r.url for name, r in cluster.replicas.items()}
-            warm = load(",".join(urls.values()), args, 50_000_000, seconds=5, rate=200)
+            warm = load(
+                ",".join(urls.values()), args, 50_000_000, seconds=5, rate=200, topic=args.topic
+            )
             print(row("warm-up, 3 replicas", warm), flush=True)
             owners = {c.group_id: c.replica for c in cluster.commits()}
             victim = max(urls, key=lambda n: sum(1 for r in owners.values() if r == n))
@@ -91,7 +97,14 @@ def failover(args: argparse.Namespace, server: PostgresServer) -> list[str]:
             background: dict[str, Any] = {}
             loader = threading.Thread(
                 target=lambda: background.update(
-                    load(survivors, args, 60_000_000, seconds=3 * args.lease + 10, rate=200)
+                    load(
+                        survivors,
+                        args,
+                        60_000_000,
+                        seconds=3 * args.lease + 10,
+                        rate=200,
+                        topic=args.topic,
+                    )
                 )
             )
             loader.start()
@@ -130,6 +143,8 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=32)
     parser.add_argument("--lease", type=float, default=6.0)
     args = parser.parse_args()
+    args.topic = f"bench-replicas-{uuid.uuid4().hex[:8]}"  # commits need a real topic
+    asyncio.run(create_topic(args.bootstrap, args.topic, args.partitions))
     build_loadgen()
     server = PostgresServer().start()
     try:

@@ -211,6 +211,8 @@ class DurableLedger:
             elif isinstance(item, _Refresh):
                 group_ids.update(item.group_ids)
                 query_ids.update(item.query_ids)
+            elif isinstance(item, _Result):  # every row a batch writes is under its locks
+                group_ids.add(item.change.request.group_id)
         try:
             loaded = await self._in_worker(self.store.begin, query_ids, group_ids)
         except Exception as exc:

@@ -4,6 +4,11 @@ PostgreSQL only: leased rows are claimed with ``SELECT ... FOR UPDATE SKIP LOCKE
 every expiry is set and judged by the database's clock, so the replicas' clocks never
 meet. Each method is one short transaction; methods block (call them from a thread).
 
+No lease statement waits for a row lock: renewals, claims and releases skip rows that a
+batch of events is writing (``SKIP LOCKED``), so they never deadlock with batches, whose
+row locks follow their advisory locks. A skipped row is left for the next round: it is not
+renewed now, so this round does not count it as held (L3 holds only for renewed rows).
+
 Why renew the group rows, not only a row per replica: a claim locks the rows it takes
 and re-checks their expiry on the row itself, so a renewal and a claim racing for a group
 serialise on the row lock and exactly one of them gets it. (A claim that judged a
@@ -53,7 +58,7 @@ class LeaseStore:
             )
             held = conn.execute(
                 update(consumer_groups)
-                .where(groups_c.owner_id == self.replica_id)
+                .where(groups_c.group_id.in_(self._mine_unlocked()), self._mine)
                 .values(owner_expires_at=expires)
                 .returning(groups_c.group_id, groups_c.owner_epoch)
             ).all()
@@ -90,21 +95,32 @@ class LeaseStore:
         """Let go of groups (no commit of them may be in flight)."""
         if group_ids:
             with self.engine.begin() as conn:
-                _release(conn, self.replica_id, groups_c.group_id.in_(list(group_ids)))
+                self._release(conn, groups_c.group_id.in_(list(group_ids)))
 
     def leave(self) -> None:
         """On a clean shutdown with no commit in flight: free every group at once."""
         with self.engine.begin() as conn:
-            _release(conn, self.replica_id, True)
+            self._release(conn, True)
             conn.execute(delete(replicas).where(replicas_c.replica_id == self.replica_id))
 
+    @property
+    def _mine(self) -> ColumnElement[bool]:
+        return groups_c.owner_id == self.replica_id
 
-def _release(conn: Connection, replica_id: str, which: Any) -> None:
-    conn.execute(
-        update(consumer_groups)
-        .where(groups_c.owner_id == replica_id, which)
-        .values(owner_id=None, owner_expires_at=None)
-    )
+    def _mine_unlocked(self, which: Any = True) -> Any:
+        return (
+            select(groups_c.group_id)
+            .where(self._mine, which)
+            .with_for_update(skip_locked=True)
+            .scalar_subquery()
+        )
+
+    def _release(self, conn: Connection, which: Any) -> None:
+        conn.execute(
+            update(consumer_groups)
+            .where(groups_c.group_id.in_(self._mine_unlocked(which)), self._mine)
+            .values(owner_id=None, owner_expires_at=None)
+        )
 
 
 def _epochs(rows: Sequence[Row[str, int]]) -> dict[str, int]:

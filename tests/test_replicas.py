@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -67,10 +68,14 @@ def test_three_replicas_share_events_and_groups_and_survive_a_killed_owner(
         watch.__enter__()
     try:
         # Phase 1: every replica takes events of every group (batch b of group i goes to
-        # replica (b + i) % 3).
-        for batch in range(6):
-            for index in range(GROUPS):
+        # replica (b + i) % 3), groups at once: batches and commits of different groups
+        # meet in every replica's transactions (and must never deadlock: all 200).
+        def one_group(index: int) -> None:
+            for batch in range(6):
                 post(batch, index, names[(batch + index) % 3])
+
+        with ThreadPoolExecutor(GROUPS) as pool:
+            list(pool.map(one_group, range(GROUPS)))
         for index, group in enumerate(groups):
             wait_for(
                 lambda g=group, i=index: (
@@ -166,3 +171,34 @@ def _by_group(commits: list[Any]) -> dict[str, list[Any]]:
     for commit in commits:
         out.setdefault(commit.group_id, []).append(commit)
     return out
+
+
+def test_many_groups_at_once_on_three_replicas_never_deadlock(
+    cluster: ReplicaCluster, kafka_bootstrap: str, new_topic: Any
+) -> None:
+    """Batches of events and of commit results on every replica touch the same groups'
+    rows at once: all answered 200 (a deadlock would be a 503), all committed exactly."""
+    topic = new_topic(partitions=2)
+    groups = [unique_group("busy") for _ in range(60)]
+    names = list(cluster.replicas)
+
+    def one_group(index: int) -> None:
+        for batch in range(15):
+            replica = cluster.replicas[names[(batch + index) % 3]]
+            answer = replica.post_progress(
+                groups[index],
+                spark_progress(batch, _offsets(topic, batch, index), query=f"q-{groups[index]}"),
+            )
+            assert (answer.status_code, answer.json()["outcome"]) == (200, "accepted"), answer.text
+
+    with ThreadPoolExecutor(30) as pool:
+        list(pool.map(one_group, range(len(groups))))
+    for index, group in enumerate(groups):
+        wait_for(
+            lambda g=group, i=index: (
+                committed_offsets(kafka_bootstrap, g) == _expected(topic, 14, i)
+            ),
+            timeout=30,
+            what=f"{group} committed",
+        )
+    assert overlapping_owners(cluster.commits()) == []
