@@ -18,6 +18,7 @@ writes and no event decision reads.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -59,25 +60,24 @@ class SharedSqlStore(SqlStore):
             raise ValueError("several replicas need PostgreSQL")
         self.replica_id = replica_id
         self.on_fenced = on_fenced
-        self._batch: Connection | None = None
+        self._conn: Connection | None = None
+        self._batch: Connection | None = None  # the open batch's, between begin and persist
 
     def begin(self, query_ids: Collection[str], group_ids: Collection[str]) -> LoadedRows:
         self.abort()
         with self._errors("locking"):
-            conn = self.engine.connect()
-            self._batch = conn
+            conn = self._batch = self._connection()
             conn.begin()
+            qids, gids = _reach(conn, set(query_ids), set(group_ids))
             locked: set[int] = set()
-            qids, gids = set(query_ids), set(group_ids)
-            while True:  # a query may have moved to a group not locked yet: lock it too
-                qids, gids = _reach(conn, qids, gids)
-                keys = sorted({lock_key("q", q) for q in qids} | {lock_key("g", g) for g in gids})
-                new = [k for k in keys if k not in locked]
-                if not new:
+            _lock(conn, qids, gids, locked)
+            while True:  # found a partner not locked yet (it moved meanwhile): lock it too
+                stored = self.load_rows(conn, qids, gids, partners=True)
+                for query in stored.queries:
+                    qids.add(query.query_id)
+                    gids.add(query.group_id)
+                if not _lock(conn, qids, gids, locked):
                     break
-                conn.execute(_LOCK, [{"key": k} for k in new])
-                locked.update(new)
-            stored = self.load_rows(conn, qids, gids)
         return LoadedRows(frozenset(qids), frozenset(gids), stored)
 
     def persist(self, changes: Sequence[Change]) -> None:
@@ -90,20 +90,32 @@ class SharedSqlStore(SqlStore):
                 write_changes(conn, self._fenced_out(conn, changes))
                 self._notify(conn, changes)
                 conn.commit()
-        finally:
-            conn.close()
+        except BaseException:
+            self._drop(conn)
+            raise
 
     def abort(self) -> None:
         conn, self._batch = self._batch, None
         if conn is not None:
-            with self._errors("rolling back"):
-                conn.close()  # rolls back
+            self._drop(conn)
 
-    def load_groups(self, group_ids: Collection[str]) -> LoadedRows:
-        """The stored rows of ``group_ids`` and their queries, read without locks."""
-        with self._errors("loading"), self.engine.connect() as conn:
-            qids, gids = _reach(conn, set(), set(group_ids))
-            return LoadedRows(frozenset(qids), frozenset(gids), self.load_rows(conn, qids, gids))
+    def close(self) -> None:
+        self.abort()
+        if self._conn is not None:
+            self._drop(self._conn)
+        super().close()
+
+    def _connection(self) -> Connection:
+        """The batches' connection, kept between batches (no pool check-out and ping)."""
+        if self._conn is None or self._conn.closed or self._conn.invalidated:
+            self._conn = self.engine.connect()
+        return self._conn
+
+    def _drop(self, conn: Connection) -> None:
+        """After a failed batch: close (rolls back) and connect anew next time."""
+        self._conn = None
+        with contextlib.suppress(Exception):
+            conn.close()
 
     def _fenced_out(self, conn: Connection, changes: Sequence[Change]) -> list[Change]:
         """L2: a success is recorded only while its commit's owner epoch still holds."""
@@ -172,6 +184,17 @@ def notices(replica_id: str, changed: list[str], new: list[str]) -> list[str]:
             items.pop(0)
         out.append(json.dumps(body, separators=(",", ":")))
     return out
+
+
+def _lock(conn: Connection, qids: set[str], gids: set[str], locked: set[int]) -> bool:
+    """Take the advisory locks of ``qids`` and ``gids`` not in ``locked`` (added to it), in
+    key order; whether there were any."""
+    keys = {lock_key("q", q) for q in qids} | {lock_key("g", g) for g in gids}
+    new = sorted(keys - locked)
+    if new:
+        conn.execute(_LOCK, [{"key": k} for k in new])
+        locked.update(new)
+    return bool(new)
 
 
 def _reach(conn: Connection, qids: set[str], gids: set[str]) -> tuple[set[str], set[str]]:

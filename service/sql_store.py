@@ -80,16 +80,26 @@ class SqlStore:
             return self.load_rows(conn, None, None)
 
     def load_rows(
-        self, conn: Connection, query_ids: Collection[str] | None, group_ids: Collection[str] | None
+        self,
+        conn: Connection,
+        query_ids: Collection[str] | None,
+        group_ids: Collection[str] | None,
+        *,
+        partners: bool = False,
     ) -> StoredState:
-        """The stored queries and groups (None: all of them); a loaded group's owner is
-        known only if its query is among those loaded."""
+        """The stored queries and groups (None: all of them), with ``partners`` also the
+        queries of ``group_ids``; a loaded group's owner is known only if its query is
+        among those loaded."""
         query_select, pending_select, group_select = (
             select(queries),
             select(pending_checkpoints),
             select(consumer_groups),
         )
-        if query_ids is not None:
+        if query_ids is not None and partners and group_ids is not None:
+            query_select = query_select.where(
+                queries.c.query_id.in_(list(query_ids)) | queries.c.group_id.in_(list(group_ids))
+            )
+        elif query_ids is not None:
             query_select = query_select.where(queries.c.query_id.in_(list(query_ids)))
             pending_select = pending_select.where(
                 pending_checkpoints.c.query_id.in_(list(query_ids))
