@@ -79,7 +79,10 @@ class LeaseKeeper:
         if excess:
             flying = {g for g, state in self.durable.ledger.groups.items() if state.in_flight}
             idle = sorted(g for g in held if g not in flying)[:excess]
-            self._set(started, {g: e for g, e in held.items() if g not in idle})
+            known = self.ownership.epochs  # L5: nothing unrefreshed becomes committable
+            self._set(
+                started, {g: e for g, e in held.items() if g not in idle and known.get(g) == e}
+            )
             await asyncio.to_thread(self.store.release, idle)
             for group_id in idle:
                 del held[group_id]

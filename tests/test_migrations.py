@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 from alembic.autogenerate import compare_metadata
@@ -37,3 +39,19 @@ def test_sqlite_runs_in_wal_with_full_sync(tmp_path: Path) -> None:
     with store.engine.connect() as connection:
         assert connection.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
         assert connection.exec_driver_sql("PRAGMA synchronous").scalar() == 2  # FULL
+
+
+def test_replicas_starting_together_migrate_one_at_a_time(postgres_server: Any) -> None:
+    postgres_server.reset()
+    stores = [SqlStore(postgres_server.url) for _ in range(3)]
+    pool = ThreadPoolExecutor(3)
+    try:
+        migrations = [pool.submit(store.migrate) for store in stores]
+        for migration in migrations:  # two at once would collide, or wait on each other
+            migration.result(timeout=120)
+        for store in stores:
+            store.check()
+    finally:
+        pool.shutdown(wait=False)
+        for store in stores:
+            store.close()
