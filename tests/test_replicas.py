@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,20 @@ def _offsets(topic: str, batch: int, index: int) -> dict[str, dict[str, int]]:
 
 def _expected(topic: str, batch: int, index: int) -> dict[tuple[str, int], int]:
     return {(topic, int(p)): o for p, o in _offsets(topic, batch, index)[topic].items()}
+
+
+def _wait_committed(
+    bootstrap: str, topic: str, groups: list[str], last_batch: Callable[[str], int]
+) -> None:
+    """Until each group's committed offsets are exactly those of its last batch."""
+    for index, group in enumerate(groups):
+        wait_for(
+            lambda g=group, i=index: (
+                committed_offsets(bootstrap, g) == _expected(topic, last_batch(g), i)
+            ),
+            timeout=30,
+            what=f"{group} at batch {last_batch(group)}",
+        )
 
 
 @pytest.fixture
@@ -76,14 +91,7 @@ def test_three_replicas_share_events_and_groups_and_survive_a_killed_owner(
 
         with ThreadPoolExecutor(GROUPS) as pool:
             list(pool.map(one_group, range(GROUPS)))
-        for index, group in enumerate(groups):
-            wait_for(
-                lambda g=group, i=index: (
-                    committed_offsets(kafka_bootstrap, g) == _expected(topic, 5, i)
-                ),
-                timeout=30,
-                what=f"{group} committed",
-            )
+        _wait_committed(kafka_bootstrap, topic, groups, lambda _group: 5)
         accepted = {
             name: metric_sum(
                 r.http.get("/metrics").text, "sidecar_events_total", outcome="accepted"
@@ -147,14 +155,7 @@ def test_three_replicas_share_events_and_groups_and_survive_a_killed_owner(
         assert max(moved_after.values()) < LEASE + LEASE / 6 + 1.0 + 5.0, moved_after
         print(f"failover: {sorted(round(v, 2) for v in moved_after.values())} s")
 
-        for index, group in enumerate(groups):
-            wait_for(
-                lambda g=group, i=index: (
-                    committed_offsets(kafka_bootstrap, g) == _expected(topic, posted[g], i)
-                ),
-                timeout=30,
-                what=f"{group} at batch {posted[group]}",
-            )
+        _wait_committed(kafka_bootstrap, topic, groups, posted.__getitem__)
     finally:
         for watch in watches:
             watch.__exit__(None, None, None)
@@ -193,12 +194,5 @@ def test_many_groups_at_once_on_three_replicas_never_deadlock(
 
     with ThreadPoolExecutor(30) as pool:
         list(pool.map(one_group, range(len(groups))))
-    for index, group in enumerate(groups):
-        wait_for(
-            lambda g=group, i=index: (
-                committed_offsets(kafka_bootstrap, g) == _expected(topic, 14, i)
-            ),
-            timeout=30,
-            what=f"{group} committed",
-        )
+    _wait_committed(kafka_bootstrap, topic, groups, lambda _group: 14)
     assert overlapping_owners(cluster.commits()) == []
