@@ -48,7 +48,6 @@ class LeaseKeeper:
         self.on_owned = on_owned  # groups became ours to commit: wake the commit loop
         self.clock = clock
         self.interval = ownership.lease / 6
-        self.rounds = 0
         self._wake = asyncio.Event()
         self._refreshes: set[asyncio.Task[None]] = set()
 
@@ -95,7 +94,6 @@ class LeaseKeeper:
                 held = {g: e for g, e in held.items() if g not in new}
                 new = set()
         self._set(started, held)
-        self.rounds += 1
         if claimed or excess:
             log.info(
                 "leases: %d groups held (%d claimed, %d released) of %d, %d replicas",

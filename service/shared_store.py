@@ -11,9 +11,12 @@ Each batch of events is one transaction in three steps:
      groups changed (``NOTIFY``, delivered when the transaction commits), and commits.
 ``abort()`` rolls back a batch that failed between steps 1 and 3.
 
-Invariant: between ``begin`` and ``persist``/``abort`` no other replica changes the
-batch's queries and groups, except a group's committed offsets, which only its owner
-writes and no event decision reads.
+Invariants
+  - Between ``begin`` and ``persist``/``abort`` no other replica's batch changes the
+    batch's queries and groups: every row a batch writes (its events' and its commit
+    results') is under its advisory locks. Lease columns change outside them, in
+    statements that skip locked rows (``service.lease_store``), so nothing deadlocks.
+  - One connection serves the batches, kept between them; a failed batch drops it.
 """
 
 from __future__ import annotations
