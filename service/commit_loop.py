@@ -82,10 +82,7 @@ class CommitLoop:
 
     def _leased(self) -> bool:
         """False while ``ownership`` lets nothing be committed (L3: lease not renewed)."""
-        if self.ownership is None:
-            return True
-        deadline = self.ownership.commit_deadline
-        return deadline is not None and time.monotonic() < deadline
+        return self.ownership is None or self.ownership.leased(time.monotonic())
 
     def _ready(self, now: float) -> list[str]:
         return self.durable.ledger.ready_groups(now) if self._leased() else []

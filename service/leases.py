@@ -52,12 +52,14 @@ class Ownership:
             return None
         return self.renewed + self.lease - 2 * self.commit_timeout
 
+    def leased(self, now: float) -> bool:
+        """L3: whether a commit may start at ``now``."""
+        deadline = self.commit_deadline
+        return deadline is not None and now < deadline
+
     def epoch_for_commit(self, group_id: str, now: float) -> int | None:
         """The epoch to take ``group_id``'s commit under, or None: not ours to commit now."""
-        deadline = self.commit_deadline
-        if deadline is None or now >= deadline:
-            return None
-        return self.epochs.get(group_id)
+        return self.epochs.get(group_id) if self.leased(now) else None
 
     def renewed_at(self, started: float, held: Mapping[str, int]) -> None:
         """A renewal that began at ``started`` succeeded; ``held`` is what we own now
