@@ -8,7 +8,10 @@ Starts what it needs and stops what it started:
   4. a producer writing DEMO_RECORDS records (default 30000) at DEMO_RATE per second
      (default 1500) to a 3-partition topic,
 then prints, every 2 seconds, the topic's end offsets beside the group's committed offsets
-(read from Kafka, as any lag tool reads them) until the lag is zero.
+(read from Kafka, as any lag tool reads them) until the lag is zero. Exits 0 only then.
+
+DEMO_STATE_DIR (default .local/demo) holds the sidecar's database, log, the job's output
+and checkpoint; LOCAL_KAFKA_PORT / LOCAL_KAFKA_DIR choose the broker (scripts/local-kafka.sh).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-STATE = ROOT / ".local" / "demo"
+STATE = Path(os.environ.get("DEMO_STATE_DIR", ROOT / ".local" / "demo")).resolve()
 # A topic of its own per run: the broker keeps earlier runs' records, and a new query
 # reading from the earliest offset would take those in too.
 TOPIC = f"demo-events-{int(time.time())}"
@@ -72,9 +75,14 @@ async def _produce(bootstrap: str, records: int, rate: float) -> None:
 def _lag(bootstrap: str) -> tuple[int, bool]:
     """Print the group as kafka-consumer-groups.sh would, read from Kafka; (total lag,
     anything committed)."""
+    from service.errors import KafkaReadError
     from service.group_report import describe_group
 
-    report = asyncio.run(describe_group({"bootstrap_servers": bootstrap}, GROUP, [TOPIC]))
+    try:
+        report = asyncio.run(describe_group({"bootstrap_servers": bootstrap}, GROUP, [TOPIC]))
+    except KafkaReadError as exc:  # already waited, with a bound; try again next tick
+        say(f"could not read the group from Kafka yet: {exc}")
+        return -1, False
     print("\n".join("  " + line for line in report.table().splitlines()), flush=True)
     return report.total_lag, any(row.current is not None for row in report.rows)
 
@@ -123,6 +131,8 @@ def main() -> int:
         ).stdout.strip()
     say(f"Kafka (KRaft, single node) answers on {bootstrap}")
     asyncio.run(_create_topic(bootstrap))
+    say(f"before the job: {GROUP} as lag tools see it (nothing committed yet):")
+    _lag(bootstrap)
 
     sidecar_env = {
         **os.environ,
@@ -141,7 +151,7 @@ def main() -> int:
         producer = threading.Thread(
             target=lambda: asyncio.run(_produce(bootstrap, records, rate)), daemon=True
         )
-        run_spark(bootstrap, url, producer, records, rate)
+        caught_up = run_spark(bootstrap, url, producer, records, rate)
     finally:
         sidecar.terminate()
         sidecar.wait(30)
@@ -149,12 +159,13 @@ def main() -> int:
         if not already_running:
             subprocess.run([kafka_script, "stop"], check=False, capture_output=True)
             say("Kafka stopped")
-    return 0
+    return 0 if caught_up else 1
 
 
 def run_spark(
     bootstrap: str, url: str, producer: threading.Thread, records: int, rate: float
-) -> None:
+) -> bool:
+    """Run the job until its group's lag read back from Kafka is zero; False on time-out."""
     from jobs.kafka_to_parquet import start_query
     from jobs.listener import OffsetCommitListener
     from jobs.spark_session import kafka_spark_session
@@ -177,6 +188,7 @@ def run_spark(
     producer.start()
     say(f"producing {records} records to {TOPIC} at {rate:.0f}/s")
     deadline = time.monotonic() + float(os.environ.get("DEMO_TIMEOUT", "300"))
+    caught_up = False
     try:
         while time.monotonic() < deadline:
             time.sleep(2)
@@ -188,6 +200,7 @@ def run_spark(
                 say("lag is zero: every record was processed and its offset committed")
                 time.sleep(float(LAG_READ_INTERVAL) + 0.5)  # the sidecar's next read
                 _status(url)
+                caught_up = True
                 break
         else:
             say("timed out before the lag reached zero")
@@ -196,6 +209,7 @@ def run_spark(
         spark.stop()
         cost_ms = 1000 * listener.callback_seconds / max(1, listener.events)
         say(f"Spark stopped; listener cost {cost_ms:.2f} ms per event ({listener.events} events)")
+    return caught_up
 
 
 if __name__ == "__main__":

@@ -33,7 +33,10 @@ def start_query(
     starting_offsets: str = "earliest",
     max_offsets_per_trigger: int | None = None,
     query_name: str = "kafka_to_parquet",
+    available_now: bool = False,
 ) -> StreamingQuery:
+    """``available_now``: process what the topics hold now, in batches, then stop (Spark's
+    ``Trigger.AvailableNow``); otherwise a batch every ``trigger_seconds``."""
     reader = (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", bootstrap_servers)
@@ -50,14 +53,15 @@ def start_query(
         "CAST(value AS STRING) AS value",
         "timestamp",
     )
-    return (
+    writer = (
         records.writeStream.format("parquet")
         .option("path", output)
         .option("checkpointLocation", checkpoint)
         .queryName(query_name)
-        .trigger(processingTime=f"{trigger_seconds} seconds")
-        .start()
     )
+    if available_now:
+        return writer.trigger(availableNow=True).start()
+    return writer.trigger(processingTime=f"{trigger_seconds} seconds").start()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -72,6 +76,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trigger-seconds", type=float, default=2.0)
     parser.add_argument("--starting-offsets", default="earliest")
     parser.add_argument("--run-seconds", type=float, default=0, help="0: until stopped")
+    parser.add_argument(
+        "--available-now",
+        action="store_true",
+        help="process what the topics hold now, then stop (Trigger.AvailableNow)",
+    )
     args = parser.parse_args(argv)
 
     from jobs.spark_session import kafka_spark_session
@@ -88,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         checkpoint=args.checkpoint,
         trigger_seconds=args.trigger_seconds,
         starting_offsets=args.starting_offsets,
+        available_now=args.available_now,
     )
     try:
         query.awaitTermination(args.run_seconds or None)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated
 from fastapi import APIRouter, HTTPException, Path, Query, Request
 from fastapi.responses import JSONResponse
 
-from service.access import allow, caller, runtime_of
+from service.access import allow_read, allow_write, caller, may_see, runtime_of
 from service.api_models import (
     CheckpointEvent,
     ErrorAnswer,
@@ -31,7 +31,8 @@ from service.changes import Decision, Outcome
 from service.errors import InvalidEvent
 from service.json_logs import about
 from service.kafka_options import kafka_client_options
-from service.offsets import OffsetMap, from_json, topic_name_problem
+from service.ledger import unknown_query
+from service.offsets import MAX_OFFSET, OffsetMap, from_json, topic_name_problem
 from service.recovery import starting_offsets
 from service.spark_progress import parse_progress
 
@@ -74,15 +75,19 @@ def _durable(request: Request) -> DurableLedger:
     return durable
 
 
-def _limit(offsets: OffsetMap, field: str, request: Request) -> None:
+def _limit_topics(count: int, field: str, request: Request) -> None:
     settings = runtime_of(request).settings
-    topics = {tp.topic for tp in offsets}
-    if len(topics) > settings.max_topics_per_event:
+    if count > settings.max_topics_per_event:
         raise InvalidEvent(
             field,
-            f"{len(topics)} topics; at most {settings.max_topics_per_event} "
+            f"{count} topics; at most {settings.max_topics_per_event} "
             "(SIDECAR_MAX_TOPICS_PER_EVENT)",
         )
+
+
+def _limit(offsets: OffsetMap, field: str, request: Request) -> None:
+    settings = runtime_of(request).settings
+    _limit_topics(len({tp.topic for tp in offsets}), field, request)
     if len(offsets) > settings.max_partitions_per_event:
         raise InvalidEvent(
             field,
@@ -92,14 +97,20 @@ def _limit(offsets: OffsetMap, field: str, request: Request) -> None:
 
 
 def _on_query(
-    grant: TokenGrant | None, query_id: str, decide: Callable[[Ledger], Decision]
+    request: Request,
+    grant: TokenGrant | None,
+    query_id: str,
+    decide: Callable[[Ledger], Decision],
+    **where: int,
 ) -> Callable[[Ledger], Decision]:
-    """``decide``, once ``grant`` may touch the query's group: checked with the decision,
-    when memory holds the query as stored (another replica may have registered it)."""
+    """``decide``, once ``grant`` may write to the query's group: checked with the decision,
+    when memory holds the query as stored (another replica may have registered it). A
+    query the caller may not touch is answered as an unknown one."""
 
     def checked(ledger: Ledger) -> Decision:
         query = ledger.queries.get(query_id)
-        allow(grant, query.group_id if query else None)
+        if query is not None and not may_see(request, grant, query.group_id, write=True):
+            return unknown_query(query_id, **where)
         return decide(ledger)
 
     return checked
@@ -136,7 +147,7 @@ async def post_progress(event: ProgressEvent, request: Request) -> JSONResponse:
     grant = caller(request, event=True)
     report = parse_progress(event.progress)
     _limit(report.offsets, "progress.sources", request)
-    allow(grant, event.group_id, {tp.topic for tp in report.offsets})
+    allow_write(grant, event.group_id, {tp.topic for tp in report.offsets})
     now = runtime_of(request).clock()
     decision = await _durable(request).record(
         lambda ledger: ledger.decide_progress(
@@ -156,7 +167,7 @@ async def post_checkpoint(
     grant = caller(request, event=True)
     offsets = from_json(event.offsets)
     _limit(offsets, "offsets", request)
-    allow(grant, event.group_id, {tp.topic for tp in offsets})
+    allow_write(grant, event.group_id, {tp.topic for tp in offsets})
     now = runtime_of(request).clock()
     decision = await _durable(request).record(
         lambda ledger: ledger.decide_snapshot(
@@ -174,7 +185,9 @@ async def post_checkpoint(
     responses=ERRORS,
 )
 async def complete_checkpoint(
-    query_id: QueryId, checkpoint_id: Annotated[int, Path(ge=0)], request: Request
+    query_id: QueryId,
+    checkpoint_id: Annotated[int, Path(ge=0, le=MAX_OFFSET)],
+    request: Request,
 ) -> JSONResponse:
     """Flink ``notifyCheckpointComplete``: drop it and every older pending checkpoint,
     and commit its offsets."""
@@ -182,7 +195,11 @@ async def complete_checkpoint(
     now = runtime_of(request).clock()
     decision = await _durable(request).record(
         _on_query(
-            grant, query_id, lambda ledger: ledger.decide_complete(query_id, checkpoint_id, now)
+            request,
+            grant,
+            query_id,
+            lambda ledger: ledger.decide_complete(query_id, checkpoint_id, now),
+            checkpoint_id=checkpoint_id,
         ),
         query_id=query_id,
     )
@@ -196,7 +213,7 @@ async def release_query(query_id: QueryId, request: Request) -> JSONResponse:
     query. Offsets already committed in Kafka stay."""
     grant = caller(request, event=True)
     decision = await _durable(request).record(
-        _on_query(grant, query_id, lambda ledger: ledger.decide_release(query_id)),
+        _on_query(request, grant, query_id, lambda ledger: ledger.decide_release(query_id)),
         query_id=query_id,
     )
     return _answer(decision)
@@ -205,7 +222,7 @@ async def release_query(query_id: QueryId, request: Request) -> JSONResponse:
 @router.post("/groups/{group_id}/allow-rewind", response_model=EventAnswer, responses=ERRORS)
 async def allow_rewind(group_id: GroupId, request: Request) -> JSONResponse:
     """Let the next commit of the group move partitions backwards (once)."""
-    allow(caller(request, event=True), group_id)
+    allow_write(caller(request, event=True), group_id)
     decision = await _durable(request).record(
         lambda ledger: ledger.decide_allow_rewind(group_id), group_id=group_id
     )
@@ -226,7 +243,8 @@ async def get_starting_offsets(
     """The ``startingOffsets`` that restarts a query whose checkpoint was lost exactly where
     the group's committed offsets in Kafka stand (partitions never committed: -2, earliest).
     The restarted query has a new id: release the old one (``DELETE /v1/queries/{id}``)."""
-    allow(caller(request, event=False), group_id)
+    allow_read(caller(request, event=False), group_id)
+    _limit_topics(len(topic or ()), "topic", request)
     for name in topic or ():
         if problem := topic_name_problem(name):
             raise InvalidEvent("topic", problem)
@@ -253,7 +271,7 @@ async def list_queries(request: Request) -> list[QueryView]:
     return [
         QueryView.of(q, ledger.groups[q.group_id])
         for q in ledger.queries.values()
-        if grant is None or grant.may_touch(q.group_id)
+        if grant is None or grant.may_read(q.group_id)
     ]
 
 
@@ -265,10 +283,6 @@ async def get_query(query_id: QueryId, request: Request) -> QueryView | JSONResp
         await durable.refresh((), [query_id])
     ledger = durable.ledger
     query = ledger.queries.get(query_id)
-    allow(grant, query.group_id if query else None)
-    if query is None:
-        return JSONResponse(
-            {"outcome": Outcome.UNKNOWN_QUERY.value, "detail": f"no query {query_id} is known"},
-            status_code=404,
-        )
+    if query is None or not may_see(request, grant, query.group_id, write=False):
+        return _answer(unknown_query(query_id))
     return QueryView.of(query, ledger.groups[query.group_id])

@@ -59,23 +59,26 @@ class CheckpointEvent(BaseModel):
         return value
 
 
-class EventAnswer(BaseModel):
-    outcome: str = Field(description="accepted, duplicate, stale, ignored, unknown_checkpoint, …")
-    detail: str
-    query_id: str | None = None
-    group_id: str | None = None
-    checkpoint_id: int | None = None
-
-
 class FieldProblem(BaseModel):
     field: str
     problem: str
 
 
 class ErrorAnswer(BaseModel):
-    outcome: str
-    detail: str
-    errors: list[FieldProblem] = []
+    """The one shape of every refusal (``service.refusals``)."""
+
+    outcome: str = Field(description="one word: invalid, forbidden, unknown_query, …")
+    detail: str = Field(description="what happened, in words a person can act on")
+    errors: list[FieldProblem] = Field(default=[], description="the fields at fault, if any")
+
+
+class EventAnswer(ErrorAnswer):
+    """What became of an event; a refused event's answer is an ``ErrorAnswer`` too."""
+
+    outcome: str = Field(description="accepted, duplicate, stale, ignored, unknown_checkpoint, …")
+    query_id: str | None = None
+    group_id: str | None = None
+    checkpoint_id: int | None = None
 
 
 class CheckpointView(BaseModel):

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
-import math
 import os
 import secrets
 import socket
@@ -21,39 +20,34 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from fastapi import FastAPI
+from fastapi.responses import PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from service.api import router
-from service.auth import Forbidden, RateLimited, TokenRegistry, Unauthenticated
+from service.auth import TokenRegistry
 from service.body_limit import BodySizeLimit
 from service.commit_loop import CommitLoop
 from service.committer import KafkaOffsetCommitter, OffsetCommitter
 from service.durable_ledger import DurableLedger
-from service.errors import (
-    InvalidEvent,
-    KafkaReadError,
-    OffsetsNotFound,
-    StoreError,
-    StoreUnavailable,
-)
+from service.errors import StoreError
 from service.group_status import CommitWindows
 from service.kafka_options import kafka_client_options
 from service.lag_monitor import LagMonitor
-from service.lease_keeper import LeaseKeeper
-from service.lease_store import LeaseStore
 from service.leases import Ownership
 from service.ledger import Backoff
 from service.log_ends import KafkaLogEndReader, LogEndReader
 from service.metrics import SidecarMetrics, package_version
+from service.refusals import exception_answers
 from service.settings import Settings
-from service.shared_store import SharedSqlStore
 from service.sql_store import SqlStore
 from service.status_api import router as status_router
 from service.store import LedgerStore
+
+if TYPE_CHECKING:  # replicas' modules need the postgres extra: imported when replicated
+    from service.lease_keeper import LeaseKeeper
 
 log = logging.getLogger(__name__)
 
@@ -132,6 +126,9 @@ def create_app(
         )
         background: list[asyncio.Task[None]] = []
         if ownership is not None and isinstance(ledger_store, SqlStore):
+            from service.lease_keeper import LeaseKeeper
+            from service.lease_store import LeaseStore
+
             keeper = LeaseKeeper(
                 LeaseStore(ledger_store.engine, ownership.replica_id, settings.lease_seconds),
                 ownership,
@@ -200,7 +197,8 @@ def create_app(
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes, metrics=metrics)
     app.include_router(router)
     app.include_router(status_router)
-    _add_error_handlers(app, metrics)
+    for exception, answer in exception_answers(metrics).items():
+        app.add_exception_handler(exception, answer)
     _add_operational_routes(app, runtime)
     return app
 
@@ -213,6 +211,8 @@ def new_replica_id() -> str:
 def _sql_store(settings: Settings, replica_id: str | None, metrics: SidecarMetrics) -> SqlStore:
     if replica_id is None:
         return SqlStore(settings.database_url)
+    from service.shared_store import SharedSqlStore
+
     return SharedSqlStore(settings.database_url, replica_id, on_fenced=metrics.commits_fenced.inc)
 
 
@@ -234,82 +234,6 @@ def _on_settled(loop: CommitLoop, metrics: SidecarMetrics) -> Callable[[int, flo
 
 def _sizes(durable: DurableLedger) -> tuple[int, int]:
     return len(durable.ledger.queries), len(durable.ledger.groups)
-
-
-def _add_error_handlers(app: FastAPI, metrics: SidecarMetrics) -> None:
-    @app.exception_handler(RequestValidationError)
-    async def invalid_request(_request: Request, exc: RequestValidationError) -> Response:
-        problems = [
-            {
-                "field": ".".join(str(part) for part in error["loc"] if part != "body") or "body",
-                "problem": error["msg"],
-            }
-            for error in exc.errors()
-        ]
-        metrics.invalid_events.labels("validation").inc()
-        summary = "; ".join(f"{p['field']}: {p['problem']}" for p in problems)
-        return JSONResponse(
-            {"outcome": "invalid", "detail": summary, "errors": problems}, status_code=422
-        )
-
-    @app.exception_handler(InvalidEvent)
-    async def invalid_event(_request: Request, exc: InvalidEvent) -> Response:
-        metrics.invalid_events.labels("validation").inc()
-        return JSONResponse(
-            {
-                "outcome": "invalid",
-                "detail": str(exc),
-                "errors": [{"field": exc.field, "problem": exc.problem}],
-            },
-            status_code=422,
-        )
-
-    @app.exception_handler(StoreUnavailable)
-    async def store_unavailable(_request: Request, exc: StoreUnavailable) -> Response:
-        metrics.store_unavailable.inc()
-        log.error("answering 503: %s", exc)
-        return JSONResponse(
-            {"outcome": "unavailable", "detail": f"not stored, retry later: {exc}"},
-            status_code=503,
-            headers={"Retry-After": "1"},
-        )
-
-    @app.exception_handler(Unauthenticated)
-    async def unauthenticated(_request: Request, exc: Unauthenticated) -> Response:
-        metrics.invalid_events.labels("unauthenticated").inc()
-        return JSONResponse(
-            {"outcome": "unauthenticated", "detail": str(exc)},
-            status_code=401,
-            headers={"WWW-Authenticate": "Bearer"},
-        )
-
-    @app.exception_handler(Forbidden)
-    async def forbidden(_request: Request, exc: Forbidden) -> Response:
-        metrics.invalid_events.labels("forbidden").inc()
-        log.warning("refused: %s", exc)
-        return JSONResponse({"outcome": "forbidden", "detail": str(exc)}, status_code=403)
-
-    @app.exception_handler(RateLimited)
-    async def rate_limited(_request: Request, exc: RateLimited) -> Response:
-        metrics.invalid_events.labels("rate_limited").inc()
-        return JSONResponse(
-            {"outcome": "rate_limited", "detail": str(exc)},
-            status_code=429,
-            headers={"Retry-After": str(max(1, math.ceil(exc.retry_after)))},
-        )
-
-    @app.exception_handler(OffsetsNotFound)
-    async def offsets_not_found(_request: Request, exc: OffsetsNotFound) -> Response:
-        return JSONResponse({"outcome": "not_found", "detail": str(exc)}, status_code=404)
-
-    @app.exception_handler(KafkaReadError)
-    async def kafka_read_error(_request: Request, exc: KafkaReadError) -> Response:
-        return JSONResponse({"outcome": "unavailable", "detail": str(exc)}, status_code=503)
-
-    @app.exception_handler(StoreError)
-    async def store_error(_request: Request, exc: StoreError) -> Response:
-        log.error("answering 500: %s", exc)
-        return JSONResponse({"outcome": "error", "detail": f"not stored: {exc}"}, 500)
 
 
 def _add_operational_routes(app: FastAPI, runtime: Runtime) -> None:

@@ -6,11 +6,10 @@ chunked body cannot slip past the limit.
 
 from __future__ import annotations
 
-import json
-
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.metrics import SidecarMetrics
+from service.refusals import refusal_bytes
 
 
 class BodySizeLimit:
@@ -52,13 +51,10 @@ class BodySizeLimit:
 
     async def _refuse(self, send: Send) -> None:
         self.metrics.invalid_events.labels("too_large").inc()
-        body = json.dumps(
-            {
-                "outcome": "invalid",
-                "detail": f"request body is larger than {self.max_bytes} bytes "
-                "(SIDECAR_MAX_BODY_BYTES)",
-            }
-        ).encode()
+        body = refusal_bytes(
+            "invalid",
+            f"request body is larger than {self.max_bytes} bytes (SIDECAR_MAX_BODY_BYTES)",
+        )
         await send(
             {
                 "type": "http.response.start",

@@ -3,8 +3,12 @@
 offset-sidecar serve       apply migrations, then serve HTTP (settings: SIDECAR_*)
 offset-sidecar migrate     apply migrations and exit
 offset-sidecar settings    list every SIDECAR_* variable with its default
+offset-sidecar starting-offsets GROUP [--topic T]
+                           the startingOffsets that restart a query where GROUP stands
 offset-sidecar describe-group GROUP [--topic T]
                            the group as kafka-consumer-groups.sh shows it, read from Kafka
+
+``offset-sidecar COMMAND --help`` names the settings COMMAND reads.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import argparse
 import logging
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from service.errors import ConfigError, KafkaReadError, OffsetsNotFound, StoreError
@@ -58,16 +63,12 @@ def _migrate(settings: Settings) -> int:
     return 0
 
 
-def _read_group(
-    settings: Settings, args: argparse.Namespace, command: str, read: Callable[..., Any]
-) -> Any:
+def _read_group(settings: Settings, args: argparse.Namespace, read: Callable[..., Any]) -> Any:
     """Run ``read(client options, group, topics, request_timeout=...)`` for the named group."""
     import asyncio
 
     from service.kafka_options import kafka_client_options
 
-    if not args.group:
-        raise SystemExit(f"offset-sidecar {command}: name the consumer group")
     return asyncio.run(
         read(
             kafka_client_options(settings),
@@ -81,7 +82,7 @@ def _read_group(
 def _starting_offsets(settings: Settings, args: argparse.Namespace) -> int:
     from service.recovery import starting_offsets
 
-    found = _read_group(settings, args, "starting-offsets", starting_offsets)
+    found = _read_group(settings, args, starting_offsets)
     if found.uncommitted:
         print(
             f"no committed offset for {', '.join(found.uncommitted)}: starting at earliest",
@@ -94,7 +95,7 @@ def _starting_offsets(settings: Settings, args: argparse.Namespace) -> int:
 def _describe_group(settings: Settings, args: argparse.Namespace) -> int:
     from service.group_report import describe_group
 
-    print(_read_group(settings, args, "describe-group", describe_group).table())
+    print(_read_group(settings, args, describe_group).table())
     return 0
 
 
@@ -104,28 +105,108 @@ def _settings(_settings: Settings) -> int:
     return 0
 
 
-COMMANDS: dict[str, Callable[[Settings, argparse.Namespace], int]] = {
-    "serve": lambda settings, _args: _serve(settings),
-    "migrate": lambda settings, _args: _migrate(settings),
-    "settings": lambda settings, _args: _settings(settings),
-    "starting-offsets": _starting_offsets,
-    "describe-group": _describe_group,
+# The settings each command reads (``offset-sidecar settings`` lists them all).
+KAFKA_SETTINGS = (
+    "SIDECAR_KAFKA_BOOTSTRAP_SERVERS",
+    "SIDECAR_KAFKA_CLIENT_ID",
+    "SIDECAR_KAFKA_SECURITY_PROTOCOL",
+    "SIDECAR_KAFKA_SASL_MECHANISM",
+    "SIDECAR_KAFKA_SASL_USERNAME",
+    "SIDECAR_KAFKA_SASL_PASSWORD_FILE",
+    "SIDECAR_KAFKA_SASL_PASSWORD",
+    "SIDECAR_KAFKA_SSL_CAFILE",
+    "SIDECAR_KAFKA_SSL_CERTFILE",
+    "SIDECAR_KAFKA_SSL_KEYFILE",
+    "SIDECAR_COMMIT_TIMEOUT_SECONDS",
+)
+
+
+@dataclass(frozen=True)
+class Command:
+    run: Callable[[Settings, argparse.Namespace], int]
+    summary: str
+    reads: tuple[str, ...]  # the settings it reads; ("*",): every one
+    takes_group: bool = False
+
+
+COMMANDS: dict[str, Command] = {
+    "serve": Command(
+        lambda settings, _args: _serve(settings),
+        "apply migrations, then serve HTTP and commit offsets to Kafka",
+        ("*",),
+    ),
+    "migrate": Command(
+        lambda settings, _args: _migrate(settings),
+        "apply database migrations and exit",
+        ("SIDECAR_DATABASE_URL",),
+    ),
+    "settings": Command(
+        lambda settings, _args: _settings(settings),
+        "list every SIDECAR_* variable with its default and meaning",
+        (),
+    ),
+    "starting-offsets": Command(
+        _starting_offsets,
+        "the startingOffsets JSON that restarts a query where GROUP's commits stand",
+        KAFKA_SETTINGS,
+        takes_group=True,
+    ),
+    "describe-group": Command(
+        _describe_group,
+        "GROUP as kafka-consumer-groups.sh --describe shows it, read from Kafka",
+        KAFKA_SETTINGS,
+        takes_group=True,
+    ),
 }
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+def _settings_epilog(reads: tuple[str, ...]) -> str:
+    if reads == ("*",):
+        return (
+            "Settings are SIDECAR_* environment variables (offset-sidecar settings lists "
+            "them all); the first ones to set: SIDECAR_KAFKA_BOOTSTRAP_SERVERS (Kafka, "
+            "default 127.0.0.1:9092), SIDECAR_DATABASE_URL (default SQLite sidecar.db in "
+            "the working folder), SIDECAR_HOST / SIDECAR_PORT, SIDECAR_TOKENS_FILE."
+        )
+    if not reads:
+        return "Reads no setting."
+    defaults = {variable: default for variable, default, _ in Settings.describe()}
+    lines = [
+        f"  {v:34} "
+        + ("(unset by default)" if defaults[v] == "None" else f"(default {defaults[v]})")
+        for v in reads
+    ]
+    return "Settings it reads (environment variables):\n" + "\n".join(lines)
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(
         prog="offset-sidecar",
         description="Commit Spark Structured Streaming's Kafka offsets to consumer groups.",
+        epilog="Point it at Kafka with SIDECAR_KAFKA_BOOTSTRAP_SERVERS=host:port[,host:port] "
+        "(default 127.0.0.1:9092). Every setting is a SIDECAR_* environment variable: "
+        "offset-sidecar settings lists them; offset-sidecar COMMAND --help names the ones "
+        "COMMAND reads.",
     )
-    parser.add_argument("command", choices=sorted(COMMANDS))
-    parser.add_argument(
-        "group",
-        nargs="?",
-        help="consumer group (starting-offsets, describe-group)",
-    )
-    parser.add_argument("--topic", action="append", help="topic the query reads (repeatable)")
-    args = parser.parse_args(argv)
+    commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, command in COMMANDS.items():
+        sub = commands.add_parser(
+            name,
+            help=command.summary,
+            description=command.summary,
+            epilog=_settings_epilog(command.reads),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        if command.takes_group:
+            sub.add_argument("group", help="the consumer group")
+            sub.add_argument(
+                "--topic", action="append", help="a topic the query reads (repeatable)"
+            )
+    return top
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     try:
         settings = Settings.from_env()
     except ConfigError as exc:
@@ -133,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     configure_logging(settings.log_level, settings.log_format)
     try:
-        return COMMANDS[args.command](settings, args)
+        return COMMANDS[args.command].run(settings, args)
     except (StoreError, OffsetsNotFound, KafkaReadError) as exc:
         print(f"offset-sidecar: {exc}", file=sys.stderr)
         return 1

@@ -12,7 +12,9 @@ the number of brokers and lanes, never on the number of groups. Facts this relie
     else answers UNKNOWN_MEMBER_ID / ILLEGAL_GENERATION / REBALANCE_IN_PROGRESS.
   - NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE and COORDINATOR_LOAD_IN_PROGRESS mean
     "ask again": the coordinator is looked up anew and the commit retried, within the
-    commit's timeout.
+    commit's timeout. A brand-new broker answers so for seconds while it creates
+    ``__consumer_offsets``; a commit whose timeout ends that way fails with reason
+    ``coordinator_not_available`` (and is retried with backoff like any failure).
   - The broker handles one request per connection at a time, in order (it mutes the
     connection until the answer is sent), and Kafka 4's group coordinator lingers
     (``group.coordinator.append.linger.ms``) to batch its log appends: one connection
@@ -45,6 +47,7 @@ from service.errors import (
     BrokerUnavailable,
     CommitError,
     CommitTimeout,
+    CoordinatorNotAvailable,
     GroupHasMembers,
     NotAuthorized,
     TlsFailed,
@@ -131,6 +134,7 @@ class KafkaOffsetCommitter:
             list(by_topic.items()),
         )
         lane = zlib.crc32(group.encode()) % self.lanes
+        asked_again: kafka_errors.KafkaError | None = None  # the last "not yet" answer
         try:
             async with asyncio.timeout(self.timeout):
                 while True:
@@ -141,7 +145,8 @@ class KafkaOffsetCommitter:
                         if error is not None:
                             raise error
                         return
-                    except _ASK_AGAIN:
+                    except _ASK_AGAIN as exc:
+                        asked_again = exc
                         self._coordinators.pop(group, None)
                         await asyncio.sleep(self.retry_backoff)
         except asyncio.CancelledError:
@@ -150,6 +155,12 @@ class KafkaOffsetCommitter:
             self._coordinators.pop(group, None)
             if isinstance(exc, kafka_errors.KafkaConnectionError | kafka_errors.NodeNotReadyError):
                 exc = await self._why_unreachable() or exc
+            if isinstance(exc, TimeoutError) and asked_again is not None:
+                raise CoordinatorNotAvailable(
+                    f"group {group!r} had no coordinator within {self.timeout:g} s (Kafka "
+                    f"kept answering {type(asked_again).__name__}; a new broker creates "
+                    "__consumer_offsets first); retried with backoff"
+                ) from exc
             raise _commit_error(exc, group, self.timeout) from exc
 
     async def _client_started(self) -> AIOKafkaClient:

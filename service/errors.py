@@ -9,6 +9,8 @@ SidecarError
 └── CommitError            a commit to Kafka did not happen; ``reason`` is one of a
     │                      bounded set of words (a metric label)
     ├── CommitTimeout          no answer within the commit timeout
+    ├── CoordinatorNotAvailable  the group's coordinator did not come within the
+    │                          timeout (a new broker creating __consumer_offsets)
     ├── GroupHasMembers        the group has active members (UNKNOWN_MEMBER_ID):
     │                          a real consumer uses this group id
     ├── BrokerUnavailable      no connection to the cluster or coordinator
@@ -61,6 +63,10 @@ class CommitTimeout(CommitError):
     reason = "timeout"
 
 
+class CoordinatorNotAvailable(CommitError):
+    reason = "coordinator_not_available"
+
+
 class GroupHasMembers(CommitError):
     reason = "group_has_members"
 
@@ -90,6 +96,7 @@ COMMIT_FAILURE_REASONS = frozenset(
     for cls in (
         CommitError,
         CommitTimeout,
+        CoordinatorNotAvailable,
         GroupHasMembers,
         BrokerUnavailable,
         AuthenticationFailed,

@@ -8,16 +8,11 @@ current offset and the whole log as lag, as Kafka's tool does for an assigned pa
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from aiokafka.admin import AIOKafkaAdminClient
-from aiokafka.errors import KafkaError
-
-from service.errors import KafkaReadError
+from service.kafka_admin import Committed, GroupAdmin
 from service.log_ends import KafkaLogEndReader
 from service.offsets import TopicPartition
 
@@ -80,49 +75,26 @@ async def describe_group(
 ) -> GroupReport:
     """``topics``: also list these topics' uncommitted partitions (default: the topics the
     group committed to)."""
-    admin = AIOKafkaAdminClient(**client_options, request_timeout_ms=int(request_timeout * 1000))
     reader = KafkaLogEndReader(client_options, timeout=request_timeout)
     try:
-        async with asyncio.timeout(3 * request_timeout):
-            await admin.start()
-            described = await admin.describe_consumer_groups([group_id])
-            committed = await admin.list_consumer_group_offsets(group_id)
+        async with GroupAdmin(client_options, request_timeout=request_timeout) as admin:
+            described = await admin.describe(group_id)
+            committed = await admin.committed(group_id)
             wanted = sorted(set(topics) | {tp.topic for tp in committed})
-            partitions = set(_partitions(await admin.describe_topics(wanted))) if wanted else set()
-            partitions |= {TopicPartition(tp.topic, tp.partition) for tp in committed}
-            ends = (await reader.log_ends(partitions)).ends
-    except (KafkaError, TimeoutError) as exc:
-        raise KafkaReadError(f"describing group {group_id!r} failed: {exc!r}") from exc
+            partitions = {
+                TopicPartition(topic, partition)
+                for topic, ids in (await admin.partitions(wanted)).items()
+                for partition in ids
+            } | set(committed)
+        ends = (await reader.log_ends(partitions)).ends
     finally:
         await reader.close()
-        with contextlib.suppress(Exception):
-            await admin.close()
-    state, members = _state(described, group_id)
-    by_tp = {TopicPartition(tp.topic, tp.partition): meta.offset for tp, meta in committed.items()}
     rows = tuple(
-        PartitionRow(tp.topic, tp.partition, _offset(by_tp.get(tp)), ends.get(tp))
+        PartitionRow(tp.topic, tp.partition, _offset(committed.get(tp)), ends.get(tp))
         for tp in sorted(partitions)
     )
-    return GroupReport(group_id, state, members, rows)
+    return GroupReport(group_id, described.state, described.members, rows)
 
 
-def _partitions(topics: list[dict[str, Any]]) -> list[TopicPartition]:
-    return [
-        TopicPartition(topic["topic"], partition["partition"])
-        for topic in topics
-        if topic["error_code"] == 0
-        for partition in topic["partitions"]
-    ]
-
-
-def _offset(offset: int | None) -> int | None:
-    return offset if offset is not None and offset >= 0 else None
-
-
-def _state(described: Any, group_id: str) -> tuple[str, int]:
-    """(state, members) from aiokafka's DescribeGroups response (one group asked)."""
-    for response in described:
-        for group in response.groups:
-            if group[1] == group_id:
-                return str(group[2]) or "Empty", len(group[5])
-    return "Dead", 0
+def _offset(committed: Committed | None) -> int | None:
+    return committed.offset if committed is not None else None

@@ -93,6 +93,14 @@ def _nothing(outcome: Outcome, detail: str, **where: Any) -> Decision:
     return Decision(outcome, detail, **where)
 
 
+def unknown_query(query_id: str, **where: Any) -> Decision:
+    """The answer about a query that is not known. The HTTP layer gives the same answer
+    for a query the caller may not see, so that the two cannot be told apart."""
+    return _nothing(
+        Outcome.UNKNOWN_QUERY, f"no query {query_id} is known", query_id=query_id, **where
+    )
+
+
 @dataclass(frozen=True)
 class Savepoint:
     """What one decision may change, as it was before (None: did not exist)."""
@@ -208,12 +216,7 @@ class Ledger:
         """Flink ``notifyCheckpointComplete(checkpoint_id)``."""
         query = self.queries.get(query_id)
         if query is None:
-            return _nothing(
-                Outcome.UNKNOWN_QUERY,
-                f"no query {query_id} is known",
-                query_id=query_id,
-                checkpoint_id=checkpoint_id,
-            )
+            return unknown_query(query_id, checkpoint_id=checkpoint_id)
         where: dict[str, Any] = {
             "query_id": query_id,
             "group_id": query.group_id,
@@ -239,7 +242,7 @@ class Ledger:
     def decide_release(self, query_id: str) -> Decision:
         query = self.queries.get(query_id)
         if query is None:
-            return _nothing(Outcome.UNKNOWN_QUERY, f"no query {query_id} is known")
+            return unknown_query(query_id)
         return Decision(
             Outcome.ACCEPTED,
             f"query {query_id} forgotten; group {query.group_id} is free",

@@ -15,6 +15,9 @@ from collections.abc import Mapping
 from typing import NamedTuple
 
 MAX_TOPIC_LENGTH = 249
+# Kafka's protocol: a partition id is an int32 >= 0, an offset (and so a batch id, which
+# is stored beside offsets) an int64 >= 0. Anything else could never be committed.
+MAX_PARTITION = 2**31 - 1
 MAX_OFFSET = 2**63 - 1
 _TOPIC_CHARS = re.compile(r"[a-zA-Z0-9._-]+")
 

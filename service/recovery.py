@@ -11,17 +11,14 @@ offset gets -2 (earliest), so that no record is lost.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from aiokafka.admin import AIOKafkaAdminClient
-from aiokafka.errors import KafkaError
-
 from service.errors import KafkaReadError, OffsetsNotFound
+from service.kafka_admin import GroupAdmin
+from service.offsets import TopicPartition
 
 EARLIEST = -2
 
@@ -45,38 +42,26 @@ async def starting_offsets(
     request_timeout: float = 10.0,
 ) -> StartingOffsets:
     """``client_options``: aiokafka's connection keywords (``kafka_client_options``)."""
-    admin = AIOKafkaAdminClient(**client_options, request_timeout_ms=int(request_timeout * 1000))
-    try:
-        async with asyncio.timeout(2 * request_timeout):
-            await admin.start()
-            committed = await admin.list_consumer_group_offsets(group_id)
-            wanted = sorted(set(topics) or {tp.topic for tp in committed})
-            if not wanted:
-                raise OffsetsNotFound(
-                    f"Kafka returned no committed offsets for group {group_id!r}; an empty "
-                    "answer is not taken to mean 'start from nothing' (name the topics to "
-                    "start them at earliest)"
-                )
-            described = await admin.describe_topics(wanted)
-    except (KafkaError, TimeoutError) as exc:
-        raise KafkaReadError(f"reading group {group_id!r} from Kafka failed: {exc!r}") from exc
-    finally:
-        with contextlib.suppress(Exception):
-            await admin.close()
-
-    by_tp = {(tp.topic, tp.partition): meta.offset for tp, meta in committed.items()}
+    async with GroupAdmin(client_options, request_timeout=request_timeout) as admin:
+        committed = await admin.committed(group_id)
+        wanted = sorted(set(topics) or {tp.topic for tp in committed})
+        if not wanted:
+            raise OffsetsNotFound(
+                f"Kafka returned no committed offsets for group {group_id!r}; an empty "
+                "answer is not taken to mean 'start from nothing' (name the topics to "
+                "start them at earliest)"
+            )
+        described = await admin.partitions(wanted)
     offsets: dict[str, dict[str, int]] = {}
     uncommitted: list[str] = []
-    for topic in described:
-        name = topic["topic"]
-        if topic["error_code"] != 0 or not topic["partitions"]:
-            raise KafkaReadError(
-                f"topic {name!r} is unknown to Kafka (error {topic['error_code']})"
-            )
-        for partition in sorted(p["partition"] for p in topic["partitions"]):
-            offset = by_tp.get((name, partition), -1)
-            if offset < 0:
-                offset = EARLIEST
+    for name in wanted:
+        partitions = described.get(name)
+        if not partitions:
+            raise KafkaReadError(f"topic {name!r} is unknown to Kafka")
+        for partition in partitions:
+            found = committed.get(TopicPartition(name, partition))
+            offset = found.offset if found is not None else EARLIEST
+            if found is None:
                 uncommitted.append(f"{name}/{partition}")
             offsets.setdefault(name, {})[str(partition)] = offset
     return StartingOffsets(group_id, offsets, uncommitted)

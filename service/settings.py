@@ -7,7 +7,9 @@ variable (a typo would otherwise be silently ignored) raises ``ConfigError`` nam
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import ipaddress
+import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -40,13 +42,21 @@ def _database_url(value: str) -> str:
         raise ValueError(f"not a SQLAlchemy URL ({exc})") from None
     if url.get_backend_name() not in ("sqlite", "postgresql"):
         raise ValueError("only sqlite:// and postgresql:// URLs are supported")
+    if url.get_backend_name() == "postgresql":
+        driver = url.get_driver_name()  # SQLAlchemy's default for postgresql:// is psycopg2
+        if importlib.util.find_spec(driver) is None:
+            raise ValueError(
+                f"PostgreSQL through the {driver} driver, which is not installed: install "
+                "the postgres extra (pip install 'spark-offset-sidecar[postgres]', psycopg 3) "
+                "and write the URL as postgresql+psycopg://..."
+            )
     return value
 
 
 def _positive_float(value: str) -> float:
     number = float(value)
-    if not number > 0:
-        raise ValueError("must be greater than 0")
+    if not math.isfinite(number) or not number > 0:
+        raise ValueError("must be a finite number greater than 0")
     return number
 
 
@@ -204,6 +214,12 @@ class Settings:
             raise ConfigError(
                 env_name("database_url"),
                 "SIDECAR_REPLICATED=true needs a postgresql:// URL: replicas share one database",
+            )
+        if self.replicated and importlib.util.find_spec("psycopg") is None:
+            raise ConfigError(
+                env_name("replicated"),
+                "replicas hear each other through psycopg 3, which is not installed: install "
+                "the postgres extra (pip install 'spark-offset-sidecar[postgres]')",
             )
         if self.replicated and self.lease_seconds < 3 * self.commit_timeout_seconds:
             raise ConfigError(

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from service.errors import InvalidEvent
-from service.offsets import MAX_OFFSET, TopicPartition, topic_name_problem
+from service.offsets import MAX_OFFSET, MAX_PARTITION, TopicPartition, topic_name_problem
 
 MAX_ID_LENGTH = 200
 _ID_CHARS = re.compile(r"[A-Za-z0-9._:-]+")
@@ -96,8 +96,14 @@ def kafka_offsets(nested: Mapping[str, Any], field: str) -> dict[TopicPartition,
             raise InvalidEvent(f"{field}.{topic}", "must be an object of partition -> offset")
         for partition, offset in partitions.items():
             where = f"{field}.{topic}.{partition}"
-            if not isinstance(partition, str) or not _PARTITION.fullmatch(partition):
-                raise InvalidEvent(where, "partition must be a non-negative integer")
+            if (
+                not isinstance(partition, str)
+                or not _PARTITION.fullmatch(partition)
+                or int(partition) > MAX_PARTITION
+            ):
+                raise InvalidEvent(
+                    where, f"partition must be an integer between 0 and {MAX_PARTITION}"
+                )
             if isinstance(offset, bool) or not isinstance(offset, int):
                 raise InvalidEvent(where, "offset must be an integer")
             if not 0 <= offset <= MAX_OFFSET:

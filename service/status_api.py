@@ -14,10 +14,11 @@ from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
-from service.access import allow, caller, runtime_of
+from service.access import allow_read, caller, runtime_of
 from service.api_models import GroupId
 from service.changes import Outcome
 from service.group_status import GroupStatus, PartitionStatus
+from service.refusals import refusal
 
 if TYPE_CHECKING:
     from service.lag_monitor import LagMonitor
@@ -101,7 +102,7 @@ async def list_status(request: Request) -> StatusAnswer:
         groups=[
             GroupStatusView.of(status)
             for group_id, status in sorted(monitor.statuses.items())
-            if grant is None or grant.may_touch(group_id)
+            if grant is None or grant.may_read(group_id)
         ],
     )
 
@@ -109,21 +110,16 @@ async def list_status(request: Request) -> StatusAnswer:
 @router.get("/status/{group_id}", response_model=GroupStatusView)
 async def get_status(group_id: GroupId, request: Request) -> GroupStatusView | JSONResponse:
     """One group's status, evaluated now."""
-    allow(caller(request, event=False), group_id)
+    allow_read(caller(request, event=False), group_id)
     ledger, monitor = _monitor(request)
     if not ledger.commits(group_id):
-        return JSONResponse(
-            {
-                "outcome": "not_owner",
-                "detail": f"this replica does not commit group {group_id}: the replica "
-                "holding its lease evaluates its status (and exports its lag)",
-            },
-            status_code=404,
+        return refusal(
+            404,
+            "not_owner",
+            f"this replica does not commit group {group_id}: the replica holding its "
+            "lease evaluates its status (and exports its lag)",
         )
     group = ledger.groups.get(group_id)
     if group is None:
-        return JSONResponse(
-            {"outcome": Outcome.UNKNOWN_QUERY.value, "detail": f"no group {group_id} is known"},
-            status_code=404,
-        )
+        return refusal(404, Outcome.UNKNOWN_QUERY.value, f"no group {group_id} is known")
     return GroupStatusView.of(monitor.status_of(group, runtime_of(request).clock()))

@@ -13,6 +13,7 @@ from service.errors import ConfigError
 
 ETL = "etl-token-0123456789abcdef"
 OPS = "ops-token-0123456789abcdef"
+TEAM = "team-token-0123456789abcdef"
 
 
 def registry(tmp_path: Path, *entries: dict[str, Any]) -> TokenRegistry:
@@ -21,21 +22,32 @@ def registry(tmp_path: Path, *entries: dict[str, Any]) -> TokenRegistry:
     return TokenRegistry.from_file(str(path))
 
 
-def test_authenticates_by_token_and_checks_groups_and_topics(tmp_path: Path) -> None:
+def test_authenticates_by_token_and_checks_write_and_read_grants_apart(tmp_path: Path) -> None:
     tokens = registry(
         tmp_path,
-        {"name": "etl", "token": ETL, "groups": ["orders-*"], "topics": ["orders", "orders.*"]},
-        {"name": "ops", "token": OPS, "groups": ["*"], "read": True},
+        {"name": "etl", "token": ETL, "write": ["orders-*"], "topics": ["orders", "orders.*"]},
+        {"name": "ops", "token": OPS, "read": ["*"]},
+        {"name": "team", "token": TEAM, "write": ["team-*"], "read": ["team-*", "shared"]},
     )
     etl = tokens.authenticate(f"Bearer {ETL}")
     assert etl.name == "etl"
     assert ETL not in repr(etl), "the secret stays out of repr"
-    etl.check("orders-enricher", {"orders", "orders.eu"})
+    etl.check_write("orders-enricher", {"orders", "orders.eu"})
     with pytest.raises(Forbidden, match="consumer group 'payments'"):
-        etl.check("payments", {"orders"})
+        etl.check_write("payments", {"orders"})
     with pytest.raises(Forbidden, match="topic 'payments'"):
-        etl.check("orders-enricher", {"payments"})
-    assert tokens.authenticate(f"bearer {OPS}").read
+        etl.check_write("orders-enricher", {"payments"})
+    with pytest.raises(Forbidden, match="may not read"):
+        etl.check_read("orders-enricher")  # write-only
+    ops = tokens.authenticate(f"bearer {OPS}")
+    ops.check_read("anything")
+    with pytest.raises(Forbidden, match="may not write"):
+        ops.check_write("anything")  # read-only: it can never move offsets
+    team = tokens.authenticate(f"Bearer {TEAM}")
+    team.check_write("team-a")
+    team.check_read("shared")
+    with pytest.raises(Forbidden):
+        team.check_write("shared")  # reads and writes have their own patterns
     for header in (None, "", "Bearer", f"Basic {ETL}", "Bearer not-a-known-token-at-all"):
         with pytest.raises(Unauthenticated):
             tokens.authenticate(header)
@@ -43,7 +55,7 @@ def test_authenticates_by_token_and_checks_groups_and_topics(tmp_path: Path) -> 
 
 def test_rate_limit_allows_a_burst_then_says_when(tmp_path: Path) -> None:
     tokens = registry(
-        tmp_path, {"name": "etl", "token": ETL, "groups": ["*"], "events_per_second": 2}
+        tmp_path, {"name": "etl", "token": ETL, "write": ["*"], "events_per_second": 2}
     )
     grant = tokens.authenticate(f"Bearer {ETL}")
     for _ in range(4):  # burst: twice the rate
@@ -57,24 +69,35 @@ def test_rate_limit_allows_a_burst_then_says_when(tmp_path: Path) -> None:
     assert bucket.take(0.0) == pytest.approx(10.0)
 
 
+def _entry(**fields: Any) -> dict[str, Any]:
+    return {"tokens": [{"name": "a", "token": ETL, **fields}]}
+
+
 @pytest.mark.parametrize(
     ("document", "problem"),
     [
         ("not json", "is not JSON"),
         ({"tokens": []}, "at least one"),
-        ({"tokens": [{"name": "a", "token": "short", "groups": ["*"]}]}, "at least 16"),
-        ({"tokens": [{"name": "a", "token": ETL, "groups": []}]}, "groups must be"),
-        ({"tokens": [{"name": "a", "token": ETL, "groups": ["*"], "x": 1}]}, "unknown keys"),
-        ({"tokens": [{"name": "a", "token": ETL, "groups": ["*"], "read": "yes"}]}, "read must"),
-        (
-            {"tokens": [{"name": "a", "token": ETL, "groups": ["*"], "events_per_second": 0}]},
-            "events_per_second",
-        ),
+        (_entry(token="short", write=["*"]), "at least 16"),
+        (_entry(write=[]), "write, when given, must be"),
+        (_entry(read=[""]), "read, when given, must be"),
+        (_entry(write=["*"], x=1), "unknown keys"),
+        (_entry(write=["*"], events_per_second=0), "events_per_second"),
+        (_entry(write=["*"], events_per_second=float("nan")), "events_per_second"),
+        (_entry(write=["*"], events_per_second=float("inf")), "events_per_second"),
+        # Ambiguous or meaningless: refused, naming the entry.
+        (_entry(groups=["*"], read=True), "tokens[0] ('a'): \"groups\" is ambiguous"),
+        (_entry(groups=["orders-*"]), '"groups" is ambiguous'),
+        (_entry(read=True), '"read": true|false is ambiguous'),
+        (_entry(write=["*"], read=False), '"read": true|false is ambiguous'),
+        (_entry(), "grants nothing"),
+        (_entry(read=["*"], topics=["orders"]), "topics limits what a token writes"),
+        (_entry(read=["*"], events_per_second=5), "events_per_second limits what"),
         (
             {
                 "tokens": [
-                    {"name": "a", "token": ETL, "groups": ["*"]},
-                    {"name": "a", "token": OPS, "groups": ["*"]},
+                    {"name": "a", "token": ETL, "write": ["*"]},
+                    {"name": "a", "token": OPS, "read": ["*"]},
                 ]
             },
             "unique",
@@ -82,8 +105,8 @@ def test_rate_limit_allows_a_burst_then_says_when(tmp_path: Path) -> None:
         (
             {
                 "tokens": [
-                    {"name": "a", "token": ETL, "groups": ["*"]},
-                    {"name": "b", "token": ETL, "groups": ["*"]},
+                    {"name": "a", "token": ETL, "write": ["*"]},
+                    {"name": "b", "token": ETL, "read": ["*"]},
                 ]
             },
             "share one token",

@@ -20,6 +20,7 @@ import yaml
 from fastapi.testclient import TestClient
 
 from service.app import create_app
+from service.auth import TokenRegistry
 from service.committer import InMemoryCommitter
 from service.errors import BrokerUnavailable
 from service.log_ends import InMemoryLogEnds
@@ -126,7 +127,7 @@ def test_chart_lints_renders_and_validates(values: str) -> None:
         assert labels["app.kubernetes.io/instance"] == "r"
 
 
-def test_default_values_sqlite_on_a_volume_one_pod_and_a_generated_token() -> None:
+def test_default_values_sqlite_on_a_volume_one_pod_and_a_generated_token(tmp_path: Path) -> None:
     kinds = by_kind(render())
     deployment = kinds["Deployment"][0]["spec"]
     assert (deployment["replicas"], deployment["strategy"]["type"]) == (1, "Recreate")
@@ -149,8 +150,13 @@ def test_default_values_sqlite_on_a_volume_one_pod_and_a_generated_token() -> No
     assert config["SIDECAR_TOKENS_FILE"] == "/etc/sidecar/tokens/tokens.json"
     (secret,) = kinds["Secret"]
     tokens = json.loads(base64.b64decode(secret["data"]["tokens.json"]))
-    assert tokens["tokens"][0]["groups"] == ["*"]
+    assert tokens["tokens"][0]["write"] == tokens["tokens"][0]["read"] == ["*"]
     assert len(tokens["tokens"][0]["token"]) >= 16  # the service's minimum
+    tokens_file = tmp_path / "tokens.json"  # the service itself accepts what the chart wrote
+    tokens_file.write_text(json.dumps(tokens))
+    (grant,) = TokenRegistry.from_file(str(tokens_file)).grants
+    assert grant.may_write("any-group")
+    assert grant.may_read("any-group")
     assert kinds["PodDisruptionBudget"][0]["spec"]["maxUnavailable"] == 1
     assert "ServiceMonitor" not in kinds
     assert "PrometheusRule" not in kinds

@@ -15,6 +15,7 @@ import venv
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.service_process import ROOT, free_port
 
@@ -27,24 +28,56 @@ def dockerfile_healthcheck() -> list[str]:
     return command
 
 
-def test_the_wheel_in_a_clean_venv_migrates_serves_and_passes_the_healthcheck(
-    tmp_path: Path,
-) -> None:
-    wheels = tmp_path / "wheels"
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel, built as the Dockerfile builds it."""
+    wheels = tmp_path_factory.mktemp("wheels")
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(ROOT)],
         check=True,
         capture_output=True,
     )
-    (wheel,) = wheels.glob("spark_offset_sidecar-*.whl")
+    (built,) = wheels.glob("spark_offset_sidecar-*.whl")
+    return built
+
+
+@pytest.mark.parametrize("extra", ["", "postgres"], ids=["plain install", "[postgres]"])
+def test_the_wheel_in_a_clean_venv_migrates_serves_and_passes_the_healthcheck(
+    tmp_path: Path, wheel: Path, extra: str, request: pytest.FixtureRequest
+) -> None:
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True)
     python = env_dir / "bin" / "python"
     subprocess.run(
-        [str(python), "-m", "pip", "install", "-q", f"{wheel}[postgres]"],
+        [str(python), "-m", "pip", "install", "-q", f"{wheel}[{extra}]" if extra else str(wheel)],
         check=True,
         capture_output=True,
     )
+    command = str(env_dir / "bin" / "offset-sidecar")
+    bare_env = {"PATH": f"{env_dir / 'bin'}:/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1"}
+    has_psycopg = subprocess.run([str(python), "-c", "import psycopg"], capture_output=True)
+    assert (has_psycopg.returncode == 0) == bool(extra), "the extra alone brings psycopg"
+    if extra:  # the extra serves PostgreSQL: migrate a real server
+        database = request.getfixturevalue("postgres_server")
+        database.reset()
+        migrated = subprocess.run(
+            [command, "migrate"],
+            env={**bare_env, "SIDECAR_DATABASE_URL": str(database.url)},
+            capture_output=True,
+            text=True,
+        )
+        assert migrated.returncode == 0, migrated.stderr
+    else:  # without it, PostgreSQL is refused at start, naming the extra to install
+        refused = subprocess.run(
+            [command, "serve"],
+            env={**bare_env, "SIDECAR_DATABASE_URL": "postgresql+psycopg://u:p@127.0.0.1:1/db"},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert refused.returncode == 2, refused.stderr
+        assert "SIDECAR_DATABASE_URL" in refused.stderr
+        assert "pip install 'spark-offset-sidecar[postgres]'" in refused.stderr
     data = tmp_path / "data"
     data.mkdir()
     workdir = tmp_path / "readonly"
@@ -52,15 +85,14 @@ def test_the_wheel_in_a_clean_venv_migrates_serves_and_passes_the_healthcheck(
     workdir.chmod(0o555)  # like the image's read-only root: only /data is written
     port = free_port()
     image_env = {
-        "PATH": f"{env_dir / 'bin'}:/usr/bin:/bin",
-        "PYTHONDONTWRITEBYTECODE": "1",
+        **bare_env,
         "SIDECAR_HOST": "127.0.0.1",  # the image says 0.0.0.0, with tokens in production
         "SIDECAR_PORT": str(port),
         "SIDECAR_DATABASE_URL": f"sqlite:///{data / 'sidecar.db'}",
         "SIDECAR_KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:1",  # no Kafka: ready and live anyway
     }
     migrated = subprocess.run(
-        [str(env_dir / "bin" / "offset-sidecar"), "migrate"],
+        [command, "migrate"],
         env=image_env,
         cwd=workdir,
         capture_output=True,
@@ -69,7 +101,7 @@ def test_the_wheel_in_a_clean_venv_migrates_serves_and_passes_the_healthcheck(
     assert migrated.returncode == 0, migrated.stderr
     assert "newest migration" in migrated.stdout
     server = subprocess.Popen(
-        [str(env_dir / "bin" / "offset-sidecar"), "serve"],
+        [command, "serve"],
         env=image_env,
         cwd=workdir,
         stdout=subprocess.PIPE,

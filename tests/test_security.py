@@ -39,10 +39,10 @@ def tokens_file(tmp_path: Path, new_topic: Callable[..., str]) -> tuple[Path, st
     topic = new_topic(2)
     document = {
         "tokens": [
-            {"name": "etl", "token": ETL, "groups": ["etl-*"], "topics": [topic],
+            {"name": "etl", "token": ETL, "write": ["etl-*"], "topics": [topic],
              "events_per_second": 5},
-            {"name": "stranger", "token": STRANGER, "groups": ["other-*"]},
-            {"name": "reader", "token": READER, "groups": ["*"], "read": True},
+            {"name": "stranger", "token": STRANGER, "write": ["other-*"]},
+            {"name": "reader", "token": READER, "read": ["*"]},
         ]
     }  # fmt: skip
     path = tmp_path / "tokens.json"

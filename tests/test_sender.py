@@ -109,7 +109,8 @@ def test_offer_never_waits_for_a_hung_service_and_flush_is_bounded() -> None:
         url = f"http://127.0.0.1:{hung.getsockname()[1]}"
         sender = ProgressSender(url, timeout=30, backoff_initial=0.05)
         sender.offer("q", "g", progress("q", 0))
-        time.sleep(0.2)  # the sender thread is now inside its request
+        hung.settimeout(60)
+        connection, _ = hung.accept()  # the sender thread is now inside its request
         started = time.monotonic()
         for batch in range(1, 1001):
             sender.offer("q", "g", progress("q", batch))
@@ -120,5 +121,6 @@ def test_offer_never_waits_for_a_hung_service_and_flush_is_bounded() -> None:
         assert sender.flush(0.5) is False, "flush gives up at its bound"
         sender.close(0.1)
         assert sender.stats.delivered == 0
+        connection.close()
     finally:
         hung.close()

@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import pytest
+from sqlalchemy.engine import make_url
 
 from service.errors import ConfigError
 from service.settings import Settings
@@ -16,7 +18,7 @@ def test_defaults_and_explicit_values() -> None:
     settings = Settings.from_env(
         {
             "SIDECAR_KAFKA_BOOTSTRAP_SERVERS": "a:1, b:2",
-            "SIDECAR_DATABASE_URL": "postgresql://u:p@db/sidecar",
+            "SIDECAR_DATABASE_URL": "postgresql+psycopg://u:p@db/sidecar",
             "SIDECAR_HOST": "0.0.0.0",
             "SIDECAR_ALLOW_UNAUTHENTICATED": "true",
             "SIDECAR_PORT": "9000",
@@ -24,7 +26,7 @@ def test_defaults_and_explicit_values() -> None:
         }
     )
     assert settings.kafka_bootstrap_servers == "a:1,b:2"
-    assert settings.database_url == "postgresql://u:p@db/sidecar"
+    assert settings.database_url == "postgresql+psycopg://u:p@db/sidecar"
     assert (settings.host, settings.port) == ("0.0.0.0", 9000)
 
 
@@ -38,6 +40,9 @@ def test_defaults_and_explicit_values() -> None:
         ("SIDECAR_DATABASE_URL", "mysql://x/y", "only sqlite"),
         ("SIDECAR_DATABASE_URL", "not a url", "not a SQLAlchemy URL"),
         ("SIDECAR_COMMIT_TIMEOUT_SECONDS", "0", "greater than 0"),
+        ("SIDECAR_COMMIT_TIMEOUT_SECONDS", "inf", "finite number"),
+        ("SIDECAR_LEASE_SECONDS", "nan", "finite number"),
+        ("SIDECAR_RETRY_MAX_SECONDS", "1e999", "finite number"),
         ("SIDECAR_MAX_PENDING_CHECKPOINTS", "0", "at least 1"),
         ("SIDECAR_LOG_LEVEL", "LOUD", "DEBUG, INFO"),
         ("SIDECAR_KAFKA_BOOTSTRAP", "a:1", "unknown setting"),
@@ -48,6 +53,23 @@ def test_bad_settings_fail_naming_the_variable(variable: str, value: str, proble
         Settings.from_env({variable: value})
     assert caught.value.variable == variable
     assert problem in str(caught.value)
+
+
+@pytest.mark.parametrize("url", ["postgresql://u:p@db/sidecar", "postgresql+psycopg://u:p@db/s"])
+def test_a_postgresql_url_whose_driver_is_missing_names_the_extra(
+    monkeypatch: pytest.MonkeyPatch, url: str
+) -> None:
+    driver = make_url(url).get_driver_name()  # what SQLAlchemy would load for this URL
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == driver else real(name, *a)
+    )
+    with pytest.raises(ConfigError) as caught:
+        Settings.from_env({"SIDECAR_DATABASE_URL": url})
+    assert caught.value.variable == "SIDECAR_DATABASE_URL"
+    assert f"the {driver} driver, which is not installed" in str(caught.value)
+    assert "spark-offset-sidecar[postgres]" in str(caught.value)
+    assert "postgresql+psycopg://" in str(caught.value)
 
 
 def test_retry_bounds_must_be_ordered() -> None:
