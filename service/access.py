@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING
 
 from fastapi import Request
 
-from service.auth import Forbidden, TokenGrant
+from service.auth import TokenGrant
+from service.errors import Forbidden
 
 if TYPE_CHECKING:
     from service.app import Runtime

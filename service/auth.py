@@ -36,26 +36,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from service.errors import ConfigError
+from service.errors import ConfigError, Forbidden, RateLimited, Unauthenticated
 
 TOKENS_VARIABLE = "SIDECAR_TOKENS_FILE"
 MIN_TOKEN_LENGTH = 16
-
-
-class Unauthenticated(Exception):
-    """No token, or not a known one (401)."""
-
-
-class Forbidden(Exception):
-    """A known token outside its grant (403)."""
-
-
-class RateLimited(Exception):
-    """A token over its events-per-second (429)."""
-
-    def __init__(self, name: str, retry_after: float) -> None:
-        super().__init__(f"token {name!r} is over its rate; retry in {retry_after:.1f} s")
-        self.retry_after = retry_after
 
 
 @dataclass(frozen=True)

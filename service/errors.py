@@ -1,11 +1,17 @@
-"""Errors of the sidecar, one hierarchy:
+"""Errors of the sidecar, one hierarchy (every class is drawn here; a test keeps it so):
 
 SidecarError
 ├── ConfigError            a setting is missing or invalid (names the variable)
 ├── InvalidEvent           an event is malformed (names the field); nothing stored
+├── Refused                the caller may not do this (HTTP 401 / 403 / 429)
+│   ├── Unauthenticated        no token, or not a known one (401)
+│   ├── Forbidden              a known token outside its grant (403)
+│   └── RateLimited            a token over its events per second (429, Retry-After)
 ├── StoreError             the database failed
 │   └── StoreUnavailable   cannot read or write now (full, read-only, connection lost):
 │                          callers get 503 and retry; nothing was half-written
+├── OffsetsNotFound        Kafka holds no committed offsets where some were needed
+├── KafkaReadError         reading from Kafka failed (admin reads, log ends); says why
 └── CommitError            a commit to Kafka did not happen; ``reason`` is one of a
     │                      bounded set of words (a metric label)
     ├── CommitTimeout          no answer within the commit timeout
@@ -14,8 +20,12 @@ SidecarError
     ├── GroupHasMembers        the group has active members (UNKNOWN_MEMBER_ID):
     │                          a real consumer uses this group id
     ├── BrokerUnavailable      no connection to the cluster or coordinator
+    ├── AuthenticationFailed   Kafka refused the SASL credentials
+    ├── TlsFailed              TLS with Kafka failed (an untrusted certificate, ...)
     ├── NotAuthorized          the broker refused (group or topic ACL)
     └── UnknownTopicPartition  a committed partition does not exist
+
+How each becomes an HTTP answer is one table: ``service.refusals.exception_answers``.
 """
 
 from __future__ import annotations
@@ -37,6 +47,24 @@ class InvalidEvent(SidecarError):
         super().__init__(f"{field}: {problem}")
         self.field = field
         self.problem = problem
+
+
+class Refused(SidecarError):
+    pass
+
+
+class Unauthenticated(Refused):
+    pass
+
+
+class Forbidden(Refused):
+    pass
+
+
+class RateLimited(Refused):
+    def __init__(self, name: str, retry_after: float) -> None:
+        super().__init__(f"token {name!r} is over its rate; retry in {retry_after:.1f} s")
+        self.retry_after = retry_after
 
 
 class StoreError(SidecarError):

@@ -21,13 +21,15 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException
 
-from service.auth import Forbidden, RateLimited, Unauthenticated
 from service.errors import (
+    Forbidden,
     InvalidEvent,
     KafkaReadError,
     OffsetsNotFound,
+    RateLimited,
     StoreError,
     StoreUnavailable,
+    Unauthenticated,
 )
 from service.metrics import SidecarMetrics
 

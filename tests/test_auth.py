@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from service.auth import Forbidden, RateLimited, TokenBucket, TokenRegistry, Unauthenticated
-from service.errors import ConfigError
+from service.auth import TokenBucket, TokenRegistry
+from service.errors import ConfigError, Forbidden, RateLimited, Unauthenticated
 
 ETL = "etl-token-0123456789abcdef"
 OPS = "ops-token-0123456789abcdef"
