@@ -11,6 +11,8 @@ committed offsets, its state and members, its topics' partitions. Shared by
 - aiokafka's ``list_consumer_group_offsets`` ignores OffsetFetch's top-level error code
   (v2+), so a coordinator still loading reads as "no offsets". ``committed`` sends the
   request itself and treats a top-level error as an error, never as an empty group.
+  Requests go through the admin client's ``_send_request(request, node)`` (aiokafka 0.14,
+  read in source: what its own group methods use; pinned below 0.15 in pyproject.toml).
 
 Every failure is a ``KafkaReadError`` saying "... from Kafka failed: <why>".
 """
@@ -126,7 +128,7 @@ class GroupAdmin:
     async def describe(self, group_id: str) -> GroupDescription:
         """The group's state and number of members (DescribeGroups)."""
 
-        async def describe(node: int) -> GroupDescription:
+        async def ask(node: int) -> GroupDescription:
             response = await self._admin._send_request(DescribeGroupsRequest([group_id]), node)
             for group in response.groups:
                 error_code, name, state, _protocol_type, _protocol, members, *_ = group
@@ -135,7 +137,7 @@ class GroupAdmin:
                     return GroupDescription(str(state) or "Empty", len(members))
             return GroupDescription("Dead", 0)
 
-        return await self._on_coordinator(group_id, "describing", describe)
+        return await self._on_coordinator(group_id, "describing", ask)
 
     async def partitions(self, topics: Sequence[str]) -> dict[str, list[int]]:
         """Each topic's partition ids; a topic Kafka does not know has none."""
