@@ -34,7 +34,7 @@ from service.kafka_options import kafka_client_options
 from service.ledger import unknown_query
 from service.offsets import MAX_OFFSET, OffsetMap, from_json, topic_name_problem
 from service.recovery import starting_offsets
-from service.spark_progress import parse_progress
+from service.spark_progress import ID_PATTERN, MAX_ID_LENGTH, parse_progress
 
 if TYPE_CHECKING:
     from service.durable_ledger import DurableLedger
@@ -44,7 +44,8 @@ log = logging.getLogger(__name__)
 router = APIRouter(prefix="/v1", tags=["events"])
 
 QueryId = Annotated[
-    str, Path(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:-]+$", description="query id")
+    str,
+    Path(min_length=1, max_length=MAX_ID_LENGTH, pattern=f"^{ID_PATTERN}$", description="query id"),
 ]
 
 STATUS = {

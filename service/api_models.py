@@ -1,4 +1,4 @@
-"""Request and answer bodies of the HTTP API (the contract in ``shared/design.md``)."""
+"""Request and answer bodies of the HTTP API (the contract in the README's API section)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_vali
 from service.errors import InvalidEvent
 from service.ledger import GroupState, QueryState
 from service.offsets import MAX_OFFSET, OffsetJson, to_json
-from service.spark_progress import kafka_offsets
+from service.spark_progress import ID_PATTERN, MAX_ID_LENGTH, kafka_offsets
 
 GroupId = Annotated[
     str, StringConstraints(min_length=1, max_length=255, pattern=r"^[^\x00-\x1f\x7f]+$")
 ]
 RunId = Annotated[
-    str, StringConstraints(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:-]+$")
+    str, StringConstraints(min_length=1, max_length=MAX_ID_LENGTH, pattern=f"^{ID_PATTERN}$")
 ]
 CheckpointId = Annotated[int, Field(strict=True, ge=0, le=MAX_OFFSET)]
 

@@ -1,5 +1,5 @@
-"""Commit offsets to Kafka: the ``OffsetCommitter`` port, aiokafka's implementation, and an
-in-memory one for tests of the core.
+"""Commit offsets to Kafka: the ``OffsetCommitter`` port and aiokafka's implementation (the
+in-memory double is ``service.testing.InMemoryCommitter``).
 
 ``KafkaOffsetCommitter`` sends each commit as a plain OffsetCommit request (v2: generation
 -1, no member id, broker-default retention) to the group's coordinator, over one of a
@@ -276,29 +276,3 @@ def _commit_error(exc: BaseException, group: str, timeout: float) -> CommitError
     if isinstance(exc, kafka_errors.KafkaError):
         return CommitError(f"{type(exc).__name__}: {exc}")
     return CommitError(f"unexpected {type(exc).__name__}: {exc}")
-
-
-class InMemoryCommitter:
-    """Records commits; can be told to fail or to hold commits until released."""
-
-    def __init__(self) -> None:
-        self.commits: list[CommitRequest] = []
-        self.fail_with: CommitError | None = None
-        self.gate = asyncio.Event()
-        self.gate.set()
-        self.in_flight = 0
-        self.max_in_flight = 0
-
-    async def commit(self, request: CommitRequest) -> None:
-        self.in_flight += 1
-        self.max_in_flight = max(self.max_in_flight, self.in_flight)
-        try:
-            await self.gate.wait()
-            if self.fail_with is not None:
-                raise self.fail_with
-            self.commits.append(request)
-        finally:
-            self.in_flight -= 1
-
-    async def close(self) -> None:
-        self.gate.set()

@@ -1,5 +1,5 @@
 """Read the brokers' log-end offsets: the ``LogEndReader`` port, aiokafka's implementation
-and an in-memory one for tests.
+(the in-memory double is ``service.testing.InMemoryLogEnds``).
 
 ``KafkaLogEndReader`` asks for the topics' metadata with ``allow_auto_topic_creation`` off,
 then sends ListOffsets(latest) to each partition's leader, over one shared
@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 from collections import defaultdict
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from aiokafka.client import AIOKafkaClient
@@ -123,23 +123,3 @@ class KafkaLogEndReader:
         if client is not None:
             with contextlib.suppress(Exception):
                 await client.close()
-
-
-@dataclass
-class InMemoryLogEnds:
-    """Log ends set by the test; ``fail_with`` makes every read fail."""
-
-    ends: dict[TopicPartition, int] = field(default_factory=dict)
-    fail_with: KafkaReadError | None = None
-    reads: int = 0
-
-    async def log_ends(self, partitions: Collection[TopicPartition]) -> LogEnds:
-        self.reads += 1
-        if self.fail_with is not None:
-            raise self.fail_with
-        known = {tp: self.ends[tp] for tp in partitions if tp in self.ends}
-        missing = sorted({tp.topic for tp in partitions if tp not in self.ends})
-        return LogEnds(known, tuple(missing))
-
-    async def close(self) -> None:
-        return None

@@ -24,8 +24,11 @@ from typing import Any, cast
 from service.errors import InvalidEvent
 from service.offsets import MAX_OFFSET, MAX_PARTITION, TopicPartition, topic_name_problem
 
+# Query and run ids (Spark's are UUIDs): the one definition, also used by the HTTP layer's
+# path and body validation.
 MAX_ID_LENGTH = 200
-_ID_CHARS = re.compile(r"[A-Za-z0-9._:-]+")
+ID_PATTERN = r"[A-Za-z0-9._:-]+"
+_ID_CHARS = re.compile(ID_PATTERN)
 _PARTITION = re.compile(r"0|[1-9][0-9]{0,9}")
 
 

@@ -1,7 +1,7 @@
 """Where the ledger's accepted state is kept across restarts.
 
 ``LedgerStore`` is the port; ``SqlStore`` (``service.sql_store``) is the real one,
-``InMemoryStore`` keeps nothing beyond the process and is for unit tests of the core.
+``service.testing.InMemoryStore`` keeps nothing beyond the process (unit tests of the core).
 
 Contract
   - ``persist(changes)`` writes all of ``changes`` in one transaction or none of them, and
@@ -59,26 +59,3 @@ class SharedLedgerStore(LedgerStore, Protocol):
     def begin(self, query_ids: Collection[str], group_ids: Collection[str]) -> LoadedRows: ...
 
     def abort(self) -> None: ...
-
-
-class InMemoryStore:
-    """Records what it was given; survives nothing. For tests of the pure core."""
-
-    def __init__(self) -> None:
-        self.persisted: list[Change] = []
-        self.fail_with: Exception | None = None
-
-    def load(self) -> StoredState:
-        return StoredState()
-
-    def persist(self, changes: Sequence[Change]) -> None:
-        if self.fail_with is not None:
-            raise self.fail_with
-        self.persisted.extend(changes)
-
-    def check(self) -> None:
-        if self.fail_with is not None:
-            raise self.fail_with
-
-    def close(self) -> None:
-        pass

@@ -15,11 +15,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.app import create_app
-from service.committer import InMemoryCommitter
 from service.errors import StoreUnavailable
-from service.log_ends import InMemoryLogEnds
 from service.settings import Settings
-from service.store import InMemoryStore
+from service.testing import InMemoryCommitter, InMemoryLogEnds, InMemoryStore
 from tests.service_support import QUERY, metric, spark_progress, wait_for
 
 

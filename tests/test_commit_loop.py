@@ -15,7 +15,7 @@ from service.errors import BrokerUnavailable
 from service.ledger import Backoff, Ledger
 from service.metrics import SidecarMetrics
 from service.offsets import TopicPartition
-from service.store import InMemoryStore
+from service.testing import InMemoryStore
 
 T0 = TopicPartition("t", 0)
 

@@ -16,7 +16,7 @@ from service.errors import StoreUnavailable
 from service.ledger import Ledger
 from service.offsets import TopicPartition
 from service.sql_store import SqlStore
-from service.store import InMemoryStore
+from service.testing import InMemoryStore
 from tests.conftest import run_sync
 
 T0 = TopicPartition("t", 0)

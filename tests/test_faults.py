@@ -21,10 +21,9 @@ from fastapi.testclient import TestClient
 from sqlalchemy import event
 
 from service.app import create_app
-from service.committer import InMemoryCommitter
-from service.log_ends import InMemoryLogEnds
 from service.settings import Settings
 from service.sql_store import SqlStore
+from service.testing import InMemoryCommitter, InMemoryLogEnds
 from tests.conftest import create_topics, run_sync, unique_group
 from tests.kafka_broker import LocalBroker
 from tests.offset_watch import OffsetWatch

@@ -21,10 +21,9 @@ from fastapi.testclient import TestClient
 
 from service.app import create_app
 from service.auth import TokenRegistry
-from service.committer import InMemoryCommitter
 from service.errors import BrokerUnavailable
-from service.log_ends import InMemoryLogEnds
 from service.offsets import TopicPartition
+from service.testing import InMemoryCommitter, InMemoryLogEnds
 from tests.service_process import ROOT
 from tests.service_support import wait_for
 from tests.test_api import post_progress, settings_for

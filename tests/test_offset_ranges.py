@@ -18,12 +18,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from service.app import create_app
-from service.committer import InMemoryCommitter
 from service.errors import InvalidEvent
-from service.log_ends import InMemoryLogEnds
 from service.offsets import MAX_OFFSET, MAX_PARTITION
 from service.settings import Settings
 from service.spark_progress import kafka_offsets
+from service.testing import InMemoryCommitter, InMemoryLogEnds
 from tests.service_support import spark_progress
 
 # The whole range, with the edges of both bounds drawn often.

@@ -12,9 +12,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.app import create_app
-from service.committer import InMemoryCommitter
-from service.log_ends import InMemoryLogEnds
 from service.settings import Settings
+from service.testing import InMemoryCommitter, InMemoryLogEnds
 
 SHAPE = {"outcome", "detail", "errors"}
 

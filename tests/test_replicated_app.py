@@ -11,11 +11,10 @@ from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, select
 
 from service.app import create_app
-from service.committer import InMemoryCommitter
 from service.db_schema import consumer_groups, replicas
 from service.errors import ConfigError
-from service.log_ends import InMemoryLogEnds
 from service.settings import Settings
+from service.testing import InMemoryCommitter, InMemoryLogEnds
 from tests.service_support import metric, spark_progress, wait_for
 
 

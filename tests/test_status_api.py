@@ -11,10 +11,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.app import create_app
-from service.committer import InMemoryCommitter
 from service.errors import BrokerUnavailable, KafkaReadError
-from service.log_ends import InMemoryLogEnds
 from service.offsets import TopicPartition
+from service.testing import InMemoryCommitter, InMemoryLogEnds
 from tests.service_support import metric, wait_for
 from tests.test_api import post_progress, settings_for
 
