@@ -20,7 +20,7 @@ from service.auth import TokenGrant
 from service.errors import Forbidden
 
 if TYPE_CHECKING:
-    from service.app import Runtime
+    from service.runtime import Runtime
 
 log = logging.getLogger(__name__)
 

@@ -30,10 +30,8 @@ from service.auth import TokenGrant
 from service.changes import Decision, Outcome
 from service.errors import InvalidEvent
 from service.json_logs import about
-from service.kafka_options import kafka_client_options
 from service.ledger import unknown_query
 from service.offsets import MAX_OFFSET, OffsetMap, from_json, topic_name_problem
-from service.recovery import starting_offsets
 from service.spark_progress import ID_PATTERN, MAX_ID_LENGTH, parse_progress
 
 if TYPE_CHECKING:
@@ -249,13 +247,7 @@ async def get_starting_offsets(
     for name in topic or ():
         if problem := topic_name_problem(name):
             raise InvalidEvent("topic", problem)
-    settings = runtime_of(request).settings
-    found = await starting_offsets(
-        kafka_client_options(settings),
-        group_id,
-        topic or (),
-        request_timeout=settings.commit_timeout_seconds,
-    )
+    found = await runtime_of(request).starting_offsets(group_id, topic or ())
     return StartingOffsetsAnswer(
         group_id=group_id,
         starting_offsets=found.offsets,

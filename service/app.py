@@ -17,20 +17,20 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
 from fastapi.responses import PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from service import recovery
 from service.api import router
 from service.auth import TokenRegistry
 from service.body_limit import BodySizeLimit
 from service.commit_loop import CommitLoop
-from service.committer import KafkaOffsetCommitter, OffsetCommitter
+from service.committer import KafkaOffsetCommitter
 from service.durable_ledger import DurableLedger
 from service.errors import StoreError
 from service.group_status import CommitWindows
@@ -38,9 +38,11 @@ from service.kafka_options import kafka_client_options
 from service.lag_monitor import LagMonitor
 from service.leases import Ownership
 from service.ledger import Backoff
-from service.log_ends import KafkaLogEndReader, LogEndReader
+from service.log_ends import KafkaLogEndReader
 from service.metrics import SidecarMetrics, package_version
+from service.ports import LogEndReader, OffsetCommitter, StartingOffsets, StartingOffsetsReader
 from service.refusals import exception_answers
+from service.runtime import Runtime
 from service.settings import Settings
 from service.sql_store import SqlStore
 from service.status_api import router as status_router
@@ -52,47 +54,23 @@ if TYPE_CHECKING:  # replicas' modules need the postgres extra: imported when re
 log = logging.getLogger(__name__)
 
 
-@dataclass
-class Runtime:
-    """What the lifespan started; routes reach it through ``request.app.state.runtime``."""
-
-    settings: Settings
-    metrics: SidecarMetrics
-    clock: Callable[[], float]
-    tokens: TokenRegistry | None = None
-    durable: DurableLedger | None = None
-    commit_loop: CommitLoop | None = None
-    commit_task: asyncio.Task[None] | None = None
-    lag_monitor: LagMonitor | None = None
-    lag_task: asyncio.Task[None] | None = None
-    lease_keeper: LeaseKeeper | None = None
-    ready: bool = False
-
-    def live_problem(self) -> str | None:
-        task, loop = self.commit_task, self.commit_loop
-        if task is None or loop is None:
-            return "the commit loop has not started"
-        if task.done():
-            return "the commit loop has stopped"
-        stalled = time.monotonic() - loop.heartbeat
-        if stalled > max(30.0, 10 * loop.tick):
-            return f"the commit loop has not run for {stalled:.0f} s"
-        return None
-
-
 def create_app(
     settings: Settings,
     *,
     store: LedgerStore | None = None,
     committer: OffsetCommitter | None = None,
     log_ends: LogEndReader | None = None,
+    starting_offsets: StartingOffsetsReader | None = None,
     registry: CollectorRegistry | None = None,
     clock: Callable[[], float] = time.time,
 ) -> FastAPI:
-    """Build the service. ``store`` defaults to SQL (``database_url``), ``committer`` and
-    ``log_ends`` to aiokafka (``kafka_bootstrap_servers``); tests may pass others."""
+    """Build the service. ``store`` defaults to SQL (``database_url``), ``committer``,
+    ``log_ends`` and ``starting_offsets`` to aiokafka (``kafka_bootstrap_servers``); tests
+    may pass others (``service.testing``)."""
     metrics = SidecarMetrics(registry or CollectorRegistry())
-    runtime = Runtime(settings, metrics, clock)
+    runtime = Runtime(
+        settings, metrics, clock, starting_offsets or _kafka_starting_offsets(settings)
+    )
     if settings.tokens_file:
         runtime.tokens = TokenRegistry.from_file(settings.tokens_file)
 
@@ -201,6 +179,17 @@ def create_app(
         app.add_exception_handler(exception, answer)
     _add_operational_routes(app, runtime)
     return app
+
+
+def _kafka_starting_offsets(settings: Settings) -> StartingOffsetsReader:
+    options = kafka_client_options(settings)
+
+    async def read(group_id: str, topics: Sequence[str]) -> StartingOffsets:
+        return await recovery.starting_offsets(
+            options, group_id, topics, request_timeout=settings.commit_timeout_seconds
+        )
+
+    return read
 
 
 def new_replica_id() -> str:

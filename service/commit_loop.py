@@ -21,13 +21,13 @@ import time
 from collections.abc import Callable
 
 from service.changes import CommitRequest
-from service.committer import OffsetCommitter
 from service.durable_ledger import DurableLedger
 from service.errors import CommitError
 from service.json_logs import about
 from service.leases import Ownership
 from service.metrics import SidecarMetrics
 from service.offsets import describe
+from service.ports import OffsetCommitter
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
-"""Commit offsets to Kafka: the ``OffsetCommitter`` port and aiokafka's implementation (the
-in-memory double is ``service.testing.InMemoryCommitter``).
+"""Commit offsets to Kafka: aiokafka's implementation of the ``OffsetCommitter`` port
+(``service.ports``; the in-memory double is ``service.testing.InMemoryCommitter``).
 
 ``KafkaOffsetCommitter`` sends each commit as a plain OffsetCommit request (v2: generation
 -1, no member id, broker-default retention) to the group's coordinator, over one of a
@@ -34,7 +34,7 @@ import ssl
 import zlib
 from collections import defaultdict
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any
 
 from aiokafka import errors as kafka_errors
 from aiokafka.client import AIOKafkaClient, CoordinationType
@@ -74,13 +74,6 @@ _MEMBERS = (
     kafka_errors.IllegalGenerationError,
     kafka_errors.RebalanceInProgressError,
 )
-
-
-class OffsetCommitter(Protocol):
-    async def commit(self, request: CommitRequest) -> None:
-        """Commit ``request.offsets`` for ``request.group_id`` or raise ``CommitError``."""
-
-    async def close(self) -> None: ...
 
 
 def commit_metadata(request: CommitRequest, replica_id: str | None = None) -> str:

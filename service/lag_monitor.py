@@ -23,8 +23,8 @@ from service.errors import KafkaReadError
 from service.group_status import CommitWindows, GroupStatus
 from service.ledger import Ledger
 from service.ledger_state import GroupState
-from service.log_ends import LogEndReader
 from service.offsets import TopicPartition
+from service.ports import LogEndReader
 
 log = logging.getLogger(__name__)
 SLICE = 100  # groups evaluated between two yields to the event loop

@@ -1,5 +1,5 @@
-"""Read the brokers' log-end offsets: the ``LogEndReader`` port, aiokafka's implementation
-(the in-memory double is ``service.testing.InMemoryLogEnds``).
+"""Read the brokers' log-end offsets: aiokafka's implementation of the ``LogEndReader`` port
+(``service.ports``; the in-memory double is ``service.testing.InMemoryLogEnds``).
 
 ``KafkaLogEndReader`` asks for the topics' metadata with ``allow_auto_topic_creation`` off,
 then sends ListOffsets(latest) to each partition's leader, over one shared
@@ -16,8 +16,7 @@ import asyncio
 import contextlib
 from collections import defaultdict
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from aiokafka.client import AIOKafkaClient
 from aiokafka.errors import KafkaError
@@ -26,22 +25,9 @@ from aiokafka.protocol.offset import OffsetRequest
 
 from service.errors import KafkaReadError
 from service.offsets import TopicPartition
+from service.ports import LogEnds
 
 LATEST = -1  # ListOffsets timestamp meaning "the log end"
-
-
-@dataclass(frozen=True)
-class LogEnds:
-    ends: dict[TopicPartition, int]
-    failed_topics: tuple[str, ...] = ()
-
-
-class LogEndReader(Protocol):
-    async def log_ends(self, partitions: Collection[TopicPartition]) -> LogEnds:
-        """The log end of each partition; raises ``KafkaReadError`` when no topic could be
-        read at all."""
-
-    async def close(self) -> None: ...
 
 
 class KafkaLogEndReader:

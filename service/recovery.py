@@ -11,27 +11,15 @@ offset gets -2 (earliest), so that no record is lost.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from service.errors import KafkaReadError, OffsetsNotFound
 from service.kafka_admin import GroupAdmin
 from service.offsets import TopicPartition
+from service.ports import StartingOffsets
 
 EARLIEST = -2
-
-
-@dataclass(frozen=True)
-class StartingOffsets:
-    group_id: str
-    offsets: dict[str, dict[str, int]]  # Spark's form: topic -> partition -> offset or -2
-    uncommitted: list[str]  # "topic/partition" started at earliest: nothing committed there
-
-    def spark_option(self) -> str:
-        """The value for ``.option("startingOffsets", ...)``."""
-        return json.dumps(self.offsets, separators=(",", ":"), sort_keys=True)
 
 
 async def starting_offsets(

@@ -4,8 +4,8 @@ evidence that the system works with Kafka or a database: the real adapters are t
 against a real broker and real databases.
 
 - ``InMemoryStore``      a ``LedgerStore`` (``service.store``) that keeps nothing
-- ``InMemoryCommitter``  an ``OffsetCommitter`` (``service.committer``) that records commits
-- ``InMemoryLogEnds``    a ``LogEndReader`` (``service.log_ends``) with log ends set by the test
+- ``InMemoryCommitter``  an ``OffsetCommitter`` (``service.ports``) that records commits
+- ``InMemoryLogEnds``    a ``LogEndReader`` (``service.ports``) with log ends set by the test
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 
 from service.changes import Change, CommitRequest
 from service.errors import CommitError, KafkaReadError
-from service.log_ends import LogEnds
 from service.offsets import TopicPartition
+from service.ports import LogEnds
 from service.store import StoredState
 
 
