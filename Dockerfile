@@ -1,5 +1,5 @@
 # syntax=docker/dockerfile:1
-# The sidecar service (not the Spark side: jobs/ ships with the Spark job).
+# The sidecar service (not the Spark side: the listener is its own wheel, jobs/pyproject.toml).
 # Multi-stage: build a wheel, install it into a virtualenv, copy only that into a slim
 # runtime that runs as a non-root user and writes only to /data (SQLite) and /tmp.
 
@@ -8,7 +8,6 @@ WORKDIR /src
 RUN python -m venv /opt/sidecar
 COPY pyproject.toml README.md ./
 COPY service ./service
-COPY jobs ./jobs
 COPY migrations ./migrations
 RUN /opt/sidecar/bin/pip install --no-cache-dir --upgrade pip \
  && /opt/sidecar/bin/pip wheel --no-cache-dir --no-deps --wheel-dir /wheels . \
@@ -29,7 +28,7 @@ USER 10001:10001
 WORKDIR /data
 VOLUME ["/data"]
 EXPOSE 8000
-# Live = the commit loop runs (not: Kafka is up). tests/test_packaging.py runs this command.
+# Live = the commit loop runs (not: Kafka is up). tests/e2e/test_packaging.py runs this command.
 HEALTHCHECK --interval=15s --timeout=3s --start-period=20s --retries=3 \
   CMD ["python", "-c", "import os, sys, urllib.request; sys.exit(urllib.request.urlopen(f\"http://127.0.0.1:{os.environ.get('SIDECAR_PORT', '8000')}/livez\", timeout=2).status != 200)"]
 # serve applies pending migrations before it listens

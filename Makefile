@@ -14,10 +14,10 @@ PROMETHEUS_OPERATOR := github.com/prometheus-operator/prometheus-operator@v0.78.
 
 .PHONY: test demo lint typecheck venv jars tools system-deps kafka-start kafka-stop clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml jobs/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[spark,dev,postgres]'
+	$(PY) -m pip install -q -e '.[spark,dev,postgres]' -e ./jobs
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -37,12 +37,12 @@ tools: $(HELM)
 	go mod download -json $(PROMETHEUS_OPERATOR) >/dev/null
 
 lint: venv
-	$(VENV)/bin/ruff check service jobs migrations tests bench scripts
-	$(VENV)/bin/ruff format --check service jobs migrations tests bench scripts
+	$(VENV)/bin/ruff check service jobs migrations tests harness bench scripts
+	$(VENV)/bin/ruff format --check service jobs migrations tests harness bench scripts
 	$(VENV)/bin/hadolint Dockerfile
 
 typecheck: venv
-	$(VENV)/bin/mypy --strict service jobs
+	$(VENV)/bin/mypy --strict
 
 test: jars tools lint typecheck
 	$(PY) -m pytest $(PYTEST_ARGS)

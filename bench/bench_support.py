@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -12,16 +11,8 @@ import tempfile
 import threading
 import time
 import urllib.request
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+from harness.machine import ROOT, free_port
 
 
 def percentiles(values: list[float]) -> tuple[float, float, float]:
@@ -82,7 +73,7 @@ class Sidecar:
             "SIDECAR_LOG_LEVEL": "WARNING",
         }
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "service.cli", "serve"], env=env, cwd=ROOT
+            [sys.executable, "-m", "spark_offset_sidecar.cli", "serve"], env=env, cwd=ROOT
         )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:

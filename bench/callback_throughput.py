@@ -29,7 +29,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bench_support import ROOT, Sidecar, free_port
+from bench.bench_support import Sidecar
+from harness.machine import ROOT, free_port
 
 LOADGEN = ROOT / ".local" / "bin" / "loadgen"
 

@@ -28,8 +28,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bench_support import Sidecar, create_topic, free_port
-from tests.kafka_broker import LocalBroker
+from bench.bench_support import Sidecar, create_topic
+from harness.kafka_broker import LocalBroker
+from harness.machine import free_port
 
 PARTITIONS = 4
 

@@ -28,8 +28,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_support import Sidecar, create_topic, percentiles, produce_in_background
-from jobs.listener import OffsetCommitListener
 from jobs.spark_session import kafka_spark_session
+from spark_offset_listener.listener import OffsetCommitListener
 
 
 def watch_commits(

@@ -31,9 +31,9 @@ from aiokafka import AIOKafkaConsumer
 from aiokafka import TopicPartition as KafkaTopicPartition
 
 from bench.bench_support import create_topic, percentiles
-from service.changes import Checkpoint, CommitRequest
-from service.committer import KafkaOffsetCommitter
-from service.offsets import TopicPartition
+from spark_offset_sidecar.adapters.kafka.committer import KafkaOffsetCommitter
+from spark_offset_sidecar.core.changes import Checkpoint, CommitRequest
+from spark_offset_sidecar.core.offsets import TopicPartition
 
 
 def broker_connections(port: int) -> int:

@@ -27,8 +27,8 @@ from typing import Any, ClassVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from jobs.listener import OffsetCommitListener
 from jobs.spark_session import kafka_spark_session
+from spark_offset_listener.listener import OffsetCommitListener
 
 
 class TimedNaiveBridge:

@@ -34,8 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_support import Sidecar, create_topic
 from bench.callback_throughput import build_loadgen, load, row
-from tests.postgres_server import PostgresServer
-from tests.replica_cluster import ReplicaCluster, overlapping_owners
+from harness.postgres_server import PostgresServer
+from harness.replica_cluster import ReplicaCluster, overlapping_owners
 
 
 def throughput(args: argparse.Namespace, server: PostgresServer) -> list[str]:

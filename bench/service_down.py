@@ -24,9 +24,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bench_support import create_topic, free_port, percentiles
-from jobs.listener import OffsetCommitListener
+from bench.bench_support import create_topic, percentiles
+from harness.machine import free_port
 from jobs.spark_session import kafka_spark_session
+from spark_offset_listener.listener import OffsetCommitListener
 
 
 async def fill(bootstrap: str, topic: str, records: int) -> None:

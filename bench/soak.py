@@ -6,7 +6,7 @@ the end.
 
 Load, per second: ``rate`` progress events spread over ``queries`` queries (each its own
 consumer group, 8 partitions of one real topic), plus reads of query state and a
-``/metrics`` scrape. Every answer must be 200. ``tests/test_faults.py`` runs a short form.
+``/metrics`` scrape. Every answer must be 200. ``tests/e2e/test_faults.py`` runs a short form.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Cost of the Burrow-style status (service/group_status.py) at scale, in-process: a full
+"""Cost of the Burrow-style status (``core.group_status``) at scale, in-process: a full
 window of commits for N groups of P partitions, then one evaluation of every group, with
 every partition lagging (the worst case: each one builds its series) and caught up (the
 usual case: rule P1 answers at once). The lag monitor does this once per read of the log
@@ -12,9 +12,9 @@ from __future__ import annotations
 import sys
 import time
 
-from service.group_status import CommitWindows
-from service.ledger_state import CommittedOffsets, GroupState
-from service.offsets import TopicPartition
+from spark_offset_sidecar.core.group_status import CommitWindows
+from spark_offset_sidecar.core.ledger_state import CommittedOffsets, GroupState
+from spark_offset_sidecar.core.offsets import TopicPartition
 
 WINDOW = 10
 

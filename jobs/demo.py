@@ -73,18 +73,23 @@ async def _produce(bootstrap: str, records: int, rate: float) -> None:
 
 
 def _lag(bootstrap: str) -> tuple[int, bool]:
-    """Print the group as kafka-consumer-groups.sh would, read from Kafka; (total lag,
-    anything committed)."""
-    from service.errors import KafkaReadError
-    from service.group_report import describe_group
-
-    try:
-        report = asyncio.run(describe_group({"bootstrap_servers": bootstrap}, GROUP, [TOPIC]))
-    except KafkaReadError as exc:  # already waited, with a bound; try again next tick
-        say(f"could not read the group from Kafka yet: {exc}")
+    """Print the group as kafka-consumer-groups.sh would, read from Kafka by the sidecar's
+    own ``describe-group`` (the demo imports nothing of the service); (total lag, anything
+    committed), or (-1, False) when the group could not be read yet."""
+    describe = [sys.executable, "-m", "spark_offset_sidecar.cli", "describe-group", GROUP]
+    env = {**os.environ, "SIDECAR_KAFKA_BOOTSTRAP_SERVERS": bootstrap}
+    answer = subprocess.run(
+        [*describe, "--topic", TOPIC], env=env, capture_output=True, text=True, check=False
+    )
+    if answer.returncode != 0:  # it already waited, with a bound; try again next tick
+        say(f"could not read the group from Kafka yet: {answer.stderr.strip()[-300:]}")
         return -1, False
-    print("\n".join("  " + line for line in report.table().splitlines()), flush=True)
-    return report.total_lag, any(row.current is not None for row in report.rows)
+    print("\n".join("  " + line for line in answer.stdout.splitlines()), flush=True)
+    # Rows: GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG ("-": none)
+    rows = [line.split() for line in answer.stdout.splitlines() if line.startswith(f"{GROUP} ")]
+    if not rows or any(row[5] == "-" for row in rows):
+        return -1, any(row[3] != "-" for row in rows)
+    return sum(int(row[5]) for row in rows), any(row[3] != "-" for row in rows)
 
 
 def _status(url: str) -> None:
@@ -143,7 +148,10 @@ def main() -> int:
     }
     log = (STATE / "sidecar.log").open("wb")
     sidecar = subprocess.Popen(
-        [sys.executable, "-m", "service.cli", "serve"], env=sidecar_env, stdout=log, stderr=log
+        [sys.executable, "-m", "spark_offset_sidecar.cli", "serve"],
+        env=sidecar_env,
+        stdout=log,
+        stderr=log,
     )
     try:
         _wait_ready(url, sidecar)
@@ -167,8 +175,8 @@ def run_spark(
 ) -> bool:
     """Run the job until its group's lag read back from Kafka is zero; False on time-out."""
     from jobs.kafka_to_parquet import start_query
-    from jobs.listener import OffsetCommitListener
     from jobs.spark_session import kafka_spark_session
+    from spark_offset_listener.listener import OffsetCommitListener
 
     say("starting Spark (local[2]) with Spark's Kafka connector")
     spark = kafka_spark_session("sidecar-demo")

@@ -15,7 +15,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from jobs.listener import OffsetCommitListener
+from spark_offset_listener.listener import OffsetCommitListener
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -6,8 +6,8 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import Connection, create_engine
 
-from service.db_schema import metadata
-from service.settings import Settings
+from spark_offset_sidecar.adapters.sql.schema import metadata
+from spark_offset_sidecar.settings import Settings
 
 
 def _run(connection: Connection) -> None:

@@ -1,0 +1,73 @@
+"""The real local Kafka broker for tests: reuse one that answers, else start one.
+
+Not a fake: this drives ``scripts/local-kafka.sh``, which runs Apache Kafka (KRaft) from
+Maven Central jars.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.machine import ROOT
+
+SCRIPT = ROOT / "scripts" / "local-kafka.sh"
+sys.path.insert(0, str(ROOT / "scripts"))
+import kafka_metadata  # noqa: E402
+
+
+@dataclass(frozen=True)
+class LocalBroker:
+    bootstrap: str
+    port: int
+    state_dir: Path
+    started_here: bool
+    extra_env: tuple[tuple[str, str], ...] = ()  # e.g. the secured listeners' settings
+
+    def env(self) -> dict[str, str]:
+        return {
+            **os.environ,
+            "LOCAL_KAFKA_PORT": str(self.port),
+            "LOCAL_KAFKA_DIR": str(self.state_dir),
+            **dict(self.extra_env),
+        }
+
+    def stop(self) -> None:
+        subprocess.run([str(SCRIPT), "stop"], env=self.env(), check=True, capture_output=True)
+
+    def start(self) -> None:
+        subprocess.run([str(SCRIPT), "start"], env=self.env(), check=True, capture_output=True)
+
+    def pid(self) -> int:
+        return int((self.state_dir / "kafka.pid").read_text())
+
+    def pause(self) -> None:
+        """Freeze the broker (SIGSTOP): connections stay open, nothing is answered."""
+        os.kill(self.pid(), signal.SIGSTOP)
+
+    def resume(self) -> None:
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError, ValueError):
+            os.kill(self.pid(), signal.SIGCONT)
+
+
+def answers(bootstrap: str) -> bool:
+    try:
+        return bool(kafka_metadata.brokers(bootstrap, timeout=1.0))
+    except OSError:
+        return False
+
+
+def acquire() -> LocalBroker:
+    port = int(os.environ.get("LOCAL_KAFKA_PORT", "9092"))
+    bootstrap = f"127.0.0.1:{port}"
+    state_dir = Path(os.environ.get("LOCAL_KAFKA_DIR", ROOT / ".local" / "kafka"))
+    if answers(bootstrap):
+        return LocalBroker(bootstrap, port, state_dir, started_here=False)
+    broker = LocalBroker(bootstrap, port, state_dir, started_here=True)
+    broker.start()
+    return broker

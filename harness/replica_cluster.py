@@ -1,0 +1,93 @@
+"""Several real service processes on one PostgreSQL, and what their logs say they
+committed (for tests and ``bench/replicas.py``)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from harness.service_process import ServiceProcess
+
+
+@dataclass(frozen=True)
+class LoggedCommit:
+    """One successful commit, from a replica's JSON log."""
+
+    replica: str  # the process's name in the cluster
+    group_id: str
+    checkpoint_id: int
+    owner_epoch: int
+    started_at: float  # unix time the commit was taken
+    ended_at: float  # unix time of the log line (after Kafka answered)
+
+
+class ReplicaCluster:
+    def __init__(
+        self, root: Path, bootstrap: str, database_url: str, size: int, **settings: Any
+    ) -> None:
+        self.replicas: dict[str, ServiceProcess] = {}
+        for index in range(size):
+            name = f"r{index}"
+            workdir = root / name
+            workdir.mkdir(parents=True, exist_ok=True)
+            self.replicas[name] = ServiceProcess(
+                workdir,
+                bootstrap,
+                database_url=database_url,
+                replicated="true",
+                **settings,
+            )
+
+    def start(self) -> ReplicaCluster:
+        for replica in self.replicas.values():
+            replica.start()
+        return self
+
+    def stop(self) -> None:
+        for replica in self.replicas.values():
+            replica.stop()
+
+    def alive(self) -> dict[str, ServiceProcess]:
+        return {
+            name: r
+            for name, r in self.replicas.items()
+            if r.process is not None and r.process.poll() is None
+        }
+
+    def commits(self) -> list[LoggedCommit]:
+        found: list[LoggedCommit] = []
+        for name, replica in self.replicas.items():
+            if not replica.log.exists():
+                continue
+            for line in replica.log.read_text().splitlines():
+                if '"commit_started_at"' not in line or " committed checkpoint " not in line:
+                    continue
+                entry = json.loads(line)
+                found.append(
+                    LoggedCommit(
+                        name,
+                        entry["group_id"],
+                        entry["checkpoint_id"],
+                        entry["owner_epoch"],
+                        entry["commit_started_at"],
+                        datetime.fromisoformat(entry["time"]).timestamp(),
+                    )
+                )
+        return sorted(found, key=lambda c: c.started_at)
+
+
+def overlapping_owners(commits: list[LoggedCommit]) -> list[tuple[LoggedCommit, LoggedCommit]]:
+    """Pairs of commits of one group by two replicas whose times overlap."""
+    clashes = []
+    by_group: dict[str, list[LoggedCommit]] = {}
+    for commit in commits:
+        by_group.setdefault(commit.group_id, []).append(commit)
+    for group_commits in by_group.values():
+        for i, a in enumerate(group_commits):
+            for b in group_commits[i + 1 :]:
+                if a.replica != b.replica and b.started_at < a.ended_at:
+                    clashes.append((a, b))
+    return clashes

@@ -1,0 +1,81 @@
+"""The service as a real process (``offset-sidecar serve``), for tests that kill it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import ssl
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from harness.machine import free_port
+
+
+class ServiceProcess:
+    def __init__(
+        self, workdir: Path, bootstrap: str, port: int | None = None, **settings: Any
+    ) -> None:
+        self.workdir = workdir
+        self.port = port or free_port()
+        self.env = {
+            **os.environ,
+            "SIDECAR_KAFKA_BOOTSTRAP_SERVERS": bootstrap,
+            "SIDECAR_DATABASE_URL": f"sqlite:///{workdir / 'sidecar.db'}",
+            "SIDECAR_HOST": "127.0.0.1",
+            "SIDECAR_PORT": str(self.port),
+            **{f"SIDECAR_{k.upper()}": str(v) for k, v in settings.items() if k != "test_ca"},
+        }
+        self.process: subprocess.Popen[bytes] | None = None
+        self.log = workdir / "service.log"
+        scheme = "https" if "tls_certfile" in settings else "http"
+        self.url = f"{scheme}://127.0.0.1:{self.port}"
+        ca = settings.get("test_ca")
+        verify = ssl.create_default_context(cafile=str(ca)) if ca else True
+        self.http = httpx.Client(base_url=self.url, timeout=10, verify=verify)
+
+    def start(self, **overrides: Any) -> ServiceProcess:
+        self.env.update({f"SIDECAR_{k.upper()}": str(v) for k, v in overrides.items()})
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "spark_offset_sidecar.cli", "serve"],
+                cwd=self.workdir,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"service exited: {self.log.read_text()[-2000:]}")
+            try:
+                if self.http.get("/readyz").status_code == 200:
+                    return self
+            except httpx.TransportError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError(f"service not ready: {self.log.read_text()[-2000:]}")
+
+    def kill(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(10)
+
+    def stop(self) -> int:
+        if self.process is None or self.process.poll() is not None:
+            return self.process.returncode if self.process else 0
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(30)
+
+    def post_progress(self, group: str, progress: dict[str, Any]) -> httpx.Response:
+        return self.http.post("/v1/progress", json={"group_id": group, "progress": progress})
+
+    def query(self, query_id: str) -> Any:
+        return self.http.get(f"/v1/queries/{query_id}").json()
+
+    def metrics(self) -> str:
+        return self.http.get("/metrics").text

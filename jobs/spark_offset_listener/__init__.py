@@ -1,0 +1,6 @@
+"""The Spark side of spark-offset-sidecar: a StreamingQueryListener
+(``spark_offset_listener.listener.OffsetCommitListener``) that posts every completed batch
+to the sidecar through a background sender (``spark_offset_listener.sender``).
+
+Its own distribution, ``spark-offset-listener``: the standard library only (the driver
+brings pyspark), nothing of the service's dependencies."""

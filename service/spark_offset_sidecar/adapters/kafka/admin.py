@@ -1,0 +1,195 @@
+"""Reads of a consumer group from Kafka with the admin client: its coordinator, its
+committed offsets, its state and members, its topics' partitions. Shared by
+``describe-group`` (``adapters.kafka.group_report``) and ``starting-offsets``
+(``adapters.kafka.starting_offsets``), so that every read takes the same care:
+
+- A brand-new broker creates ``__consumer_offsets`` on the first FindCoordinator and
+  answers COORDINATOR_NOT_AVAILABLE, then COORDINATOR_LOAD_IN_PROGRESS, until its
+  partitions are led (seconds). A coordinator look-up, and any group request answered
+  with one of those or NOT_COORDINATOR, means "not yet": it is asked again with backoff
+  until ``wait_seconds`` have passed, then fails naming what Kafka kept answering.
+- aiokafka's ``list_consumer_group_offsets`` ignores OffsetFetch's top-level error code
+  (v2+), so a coordinator still loading reads as "no offsets". ``committed`` sends the
+  request itself and treats a top-level error as an error, never as an empty group.
+  Requests go through the admin client's ``_send_request(request, node)`` (aiokafka 0.14,
+  read in source: what its own group methods use; pinned below 0.15 in pyproject.toml).
+
+Every failure is a ``KafkaReadError`` saying "... from Kafka failed: <why>".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, TypeVar
+
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.errors import (
+    GroupCoordinatorNotAvailableError,
+    GroupLoadInProgressError,
+    KafkaError,
+    NotCoordinatorForGroupError,
+    for_code,
+)
+from aiokafka.protocol.admin import DescribeGroupsRequest
+from aiokafka.protocol.commit import OffsetFetchRequest
+
+from spark_offset_sidecar.core.offsets import TopicPartition
+from spark_offset_sidecar.errors import KafkaReadError
+
+T = TypeVar("T")
+# Answers that mean "ask again": the coordinator is being created, is loading, or moved.
+NOT_YET: tuple[type[KafkaError], ...] = (
+    GroupCoordinatorNotAvailableError,
+    GroupLoadInProgressError,
+    NotCoordinatorForGroupError,
+)
+FIRST_BACKOFF = 0.1
+MAX_BACKOFF = 1.0
+
+
+@dataclass(frozen=True)
+class Committed:
+    offset: int
+    metadata: str
+
+
+@dataclass(frozen=True)
+class GroupDescription:
+    state: str  # Kafka's word: Empty, Stable, Dead, ...
+    members: int
+
+
+class GroupAdmin:
+    """An admin client for reading groups, as an async context manager::
+
+        async with GroupAdmin(options, request_timeout=10) as admin:
+            offsets = await admin.committed("orders-to-parquet")
+
+    ``wait_seconds`` bounds how long a group read waits for its coordinator (default:
+    three request timeouts, which covers a new broker creating ``__consumer_offsets``).
+    """
+
+    def __init__(
+        self,
+        client_options: Mapping[str, Any],
+        *,
+        request_timeout: float = 10.0,
+        wait_seconds: float | None = None,
+    ) -> None:
+        """``client_options``: aiokafka's connection keywords (``kafka_client_options``)."""
+        self.request_timeout = request_timeout
+        self.wait_seconds = 3 * request_timeout if wait_seconds is None else wait_seconds
+        self._admin = AIOKafkaAdminClient(
+            **client_options, request_timeout_ms=int(request_timeout * 1000)
+        )
+
+    async def __aenter__(self) -> GroupAdmin:
+        try:
+            async with asyncio.timeout(self.request_timeout):
+                await self._admin.start()
+        except (KafkaError, TimeoutError, OSError) as exc:
+            await self._close()
+            raise KafkaReadError(f"reading from Kafka failed: cannot reach it ({exc!r})") from exc
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self._close()
+
+    async def _close(self) -> None:
+        with contextlib.suppress(Exception):
+            await self._admin.close()
+
+    async def committed(self, group_id: str) -> dict[TopicPartition, Committed]:
+        """Every offset the group committed (OffsetFetch for all partitions)."""
+
+        async def fetch(node: int) -> dict[TopicPartition, Committed]:
+            response = await self._admin._send_request(OffsetFetchRequest(group_id, None), node)
+            _raise_for(getattr(response, "error_code", 0))
+            found: dict[TopicPartition, Committed] = {}
+            for topic, partitions in response.topics:
+                for partition, offset, metadata, error_code in partitions:
+                    _raise_for(error_code)
+                    if offset >= 0:
+                        found[TopicPartition(topic, partition)] = Committed(offset, metadata or "")
+            return found
+
+        return await self._on_coordinator(group_id, "reading the committed offsets of", fetch)
+
+    async def describe(self, group_id: str) -> GroupDescription:
+        """The group's state and number of members (DescribeGroups)."""
+
+        async def ask(node: int) -> GroupDescription:
+            response = await self._admin._send_request(DescribeGroupsRequest([group_id]), node)
+            for group in response.groups:
+                error_code, name, state, _protocol_type, _protocol, members, *_ = group
+                if name == group_id:
+                    _raise_for(error_code)
+                    return GroupDescription(str(state) or "Empty", len(members))
+            return GroupDescription("Dead", 0)
+
+        return await self._on_coordinator(group_id, "describing", ask)
+
+    async def partitions(self, topics: Sequence[str]) -> dict[str, list[int]]:
+        """Each topic's partition ids; a topic Kafka does not know has none."""
+        if not topics:
+            return {}
+        try:
+            async with asyncio.timeout(self.wait_seconds):
+                described = await self._admin.describe_topics(list(topics))
+        except (KafkaError, TimeoutError, OSError) as exc:
+            raise KafkaReadError(
+                f"describing topics {list(topics)} from Kafka failed: {exc!r}"
+            ) from exc
+        return {
+            topic["topic"]: sorted(p["partition"] for p in topic["partitions"])
+            if topic["error_code"] == 0
+            else []
+            for topic in described
+        }
+
+    async def _on_coordinator(
+        self, group_id: str, what: str, request: Callable[[int], Awaitable[T]]
+    ) -> T:
+        """``request(coordinator node)``, asked again while Kafka answers "not yet", until
+        ``wait_seconds`` have passed."""
+        deadline = time.monotonic() + self.wait_seconds
+        backoff = FIRST_BACKOFF
+        while True:
+            try:
+                async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+                    return await request(await self._admin.find_coordinator(group_id))
+            except NOT_YET as exc:
+                if time.monotonic() + backoff >= deadline:
+                    raise KafkaReadError(
+                        f"{what} group {group_id!r} from Kafka failed: its coordinator was not "
+                        f"available within {self.wait_seconds:g} s (Kafka kept answering "
+                        f"{type(exc).__name__}; a new broker creates __consumer_offsets "
+                        "first); try again"
+                    ) from exc
+                await asyncio.sleep(backoff)
+                backoff = min(MAX_BACKOFF, 2 * backoff)
+            except TimeoutError as exc:
+                raise KafkaReadError(
+                    f"{what} group {group_id!r} from Kafka failed: no answer within "
+                    f"{self.wait_seconds:g} s"
+                ) from exc
+            except (KafkaError, OSError) as exc:
+                raise KafkaReadError(
+                    f"{what} group {group_id!r} from Kafka failed: {exc!r}"
+                ) from exc
+
+
+def _raise_for(error_code: int) -> None:
+    if error_code:
+        error = for_code(error_code)
+        raise error()

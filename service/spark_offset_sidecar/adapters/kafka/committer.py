@@ -1,0 +1,271 @@
+"""Commit offsets to Kafka: aiokafka's implementation of the ``OffsetCommitter`` port
+(``ports.kafka``; the in-memory double is ``testing.InMemoryCommitter``).
+
+``KafkaOffsetCommitter`` sends each commit as a plain OffsetCommit request (v2: generation
+-1, no member id, broker-default retention) to the group's coordinator, over one of a
+fixed number of *lanes* (connections) per coordinator; a group always uses the same lane.
+One shared ``AIOKafkaClient`` finds coordinators. Broker connections therefore depend on
+the number of brokers and lanes, never on the number of groups. Facts this relies on
+(Kafka protocol and broker, aiokafka 0.14 read in source):
+  - A commit with generation -1 and an empty member id is what a consumer that never
+    joins the group sends; the broker accepts it only while the group has no members,
+    else answers UNKNOWN_MEMBER_ID / ILLEGAL_GENERATION / REBALANCE_IN_PROGRESS.
+  - NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE and COORDINATOR_LOAD_IN_PROGRESS mean
+    "ask again": the coordinator is looked up anew and the commit retried, within the
+    commit's timeout. A brand-new broker answers so for seconds while it creates
+    ``__consumer_offsets``; a commit whose timeout ends that way fails with reason
+    ``coordinator_not_available`` (and is retried with backoff like any failure).
+  - The broker handles one request per connection at a time, in order (it mutes the
+    connection until the answer is sent), and Kafka 4's group coordinator lingers
+    (``group.coordinator.append.linger.ms``) to batch its log appends: one connection
+    carries about 1 / (a few ms) commits per second whatever the client does. Lanes
+    multiply that; the coordinator batches the lanes' commits together.
+  - Ordering: a group's commits share a lane, so a commit sent after an earlier one of
+    the same group (the ledger allows one at a time) is applied after it, even when the
+    earlier one timed out and its answer never came. So a lane is kept after a timeout
+    and replaced only when the connection is broken (then nothing more is read from it)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import ssl
+import zlib
+from collections import defaultdict
+from collections.abc import Mapping
+from typing import Any
+
+from aiokafka import errors as kafka_errors
+from aiokafka.client import AIOKafkaClient, CoordinationType
+from aiokafka.conn import AIOKafkaConnection, create_conn
+from aiokafka.protocol.commit import OffsetCommitRequest
+
+from spark_offset_sidecar.core.changes import CommitRequest
+from spark_offset_sidecar.errors import (
+    AuthenticationFailed,
+    BrokerUnavailable,
+    CommitError,
+    CommitTimeout,
+    CoordinatorNotAvailable,
+    GroupHasMembers,
+    NotAuthorized,
+    TlsFailed,
+    UnknownTopicPartition,
+)
+
+log = logging.getLogger(__name__)
+METADATA_LIMIT = 4096
+_ASK_AGAIN = (
+    kafka_errors.NotCoordinatorForGroupError,
+    kafka_errors.GroupCoordinatorNotAvailableError,
+    kafka_errors.GroupLoadInProgressError,
+)
+_CONNECTION_KEYS = (
+    "client_id",
+    "ssl_context",
+    "security_protocol",
+    "sasl_mechanism",
+    "sasl_plain_username",
+    "sasl_plain_password",
+)
+_MEMBERS = (
+    kafka_errors.UnknownMemberIdError,
+    kafka_errors.IllegalGenerationError,
+    kafka_errors.RebalanceInProgressError,
+)
+
+
+def commit_metadata(request: CommitRequest, replica_id: str | None = None) -> str:
+    """What lag tools show beside the offset: who committed it, for which batch (and with
+    replicas, which replica under which owner epoch)."""
+    fields: dict[str, Any] = {
+        "committer": "spark-offset-sidecar",
+        "query_id": request.query_id,
+        "batch_id": request.checkpoint_id,
+    }
+    if replica_id is not None:
+        fields.update(replica=replica_id, epoch=request.fence)
+    text = json.dumps(fields, separators=(",", ":"))
+    return text[:METADATA_LIMIT]
+
+
+class KafkaOffsetCommitter:
+    """Commits for every group over ``lanes`` connections per coordinator (see above)."""
+
+    def __init__(
+        self,
+        client_options: Mapping[str, Any],
+        *,
+        timeout: float,
+        lanes: int = 16,
+        replica_id: str | None = None,
+    ) -> None:
+        """``client_options``: aiokafka's connection keywords (``kafka_client_options``);
+        ``replica_id`` goes into the commit metadata when several replicas commit."""
+        self.client_options = dict(client_options)
+        self.replica_id = replica_id
+        self.timeout = timeout
+        self.lanes = lanes
+        self.retry_backoff = 0.1
+        self._client: AIOKafkaClient | None = None
+        self._coordinators: dict[str, int] = {}  # group -> coordinator node id
+        self._connections: dict[tuple[int, int], AIOKafkaConnection] = {}  # (node, lane)
+        self._connecting: dict[tuple[int, int], asyncio.Lock] = defaultdict(asyncio.Lock)
+
+    async def commit(self, request: CommitRequest) -> None:
+        group = request.group_id
+        metadata = commit_metadata(request, self.replica_id)
+        by_topic: defaultdict[str, list[tuple[int, int, str]]] = defaultdict(list)
+        for tp, offset in sorted(request.offsets.items()):
+            by_topic[tp.topic].append((tp.partition, offset, metadata))
+        message = OffsetCommitRequest(
+            group,
+            OffsetCommitRequest.DEFAULT_GENERATION_ID,
+            "",
+            OffsetCommitRequest.DEFAULT_RETENTION_TIME,
+            list(by_topic.items()),
+        )
+        lane = zlib.crc32(group.encode()) % self.lanes
+        asked_again: kafka_errors.KafkaError | None = None  # the last "not yet" answer
+        try:
+            async with asyncio.timeout(self.timeout):
+                while True:
+                    try:
+                        node = await self._coordinator(group)
+                        connection = await self._connection(node, lane)
+                        error = _first_error(await connection.send(message))
+                        if error is not None:
+                            raise error
+                        return
+                    except _ASK_AGAIN as exc:
+                        asked_again = exc
+                        self._coordinators.pop(group, None)
+                        await asyncio.sleep(self.retry_backoff)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:
+            self._coordinators.pop(group, None)
+            if isinstance(exc, kafka_errors.KafkaConnectionError | kafka_errors.NodeNotReadyError):
+                exc = await self._why_unreachable() or exc
+            if isinstance(exc, TimeoutError) and asked_again is not None:
+                raise CoordinatorNotAvailable(
+                    f"group {group!r} had no coordinator within {self.timeout:g} s (Kafka "
+                    f"kept answering {type(asked_again).__name__}; a new broker creates "
+                    "__consumer_offsets first); retried with backoff"
+                ) from exc
+            raise _commit_error(exc, group, self.timeout) from exc
+
+    async def _client_started(self) -> AIOKafkaClient:
+        """The shared client, started on first use (and again after a failed start)."""
+        if self._client is None:
+            client = AIOKafkaClient(
+                **self.client_options, request_timeout_ms=max(1000, int(self.timeout * 1000))
+            )
+            try:
+                await client.bootstrap()
+            except BaseException:
+                await client.close()
+                raise
+            self._client = client
+        return self._client
+
+    async def _coordinator(self, group: str) -> int:
+        node = self._coordinators.get(group)
+        if node is None:
+            client = await self._client_started()
+            node = int(await client.coordinator_lookup(CoordinationType.GROUP, group))
+            self._coordinators[group] = node
+        return node
+
+    async def _connection(self, node: int, lane: int) -> AIOKafkaConnection:
+        """The lane's connection to ``node``: kept while it works, so that its requests
+        stay in order; a broken one is replaced."""
+        key = (node, lane)
+        async with self._connecting[key]:
+            connection = self._connections.get(key)
+            if connection is not None and connection.connected():
+                return connection
+            client = await self._client_started()
+            broker = client.cluster.broker_metadata(node)
+            if broker is None:
+                client.force_metadata_update()
+                raise kafka_errors.NodeNotReadyError(f"broker {node} is not in the metadata")
+            options = {
+                k: self.client_options[k] for k in _CONNECTION_KEYS if k in self.client_options
+            }
+            connection = await create_conn(
+                broker.host,
+                broker.port,
+                # Answers are awaited under the commit's own timeout; aiokafka's must not
+                # fire first (this connection is kept after a timeout, see above).
+                request_timeout_ms=int(self.timeout * 1000) * 10,
+                **options,
+            )
+            self._connections[key] = connection
+            return connection
+
+    def connections(self) -> int:
+        """Open lane connections (the benchmark counts all of the process's sockets)."""
+        return sum(1 for c in self._connections.values() if c.connected())
+
+    async def _why_unreachable(self) -> BaseException | None:
+        """aiokafka reports refused credentials or an untrusted certificate only as "unable
+        to bootstrap" (the cause goes to its log). One direct connection with the same
+        settings raises the real error, so the failure reason can name it."""
+        host, _, port = self.client_options["bootstrap_servers"].split(",")[0].rpartition(":")
+        options = {k: self.client_options[k] for k in _CONNECTION_KEYS if k in self.client_options}
+        try:
+            async with asyncio.timeout(self.timeout):
+                connection = await create_conn(host, int(port), **options)
+            connection.close()
+        except (kafka_errors.SaslAuthenticationFailed, ssl.SSLError) as exc:
+            return exc
+        except Exception:
+            return None
+        return None
+
+    async def close(self) -> None:
+        for connection in self._connections.values():
+            connection.close()
+        self._connections.clear()
+        client, self._client = self._client, None
+        if client is not None:
+            await client.close()
+
+
+def _first_error(response: Any) -> kafka_errors.KafkaError | None:
+    """The first partition error of an OffsetCommit response, as an aiokafka error."""
+    for topic, partitions in response.topics:
+        for partition, code in partitions:
+            if code != 0:
+                error_type = kafka_errors.for_code(code)
+                return error_type(f"{topic}/{partition}")
+    return None
+
+
+def _commit_error(exc: BaseException, group: str, timeout: float) -> CommitError:
+    if isinstance(exc, TimeoutError):
+        return CommitTimeout(f"no answer from Kafka within {timeout:g} s")
+    if isinstance(exc, _MEMBERS):
+        cause = type(exc).__name__
+        return GroupHasMembers(
+            f"group {group!r} has active members ({cause}): a consumer is using this "
+            "group id, so the broker refuses commits from outside the group"
+        )
+    if isinstance(exc, kafka_errors.SaslAuthenticationFailed):
+        return AuthenticationFailed(f"Kafka refused the SASL credentials: {exc}")
+    if isinstance(exc, ssl.SSLError):
+        return TlsFailed(f"TLS with Kafka failed: {exc}")
+    if isinstance(
+        exc,
+        (kafka_errors.GroupAuthorizationFailedError, kafka_errors.TopicAuthorizationFailedError),
+    ):
+        return NotAuthorized(f"Kafka refused the commit: {exc}")
+    if isinstance(exc, kafka_errors.UnknownTopicOrPartitionError):
+        return UnknownTopicPartition(f"Kafka does not know a committed partition: {exc}")
+    if isinstance(exc, (kafka_errors.KafkaConnectionError, kafka_errors.NodeNotReadyError)):
+        return BrokerUnavailable(f"cannot reach Kafka: {exc}")
+    if isinstance(exc, kafka_errors.KafkaError):
+        return CommitError(f"{type(exc).__name__}: {exc}")
+    return CommitError(f"unexpected {type(exc).__name__}: {exc}")

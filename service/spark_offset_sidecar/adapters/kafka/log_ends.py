@@ -1,0 +1,111 @@
+"""Read the brokers' log-end offsets: aiokafka's implementation of the ``LogEndReader`` port
+(``ports.kafka``; the in-memory double is ``testing.InMemoryLogEnds``).
+
+``KafkaLogEndReader`` asks for the topics' metadata with ``allow_auto_topic_creation`` off,
+then sends ListOffsets(latest) to each partition's leader, over one shared
+``AIOKafkaClient``. Facts this relies on (aiokafka 0.14, read in source; checked on the
+broker by tests/e2e/test_lag_tools.py): the consumer's ``end_offsets`` cannot be used, because
+its metadata request always allows auto-creation, so asking for the log end of a deleted
+topic would create it again on a broker with ``auto.create.topics.enable`` (the default).
+A topic that does not exist, or a partition without a leader, is reported in
+``LogEnds.failed_topics`` and leaves the other topics' answers intact."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import defaultdict
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from aiokafka.client import AIOKafkaClient
+from aiokafka.errors import KafkaError
+from aiokafka.protocol.metadata import MetadataRequest
+from aiokafka.protocol.offset import OffsetRequest
+
+from spark_offset_sidecar.core.offsets import TopicPartition
+from spark_offset_sidecar.errors import KafkaReadError
+from spark_offset_sidecar.ports.kafka import LogEnds
+
+LATEST = -1  # ListOffsets timestamp meaning "the log end"
+
+
+class KafkaLogEndReader:
+    """One client, started on first use and kept."""
+
+    def __init__(self, client_options: Mapping[str, Any], *, timeout: float) -> None:
+        """``client_options``: aiokafka's connection keywords (``kafka_client_options``)."""
+        self.client_options = dict(client_options)
+        self.timeout = timeout
+        self._client: AIOKafkaClient | None = None
+
+    async def log_ends(self, partitions: Collection[TopicPartition]) -> LogEnds:
+        if not partitions:
+            return LogEnds({})
+        try:
+            async with asyncio.timeout(self.timeout):
+                client = await self._started()
+                leaders, failed = await self._leaders(client, {tp.topic for tp in partitions})
+                by_leader: defaultdict[int, defaultdict[str, list[tuple[int, int]]]] = defaultdict(
+                    lambda: defaultdict(list)
+                )
+                for tp in partitions:
+                    leader = leaders.get(tp)
+                    if leader is None or leader < 0:
+                        failed.add(tp.topic)
+                    else:
+                        by_leader[leader][tp.topic].append((tp.partition, LATEST))
+                answers = await asyncio.gather(
+                    *(
+                        client.send(leader, OffsetRequest(-1, 0, list(topics.items())))
+                        for leader, topics in by_leader.items()
+                    )
+                )
+        except (KafkaError, TimeoutError, OSError) as exc:
+            await self.close()  # a broken client is not reused
+            raise KafkaReadError(f"reading log-end offsets failed: {exc!r}") from exc
+        ends: dict[TopicPartition, int] = {}
+        for answer in answers:
+            for topic, rows in answer.topics:
+                for partition, error_code, *rest in rows:
+                    if error_code == 0:
+                        ends[TopicPartition(topic, partition)] = rest[-1]
+                    else:
+                        failed.add(topic)
+        return LogEnds(ends, tuple(sorted(failed)))
+
+    async def _leaders(
+        self, client: AIOKafkaClient, topics: set[str]
+    ) -> tuple[dict[TopicPartition, int], set[str]]:
+        request = MetadataRequest(sorted(topics), allow_auto_topic_creation=False)
+        metadata = (await client.send(client.get_random_node(), request)).to_object()
+        leaders: dict[TopicPartition, int] = {}
+        failed: set[str] = set()
+        for topic in metadata["topics"]:
+            name = topic.get("topic", topic.get("name"))
+            if topic["error_code"] != 0:
+                failed.add(name)
+                continue
+            for partition in topic["partitions"]:
+                leaders[TopicPartition(name, partition["partition"])] = partition["leader"]
+        return leaders, failed
+
+    async def _started(self) -> AIOKafkaClient:
+        if self._client is None:
+            client = AIOKafkaClient(
+                **self.client_options, request_timeout_ms=int(self.timeout * 1000)
+            )
+            try:
+                await client.bootstrap()
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    await client.close()
+                raise
+            self._client = client
+        return self._client
+
+    async def close(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            with contextlib.suppress(Exception):
+                await client.close()

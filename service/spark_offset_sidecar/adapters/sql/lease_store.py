@@ -1,0 +1,122 @@
+"""The database side of replica leases (``core.leases`` states the rules L1-L5).
+
+PostgreSQL only: leased rows are claimed with ``SELECT ... FOR UPDATE SKIP LOCKED``, and
+every expiry is set and judged by the database's clock, so the replicas' clocks never
+meet. Each method is one short transaction; methods block (call them from a thread).
+
+No lease statement waits for a row lock: renewals, claims and releases skip rows that a
+batch of events is writing (``SKIP LOCKED``), so they never deadlock with batches, whose
+row locks follow their advisory locks. A skipped row is left for the next round: it is not
+renewed now, so this round does not count it as held (L3 holds only for renewed rows).
+
+Why renew the group rows, not only a row per replica: a claim locks the rows it takes
+and re-checks their expiry on the row itself, so a renewal and a claim racing for a group
+serialise on the row lock and exactly one of them gets it. (A claim that judged a
+separate replica row from its snapshot could take a group whose owner renewed meanwhile.)
+The ``replicas`` rows only count the live replicas for the fair share (L4).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from typing import Any
+
+from sqlalchemy import Connection, Engine, Float, Row, delete, func, literal_column, select, update
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.sql.elements import ColumnElement
+
+from spark_offset_sidecar.adapters.sql.schema import consumer_groups, replicas
+from spark_offset_sidecar.ports.leases import Renewal
+
+groups_c, replicas_c = consumer_groups.c, replicas.c
+_DB_NOW: ColumnElement[float] = literal_column("EXTRACT(EPOCH FROM now())::float8", Float)
+
+
+class LeaseStore:
+    """The ``Leases`` port on PostgreSQL."""
+
+    def __init__(self, engine: Engine, replica_id: str, lease: float) -> None:
+        if engine.dialect.name != "postgresql":
+            raise ValueError("replica leases need PostgreSQL")
+        self.engine = engine
+        self.replica_id = replica_id
+        self.lease = lease
+
+    def renew(self) -> Renewal:
+        """Extend this replica's lease and those of its groups (L1)."""
+        expires = _DB_NOW + self.lease
+        with self.engine.begin() as conn:
+            conn.execute(
+                insert(replicas)
+                .values(replica_id=self.replica_id, started_at=_DB_NOW, expires_at=expires)
+                .on_conflict_do_update(index_elements=["replica_id"], set_={"expires_at": expires})
+            )
+            held = conn.execute(
+                update(consumer_groups)
+                .where(groups_c.group_id.in_(self._mine_unlocked()), self._mine)
+                .values(owner_expires_at=expires)
+                .returning(groups_c.group_id, groups_c.owner_epoch)
+            ).all()
+            conn.execute(delete(replicas).where(replicas_c.expires_at < _DB_NOW - 10 * self.lease))
+            live = conn.scalar(select(func.count()).where(replicas_c.expires_at > _DB_NOW))
+            total = conn.scalar(select(func.count()).select_from(consumer_groups))
+        return Renewal(_epochs(held), int(total or 0), int(live or 1))
+
+    def claim(self, limit: int) -> dict[str, int]:
+        """Take up to ``limit`` groups that have no owner or whose lease expired (L1, L2)."""
+        if limit <= 0:
+            return {}
+        with self.engine.begin() as conn:
+            free = (
+                select(groups_c.group_id)
+                .where(groups_c.owner_id.is_(None) | (groups_c.owner_expires_at < _DB_NOW))
+                .order_by(groups_c.group_id)
+                .limit(limit)
+                .with_for_update(skip_locked=True)
+            )
+            taken = conn.execute(
+                update(consumer_groups)
+                .where(groups_c.group_id.in_(free.scalar_subquery()))
+                .values(
+                    owner_id=self.replica_id,
+                    owner_epoch=groups_c.owner_epoch + 1,
+                    owner_expires_at=_DB_NOW + self.lease,
+                )
+                .returning(groups_c.group_id, groups_c.owner_epoch)
+            ).all()
+        return _epochs(taken)
+
+    def release(self, group_ids: Collection[str]) -> None:
+        """Let go of groups (no commit of them may be in flight)."""
+        if group_ids:
+            with self.engine.begin() as conn:
+                self._release(conn, groups_c.group_id.in_(list(group_ids)))
+
+    def leave(self) -> None:
+        """On a clean shutdown with no commit in flight: free every group at once."""
+        with self.engine.begin() as conn:
+            self._release(conn, True)
+            conn.execute(delete(replicas).where(replicas_c.replica_id == self.replica_id))
+
+    @property
+    def _mine(self) -> ColumnElement[bool]:
+        return groups_c.owner_id == self.replica_id
+
+    def _mine_unlocked(self, which: Any = True) -> Any:
+        return (
+            select(groups_c.group_id)
+            .where(self._mine, which)
+            .with_for_update(skip_locked=True)
+            .scalar_subquery()
+        )
+
+    def _release(self, conn: Connection, which: Any) -> None:
+        conn.execute(
+            update(consumer_groups)
+            .where(groups_c.group_id.in_(self._mine_unlocked(which)), self._mine)
+            .values(owner_id=None, owner_expires_at=None)
+        )
+
+
+def _epochs(rows: Sequence[Row[str, int]]) -> dict[str, int]:
+    return {str(group_id): int(epoch) for group_id, epoch in rows}

@@ -1,0 +1,54 @@
+"""Apply and inspect the Alembic migrations from code.
+
+They live in the checkout's ``migrations/`` folder, installed as the package
+``migrations`` (pyproject.toml maps the one onto the other)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Engine, text
+
+
+def _migrations_dir() -> Path:
+    spec = importlib.util.find_spec("spark_offset_sidecar.migrations")
+    if spec is None or spec.origin is None:
+        raise RuntimeError("spark_offset_sidecar.migrations is not installed")
+    return Path(spec.origin).resolve().parent
+
+
+MIGRATIONS_DIR = _migrations_dir()
+
+
+def alembic_config() -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    return config
+
+
+# Replicas starting together migrate one at a time (PostgreSQL's DDL is transactional:
+# the next one finds the schema at head).
+_MIGRATION_LOCK = 0x5350_4B4F  # "SPKO"
+
+
+def upgrade(engine: Engine) -> None:
+    config = alembic_config()
+    with engine.begin() as connection:
+        if connection.dialect.name == "postgresql":
+            connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK})
+        config.attributes["connection"] = connection
+        command.upgrade(config, "head")
+
+
+def head_revision() -> str | None:
+    return ScriptDirectory.from_config(alembic_config()).get_current_head()
+
+
+def current_revision(engine: Engine) -> str | None:
+    with engine.connect() as connection:
+        return MigrationContext.configure(connection).get_current_revision()

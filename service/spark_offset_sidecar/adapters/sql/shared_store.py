@@ -1,0 +1,196 @@
+"""``SqlStore`` shared by several replicas on one PostgreSQL (ledger R11, leases L2).
+
+Each batch of events is one transaction in three steps:
+  1. ``begin(query_ids, group_ids)``: the groups of the batch's queries are looked up,
+     the batch's queries and groups are locked with transaction-scoped advisory locks
+     (in one sorted order, so two replicas' batches never deadlock), and their rows are
+     loaded for the ledger to refresh (R11) before it decides;
+  2. the ledger decides, in the event loop;
+  3. ``persist(changes)`` writes them, drops commit successes whose fence no longer
+     holds (the group has another owner or epoch now: L2), tells the other replicas which
+     groups changed (``NOTIFY``, delivered when the transaction commits:
+     ``change_notices``), and commits.
+``abort()`` rolls back a batch that failed between steps 1 and 3.
+
+Invariants
+  - Between ``begin`` and ``persist``/``abort`` no other replica's batch changes the
+    batch's queries and groups: every row a batch writes (its events' and its commit
+    results') is under its advisory locks. Lease columns change outside them, in
+    statements that skip locked rows (``adapters.sql.lease_store``), so nothing deadlocks.
+  - One connection serves the batches, kept between them; a failed batch drops it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+from collections.abc import Callable, Collection, Sequence
+
+from sqlalchemy import Connection, bindparam, select, text
+
+from spark_offset_sidecar.adapters.sql import change_notices
+from spark_offset_sidecar.adapters.sql.schema import consumer_groups, queries
+from spark_offset_sidecar.adapters.sql.store import SqlStore
+from spark_offset_sidecar.adapters.sql.writes import write_changes
+from spark_offset_sidecar.core.changes import (
+    Change,
+    CheckpointCompleted,
+    CommitSucceeded,
+    QueryRegistered,
+    QueryReleased,
+    RewindAllowed,
+)
+from spark_offset_sidecar.ports.store import LoadedRows
+
+log = logging.getLogger(__name__)
+_LOCK = text("SELECT pg_advisory_xact_lock(:key)")
+
+
+def lock_key(kind: str, name: str) -> int:
+    """A signed 64-bit advisory lock key for a query ("q") or group ("g")."""
+    digest = hashlib.blake2b(f"{kind}:{name}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+class SharedSqlStore(SqlStore):
+    def __init__(
+        self, url: str, replica_id: str, *, on_fenced: Callable[[int], None] = lambda n: None
+    ) -> None:
+        super().__init__(url)
+        if self.engine.dialect.name != "postgresql":
+            raise ValueError("several replicas need PostgreSQL")
+        self.replica_id = replica_id
+        self.on_fenced = on_fenced
+        self._conn: Connection | None = None
+        self._batch: Connection | None = None  # the open batch's, between begin and persist
+
+    def begin(self, query_ids: Collection[str], group_ids: Collection[str]) -> LoadedRows:
+        self.abort()
+        with self._errors("locking"):
+            conn = self._batch = self._connection()
+            conn.begin()
+            qids, gids = _reach(conn, set(query_ids), set(group_ids))
+            locked: set[int] = set()
+            _lock(conn, qids, gids, locked)
+            while True:  # found a partner not locked yet (it moved meanwhile): lock it too
+                stored = self.load_rows(conn, qids, gids, partners=True)
+                for query in stored.queries:
+                    qids.add(query.query_id)
+                    gids.add(query.group_id)
+                if not _lock(conn, qids, gids, locked):
+                    break
+        return LoadedRows(frozenset(qids), frozenset(gids), stored)
+
+    def persist(self, changes: Sequence[Change]) -> None:
+        conn, self._batch = self._batch, None
+        if conn is None:
+            super().persist(changes)
+            return
+        try:
+            with self._errors("writing"):
+                write_changes(conn, self._fenced_out(conn, changes))
+                self._notify(conn, changes)
+                conn.commit()
+        except BaseException:
+            self._drop(conn)
+            raise
+
+    def abort(self) -> None:
+        conn, self._batch = self._batch, None
+        if conn is not None:
+            self._drop(conn)
+
+    def close(self) -> None:
+        self.abort()
+        if self._conn is not None:
+            self._drop(self._conn)
+        super().close()
+
+    def _connection(self) -> Connection:
+        """The batches' connection, kept between batches (no pool check-out and ping)."""
+        if self._conn is None or self._conn.closed or self._conn.invalidated:
+            self._conn = self.engine.connect()
+        return self._conn
+
+    def _drop(self, conn: Connection) -> None:
+        """After a failed batch: close (rolls back) and connect anew next time."""
+        self._conn = None
+        with contextlib.suppress(Exception):
+            conn.close()
+
+    def _fenced_out(self, conn: Connection, changes: Sequence[Change]) -> list[Change]:
+        """L2: a success is recorded only while its commit's owner epoch still holds."""
+        fenced = {
+            c.request.group_id: c.request.fence
+            for c in changes
+            if isinstance(c, CommitSucceeded) and c.request.fence is not None
+        }
+        if not fenced:
+            return list(changes)
+        rows = conn.execute(
+            select(consumer_groups.c.group_id, consumer_groups.c.owner_epoch)
+            .where(
+                consumer_groups.c.owner_id == self.replica_id,
+                consumer_groups.c.group_id.in_(list(fenced)),
+            )
+            .with_for_update()
+        ).all()
+        held = {group_id: epoch for group_id, epoch in rows}
+        lost = {g for g, epoch in fenced.items() if held.get(g) != epoch}
+        if not lost:
+            return list(changes)
+        log.warning(
+            "not recording commits of %d groups owned by another replica now: %s",
+            len(lost),
+            sorted(lost)[:10],
+        )
+        self.on_fenced(len(lost))
+        return [
+            c
+            for c in changes
+            if not (isinstance(c, CommitSucceeded) and c.request.group_id in lost)
+        ]
+
+    def _notify(self, conn: Connection, changes: Sequence[Change]) -> None:
+        changed: set[str] = set()
+        new: set[str] = set()
+        for c in changes:
+            if isinstance(c, CheckpointCompleted):
+                changed.add(c.checkpoint.group_id)
+            elif isinstance(c, QueryRegistered):
+                new.add(c.group_id)
+            elif isinstance(c, QueryReleased | RewindAllowed):
+                changed.add(c.group_id)
+        for notice in change_notices.encode(self.replica_id, sorted(changed), sorted(new)):
+            conn.execute(text("SELECT pg_notify(:channel, :payload)"), {
+                "channel": change_notices.CHANNEL, "payload": notice
+            })  # fmt: skip
+
+
+def _lock(conn: Connection, qids: set[str], gids: set[str], locked: set[int]) -> bool:
+    """Take the advisory locks of ``qids`` and ``gids`` not in ``locked`` (added to it), in
+    key order; whether there were any."""
+    keys = {lock_key("q", q) for q in qids} | {lock_key("g", g) for g in gids}
+    new = sorted(keys - locked)
+    if new:
+        conn.execute(_LOCK, [{"key": k} for k in new])
+        locked.update(new)
+    return bool(new)
+
+
+def _reach(conn: Connection, qids: set[str], gids: set[str]) -> tuple[set[str], set[str]]:
+    """The queries and groups one batch may touch: those named, plus each one's partner."""
+    if not qids and not gids:
+        return qids, gids
+    rows = conn.execute(
+        select(queries.c.query_id, queries.c.group_id).where(
+            queries.c.query_id.in_(bindparam("q", expanding=True))
+            | queries.c.group_id.in_(bindparam("g", expanding=True))
+        ),
+        {"q": sorted(qids), "g": sorted(gids)},
+    ).all()
+    for query_id, group_id in rows:
+        qids.add(str(query_id))
+        gids.add(str(group_id))
+    return qids, gids

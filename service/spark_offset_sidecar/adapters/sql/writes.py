@@ -1,0 +1,271 @@
+"""How a batch of ledger changes becomes SQL: few statements, each run with executemany.
+
+A group-committed batch holds hundreds of changes. Run one by one, each costs a statement
+compiled and executed from Python; here the changes are put in *layers* and each layer's
+changes of one kind go to the database as one ``executemany`` (a loop in the driver).
+
+Order: two changes that touch the same query or group keep their order (a later change
+lands in a later layer); changes that touch different rows commute, so within a layer
+their order does not matter. Layer of a change = 1 + the highest layer of an earlier
+change sharing a key with it.
+
+``CommitStarted`` and ``CommitFailed`` are not written: the slot row stays until a success.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from sqlalchemy import Connection, bindparam, delete, insert, update
+from sqlalchemy.dialects import postgresql, sqlite
+
+from spark_offset_sidecar.adapters.sql.schema import consumer_groups, pending_checkpoints, queries
+from spark_offset_sidecar.core.changes import (
+    Change,
+    CheckpointAdded,
+    CheckpointCompleted,
+    CommitSucceeded,
+    QueryRegistered,
+    QueryReleased,
+    RewindAllowed,
+)
+from spark_offset_sidecar.core.offsets import OffsetMap, to_json
+
+Params = list[dict[str, Any]]
+groups_c, pending_c, queries_c = consumer_groups.c, pending_checkpoints.c, queries.c
+
+
+def dumps(offsets: OffsetMap) -> str:
+    return json.dumps(to_json(offsets), separators=(",", ":"))
+
+
+def write_changes(conn: Connection, changes: Sequence[Change]) -> None:
+    """Write ``changes`` (inside the caller's transaction)."""
+    layers: list[dict[type[Any], list[Any]]] = []
+    last_layer: dict[tuple[str, str], int] = {}
+    for change in changes:
+        kind = type(change)
+        if kind not in _WRITERS:
+            continue
+        keys = _keys(change)
+        layer = 1 + max((last_layer.get(k, -1) for k in keys), default=-1)
+        for key in keys:
+            last_layer[key] = layer
+        if layer == len(layers):
+            layers.append(defaultdict(list))
+        layers[layer][kind].append(change)
+    for layer_changes in layers:
+        for kind, of_kind in layer_changes.items():
+            _WRITERS[kind](conn, of_kind)
+
+
+def _keys(change: Change) -> tuple[tuple[str, str], ...]:
+    if isinstance(change, QueryRegistered | QueryReleased):
+        return ("q", change.query_id), ("g", change.group_id)
+    if isinstance(change, CheckpointAdded):
+        return (("q", change.checkpoint.query_id),)
+    if isinstance(change, CheckpointCompleted):
+        return ("q", change.checkpoint.query_id), ("g", change.checkpoint.group_id)
+    if isinstance(change, CommitSucceeded):
+        return (("g", change.request.group_id),)
+    if isinstance(change, RewindAllowed):
+        return (("g", change.group_id),)
+    raise TypeError(f"no keys for {type(change).__name__}")
+
+
+def _run(conn: Connection, statement: Any, params: Params) -> None:
+    if params:
+        conn.execute(statement, params)
+
+
+def _insert_group_if_new(conn: Connection) -> Any:
+    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+    return (
+        dialect.insert(consumer_groups)
+        .values(group_id=bindparam("b_group"), rewind_allowed=False)
+        .on_conflict_do_nothing(index_elements=["group_id"])
+    )
+
+
+_EMPTY_SLOT = {
+    "slot_query_id": None,
+    "slot_checkpoint_id": None,
+    "slot_run_id": None,
+    "slot_offsets": None,
+    "slot_completed_at": None,
+}
+
+_DELETE_PENDING_UP_TO = delete(pending_checkpoints).where(
+    pending_c.query_id == bindparam("b_query"), pending_c.checkpoint_id <= bindparam("b_id")
+)
+_DELETE_PENDING_ONE = delete(pending_checkpoints).where(
+    pending_c.query_id == bindparam("b_query"), pending_c.checkpoint_id == bindparam("b_id")
+)
+_INSERT_PENDING = insert(pending_checkpoints).values(
+    query_id=bindparam("b_query"),
+    checkpoint_id=bindparam("b_id"),
+    run_id=bindparam("b_run"),
+    offsets=bindparam("b_offsets"),
+    created_at=bindparam("b_at"),
+)
+_SET_COMPLETED = (
+    update(queries)
+    .where(queries_c.query_id == bindparam("b_query"))
+    .values(last_completed_id=bindparam("b_id"), last_run_id=bindparam("b_run"))
+)
+_SET_SLOT = (
+    update(consumer_groups)
+    .where(groups_c.group_id == bindparam("b_group"))
+    .values(
+        slot_query_id=bindparam("b_query"),
+        slot_checkpoint_id=bindparam("b_id"),
+        slot_run_id=bindparam("b_run"),
+        slot_offsets=bindparam("b_offsets"),
+        slot_completed_at=bindparam("b_at"),
+    )
+)
+_COMMITTED: dict[str, Any] = {
+    "committed_query_id": bindparam("b_query"),
+    "committed_checkpoint_id": bindparam("b_id"),
+    "committed_offsets": bindparam("b_offsets"),
+    "committed_at": bindparam("b_at"),
+}
+_SET_COMMITTED = (
+    update(consumer_groups).where(groups_c.group_id == bindparam("b_group")).values(_COMMITTED)
+)
+_SET_COMMITTED_REWOUND = (
+    update(consumer_groups)
+    .where(groups_c.group_id == bindparam("b_group"))
+    .values({**_COMMITTED, "rewind_allowed": False})
+)
+# The slot keeps a newer entry that arrived while the commit was in flight.
+_CLEAR_COMMITTED_SLOT = (
+    update(consumer_groups)
+    .where(
+        groups_c.group_id == bindparam("b_group"),
+        groups_c.slot_query_id == bindparam("b_query"),
+        groups_c.slot_checkpoint_id == bindparam("b_id"),
+    )
+    .values(_EMPTY_SLOT)
+)
+_CLEAR_RELEASED_SLOT = (
+    update(consumer_groups)
+    .where(
+        groups_c.group_id == bindparam("b_group"), groups_c.slot_query_id == bindparam("b_query")
+    )
+    .values(_EMPTY_SLOT)
+)
+
+
+def _registered(conn: Connection, changes: list[QueryRegistered]) -> None:
+    _run(
+        conn,
+        insert(queries).values(
+            query_id=bindparam("b_query"),
+            group_id=bindparam("b_group"),
+            registered_at=bindparam("b_at"),
+        ),
+        [{"b_query": c.query_id, "b_group": c.group_id, "b_at": c.at} for c in changes],
+    )
+    _run(conn, _insert_group_if_new(conn), [{"b_group": c.group_id} for c in changes])
+
+
+def _added(conn: Connection, changes: list[CheckpointAdded]) -> None:
+    dropped = [
+        {"b_query": c.checkpoint.query_id, "b_id": checkpoint_id}
+        for c in changes
+        for checkpoint_id in c.dropped
+    ]
+    _run(conn, _DELETE_PENDING_ONE, dropped)
+    _run(
+        conn,
+        _INSERT_PENDING,
+        [
+            {
+                "b_query": c.checkpoint.query_id,
+                "b_id": c.checkpoint.checkpoint_id,
+                "b_run": c.checkpoint.run_id,
+                "b_offsets": dumps(c.checkpoint.offsets),
+                "b_at": c.checkpoint.created_at,
+            }
+            for c in changes
+        ],
+    )
+
+
+def _completed(conn: Connection, changes: list[CheckpointCompleted]) -> None:
+    params = [
+        {
+            "b_query": c.checkpoint.query_id,
+            "b_group": c.checkpoint.group_id,
+            "b_id": c.checkpoint.checkpoint_id,
+            "b_run": c.checkpoint.run_id,
+            "b_offsets": dumps(c.checkpoint.offsets),
+            "b_at": c.at,
+        }
+        for c in changes
+    ]
+    _run(conn, _DELETE_PENDING_UP_TO, [{k: p[k] for k in ("b_query", "b_id")} for p in params])
+    _run(conn, _SET_COMPLETED, [{k: p[k] for k in ("b_query", "b_id", "b_run")} for p in params])
+    _run(conn, _SET_SLOT, params)
+
+
+def _succeeded(conn: Connection, changes: list[CommitSucceeded]) -> None:
+    params = [
+        {
+            "b_group": c.request.group_id,
+            "b_query": c.request.query_id,
+            "b_id": c.request.checkpoint_id,
+            "b_offsets": dumps(c.committed),
+            "b_at": c.at,
+            "rewind": c.request.rewind,
+        }
+        for c in changes
+    ]
+    fields = ("b_group", "b_query", "b_id", "b_offsets", "b_at")
+    for statement, rewind in ((_SET_COMMITTED, False), (_SET_COMMITTED_REWOUND, True)):
+        _run(conn, statement, [{k: p[k] for k in fields} for p in params if p["rewind"] is rewind])
+    _run(
+        conn,
+        _CLEAR_COMMITTED_SLOT,
+        [{k: p[k] for k in ("b_group", "b_query", "b_id")} for p in params],
+    )
+
+
+def _released(conn: Connection, changes: list[QueryReleased]) -> None:
+    params = [{"b_query": c.query_id, "b_group": c.group_id} for c in changes]
+    _run(
+        conn,
+        delete(pending_checkpoints).where(pending_c.query_id == bindparam("b_query")),
+        [{"b_query": p["b_query"]} for p in params],
+    )
+    _run(
+        conn,
+        delete(queries).where(queries_c.query_id == bindparam("b_query")),
+        [{"b_query": p["b_query"]} for p in params],
+    )
+    _run(conn, _CLEAR_RELEASED_SLOT, params)
+
+
+def _rewind_allowed(conn: Connection, changes: list[RewindAllowed]) -> None:
+    _run(
+        conn,
+        update(consumer_groups)
+        .where(groups_c.group_id == bindparam("b_group"))
+        .values(rewind_allowed=True),
+        [{"b_group": c.group_id} for c in changes],
+    )
+
+
+_WRITERS: dict[type[Any], Callable[[Connection, Any], None]] = {
+    QueryRegistered: _registered,
+    CheckpointAdded: _added,
+    CheckpointCompleted: _completed,
+    CommitSucceeded: _succeeded,
+    QueryReleased: _released,
+    RewindAllowed: _rewind_allowed,
+}
+WRITTEN = frozenset(_WRITERS)

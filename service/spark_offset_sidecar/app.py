@@ -1,0 +1,255 @@
+"""The FastAPI application, built by ``create_app(settings)``.
+
+The lifespan owns everything that runs in the background: it migrates the database,
+loads the ledger, starts the commit loop (and with replicas the lease keeper, whose
+first round claims a share of the groups before the replica answers ready), and on
+shutdown lets commits in flight finish (within ``shutdown_grace_seconds``) and hands
+back its leases before closing Kafka and the database. ``/readyz``
+answers 200 only between those two points.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import logging
+import os
+import secrets
+import socket
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
+
+from fastapi import FastAPI
+from fastapi.responses import PlainTextResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+from spark_offset_sidecar.adapters.kafka import starting_offsets as recovery
+from spark_offset_sidecar.adapters.kafka.committer import KafkaOffsetCommitter
+from spark_offset_sidecar.adapters.kafka.log_ends import KafkaLogEndReader
+from spark_offset_sidecar.adapters.kafka.options import kafka_client_options
+from spark_offset_sidecar.adapters.sql.store import SqlStore
+from spark_offset_sidecar.core.group_status import CommitWindows
+from spark_offset_sidecar.core.leases import Ownership
+from spark_offset_sidecar.core.ledger import Backoff
+from spark_offset_sidecar.errors import StoreError
+from spark_offset_sidecar.http.auth import TokenRegistry
+from spark_offset_sidecar.http.body_limit import BodySizeLimit
+from spark_offset_sidecar.http.event_routes import router
+from spark_offset_sidecar.http.refusals import exception_answers
+from spark_offset_sidecar.http.state import Runtime
+from spark_offset_sidecar.http.status_routes import router as status_router
+from spark_offset_sidecar.observe.metrics import SidecarMetrics, package_version
+from spark_offset_sidecar.ports.kafka import (
+    LogEndReader,
+    OffsetCommitter,
+    StartingOffsets,
+    StartingOffsetsReader,
+)
+from spark_offset_sidecar.ports.store import LedgerStore
+from spark_offset_sidecar.runtime.commit_loop import CommitLoop
+from spark_offset_sidecar.runtime.durable_ledger import DurableLedger
+from spark_offset_sidecar.runtime.lag_monitor import LagMonitor
+from spark_offset_sidecar.settings import Settings
+
+if TYPE_CHECKING:  # replicas' modules need the postgres extra: imported when replicated
+    from spark_offset_sidecar.runtime.lease_keeper import LeaseKeeper
+
+log = logging.getLogger(__name__)
+
+
+def create_app(
+    settings: Settings,
+    *,
+    store: LedgerStore | None = None,
+    committer: OffsetCommitter | None = None,
+    log_ends: LogEndReader | None = None,
+    starting_offsets: StartingOffsetsReader | None = None,
+    registry: CollectorRegistry | None = None,
+    clock: Callable[[], float] = time.time,
+) -> FastAPI:
+    """Build the service. ``store`` defaults to SQL (``database_url``), ``committer``,
+    ``log_ends`` and ``starting_offsets`` to aiokafka (``kafka_bootstrap_servers``); tests
+    may pass others (``testing``)."""
+    metrics = SidecarMetrics(registry or CollectorRegistry())
+    runtime = Runtime(
+        settings, metrics, clock, starting_offsets or _kafka_starting_offsets(settings)
+    )
+    if settings.tokens_file:
+        runtime.tokens = TokenRegistry.from_file(settings.tokens_file)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        replica_id = new_replica_id() if settings.replicated else None
+        ledger_store = store if store is not None else _sql_store(settings, replica_id, metrics)
+        if isinstance(ledger_store, SqlStore):
+            await asyncio.to_thread(ledger_store.migrate)
+        runtime.durable = await DurableLedger.open(
+            ledger_store,
+            max_pending=settings.max_pending_checkpoints,
+            backoff=Backoff(settings.retry_initial_seconds, settings.retry_max_seconds),
+            refresh_after=settings.recommit_idle_after_seconds,
+        )
+        metrics.watch(lambda: runtime.durable.ledger)  # type: ignore[union-attr]
+        kafka = committer or KafkaOffsetCommitter(
+            kafka_client_options(settings),
+            timeout=settings.commit_timeout_seconds,
+            replica_id=replica_id,
+        )
+        ownership = None
+        if replica_id is not None:
+            ownership = Ownership(
+                replica_id, settings.lease_seconds, settings.commit_timeout_seconds
+            )
+            runtime.durable.ledger.commit_only(set())  # L5: nothing until claimed
+            metrics.groups_owned.set_function(lambda: len(ownership.epochs))
+        runtime.commit_loop = CommitLoop(
+            runtime.durable, kafka, metrics, clock=clock, ownership=ownership
+        )
+        background: list[asyncio.Task[None]] = []
+        if ownership is not None and isinstance(ledger_store, SqlStore):
+            from spark_offset_sidecar.adapters.sql.change_notices import PostgresChangeNotices
+            from spark_offset_sidecar.adapters.sql.lease_store import LeaseStore
+            from spark_offset_sidecar.runtime.lease_keeper import LeaseKeeper
+
+            keeper = LeaseKeeper(
+                LeaseStore(ledger_store.engine, ownership.replica_id, settings.lease_seconds),
+                PostgresChangeNotices(settings.database_url),
+                ownership,
+                runtime.durable,
+                on_owned=runtime.commit_loop.wake,
+            )
+            runtime.lease_keeper = keeper
+            await keeper.round()  # hold a share of the groups before answering ready
+            background += [
+                asyncio.create_task(keeper.run(), name="lease keeper"),
+                asyncio.create_task(keeper.listen(), name="notices"),
+            ]
+        runtime.durable.on_settled = _on_settled(runtime.commit_loop, metrics)
+        runtime.commit_task = asyncio.create_task(runtime.commit_loop.run(), name="commit loop")
+        reader = (
+            log_ends
+            if log_ends is not None
+            else KafkaLogEndReader(
+                kafka_client_options(settings), timeout=settings.commit_timeout_seconds
+            )
+        )
+        runtime.lag_monitor = LagMonitor(
+            lambda: runtime.durable.ledger,  # type: ignore[union-attr]
+            reader,
+            interval=settings.lag_read_interval_seconds,
+            err_after_failures=settings.status_err_after_failures,
+            windows=CommitWindows(settings.status_window, settings.status_stop_after_seconds),
+            clock=clock,
+        )
+        metrics.watch_lag(runtime.lag_monitor, export_kafka_lag=settings.export_kafka_lag)
+        runtime.lag_task = asyncio.create_task(runtime.lag_monitor.run(), name="lag monitor")
+        # The loaded ledger lives as long as the process: keep it out of the cyclic GC's
+        # scans, and collect the young generation less often (requests allocate a lot).
+        gc.collect()
+        gc.freeze()
+        gc.set_threshold(20_000, 20, 20)
+        runtime.ready = True
+        log.info("ready: %d queries, %d groups loaded", *_sizes(runtime.durable))
+        try:
+            yield
+        finally:
+            runtime.ready = False
+            runtime.lag_task.cancel()
+            await runtime.commit_loop.stop(settings.shutdown_grace_seconds)
+            runtime.commit_task.cancel()
+            for task in background:
+                task.cancel()
+            await asyncio.gather(
+                runtime.commit_task, runtime.lag_task, *background, return_exceptions=True
+            )
+            if runtime.lease_keeper is not None:
+                await _leave(runtime.lease_keeper, clean=runtime.commit_loop.cancelled == 0)
+            await reader.close()
+            await kafka.close()
+            await runtime.durable.close()
+            log.info("stopped")
+
+    app = FastAPI(
+        title="spark-offset-sidecar",
+        version=package_version(),
+        description="Commits Spark Structured Streaming's Kafka offsets to a consumer group "
+        "on every checkpoint, so that lag tools see Spark jobs.",
+        lifespan=lifespan,
+    )
+    app.state.runtime = runtime
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes, metrics=metrics)
+    app.include_router(router)
+    app.include_router(status_router)
+    for exception, answer in exception_answers(metrics).items():
+        app.add_exception_handler(exception, answer)
+    _add_operational_routes(app, runtime)
+    return app
+
+
+def _kafka_starting_offsets(settings: Settings) -> StartingOffsetsReader:
+    options = kafka_client_options(settings)
+
+    async def read(group_id: str, topics: Sequence[str]) -> StartingOffsets:
+        return await recovery.starting_offsets(
+            options, group_id, topics, request_timeout=settings.commit_timeout_seconds
+        )
+
+    return read
+
+
+def new_replica_id() -> str:
+    """Unique per process start: a restarted pod is a new owner (its memory is new)."""
+    return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
+
+
+def _sql_store(settings: Settings, replica_id: str | None, metrics: SidecarMetrics) -> SqlStore:
+    if replica_id is None:
+        return SqlStore(settings.database_url)
+    from spark_offset_sidecar.adapters.sql.shared_store import SharedSqlStore
+
+    return SharedSqlStore(settings.database_url, replica_id, on_fenced=metrics.commits_fenced.inc)
+
+
+async def _leave(keeper: LeaseKeeper, *, clean: bool) -> None:
+    try:
+        await keeper.leave(clean=clean)
+    except Exception as exc:  # the leases expire on their own
+        log.warning("could not hand back leases: %s", exc)
+
+
+def _on_settled(loop: CommitLoop, metrics: SidecarMetrics) -> Callable[[int, float], None]:
+    def settled(items: int, seconds: float) -> None:
+        metrics.store_batch_items.observe(items)
+        metrics.store_write_duration.observe(seconds)
+        loop.wake()  # the batch's groups are no longer held
+
+    return settled
+
+
+def _sizes(durable: DurableLedger) -> tuple[int, int]:
+    return len(durable.ledger.queries), len(durable.ledger.groups)
+
+
+def _add_operational_routes(app: FastAPI, runtime: Runtime) -> None:
+    @app.get("/livez", tags=["operations"], response_class=PlainTextResponse)
+    async def livez() -> Response:
+        problem = runtime.live_problem()
+        if problem:
+            return PlainTextResponse(problem + "\n", status_code=503)
+        return PlainTextResponse("ok\n")
+
+    @app.get("/readyz", tags=["operations"], response_class=PlainTextResponse)
+    async def readyz() -> Response:
+        if not runtime.ready or runtime.durable is None:
+            return PlainTextResponse("starting or stopping\n", status_code=503)
+        try:
+            await runtime.durable.check_store()
+        except StoreError as exc:
+            return PlainTextResponse(f"database: {exc}\n", status_code=503)
+        return PlainTextResponse("ok\n")
+
+    @app.get("/metrics", tags=["operations"], response_class=PlainTextResponse)
+    async def metrics() -> Response:
+        return Response(generate_latest(runtime.metrics.registry), media_type=CONTENT_TYPE_LATEST)

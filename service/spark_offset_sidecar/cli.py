@@ -1,0 +1,224 @@
+"""``offset-sidecar``: run the service and its operator tasks.
+
+offset-sidecar serve       apply migrations, then serve HTTP (settings: SIDECAR_*)
+offset-sidecar migrate     apply migrations and exit
+offset-sidecar settings    list every SIDECAR_* variable with its default
+offset-sidecar starting-offsets GROUP [--topic T]
+                           the startingOffsets that restart a query where GROUP stands
+offset-sidecar describe-group GROUP [--topic T]
+                           the group as kafka-consumer-groups.sh shows it, read from Kafka
+
+``offset-sidecar COMMAND --help`` names the settings COMMAND reads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from spark_offset_sidecar.errors import ConfigError, KafkaReadError, OffsetsNotFound, StoreError
+from spark_offset_sidecar.observe.logs import configure_logging
+from spark_offset_sidecar.settings import Settings
+
+log = logging.getLogger("spark_offset_sidecar")
+
+
+def _serve(settings: Settings) -> int:
+    import uvicorn
+
+    from spark_offset_sidecar.app import create_app
+
+    config = uvicorn.Config(
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level.lower(),
+        log_config=None,  # uvicorn's loggers go through ours (observe.logs)
+        lifespan="on",
+        access_log=False,
+        ssl_certfile=settings.tls_certfile,
+        ssl_keyfile=settings.tls_keyfile,
+        # SIGTERM must end in bounded time even with a client holding a connection open.
+        timeout_graceful_shutdown=int(settings.shutdown_grace_seconds) + 1,
+    )
+    uvicorn.Server(config).run()
+    return 0
+
+
+def _migrate(settings: Settings) -> int:
+    from spark_offset_sidecar.adapters.sql import migrate
+    from spark_offset_sidecar.adapters.sql.store import SqlStore
+
+    store = SqlStore(settings.database_url)
+    try:
+        store.migrate()
+        store.check()
+    finally:
+        store.close()
+    print(f"database at the newest migration ({migrate.head_revision()})")
+    return 0
+
+
+def _read_group(settings: Settings, args: argparse.Namespace, read: Callable[..., Any]) -> Any:
+    """Run ``read(client options, group, topics, request_timeout=...)`` for the named group."""
+    import asyncio
+
+    from spark_offset_sidecar.adapters.kafka.options import kafka_client_options
+
+    return asyncio.run(
+        read(
+            kafka_client_options(settings),
+            args.group,
+            args.topic or (),
+            request_timeout=settings.commit_timeout_seconds,
+        )
+    )
+
+
+def _starting_offsets(settings: Settings, args: argparse.Namespace) -> int:
+    from spark_offset_sidecar.adapters.kafka.starting_offsets import starting_offsets
+
+    found = _read_group(settings, args, starting_offsets)
+    if found.uncommitted:
+        print(
+            f"no committed offset for {', '.join(found.uncommitted)}: starting at earliest",
+            file=sys.stderr,
+        )
+    print(found.spark_option())
+    return 0
+
+
+def _describe_group(settings: Settings, args: argparse.Namespace) -> int:
+    from spark_offset_sidecar.adapters.kafka.group_report import describe_group
+
+    print(_read_group(settings, args, describe_group).table())
+    return 0
+
+
+def _settings(_settings: Settings) -> int:
+    for variable, default, meaning in Settings.describe():
+        print(f"{variable:40} {default:24} {meaning}")
+    return 0
+
+
+# The settings each command reads (``offset-sidecar settings`` lists them all).
+KAFKA_SETTINGS = (
+    "SIDECAR_KAFKA_BOOTSTRAP_SERVERS",
+    "SIDECAR_KAFKA_CLIENT_ID",
+    "SIDECAR_KAFKA_SECURITY_PROTOCOL",
+    "SIDECAR_KAFKA_SASL_MECHANISM",
+    "SIDECAR_KAFKA_SASL_USERNAME",
+    "SIDECAR_KAFKA_SASL_PASSWORD_FILE",
+    "SIDECAR_KAFKA_SASL_PASSWORD",
+    "SIDECAR_KAFKA_SSL_CAFILE",
+    "SIDECAR_KAFKA_SSL_CERTFILE",
+    "SIDECAR_KAFKA_SSL_KEYFILE",
+    "SIDECAR_COMMIT_TIMEOUT_SECONDS",
+)
+
+
+@dataclass(frozen=True)
+class Command:
+    run: Callable[[Settings, argparse.Namespace], int]
+    summary: str
+    reads: tuple[str, ...]  # the settings it reads; ("*",): every one
+    takes_group: bool = False
+
+
+COMMANDS: dict[str, Command] = {
+    "serve": Command(
+        lambda settings, _args: _serve(settings),
+        "apply migrations, then serve HTTP and commit offsets to Kafka",
+        ("*",),
+    ),
+    "migrate": Command(
+        lambda settings, _args: _migrate(settings),
+        "apply database migrations and exit",
+        ("SIDECAR_DATABASE_URL",),
+    ),
+    "settings": Command(
+        lambda settings, _args: _settings(settings),
+        "list every SIDECAR_* variable with its default and meaning",
+        (),
+    ),
+    "starting-offsets": Command(
+        _starting_offsets,
+        "the startingOffsets JSON that restarts a query where GROUP's commits stand",
+        KAFKA_SETTINGS,
+        takes_group=True,
+    ),
+    "describe-group": Command(
+        _describe_group,
+        "GROUP as kafka-consumer-groups.sh --describe shows it, read from Kafka",
+        KAFKA_SETTINGS,
+        takes_group=True,
+    ),
+}
+
+
+def _settings_epilog(reads: tuple[str, ...]) -> str:
+    if reads == ("*",):
+        return (
+            "Settings are SIDECAR_* environment variables (offset-sidecar settings lists "
+            "them all); the first ones to set: SIDECAR_KAFKA_BOOTSTRAP_SERVERS (Kafka, "
+            "default 127.0.0.1:9092), SIDECAR_DATABASE_URL (default SQLite sidecar.db in "
+            "the working folder), SIDECAR_HOST / SIDECAR_PORT, SIDECAR_TOKENS_FILE."
+        )
+    if not reads:
+        return "Reads no setting."
+    defaults = {variable: default for variable, default, _ in Settings.describe()}
+    lines = [
+        f"  {v:34} "
+        + ("(unset by default)" if defaults[v] == "None" else f"(default {defaults[v]})")
+        for v in reads
+    ]
+    return "Settings it reads (environment variables):\n" + "\n".join(lines)
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(
+        prog="offset-sidecar",
+        description="Commit Spark Structured Streaming's Kafka offsets to consumer groups.",
+        epilog="Point it at Kafka with SIDECAR_KAFKA_BOOTSTRAP_SERVERS=host:port[,host:port] "
+        "(default 127.0.0.1:9092). Every setting is a SIDECAR_* environment variable: "
+        "offset-sidecar settings lists them; offset-sidecar COMMAND --help names the ones "
+        "COMMAND reads.",
+    )
+    commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, command in COMMANDS.items():
+        sub = commands.add_parser(
+            name,
+            help=command.summary,
+            description=command.summary,
+            epilog=_settings_epilog(command.reads),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        if command.takes_group:
+            sub.add_argument("group", help="the consumer group")
+            sub.add_argument(
+                "--topic", action="append", help="a topic the query reads (repeatable)"
+            )
+    return top
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        settings = Settings.from_env()
+    except ConfigError as exc:
+        print(f"offset-sidecar: invalid setting {exc}", file=sys.stderr)
+        return 2
+    configure_logging(settings.log_level, settings.log_format)
+    try:
+        return COMMANDS[args.command].run(settings, args)
+    except (StoreError, OffsetsNotFound, KafkaReadError) as exc:
+        print(f"offset-sidecar: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

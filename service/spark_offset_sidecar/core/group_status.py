@@ -1,0 +1,237 @@
+"""The status of a consumer group in the spirit of Burrow's evaluator: no thresholds, a
+sliding window of the group's commits and their lag. Pure: no I/O, ``now`` passed in.
+
+A *sample* is taken when the lag monitor reads the brokers' log-end offsets and finds that
+the group committed since the previous sample: the committed offsets, and per partition
+the lag ``max(0, log end - offset)`` at that read. A group keeps its last ``window``
+samples. Rules per partition, in this order (P3-P8 are Burrow's, with its names):
+
+  P1 OK      the current lag is 0
+  P2 STOP    records have waited ``stop_after`` seconds with no commit: the group's lag has
+             been above zero since a read that long ago and nothing was committed since
+             (Burrow alone misses this: a stopped job whose window once had zero lag stays
+             OK there forever)
+  P3 OK      some sample in the window has lag 0, or fewer than two samples (too little
+             to judge; ``complete`` < 1 says so)
+  P4 REWIND  an offset in the window is lower than the one before it
+  P5 STOP    the time since the last commit exceeds the time the window's commits span
+             (the group stopped committing at the pace it had)
+  P6 STALL   every sample has the same offset while the lag stays above zero
+  P7 WARN    the offsets move but the lag never decreases from one sample to the next
+  P8 OK      otherwise
+
+Group: ERR when its last ``err_after`` commits all failed (the sidecar cannot commit, so
+lag tools see nothing new); else the worst of its partitions by ``SEVERITY``. A partition
+whose log end is unknown (the brokers were not read yet, or failed) is OK and not
+complete. Every status is a Burrow status string, so the same dashboards and alerts read
+both.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from array import array
+from collections import deque
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from itertools import pairwise
+
+from spark_offset_sidecar.core.ledger_state import GroupState
+from spark_offset_sidecar.core.offsets import OffsetMap, TopicPartition
+
+
+class Status(enum.Enum):
+    OK = "OK"
+    WARN = "WARN"
+    STALL = "STALL"
+    STOP = "STOP"
+    REWIND = "REWIND"
+    ERR = "ERR"
+
+
+SEVERITY = (Status.OK, Status.WARN, Status.STALL, Status.STOP, Status.REWIND, Status.ERR)
+_RANK = {status: rank for rank, status in enumerate(SEVERITY)}
+
+
+@dataclass(frozen=True)
+class GroupSample:
+    """The group's committed offsets at ``at`` (the commit's time) and their lags, as arrays
+    aligned with ``partitions``. A window keeps no reference to the ledger's offset maps,
+    and consecutive samples of an unchanged partition set share one ``partitions`` tuple:
+    ten samples of 32 partitions take about 6 KB."""
+
+    at: float
+    partitions: tuple[TopicPartition, ...]
+    offsets: array[int]
+    lags: array[int]
+
+
+@dataclass(frozen=True)
+class PartitionStatus:
+    topic: str
+    partition: int
+    status: Status
+    offset: int
+    log_end: int | None
+    current_lag: int | None
+    samples: int
+
+
+@dataclass(frozen=True)
+class GroupStatus:
+    group_id: str
+    query_id: str | None
+    status: Status
+    complete: float  # share of partitions with a full window, as Burrow reports it
+    total_lag: int | None  # None while any partition's log end is unknown
+    consecutive_failures: int
+    last_commit_at: float | None
+    partitions: tuple[PartitionStatus, ...]
+
+    @property
+    def max_lag(self) -> PartitionStatus | None:
+        known = [p for p in self.partitions if p.current_lag is not None]
+        return max(known, key=lambda p: p.current_lag or 0, default=None)
+
+
+def partition_status(
+    series: list[tuple[float, int, int]],
+    current_lag: int,
+    now: float,
+    *,
+    waited: float = 0.0,
+    stop_after: float = math.inf,
+) -> Status:
+    """P1-P8 on one partition's window: ``series`` of (commit time, offset, lag), oldest
+    first; ``waited``: seconds that records have waited with no commit (P2)."""
+    if current_lag == 0:
+        return Status.OK
+    if waited > stop_after:
+        return Status.STOP
+    if len(series) < 2 or any(lag == 0 for _, _, lag in series):
+        return Status.OK
+    pairs = list(pairwise(series))
+    if any(later[1] < earlier[1] for earlier, later in pairs):
+        return Status.REWIND
+    first_at, last_at = series[0][0], series[-1][0]
+    if now - last_at > last_at - first_at:
+        return Status.STOP
+    if all(later[1] == earlier[1] for earlier, later in pairs):
+        return Status.STALL
+    if all(later[2] >= earlier[2] for earlier, later in pairs):
+        return Status.WARN
+    return Status.OK
+
+
+class CommitWindows:
+    """Each group's last ``window`` samples."""
+
+    def __init__(self, window: int = 10, stop_after: float = math.inf) -> None:
+        if window < 2:
+            raise ValueError("a status window needs at least 2 samples")
+        self.window = window
+        self.stop_after = stop_after
+        self._samples: dict[str, deque[GroupSample]] = {}
+        self._lagging_since: dict[str, float] = {}  # first read of the current lag > 0
+
+    def observe(
+        self, groups: Iterable[GroupState], log_ends: Mapping[TopicPartition, int], now: float
+    ) -> None:
+        """Sample every group that committed since its last sample; forget groups that are
+        gone. Call after each read of the log ends, at ``now``."""
+        present: set[str] = set()
+        for group in groups:
+            present.add(group.group_id)
+            committed = group.committed
+            if committed is None:
+                continue
+            lagging = any(log_ends.get(tp, o) > o for tp, o in committed.offsets.items())
+            if not lagging:
+                self._lagging_since.pop(group.group_id, None)
+            else:
+                self._lagging_since.setdefault(group.group_id, now)
+            window = self._samples.get(group.group_id)
+            if window is None:
+                window = self._samples[group.group_id] = deque(maxlen=self.window)
+            if window and window[-1].at >= committed.at:
+                continue
+            if any(tp not in log_ends for tp in committed.offsets):
+                continue  # sampled at the next read that knows every partition
+            partitions = tuple(committed.offsets)
+            if window and window[-1].partitions == partitions:
+                partitions = window[-1].partitions
+            offsets = array("q", committed.offsets.values())
+            lags = array("q", (max(0, log_ends[tp] - o) for tp, o in committed.offsets.items()))
+            window.append(GroupSample(committed.at, partitions, offsets, lags))
+        for gone in self._samples.keys() - present:
+            del self._samples[gone]
+        for gone in self._lagging_since.keys() - present:
+            del self._lagging_since[gone]
+
+    def samples(self, group_id: str) -> tuple[GroupSample, ...]:
+        return tuple(self._samples.get(group_id, ()))
+
+    def evaluate(
+        self,
+        group: GroupState,
+        log_ends: Mapping[TopicPartition, int],
+        now: float,
+        *,
+        err_after: int,
+    ) -> GroupStatus:
+        committed = group.committed
+        offsets: OffsetMap = committed.offsets if committed else {}
+        samples = self._samples.get(group.group_id, ())
+        # Where each partition sits in each sample (one index per distinct partition set).
+        indexes: dict[int, dict[TopicPartition, int]] = {}
+        for sample in samples:
+            if id(sample.partitions) not in indexes:
+                indexes[id(sample.partitions)] = {tp: i for i, tp in enumerate(sample.partitions)}
+        placed = [(sample, indexes[id(sample.partitions)]) for sample in samples]
+        waited = 0.0
+        if committed is not None and group.group_id in self._lagging_since:
+            waited = now - max(committed.at, self._lagging_since[group.group_id])
+        partitions = tuple(
+            self._partition(tp, offset, log_ends.get(tp), placed, now, waited)
+            for tp, offset in sorted(offsets.items())
+        )
+        status = max((p.status for p in partitions), key=_RANK.__getitem__, default=Status.OK)
+        if group.failures >= err_after:
+            status = Status.ERR
+        full = sum(1 for p in partitions if p.samples >= self.window)
+        lags = [p.current_lag for p in partitions if p.current_lag is not None]
+        return GroupStatus(
+            group_id=group.group_id,
+            query_id=group.query_id,
+            status=status,
+            complete=full / len(partitions) if partitions else 0.0,
+            total_lag=sum(lags) if len(lags) == len(partitions) else None,
+            consecutive_failures=group.failures,
+            last_commit_at=committed.at if committed else None,
+            partitions=partitions,
+        )
+
+    def _partition(
+        self,
+        tp: TopicPartition,
+        offset: int,
+        log_end: int | None,
+        placed: list[tuple[GroupSample, dict[TopicPartition, int]]],
+        now: float,
+        waited: float,
+    ) -> PartitionStatus:
+        at = [index.get(tp) for _, index in placed]
+        seen = len(at) - at.count(None)
+        if log_end is None:
+            return PartitionStatus(tp.topic, tp.partition, Status.OK, offset, None, None, seen)
+        lag = max(0, log_end - offset)
+        if lag == 0:  # P1, without building the series
+            return PartitionStatus(tp.topic, tp.partition, Status.OK, offset, log_end, 0, seen)
+        series = [
+            (sample.at, sample.offsets[i], sample.lags[i])
+            for (sample, _), i in zip(placed, at, strict=True)
+            if i is not None
+        ]
+        status = partition_status(series, lag, now, waited=waited, stop_after=self.stop_after)
+        return PartitionStatus(tp.topic, tp.partition, status, offset, log_end, lag, seen)

@@ -1,0 +1,89 @@
+"""The ledger's state: per query and per group, plain data with no behaviour but the
+derived ``GroupPhase`` (see the transition table in ``core.ledger``)."""
+
+from __future__ import annotations
+
+import enum
+from collections import Counter
+from dataclasses import dataclass, field, replace
+
+from spark_offset_sidecar.core.changes import Checkpoint, CommitRequest
+from spark_offset_sidecar.core.offsets import OffsetMap
+
+
+class GroupPhase(enum.Enum):
+    IDLE = "idle"
+    READY = "ready"
+    IN_FLIGHT = "in_flight"
+    IN_FLIGHT_NEXT = "in_flight_next"
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Retry delay after the n-th consecutive failure: initial * 2**(n-1), capped."""
+
+    initial: float = 0.5
+    maximum: float = 30.0
+
+    def delay(self, failures: int) -> float:
+        return float(min(self.maximum, self.initial * 2.0 ** max(0, failures - 1)))
+
+
+@dataclass
+class QueryState:
+    query_id: str
+    group_id: str
+    registered_at: float
+    pending: dict[int, Checkpoint] = field(default_factory=dict)  # ascending ids
+    last_completed_id: int | None = None
+    last_run_id: str | None = None
+
+    def copy(self) -> QueryState:
+        """A copy that later changes to this one do not reach (checkpoints are frozen)."""
+        return replace(self, pending=dict(self.pending))
+
+
+@dataclass(frozen=True)
+class CommittedOffsets:
+    query_id: str
+    checkpoint_id: int
+    offsets: OffsetMap
+    at: float
+
+
+@dataclass
+class GroupCounters:
+    succeeded: int = 0
+    skipped: int = 0
+    failed: Counter[str] = field(default_factory=Counter)  # by reason
+    events: Counter[str] = field(default_factory=Counter)  # by Outcome value
+    pending_dropped: int = 0
+    held_back: int = 0  # partitions not rewound
+    refreshed: int = 0  # successful commits of unchanged offsets of an idle group (R9)
+
+    def copy(self) -> GroupCounters:
+        return replace(self, failed=Counter(self.failed), events=Counter(self.events))
+
+
+@dataclass
+class GroupState:
+    group_id: str
+    query_id: str | None = None  # owner; None once released
+    slot: Checkpoint | None = None
+    in_flight: CommitRequest | None = None
+    committed: CommittedOffsets | None = None
+    failures: int = 0  # consecutive, for backoff
+    retry_at: float = 0.0
+    last_failure: str | None = None
+    rewind_allowed: bool = False
+    counters: GroupCounters = field(default_factory=GroupCounters)
+
+    def copy(self) -> GroupState:
+        """A copy that later changes to this one do not reach (the rest is immutable)."""
+        return replace(self, counters=self.counters.copy())
+
+    @property
+    def phase(self) -> GroupPhase:
+        if self.in_flight is None:
+            return GroupPhase.IDLE if self.slot is None else GroupPhase.READY
+        return GroupPhase.IN_FLIGHT if self.slot is None else GroupPhase.IN_FLIGHT_NEXT

@@ -1,0 +1,137 @@
+"""Read a Spark StreamingQueryProgress (as ``progress.json`` prints it) into a checkpoint.
+
+A progress event means: batch ``batchId`` of query ``id`` is in the checkpoint, and each
+source's ``endOffset`` is where it ends. Kafka sources are recognised by the *content* of
+``endOffset`` -- an object of topics, each an object of partition -> offset -- never by
+their position in ``sources`` or their description (Spark's own order and wording change
+between versions). Other sources (files, Delta, rate, ...) are ignored.
+
+Also accepted: ``endOffset`` as a JSON *string* (the form a Python listener's
+``SourceProgress.endOffset`` has) and the string ``"None"`` for a Java null.
+
+When two Kafka sources name the same partition (a self-join of one topic), the smaller
+offset is kept: the group then never claims more progress than every reader made.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, cast
+
+from spark_offset_sidecar.core.offsets import (
+    MAX_OFFSET,
+    MAX_PARTITION,
+    TopicPartition,
+    topic_name_problem,
+)
+from spark_offset_sidecar.errors import InvalidEvent
+
+# Query and run ids (Spark's are UUIDs): the one definition, also used by the HTTP layer's
+# path and body validation.
+MAX_ID_LENGTH = 200
+ID_PATTERN = r"[A-Za-z0-9._:-]+"
+_ID_CHARS = re.compile(ID_PATTERN)
+_PARTITION = re.compile(r"0|[1-9][0-9]{0,9}")
+
+
+@dataclass(frozen=True)
+class ProgressReport:
+    query_id: str
+    run_id: str | None
+    batch_id: int
+    offsets: dict[TopicPartition, int]
+    kafka_sources: int
+
+
+def identifier_problem(value: object) -> str | None:
+    if not isinstance(value, str):
+        return "must be a string"
+    if not value or len(value) > MAX_ID_LENGTH:
+        return f"must have 1 to {MAX_ID_LENGTH} characters"
+    if not _ID_CHARS.fullmatch(value):
+        return "may only have ASCII letters, digits, '.', '_', ':' and '-'"
+    return None
+
+
+def checkpoint_id_problem(value: object) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        return "must be an integer"
+    if not 0 <= value <= MAX_OFFSET:
+        return f"must be between 0 and {MAX_OFFSET}"
+    return None
+
+
+def parse_progress(progress: Mapping[str, Any], field: str = "progress") -> ProgressReport:
+    query_id = progress.get("id")
+    problem = identifier_problem(query_id)
+    if problem:
+        raise InvalidEvent(f"{field}.id", problem)
+    run_id = progress.get("runId")
+    if run_id is not None and (problem := identifier_problem(run_id)):
+        raise InvalidEvent(f"{field}.runId", problem)
+    batch_id = progress.get("batchId")
+    if problem := checkpoint_id_problem(batch_id):
+        raise InvalidEvent(f"{field}.batchId", problem)
+    sources = progress.get("sources", [])
+    if not isinstance(sources, list):
+        raise InvalidEvent(f"{field}.sources", "must be a list")
+    offsets: dict[TopicPartition, int] = {}
+    kafka_sources = 0
+    for index, source in enumerate(sources):
+        where = f"{field}.sources[{index}].endOffset"
+        if not isinstance(source, Mapping):
+            raise InvalidEvent(f"{field}.sources[{index}]", "must be an object")
+        end = _decode(source.get("endOffset"), where)
+        if not _looks_like_kafka(end):
+            continue
+        kafka_sources += 1
+        for tp, offset in kafka_offsets(end, where).items():
+            offsets[tp] = min(offset, offsets.get(tp, offset))
+    # the checks above established the types
+    return ProgressReport(cast(str, query_id), run_id, cast(int, batch_id), offsets, kafka_sources)
+
+
+def kafka_offsets(nested: Mapping[str, Any], field: str) -> dict[TopicPartition, int]:
+    """Validate ``{"topic": {"0": 42}}`` and flatten it."""
+    flat: dict[TopicPartition, int] = {}
+    for topic, partitions in nested.items():
+        if problem := topic_name_problem(topic):
+            raise InvalidEvent(f"{field}.{topic}", problem)
+        if not isinstance(partitions, Mapping):
+            raise InvalidEvent(f"{field}.{topic}", "must be an object of partition -> offset")
+        for partition, offset in partitions.items():
+            where = f"{field}.{topic}.{partition}"
+            if (
+                not isinstance(partition, str)
+                or not _PARTITION.fullmatch(partition)
+                or int(partition) > MAX_PARTITION
+            ):
+                raise InvalidEvent(
+                    where, f"partition must be an integer between 0 and {MAX_PARTITION}"
+                )
+            if isinstance(offset, bool) or not isinstance(offset, int):
+                raise InvalidEvent(where, "offset must be an integer")
+            if not 0 <= offset <= MAX_OFFSET:
+                raise InvalidEvent(where, f"offset must be between 0 and {MAX_OFFSET}")
+            flat[TopicPartition(topic, int(partition))] = offset
+    return flat
+
+
+def _decode(end: Any, field: str) -> Any:
+    if isinstance(end, str):
+        if end in ("", "None", "null"):
+            return None
+        try:
+            return json.loads(end)
+        except (ValueError, RecursionError):
+            raise InvalidEvent(field, "is a string but not JSON") from None
+    return end
+
+
+def _looks_like_kafka(end: Any) -> bool:
+    return (
+        isinstance(end, Mapping) and bool(end) and all(isinstance(v, Mapping) for v in end.values())
+    )

@@ -1,0 +1,135 @@
+"""Errors of the sidecar, one hierarchy (every class is drawn here; a test keeps it so):
+
+SidecarError
+├── ConfigError            a setting is missing or invalid (names the variable)
+├── InvalidEvent           an event is malformed (names the field); nothing stored
+├── Refused                the caller may not do this (HTTP 401 / 403 / 429)
+│   ├── Unauthenticated        no token, or not a known one (401)
+│   ├── Forbidden              a known token outside its grant (403)
+│   └── RateLimited            a token over its events per second (429, Retry-After)
+├── StoreError             the database failed
+│   └── StoreUnavailable   cannot read or write now (full, read-only, connection lost):
+│                          callers get 503 and retry; nothing was half-written
+├── OffsetsNotFound        Kafka holds no committed offsets where some were needed
+├── KafkaReadError         reading from Kafka failed (admin reads, log ends); says why
+└── CommitError            a commit to Kafka did not happen; ``reason`` is one of a
+    │                      bounded set of words (a metric label)
+    ├── CommitTimeout          no answer within the commit timeout
+    ├── CoordinatorNotAvailable  the group's coordinator did not come within the
+    │                          timeout (a new broker creating __consumer_offsets)
+    ├── GroupHasMembers        the group has active members (UNKNOWN_MEMBER_ID):
+    │                          a real consumer uses this group id
+    ├── BrokerUnavailable      no connection to the cluster or coordinator
+    ├── AuthenticationFailed   Kafka refused the SASL credentials
+    ├── TlsFailed              TLS with Kafka failed (an untrusted certificate, ...)
+    ├── NotAuthorized          the broker refused (group or topic ACL)
+    └── UnknownTopicPartition  a committed partition does not exist
+
+How each becomes an HTTP answer is one table: ``http.refusals.exception_answers``.
+"""
+
+from __future__ import annotations
+
+
+class SidecarError(Exception):
+    pass
+
+
+class ConfigError(SidecarError):
+    def __init__(self, variable: str, problem: str) -> None:
+        super().__init__(f"{variable}: {problem}")
+        self.variable = variable
+        self.problem = problem
+
+
+class InvalidEvent(SidecarError):
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(f"{field}: {problem}")
+        self.field = field
+        self.problem = problem
+
+
+class Refused(SidecarError):
+    pass
+
+
+class Unauthenticated(Refused):
+    pass
+
+
+class Forbidden(Refused):
+    pass
+
+
+class RateLimited(Refused):
+    def __init__(self, name: str, retry_after: float) -> None:
+        super().__init__(f"token {name!r} is over its rate; retry in {retry_after:.1f} s")
+        self.retry_after = retry_after
+
+
+class StoreError(SidecarError):
+    pass
+
+
+class StoreUnavailable(StoreError):
+    pass
+
+
+class OffsetsNotFound(SidecarError):
+    pass
+
+
+class KafkaReadError(SidecarError):
+    pass
+
+
+class CommitError(SidecarError):
+    reason = "kafka_error"
+
+
+class CommitTimeout(CommitError):
+    reason = "timeout"
+
+
+class CoordinatorNotAvailable(CommitError):
+    reason = "coordinator_not_available"
+
+
+class GroupHasMembers(CommitError):
+    reason = "group_has_members"
+
+
+class BrokerUnavailable(CommitError):
+    reason = "broker_unavailable"
+
+
+class AuthenticationFailed(CommitError):
+    reason = "authentication_failed"
+
+
+class TlsFailed(CommitError):
+    reason = "tls_failed"
+
+
+class NotAuthorized(CommitError):
+    reason = "not_authorized"
+
+
+class UnknownTopicPartition(CommitError):
+    reason = "unknown_topic_or_partition"
+
+
+COMMIT_FAILURE_REASONS = frozenset(
+    cls.reason
+    for cls in (
+        CommitError,
+        CommitTimeout,
+        CoordinatorNotAvailable,
+        GroupHasMembers,
+        BrokerUnavailable,
+        AuthenticationFailed,
+        TlsFailed,
+        NotAuthorized,
+        UnknownTopicPartition,
+    )
+)

@@ -1,0 +1,74 @@
+"""Who is calling a route, and what they may touch (shared by every ``/v1`` router).
+The grants themselves are in ``http.auth``.
+
+Routes that change state need a token with a ``write`` grant, ``GET /v1`` routes one with
+a ``read`` grant (unless SIDECAR_PROTECT_READS=false). A route addressed by query id
+answers a query whose group the token may not touch exactly as it answers an unknown
+query: a token learns nothing about other teams' queries, not even that they exist.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from fastapi import Request
+
+from spark_offset_sidecar.errors import Forbidden
+from spark_offset_sidecar.http.auth import TokenGrant
+
+if TYPE_CHECKING:
+    from spark_offset_sidecar.http.state import Runtime
+
+log = logging.getLogger(__name__)
+
+
+def runtime_of(request: Request) -> Runtime:
+    runtime: Runtime = request.app.state.runtime
+    return runtime
+
+
+def caller(request: Request, *, event: bool) -> TokenGrant | None:
+    """The caller's grant (None when no tokens are configured, or for a read when reads
+    are open). An event needs a write grant and is rate-limited; a read needs a read grant."""
+    runtime = runtime_of(request)
+    tokens = runtime.tokens
+    if tokens is None or (not event and not runtime.settings.protect_reads):
+        return None
+    grant = tokens.authenticate(request.headers.get("authorization"))
+    if event:
+        if not grant.write:
+            raise Forbidden(f"token {grant.name!r} may not change state (it has no write grant)")
+        tokens.admit_event(grant, time.monotonic())
+    elif not grant.read:
+        raise Forbidden(f"token {grant.name!r} may not read state (it has no read grant)")
+    return grant
+
+
+def allow_write(grant: TokenGrant | None, group: str, topics: Iterable[str] = ()) -> None:
+    """Raise ``Forbidden`` unless ``grant`` may move ``group``'s offsets (no tokens: anyone)."""
+    if grant is not None:
+        grant.check_write(group, topics)
+
+
+def allow_read(grant: TokenGrant | None, group: str) -> None:
+    """Raise ``Forbidden`` unless ``grant`` may read ``group``'s state (None: anyone)."""
+    if grant is not None:
+        grant.check_read(group)
+
+
+def may_see(request: Request, grant: TokenGrant | None, group: str, *, write: bool) -> bool:
+    """Whether ``grant`` may touch ``group`` through a route addressed by query id; a
+    refusal is counted and logged like any other, and the route answers "unknown"."""
+    if grant is None or (grant.may_write(group) if write else grant.may_read(group)):
+        return True
+    runtime_of(request).metrics.invalid_events.labels("forbidden").inc()
+    log.warning(
+        "refused: token %r may not %s group %r (answered as an unknown query)",
+        grant.name,
+        "write to" if write else "read",
+        group,
+    )
+    return False

@@ -1,0 +1,281 @@
+"""The ``/v1`` routes: events in (progress, checkpoints, completions), state out.
+
+An event's answer names its outcome. Status codes: 200 when the event is durably stored
+or changed nothing harmlessly (``duplicate``, ``stale``, ``ignored``: a client must not
+retry those); 404 for an unknown query or checkpoint; 409 for a conflict; 422 for
+invalid input (the field is named); 413 for a body over the limit; 503 when the database
+cannot take the write (retry).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated
+
+from fastapi import APIRouter, HTTPException, Path, Query, Request
+from fastapi.responses import JSONResponse
+
+from spark_offset_sidecar.core.changes import Decision, Outcome
+from spark_offset_sidecar.core.ledger import unknown_query
+from spark_offset_sidecar.core.offsets import MAX_OFFSET, OffsetMap, from_json, topic_name_problem
+from spark_offset_sidecar.core.spark_progress import ID_PATTERN, MAX_ID_LENGTH, parse_progress
+from spark_offset_sidecar.errors import InvalidEvent
+from spark_offset_sidecar.http.access import allow_read, allow_write, caller, may_see, runtime_of
+from spark_offset_sidecar.http.auth import TokenGrant
+from spark_offset_sidecar.http.models import (
+    CheckpointEvent,
+    ErrorAnswer,
+    EventAnswer,
+    GroupId,
+    ProgressEvent,
+    QueryView,
+    StartingOffsetsAnswer,
+)
+from spark_offset_sidecar.observe.logs import about
+
+if TYPE_CHECKING:
+    from spark_offset_sidecar.core.ledger import Ledger
+    from spark_offset_sidecar.runtime.durable_ledger import DurableLedger
+
+log = logging.getLogger(__name__)
+router = APIRouter(prefix="/v1", tags=["events"])
+
+QueryId = Annotated[
+    str,
+    Path(min_length=1, max_length=MAX_ID_LENGTH, pattern=f"^{ID_PATTERN}$", description="query id"),
+]
+
+STATUS = {
+    Outcome.ACCEPTED: 200,
+    Outcome.DUPLICATE: 200,
+    Outcome.STALE: 200,
+    Outcome.IGNORED: 200,
+    Outcome.UNKNOWN_CHECKPOINT: 404,
+    Outcome.UNKNOWN_QUERY: 404,
+    Outcome.CONFLICT: 409,
+}
+# Outcomes an operator should see at INFO: a job pointed at another job's group, or events
+# that reference nothing (a job sending to the wrong service, or state that was lost).
+_LOG_LEVEL = {
+    Outcome.CONFLICT: logging.WARNING,
+    Outcome.UNKNOWN_QUERY: logging.INFO,
+    Outcome.UNKNOWN_CHECKPOINT: logging.INFO,
+}
+ERRORS: dict[int | str, dict[str, object]] = {
+    code: {"model": ErrorAnswer} for code in (401, 403, 404, 409, 413, 422, 429, 503)
+}
+
+
+def _durable(request: Request) -> DurableLedger:
+    durable = runtime_of(request).durable
+    if durable is None:
+        raise HTTPException(503, "the service is starting")
+    return durable
+
+
+def _limit_topics(count: int, field: str, request: Request) -> None:
+    settings = runtime_of(request).settings
+    if count > settings.max_topics_per_event:
+        raise InvalidEvent(
+            field,
+            f"{count} topics; at most {settings.max_topics_per_event} "
+            "(SIDECAR_MAX_TOPICS_PER_EVENT)",
+        )
+
+
+def _limit(offsets: OffsetMap, field: str, request: Request) -> None:
+    settings = runtime_of(request).settings
+    _limit_topics(len({tp.topic for tp in offsets}), field, request)
+    if len(offsets) > settings.max_partitions_per_event:
+        raise InvalidEvent(
+            field,
+            f"{len(offsets)} partitions; at most {settings.max_partitions_per_event} "
+            "(SIDECAR_MAX_PARTITIONS_PER_EVENT)",
+        )
+
+
+def _on_query(
+    request: Request,
+    grant: TokenGrant | None,
+    query_id: str,
+    decide: Callable[[Ledger], Decision],
+    **where: int,
+) -> Callable[[Ledger], Decision]:
+    """``decide``, once ``grant`` may write to the query's group: checked with the decision,
+    when memory holds the query as stored (another replica may have registered it). A
+    query the caller may not touch is answered as an unknown one."""
+
+    def checked(ledger: Ledger) -> Decision:
+        query = ledger.queries.get(query_id)
+        if query is not None and not may_see(request, grant, query.group_id, write=True):
+            return unknown_query(query_id, **where)
+        return decide(ledger)
+
+    return checked
+
+
+def _answer(decision: Decision) -> JSONResponse:
+    level = _LOG_LEVEL.get(decision.outcome, logging.DEBUG)
+    if log.isEnabledFor(level):  # the hot path: build nothing for a line nobody reads
+        log.log(
+            level,
+            "%s: %s",
+            decision.outcome.value,
+            decision.detail,
+            extra=about(
+                query_id=decision.query_id,
+                group_id=decision.group_id,
+                checkpoint_id=decision.checkpoint_id,
+            ),
+        )
+    body = EventAnswer(
+        outcome=decision.outcome.value,
+        detail=decision.detail,
+        query_id=decision.query_id,
+        group_id=decision.group_id,
+        checkpoint_id=decision.checkpoint_id,
+    )
+    return JSONResponse(body.model_dump(), status_code=STATUS[decision.outcome])
+
+
+@router.post("/progress", response_model=EventAnswer, responses=ERRORS)
+async def post_progress(event: ProgressEvent, request: Request) -> JSONResponse:
+    """Record a Spark progress event: checkpoint ``progress.batchId`` of query
+    ``progress.id``, with the end offsets of every Kafka source, completed at once."""
+    grant = caller(request, event=True)
+    report = parse_progress(event.progress)
+    _limit(report.offsets, "progress.sources", request)
+    allow_write(grant, event.group_id, {tp.topic for tp in report.offsets})
+    now = runtime_of(request).clock()
+    decision = await _durable(request).record(
+        lambda ledger: ledger.decide_progress(
+            report.query_id, event.group_id, report.run_id, report.batch_id, report.offsets, now
+        ),
+        query_id=report.query_id,
+        group_id=event.group_id,
+    )
+    return _answer(decision)
+
+
+@router.post("/queries/{query_id}/checkpoints", response_model=EventAnswer, responses=ERRORS)
+async def post_checkpoint(
+    query_id: QueryId, event: CheckpointEvent, request: Request
+) -> JSONResponse:
+    """A pending snapshot (Flink ``snapshotState``): offsets reached at ``checkpoint_id``."""
+    grant = caller(request, event=True)
+    offsets = from_json(event.offsets)
+    _limit(offsets, "offsets", request)
+    allow_write(grant, event.group_id, {tp.topic for tp in offsets})
+    now = runtime_of(request).clock()
+    decision = await _durable(request).record(
+        lambda ledger: ledger.decide_snapshot(
+            query_id, event.group_id, event.checkpoint_id, event.run_id, offsets, now
+        ),
+        query_id=query_id,
+        group_id=event.group_id,
+    )
+    return _answer(decision)
+
+
+@router.post(
+    "/queries/{query_id}/checkpoints/{checkpoint_id}/complete",
+    response_model=EventAnswer,
+    responses=ERRORS,
+)
+async def complete_checkpoint(
+    query_id: QueryId,
+    checkpoint_id: Annotated[int, Path(ge=0, le=MAX_OFFSET)],
+    request: Request,
+) -> JSONResponse:
+    """Flink ``notifyCheckpointComplete``: drop it and every older pending checkpoint,
+    and commit its offsets."""
+    grant = caller(request, event=True)
+    now = runtime_of(request).clock()
+    decision = await _durable(request).record(
+        _on_query(
+            request,
+            grant,
+            query_id,
+            lambda ledger: ledger.decide_complete(query_id, checkpoint_id, now),
+            checkpoint_id=checkpoint_id,
+        ),
+        query_id=query_id,
+    )
+    return _answer(decision)
+
+
+@router.delete("/queries/{query_id}", response_model=EventAnswer, responses=ERRORS)
+async def release_query(query_id: QueryId, request: Request) -> JSONResponse:
+    """Forget a query (e.g. its Spark checkpoint was deleted and it restarts with a new
+    id): its pending checkpoints and uncommitted slot go, its group is free for another
+    query. Offsets already committed in Kafka stay."""
+    grant = caller(request, event=True)
+    decision = await _durable(request).record(
+        _on_query(request, grant, query_id, lambda ledger: ledger.decide_release(query_id)),
+        query_id=query_id,
+    )
+    return _answer(decision)
+
+
+@router.post("/groups/{group_id}/allow-rewind", response_model=EventAnswer, responses=ERRORS)
+async def allow_rewind(group_id: GroupId, request: Request) -> JSONResponse:
+    """Let the next commit of the group move partitions backwards (once)."""
+    allow_write(caller(request, event=True), group_id)
+    decision = await _durable(request).record(
+        lambda ledger: ledger.decide_allow_rewind(group_id), group_id=group_id
+    )
+    return _answer(decision)
+
+
+@router.get(
+    "/groups/{group_id}/starting-offsets",
+    response_model=StartingOffsetsAnswer,
+    responses=ERRORS,
+    tags=["recovery"],
+)
+async def get_starting_offsets(
+    group_id: GroupId,
+    request: Request,
+    topic: Annotated[list[str] | None, Query(description="topics the query reads")] = None,
+) -> StartingOffsetsAnswer:
+    """The ``startingOffsets`` that restarts a query whose checkpoint was lost exactly where
+    the group's committed offsets in Kafka stand (partitions never committed: -2, earliest).
+    The restarted query has a new id: release the old one (``DELETE /v1/queries/{id}``)."""
+    allow_read(caller(request, event=False), group_id)
+    _limit_topics(len(topic or ()), "topic", request)
+    for name in topic or ():
+        if problem := topic_name_problem(name):
+            raise InvalidEvent("topic", problem)
+    found = await runtime_of(request).starting_offsets(group_id, topic or ())
+    return StartingOffsetsAnswer(
+        group_id=group_id,
+        starting_offsets=found.offsets,
+        spark_option=found.spark_option(),
+        uncommitted_partitions=found.uncommitted,
+    )
+
+
+@router.get("/queries", response_model=list[QueryView], tags=["state"])
+async def list_queries(request: Request) -> list[QueryView]:
+    """Every query (with a token: those whose groups it may touch)."""
+    grant = caller(request, event=False)
+    ledger = _durable(request).ledger
+    return [
+        QueryView.of(q, ledger.groups[q.group_id])
+        for q in ledger.queries.values()
+        if grant is None or grant.may_read(q.group_id)
+    ]
+
+
+@router.get("/queries/{query_id}", response_model=QueryView, responses=ERRORS, tags=["state"])
+async def get_query(query_id: QueryId, request: Request) -> QueryView | JSONResponse:
+    grant = caller(request, event=False)
+    durable = _durable(request)
+    if durable.shared:  # another replica may have taken its events
+        await durable.refresh((), [query_id])
+    ledger = durable.ledger
+    query = ledger.queries.get(query_id)
+    if query is None or not may_see(request, grant, query.group_id, write=False):
+        return _answer(unknown_query(query_id))
+    return QueryView.of(query, ledger.groups[query.group_id])

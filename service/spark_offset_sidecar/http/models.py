@@ -1,0 +1,178 @@
+"""Request and answer bodies of the HTTP API (the contract in the README's API section)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+
+from spark_offset_sidecar.core.ledger import GroupState, QueryState
+from spark_offset_sidecar.core.offsets import MAX_OFFSET, OffsetJson, to_json
+from spark_offset_sidecar.core.spark_progress import ID_PATTERN, MAX_ID_LENGTH, kafka_offsets
+from spark_offset_sidecar.errors import InvalidEvent
+
+GroupId = Annotated[
+    str, StringConstraints(min_length=1, max_length=255, pattern=r"^[^\x00-\x1f\x7f]+$")
+]
+RunId = Annotated[
+    str, StringConstraints(min_length=1, max_length=MAX_ID_LENGTH, pattern=f"^{ID_PATTERN}$")
+]
+CheckpointId = Annotated[int, Field(strict=True, ge=0, le=MAX_OFFSET)]
+
+
+class ProgressEvent(BaseModel):
+    """A Spark StreamingQueryProgress, exactly as ``progress.json`` prints it."""
+
+    model_config = ConfigDict(extra="forbid")
+    group_id: GroupId
+    progress: dict[str, Any]
+
+
+class CheckpointEvent(BaseModel):
+    """A pending snapshot: the offsets a query will have reached at ``checkpoint_id``."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "example": {
+                "checkpoint_id": 7,
+                "group_id": "orders-enricher",
+                "offsets": {"orders": {"0": 1042, "1": 977}},
+                "run_id": "5f1c3c1e-2b6f-4bb2-9f7c-0d6f0c2b5d11",
+            }
+        },
+    )
+    checkpoint_id: CheckpointId
+    group_id: GroupId
+    offsets: dict[str, dict[str, Annotated[int, Field(strict=True)]]]
+    run_id: RunId | None = None
+
+    @field_validator("offsets")
+    @classmethod
+    def _kafka_offsets(cls, value: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
+        try:
+            flat = kafka_offsets(value, "offsets")
+        except InvalidEvent as exc:
+            raise ValueError(str(exc)) from None
+        if not flat:
+            raise ValueError("offsets: at least one topic partition is needed")
+        return value
+
+
+class FieldProblem(BaseModel):
+    field: str
+    problem: str
+
+
+class ErrorAnswer(BaseModel):
+    """The one shape of every refusal (``http.refusals``)."""
+
+    outcome: str = Field(description="one word: invalid, forbidden, unknown_query, …")
+    detail: str = Field(description="what happened, in words a person can act on")
+    errors: list[FieldProblem] = Field(default=[], description="the fields at fault, if any")
+
+
+class EventAnswer(ErrorAnswer):
+    """What became of an event; a refused event's answer is an ``ErrorAnswer`` too."""
+
+    outcome: str = Field(description="accepted, duplicate, stale, ignored, unknown_checkpoint, …")
+    query_id: str | None = None
+    group_id: str | None = None
+    checkpoint_id: int | None = None
+
+
+class CheckpointView(BaseModel):
+    checkpoint_id: int
+    run_id: str | None
+    offsets: OffsetJson
+    at: float
+
+
+class CommitView(BaseModel):
+    checkpoint_id: int
+    offsets: OffsetJson
+    attempt: int
+
+
+class CommittedView(BaseModel):
+    query_id: str
+    checkpoint_id: int
+    offsets: OffsetJson
+    at: float
+
+
+class CountersView(BaseModel):
+    commits_succeeded: int
+    commits_failed: dict[str, int]
+    commits_skipped: int
+    events: dict[str, int]
+    pending_dropped: int
+    partitions_held_back: int
+
+
+class QueryView(BaseModel):
+    query_id: str
+    group_id: str
+    run_id: str | None
+    last_completed_checkpoint: int | None
+    pending_checkpoints: list[int]
+    slot: CheckpointView | None
+    in_flight: CommitView | None
+    committed: CommittedView | None
+    retry_at: float | None
+    last_failure: str | None
+    rewind_allowed: bool
+    counters: CountersView
+
+    @classmethod
+    def of(cls, query: QueryState, group: GroupState) -> QueryView:
+        slot, flight, committed = group.slot, group.in_flight, group.committed
+        counters = group.counters
+        return cls(
+            query_id=query.query_id,
+            group_id=query.group_id,
+            run_id=query.last_run_id,
+            last_completed_checkpoint=query.last_completed_id,
+            pending_checkpoints=list(query.pending),
+            slot=CheckpointView(
+                checkpoint_id=slot.checkpoint_id,
+                run_id=slot.run_id,
+                offsets=to_json(slot.offsets),
+                at=slot.created_at,
+            )
+            if slot
+            else None,
+            in_flight=CommitView(
+                checkpoint_id=flight.checkpoint_id,
+                offsets=to_json(flight.offsets),
+                attempt=flight.attempt,
+            )
+            if flight
+            else None,
+            committed=CommittedView(
+                query_id=committed.query_id,
+                checkpoint_id=committed.checkpoint_id,
+                offsets=to_json(committed.offsets),
+                at=committed.at,
+            )
+            if committed
+            else None,
+            retry_at=group.retry_at if group.failures else None,
+            last_failure=group.last_failure,
+            rewind_allowed=group.rewind_allowed,
+            counters=CountersView(
+                commits_succeeded=counters.succeeded,
+                commits_failed=dict(counters.failed),
+                commits_skipped=counters.skipped,
+                events=dict(counters.events),
+                pending_dropped=counters.pending_dropped,
+                partitions_held_back=counters.held_back,
+            ),
+        )
+
+
+class StartingOffsetsAnswer(BaseModel):
+    group_id: str
+    starting_offsets: OffsetJson = Field(description="-2 marks a partition with no commit")
+    spark_option: str = Field(description='the value for .option("startingOffsets", ...)')
+    uncommitted_partitions: list[str]

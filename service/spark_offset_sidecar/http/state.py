@@ -1,0 +1,51 @@
+"""What the running service holds: built by the composition root (``app``) and
+reached by the HTTP layer through ``request.app.state.runtime``. Nothing here imports the
+application, so routes and the app never import each other."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from spark_offset_sidecar.http.auth import TokenRegistry
+from spark_offset_sidecar.observe.metrics import SidecarMetrics
+from spark_offset_sidecar.ports.kafka import StartingOffsetsReader
+from spark_offset_sidecar.runtime.commit_loop import CommitLoop
+from spark_offset_sidecar.runtime.durable_ledger import DurableLedger
+from spark_offset_sidecar.runtime.lag_monitor import LagMonitor
+from spark_offset_sidecar.settings import Settings
+
+if TYPE_CHECKING:  # replicas' modules need the postgres extra: imported when replicated
+    from spark_offset_sidecar.runtime.lease_keeper import LeaseKeeper
+
+
+@dataclass
+class Runtime:
+    """What the lifespan started; routes reach it through ``request.app.state.runtime``."""
+
+    settings: Settings
+    metrics: SidecarMetrics
+    clock: Callable[[], float]
+    starting_offsets: StartingOffsetsReader  # reads a group's commits from Kafka
+    tokens: TokenRegistry | None = None
+    durable: DurableLedger | None = None
+    commit_loop: CommitLoop | None = None
+    commit_task: asyncio.Task[None] | None = None
+    lag_monitor: LagMonitor | None = None
+    lag_task: asyncio.Task[None] | None = None
+    lease_keeper: LeaseKeeper | None = None
+    ready: bool = False
+
+    def live_problem(self) -> str | None:
+        task, loop = self.commit_task, self.commit_loop
+        if task is None or loop is None:
+            return "the commit loop has not started"
+        if task.done():
+            return "the commit loop has stopped"
+        stalled = time.monotonic() - loop.heartbeat
+        if stalled > max(30.0, 10 * loop.tick):
+            return f"the commit loop has not run for {stalled:.0f} s"
+        return None

@@ -1,0 +1,55 @@
+"""The ports towards Kafka: what the loops and the HTTP layer need, with no third-party
+import. The real adapters implement them with aiokafka (``adapters.kafka.committer``,
+``adapters.kafka.log_ends``, ``adapters.kafka.starting_offsets``); ``testing`` has the
+in-memory doubles."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from spark_offset_sidecar.core.changes import CommitRequest
+from spark_offset_sidecar.core.offsets import TopicPartition
+
+
+class OffsetCommitter(Protocol):
+    async def commit(self, request: CommitRequest) -> None:
+        """Commit ``request.offsets`` for ``request.group_id`` or raise ``CommitError``."""
+
+    async def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class LogEnds:
+    ends: dict[TopicPartition, int]
+    failed_topics: tuple[str, ...] = ()
+
+
+class LogEndReader(Protocol):
+    async def log_ends(self, partitions: Collection[TopicPartition]) -> LogEnds:
+        """The log end of each partition; raises ``KafkaReadError`` when no topic could be
+        read at all."""
+
+    async def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class StartingOffsets:
+    """Where a group's committed offsets stand, in the form Spark's ``startingOffsets``
+    takes."""
+
+    group_id: str
+    offsets: dict[str, dict[str, int]]  # Spark's form: topic -> partition -> offset or -2
+    uncommitted: list[str]  # "topic/partition" started at earliest: nothing committed there
+
+    def spark_option(self) -> str:
+        """The value for ``.option("startingOffsets", ...)``."""
+        return json.dumps(self.offsets, separators=(",", ":"), sort_keys=True)
+
+
+class StartingOffsetsReader(Protocol):
+    async def __call__(self, group_id: str, topics: Sequence[str]) -> StartingOffsets:
+        """Read the group's committed offsets from Kafka; raises ``KafkaReadError`` or
+        ``OffsetsNotFound``."""

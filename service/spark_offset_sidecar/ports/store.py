@@ -1,0 +1,61 @@
+"""Where the ledger's accepted state is kept across restarts.
+
+``LedgerStore`` is the port; ``SqlStore`` (``adapters.sql.store``) is the real one,
+``testing.InMemoryStore`` keeps nothing beyond the process (unit tests of the core).
+
+Contract
+  - ``persist(changes)`` writes all of ``changes`` in one transaction or none of them, and
+    raises ``StoreUnavailable`` when it cannot (the caller answers 503; memory unchanged).
+  - ``load()`` returns what a new ledger starts from: every query with its pending
+    checkpoints and last completed id, every group with its slot (anything completed and
+    not known to be committed -- a commit that was in flight at a crash is redone, which
+    is harmless: commits of the same offsets are idempotent), committed offsets, rewind
+    permission. The store may lag Kafka in what is committed, never in what is accepted.
+  - Methods are blocking; the application calls them from one worker thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from spark_offset_sidecar.core.changes import Change
+from spark_offset_sidecar.core.ledger import GroupState, QueryState
+
+
+@dataclass
+class StoredState:
+    queries: list[QueryState] = field(default_factory=list)
+    groups: list[GroupState] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class LoadedRows:
+    """Stored rows of some queries and groups: every id asked for or reached through its
+    partner (one absent from ``stored`` has no row)."""
+
+    query_ids: frozenset[str]
+    group_ids: frozenset[str]
+    stored: StoredState
+
+
+class LedgerStore(Protocol):
+    def load(self) -> StoredState: ...
+
+    def persist(self, changes: Sequence[Change]) -> None: ...
+
+    def check(self) -> None:
+        """Raise ``StoreUnavailable`` unless the store is reachable and its schema current."""
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class SharedLedgerStore(LedgerStore, Protocol):
+    """A store that several replicas share (``adapters.sql.shared_store``): each batch is
+    ``begin`` (lock and load what it touches), decisions, then ``persist`` or ``abort``."""
+
+    def begin(self, query_ids: Collection[str], group_ids: Collection[str]) -> LoadedRows: ...
+
+    def abort(self) -> None: ...

@@ -1,0 +1,290 @@
+"""The ledger joined to its store: decide, make durable, then answer -- in batches.
+
+Invariants
+  - An event is answered only after the store holds its changes: a 2xx means durable.
+  - Memory never keeps an event the store refused: events are decided and applied in
+    arrival order under savepoints (ledger R10) and, if their batch's write fails, rolled
+    back newest first, as if they never happened; each is answered ``StoreUnavailable``.
+  - Group commit: events that arrive while a batch is being written wait and form the
+    next batch, written in one transaction (one fsync). Batches grow with load on their
+    own; at low load a batch is a single event and nothing waits for company.
+  - A group touched by a batch being written is held: the committer does not take it
+    until the write is settled, so no commit carries offsets that a rollback took back.
+  - Commit results go through the same queue (so they are applied in order with events)
+    and are kept in memory even when their write fails: Kafka already holds the truth,
+    and the store may lag Kafka in what is committed (after a restart the same offsets
+    are committed again, harmlessly).
+  - One worker thread does every store call: SQLite wants one writer, and writes stay in
+    decision order.
+  - With a store shared by replicas (``SharedLedgerStore``), each batch first locks and
+    loads the queries and groups it touches, and the ledger refreshes them (R11) before
+    deciding; ``refresh`` does the same for groups another replica changed or this one
+    claimed, in order with the batches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import ParamSpec, TypeVar
+
+from spark_offset_sidecar.core.changes import (
+    Change,
+    CommitFailed,
+    CommitRequest,
+    CommitSucceeded,
+    Decision,
+)
+from spark_offset_sidecar.core.ledger import Backoff, Ledger, Savepoint
+from spark_offset_sidecar.ports.store import LedgerStore, SharedLedgerStore
+
+log = logging.getLogger(__name__)
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+@dataclass
+class _Event:
+    decide: Callable[[Ledger], Decision]
+    answer: asyncio.Future[Decision]
+    query_id: str | None
+    group_id: str | None
+
+
+@dataclass
+class _Refresh:
+    group_ids: frozenset[str]
+    query_ids: frozenset[str]
+    done: asyncio.Future[None]
+
+
+@dataclass
+class _Result:
+    change: CommitSucceeded | CommitFailed
+    recorded: asyncio.Future[None]
+
+
+@dataclass
+class _Batch:
+    """One transaction's worth: decided events with their savepoints, and results."""
+
+    events: list[tuple[_Event, Decision, Savepoint]] = field(default_factory=list)
+    results: list[_Result] = field(default_factory=list)
+    changes: list[Change] = field(default_factory=list)
+    # Results applied after a savepoint of their group in this batch: a rollback undoes
+    # them with it, so they are applied again after it.
+    undone_by_rollback: list[_Result] = field(default_factory=list)
+
+
+class DurableLedger:
+    def __init__(
+        self,
+        ledger: Ledger,
+        store: LedgerStore,
+        worker: ThreadPoolExecutor | None = None,
+        *,
+        on_settled: Callable[[int, float], None] = lambda items, seconds: None,
+    ) -> None:
+        self.ledger = ledger
+        self.store = store
+        self._shared = isinstance(store, SharedLedgerStore)
+        # Called after each batch with its size and write time; held groups are free.
+        self.on_settled = on_settled
+        self.batches_written = 0
+        self._queue: list[_Event | _Result | _Refresh] = []
+        self._writer: asyncio.Task[None] | None = None
+        self._worker = worker or ThreadPoolExecutor(1, thread_name_prefix="ledger-store")
+
+    @classmethod
+    async def open(
+        cls,
+        store: LedgerStore,
+        *,
+        max_pending: int,
+        backoff: Backoff,
+        refresh_after: float | None = None,
+    ) -> DurableLedger:
+        """A ledger started from what ``store`` holds."""
+        worker = ThreadPoolExecutor(1, thread_name_prefix="ledger-store")
+        stored = await asyncio.get_running_loop().run_in_executor(worker, store.load)
+        ledger = Ledger(
+            max_pending=max_pending,
+            backoff=backoff,
+            refresh_after=refresh_after,
+            queries=stored.queries,
+            groups=stored.groups,
+        )
+        return cls(ledger, store, worker)
+
+    async def record(
+        self,
+        decide: Callable[[Ledger], Decision],
+        *,
+        query_id: str | None = None,
+        group_id: str | None = None,
+    ) -> Decision:
+        """Decide an event on ``query_id`` and/or ``group_id``, persist its changes, apply
+        it. Raises ``StoreUnavailable`` (memory unchanged) when the store cannot take the
+        write."""
+        answer: asyncio.Future[Decision] = asyncio.get_running_loop().create_future()
+        self._enqueue(_Event(decide, answer, query_id, group_id))
+        # A caller cancelled while waiting cancels ``answer``: not yet decided, its event
+        # is dropped; already decided, it is written all the same.
+        return await answer
+
+    @property
+    def shared(self) -> bool:
+        """Whether other replicas share the store (memory is then a cache of it: R11)."""
+        return self._shared
+
+    async def refresh(self, group_ids: Iterable[str], query_ids: Iterable[str] = ()) -> None:
+        """Take in the stored state of these groups and queries (shared store only; R11)."""
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._enqueue(_Refresh(frozenset(group_ids), frozenset(query_ids), done))
+        await done
+
+    def start_commit(
+        self, group_id: str, now: float, fence: int | None = None
+    ) -> CommitRequest | None:
+        """Take the group's slot if it may commit now (see ``Ledger.take``)."""
+        return self.ledger.take(group_id, now, fence)
+
+    async def finish_commit(self, request: CommitRequest, now: float, failure: str | None) -> None:
+        """Record a commit's result; returns once it is applied (and written, if it could
+        be)."""
+        change = self.ledger.commit_result(request, now, failure)
+        recorded: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._enqueue(_Result(change, recorded))
+        await recorded  # cancelled or not, the result is applied and written
+
+    async def check_store(self) -> None:
+        await self._in_worker(self.store.check)
+
+    async def close(self) -> None:
+        if self._writer is not None:
+            await self._writer
+        await self._in_worker(self.store.close)
+        self._worker.shutdown(wait=True)
+
+    def _enqueue(self, item: _Event | _Result | _Refresh) -> None:
+        self._queue.append(item)
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.create_task(self._write_batches(), name="ledger-writer")
+
+    async def _write_batches(self) -> None:
+        while self._queue:
+            items, self._queue = self._queue, []
+            started = time.monotonic()
+            failure = await self._begin(items) if self._shared else None
+            batch = self._decide(items)
+            if failure is None and (batch.changes or self._shared):
+                try:
+                    await self._in_worker(self.store.persist, batch.changes)
+                except Exception as exc:  # StoreError, or anything the driver raised
+                    failure = exc
+            if failure is not None and self._shared:
+                assert isinstance(self.store, SharedLedgerStore)
+                with contextlib.suppress(Exception):
+                    await self._in_worker(self.store.abort)
+            self.batches_written += 1
+            if failure is None:
+                self._settle(batch)
+            else:
+                self._roll_back(batch, failure)
+            for item in items:
+                if not isinstance(item, _Refresh) or item.done.done():
+                    continue
+                if failure is None:
+                    item.done.set_result(None)
+                else:
+                    item.done.set_exception(failure)
+            self.on_settled(len(items), time.monotonic() - started)
+
+    async def _begin(self, items: list[_Event | _Result | _Refresh]) -> BaseException | None:
+        """Shared store: lock and load what ``items`` touch, and refresh it (R11)."""
+        assert isinstance(self.store, SharedLedgerStore)
+        query_ids: set[str] = set()
+        group_ids: set[str] = set()
+        for item in items:
+            if isinstance(item, _Event) and not item.answer.cancelled():
+                query_ids.update([item.query_id] if item.query_id else [])
+                group_ids.update([item.group_id] if item.group_id else [])
+            elif isinstance(item, _Refresh):
+                group_ids.update(item.group_ids)
+                query_ids.update(item.query_ids)
+            elif isinstance(item, _Result):  # every row a batch writes is under its locks
+                group_ids.add(item.change.request.group_id)
+        try:
+            loaded = await self._in_worker(self.store.begin, query_ids, group_ids)
+        except Exception as exc:
+            return exc
+        stored = loaded.stored
+        self.ledger.refresh(loaded.query_ids, loaded.group_ids, stored.queries, stored.groups)
+        return None
+
+    def _decide(self, items: list[_Event | _Result | _Refresh]) -> _Batch:
+        """Apply every item in arrival order; no await in here, so nothing interleaves."""
+        batch = _Batch()
+        saved_groups: set[str | None] = set()
+        for item in items:
+            if isinstance(item, _Refresh):
+                continue
+            if isinstance(item, _Result):
+                self.ledger.apply_change(item.change)
+                batch.results.append(item)
+                batch.changes.append(item.change)
+                if item.change.request.group_id in saved_groups:
+                    batch.undone_by_rollback.append(item)
+                continue
+            if item.answer.cancelled():
+                continue
+            try:
+                decision = item.decide(self.ledger)
+            except Exception as exc:  # a bug in a decision: only its own caller hears
+                item.answer.set_exception(exc)
+                continue
+            savepoint = self.ledger.savepoint(decision)
+            saved_groups.add(savepoint.group_id)
+            self.ledger.apply(decision)
+            batch.events.append((item, decision, savepoint))
+            batch.changes.extend(decision.changes)
+        return batch
+
+    def _settle(self, batch: _Batch) -> None:
+        for event, decision, savepoint in batch.events:
+            self.ledger.settle(savepoint)
+            if not event.answer.done():
+                event.answer.set_result(decision)
+        for result in batch.results:
+            if not result.recorded.done():
+                result.recorded.set_result(None)
+
+    def _roll_back(self, batch: _Batch, failure: BaseException) -> None:
+        for _, _, savepoint in reversed(batch.events):
+            self.ledger.rollback(savepoint)
+        # Results stand (Kafka holds them). Those the rollback undid are redone on the
+        # restored state, where each one's commit is still the group's commit in flight.
+        for result in batch.undone_by_rollback:
+            self.ledger.apply_change(result.change)
+        for result in batch.results:
+            if not result.recorded.done():
+                result.recorded.set_result(None)
+        if batch.results:
+            log.warning(
+                "could not record %d commit results (%s); they will be committed again "
+                "after a restart",
+                len(batch.results),
+                failure,
+            )
+        for event, _, _ in batch.events:
+            if not event.answer.done():
+                event.answer.set_exception(failure)
+
+    async def _in_worker(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._worker, lambda: fn(*args, **kwargs))

@@ -1,0 +1,142 @@
+"""Keeps this replica's leases (rules L1-L5 in ``core.leases``) and hears which of its
+groups other replicas changed.
+
+Every ``lease / 6`` seconds, and at once when another replica registers a new group, a
+round: renew this replica's leases, claim free groups up to the fair share, release idle
+groups above it, refresh newly claimed groups from the store, and only then let the
+commit loop take them (L5). A round that cannot reach the database changes nothing: the
+commit deadline (L3) passes on its own and the replica stops committing.
+
+``listen`` follows the change notices of the replicas (the ``ChangeNotices`` port): a
+group this replica owns that another replica changed is refreshed from the store and the
+commit loop woken; on every (re)connection all owned groups are refreshed, for notices
+missed while disconnected. It sees ports only (``ports.leases``), never the database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+
+from spark_offset_sidecar.core.leases import Ownership, claim_count, release_count
+from spark_offset_sidecar.ports.leases import ChangeNotice, ChangeNotices, Leases
+from spark_offset_sidecar.runtime.durable_ledger import DurableLedger
+
+log = logging.getLogger(__name__)
+
+
+class LeaseKeeper:
+    def __init__(
+        self,
+        store: Leases,
+        notices: ChangeNotices,
+        ownership: Ownership,
+        durable: DurableLedger,
+        *,
+        on_owned: Callable[[], None],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.store = store
+        self.notices = notices
+        self.ownership = ownership
+        self.durable = durable
+        self.on_owned = on_owned  # groups became ours to commit: wake the commit loop
+        self.clock = clock
+        self.interval = ownership.lease / 6
+        self._wake = asyncio.Event()
+        self._refreshes: set[asyncio.Task[None]] = set()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    async def run(self) -> None:
+        while True:
+            self._wake.clear()
+            try:
+                await self.round()
+            except Exception as exc:  # the database is away: L3 stops commits on its own
+                log.warning("could not renew leases: %s", exc)
+            try:
+                async with asyncio.timeout(self.interval):
+                    await self._wake.wait()
+            except TimeoutError:
+                pass
+
+    async def round(self) -> None:
+        started = self.clock()
+        renewal = await asyncio.to_thread(self.store.renew)
+        held = dict(renewal.held)
+        wanted = claim_count(len(held), renewal.groups, renewal.replicas)
+        claimed = await asyncio.to_thread(self.store.claim, wanted) if wanted else {}
+        held.update(claimed)
+        excess = release_count(len(held), renewal.groups, renewal.replicas)
+        if excess:
+            flying = {g for g, state in self.durable.ledger.groups.items() if state.in_flight}
+            idle = sorted(g for g in held if g not in flying)[:excess]
+            known = self.ownership.epochs  # L5: nothing unrefreshed becomes committable
+            self._set(
+                started, {g: e for g, e in held.items() if g not in idle and known.get(g) == e}
+            )
+            await asyncio.to_thread(self.store.release, idle)
+            for group_id in idle:
+                del held[group_id]
+        new = {g for g, e in held.items() if self.ownership.epochs.get(g) != e}
+        if new:
+            try:
+                await self.durable.refresh(new)
+            except Exception as exc:
+                log.warning("could not load %d claimed groups, next round: %s", len(new), exc)
+                held = {g: e for g, e in held.items() if g not in new}
+                new = set()
+        self._set(started, held)
+        if claimed or excess:
+            log.info(
+                "leases: %d groups held (%d claimed, %d released) of %d, %d replicas",
+                len(held),
+                len(claimed),
+                excess,
+                renewal.groups,
+                renewal.replicas,
+            )
+        if new:
+            self.on_owned()
+
+    def _set(self, renewed: float, held: dict[str, int]) -> None:
+        self.ownership.renewed_at(renewed, held)
+        self.durable.ledger.commit_only(held)
+
+    async def leave(self, *, clean: bool) -> None:
+        """Shutting down: free every group now if no commit can still reach Kafka
+        (``clean``), else leave them to expire (L3)."""
+        self._set(self.clock(), {})
+        if clean:
+            await asyncio.to_thread(self.store.leave)
+
+    async def listen(self) -> None:
+        """Hear the other replicas' changes until cancelled."""
+        await self.notices.follow(self._refresh_all, self._heard)
+
+    async def _refresh_all(self) -> None:
+        await self._refresh_owned(set(self.ownership.epochs))
+
+    def _heard(self, notice: ChangeNotice) -> None:
+        if notice.new:  # ours too: claim it now, not at the next round
+            self.wake()
+        if notice.sender == self.store.replica_id:
+            return
+        owned = {g for g in notice.changed if self.ownership.owns(g)}
+        if owned:
+            task = asyncio.get_running_loop().create_task(self._refresh_owned(owned))
+            self._refreshes.add(task)
+            task.add_done_callback(self._refreshes.discard)
+
+    async def _refresh_owned(self, group_ids: set[str]) -> None:
+        if not group_ids:
+            return
+        try:
+            await self.durable.refresh(group_ids)
+        except Exception as exc:
+            log.warning("could not refresh %d groups: %s", len(group_ids), exc)
+        self.on_owned()

@@ -1,0 +1,276 @@
+"""Settings, read once from ``SIDECAR_*`` environment variables and checked at start-up.
+
+A missing required value, a value that does not parse, or an unknown ``SIDECAR_``
+variable (a typo would otherwise be silently ignored) raises ``ConfigError`` naming it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import ipaddress
+import math
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from spark_offset_sidecar.errors import ConfigError
+
+PREFIX = "SIDECAR_"
+
+
+def _bootstrap(value: str) -> str:
+    servers = [s.strip() for s in value.split(",") if s.strip()]
+    if not servers:
+        raise ValueError("needs at least one host:port")
+    for server in servers:
+        host, _, port = server.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"{server!r} is not host:port")
+    return ",".join(servers)
+
+
+def _database_url(value: str) -> str:
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        url = make_url(value)
+    except ArgumentError as exc:
+        raise ValueError(f"not a SQLAlchemy URL ({exc})") from None
+    if url.get_backend_name() not in ("sqlite", "postgresql"):
+        raise ValueError("only sqlite:// and postgresql:// URLs are supported")
+    if url.get_backend_name() == "postgresql":
+        driver = url.get_driver_name()  # SQLAlchemy's default for postgresql:// is psycopg2
+        if importlib.util.find_spec(driver) is None:
+            raise ValueError(
+                f"PostgreSQL through the {driver} driver, which is not installed: install "
+                "the postgres extra (pip install 'spark-offset-sidecar[postgres]', psycopg 3) "
+                "and write the URL as postgresql+psycopg://..."
+            )
+    return value
+
+
+def _positive_float(value: str) -> float:
+    number = float(value)
+    if not math.isfinite(number) or not number > 0:
+        raise ValueError("must be a finite number greater than 0")
+    return number
+
+
+def _int_at_least(minimum: int, why: str = "") -> Callable[[str], int]:
+    def parse(value: str) -> int:
+        number = int(value)
+        if number < minimum:
+            raise ValueError(f"must be at least {minimum}{why}")
+        return number
+
+    return parse
+
+
+_positive_int = _int_at_least(1)
+
+
+def _port(value: str) -> int:
+    number = int(value)
+    if not 0 <= number < 65536:
+        raise ValueError("must be a TCP port (0-65535)")
+    return number
+
+
+def _log_level(value: str) -> str:
+    level = value.upper()
+    if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+        raise ValueError("must be DEBUG, INFO, WARNING or ERROR")
+    return level
+
+
+def _flag(value: str) -> bool:
+    lowered = value.lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise ValueError("must be true or false")
+
+
+def _choice(*allowed: str, case: Callable[[str], str] = str.upper) -> Callable[[str], str]:
+    def parse(value: str) -> str:
+        if case(value) not in allowed:
+            raise ValueError(f"must be one of {', '.join(allowed)}")
+        return case(value)
+
+    return parse
+
+
+def _readable_file(value: str) -> str:
+    path = Path(value)
+    if not path.is_file():
+        raise ValueError("no such file")
+    return str(path.resolve())
+
+
+def _setting(default: Any, parse: Callable[[str], Any], doc: str, *, secret: bool = False) -> Any:
+    return field(default=default, repr=not secret, metadata={"parse": parse, "doc": doc})
+
+
+def default_database_url() -> str:
+    return f"sqlite:///{Path('sidecar.db').resolve()}"
+
+
+@dataclass(frozen=True)
+class Settings:
+    kafka_bootstrap_servers: str = _setting(
+        "127.0.0.1:9092", _bootstrap, "Kafka bootstrap servers, host:port[,host:port]"
+    )
+    database_url: str = _setting(
+        None, _database_url, "SQLAlchemy URL; default sqlite:///<cwd>/sidecar.db"
+    )
+    host: str = _setting("127.0.0.1", str, "address to listen on")
+    port: int = _setting(8000, _port, "port to listen on")
+    commit_timeout_seconds: float = _setting(10.0, _positive_float, "bound of one commit")
+    max_pending_checkpoints: int = _setting(100, _positive_int, "pending checkpoints per query")
+    retry_initial_seconds: float = _setting(0.5, _positive_float, "first retry delay")
+    retry_max_seconds: float = _setting(10.0, _positive_float, "longest retry delay")
+    recommit_idle_after_seconds: float = _setting(
+        86_400.0, _positive_float, "commit an idle group's offsets again after this long"
+    )
+    max_body_bytes: int = _setting(1_048_576, _positive_int, "largest request body")
+    shutdown_grace_seconds: float = _setting(10.0, _positive_float, "wait for commits in flight")
+    kafka_client_id: str = _setting("spark-offset-sidecar", str, "Kafka client.id")
+    log_level: str = _setting("INFO", _log_level, "DEBUG, INFO, WARNING or ERROR")
+    log_format: str = _setting(
+        "json", _choice("json", "text", case=str.lower), "json (an object a line) or text"
+    )
+    # Lag and status (core.group_status): read the brokers' log ends this often.
+    lag_read_interval_seconds: float = _setting(
+        10.0, _positive_float, "read the log-end offsets of committed partitions this often"
+    )
+    status_window: int = _setting(
+        10,
+        _int_at_least(2, " (a status compares commits)"),
+        "commits per group the status is judged on",
+    )
+    status_stop_after_seconds: float = _setting(
+        600.0, _positive_float, "records waiting this long with no commit make a group STOP"
+    )
+    status_err_after_failures: int = _setting(
+        3, _positive_int, "consecutive failed commits that make a group's status ERR"
+    )
+    export_kafka_lag: bool = _setting(
+        False, _flag, "also export kafka_exporter's kafka_consumergroup_{lag,current_offset}"
+    )
+    # Several replicas on one PostgreSQL (core.leases): each group is committed by the
+    # replica holding its lease.
+    replicated: bool = _setting(
+        False, _flag, "one of several replicas on one PostgreSQL; leases pick who commits"
+    )
+    lease_seconds: float = _setting(
+        30.0, _positive_float, "a replica's hold on its groups: a dead one's move after this"
+    )
+    max_partitions_per_event: int = _setting(10_000, _positive_int, "partitions in one event")
+    max_topics_per_event: int = _setting(100, _positive_int, "topics in one event")
+    # Who may call (see http.auth and the README's SECURITY section).
+    tokens_file: str | None = _setting(None, _readable_file, "JSON file of bearer tokens")
+    protect_reads: bool = _setting(True, _flag, "GET /v1/* needs a token with read")
+    allow_unauthenticated: bool = _setting(False, _flag, "listen beyond loopback without tokens")
+    tls_certfile: str | None = _setting(None, _readable_file, "serve HTTPS with this certificate")
+    tls_keyfile: str | None = _setting(None, _readable_file, "and this private key")
+    # How the committer reaches Kafka.
+    kafka_security_protocol: str = _setting(
+        "PLAINTEXT", _choice("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"), "Kafka protocol"
+    )
+    kafka_sasl_mechanism: str = _setting(
+        "PLAIN", _choice("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"), "SASL mechanism"
+    )
+    kafka_sasl_username: str | None = _setting(None, str, "SASL user")
+    kafka_sasl_password: str | None = _setting(None, str, "SASL password", secret=True)
+    kafka_sasl_password_file: str | None = _setting(
+        None, _readable_file, "file holding the SASL password (a mounted Secret)"
+    )
+    kafka_ssl_cafile: str | None = _setting(None, _readable_file, "CA bundle for TLS")
+    kafka_ssl_certfile: str | None = _setting(None, _readable_file, "client certificate")
+    kafka_ssl_keyfile: str | None = _setting(None, _readable_file, "client key")
+
+    def __post_init__(self) -> None:
+        if self.database_url is None:
+            object.__setattr__(self, "database_url", default_database_url())
+        if self.retry_max_seconds < self.retry_initial_seconds:
+            raise ConfigError(
+                env_name("retry_max_seconds"), "must not be less than SIDECAR_RETRY_INITIAL_SECONDS"
+            )
+        if not self.tokens_file and not self.allow_unauthenticated and not _loopback(self.host):
+            raise ConfigError(
+                env_name("host"),
+                f"listening on {self.host} without SIDECAR_TOKENS_FILE lets anyone who reaches "
+                "it move consumer offsets; configure tokens, or set "
+                "SIDECAR_ALLOW_UNAUTHENTICATED=true to accept that",
+            )
+        if bool(self.tls_certfile) != bool(self.tls_keyfile):
+            raise ConfigError(env_name("tls_keyfile"), "HTTPS needs both certificate and key")
+        if self.replicated and not self.database_url.startswith("postgresql"):
+            raise ConfigError(
+                env_name("database_url"),
+                "SIDECAR_REPLICATED=true needs a postgresql:// URL: replicas share one database",
+            )
+        if self.replicated and importlib.util.find_spec("psycopg") is None:
+            raise ConfigError(
+                env_name("replicated"),
+                "replicas hear each other through psycopg 3, which is not installed: install "
+                "the postgres extra (pip install 'spark-offset-sidecar[postgres]')",
+            )
+        if self.replicated and self.lease_seconds < 3 * self.commit_timeout_seconds:
+            raise ConfigError(
+                env_name("lease_seconds"),
+                f"must be at least 3 x SIDECAR_COMMIT_TIMEOUT_SECONDS "
+                f"({3 * self.commit_timeout_seconds:g}): a replica stops starting commits two "
+                "commit timeouts before its lease ends",
+            )
+        if self.kafka_security_protocol.startswith("SASL") and not self.kafka_sasl_username:
+            raise ConfigError(env_name("kafka_sasl_username"), "SASL needs a user name")
+
+    def kafka_sasl_secret(self) -> str | None:
+        """The SASL password, from the file when one is given (read when needed)."""
+        if self.kafka_sasl_password_file:
+            return Path(self.kafka_sasl_password_file).read_text().strip()
+        return self.kafka_sasl_password
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        environ = os.environ if environ is None else environ
+        fields = {env_name(f.name): f for f in dataclasses.fields(cls)}
+        unknown = sorted(k for k in environ if k.startswith(PREFIX) and k not in fields)
+        if unknown:
+            raise ConfigError(unknown[0], f"unknown setting; known: {', '.join(sorted(fields))}")
+        values: dict[str, Any] = {}
+        for variable, spec in fields.items():
+            raw = environ.get(variable)
+            if raw is None:
+                continue
+            try:
+                values[spec.name] = spec.metadata["parse"](raw.strip())
+            except ValueError as exc:
+                raise ConfigError(variable, f"invalid value {raw!r}: {exc}") from None
+        return cls(**values)
+
+    @classmethod
+    def describe(cls) -> list[tuple[str, str, str]]:
+        """(variable, default, meaning) of every setting, for ``--help`` and the README."""
+        return [
+            (env_name(f.name), str(f.default), f.metadata["doc"]) for f in dataclasses.fields(cls)
+        ]
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def env_name(field_name: str) -> str:
+    return PREFIX + field_name.upper()

@@ -1,0 +1,115 @@
+"""Leases and the fence on a real PostgreSQL (adapters.sql.lease_store and shared_store)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from sqlalchemy import select, text
+
+from spark_offset_sidecar.adapters.sql.lease_store import LeaseStore
+from spark_offset_sidecar.adapters.sql.schema import consumer_groups
+from spark_offset_sidecar.adapters.sql.shared_store import SharedSqlStore, lock_key
+from spark_offset_sidecar.core.changes import (
+    Checkpoint,
+    CommitRequest,
+    CommitSucceeded,
+    QueryRegistered,
+)
+from spark_offset_sidecar.core.offsets import TopicPartition
+
+TP = TopicPartition("t", 0)
+
+
+@pytest.fixture
+def stores(postgres_server: Any) -> Any:
+    postgres_server.reset()
+    a = SharedSqlStore(postgres_server.url, "a")
+    b = SharedSqlStore(postgres_server.url, "b")
+    a.migrate()
+    a.persist([QueryRegistered(f"q{i}", f"g{i}", 0.0) for i in range(4)])
+    yield a, b
+    a.close()
+    b.close()
+
+
+def _success(group: str, fence: int, checkpoint: int = 1) -> CommitSucceeded:
+    request = CommitRequest(
+        Checkpoint(f"q{group[1:]}", group, checkpoint, None, {TP: checkpoint}, 0.0),
+        {TP: checkpoint},
+        attempt=1,
+        fence=fence,
+    )
+    return CommitSucceeded(request, 1.0, {TP: checkpoint})
+
+
+def _committed(store: SharedSqlStore, group: str) -> Any:
+    with store.engine.connect() as conn:
+        return conn.scalar(
+            select(consumer_groups.c.committed_checkpoint_id).where(
+                consumer_groups.c.group_id == group
+            )
+        )
+
+
+def test_two_replicas_claim_disjoint_groups(stores: Any) -> None:
+    a, b = stores
+    leases_a, leases_b = LeaseStore(a.engine, "a", 30), LeaseStore(b.engine, "b", 30)
+    assert leases_a.renew().held == {}
+    leases_b.renew()
+    assert leases_a.renew().replicas == 2
+    mine, theirs = leases_a.claim(2), leases_b.claim(10)
+    assert set(mine) == {"g0", "g1"}
+    assert set(theirs) == {"g2", "g3"}
+    assert set(mine.values()) == set(theirs.values()) == {1}
+    assert leases_a.renew().held == mine
+
+
+def test_an_expired_owner_loses_its_groups_and_its_late_success_is_fenced(stores: Any) -> None:
+    a, b = stores
+    fenced: list[int] = []
+    a.on_fenced = fenced.append
+    leases_a, leases_b = LeaseStore(a.engine, "a", 0.3), LeaseStore(b.engine, "b", 30)
+    epoch_a = leases_a.claim(1)["g0"]
+    assert leases_b.claim(10).keys() == {"g1", "g2", "g3"}  # g0's lease still holds
+    time.sleep(0.5)
+    assert leases_b.claim(10) == {"g0": epoch_a + 1}
+    assert leases_a.renew().held == {}  # a renewal does not take it back
+
+    a.begin(set(), set())
+    a.persist([_success("g0", epoch_a, checkpoint=7)])  # a's commit ended after its lease
+    assert _committed(a, "g0") is None
+    assert fenced == [1]
+    b.begin(set(), set())
+    b.persist([_success("g0", epoch_a + 1, checkpoint=8)])
+    assert _committed(b, "g0") == 8
+
+
+def test_leaving_frees_every_group_for_the_others_at_once(stores: Any) -> None:
+    a, b = stores
+    leases_a, leases_b = LeaseStore(a.engine, "a", 30), LeaseStore(b.engine, "b", 30)
+    leases_a.claim(10)
+    assert leases_b.claim(10) == {}
+    leases_a.leave()
+    assert set(leases_b.claim(10)) == {"g0", "g1", "g2", "g3"}
+    assert leases_b.renew().replicas == 1
+
+
+def _lock_is_free(store: SharedSqlStore, kind: str, name: str) -> bool:
+    with store.engine.connect() as conn:  # a session lock, gone when the connection closes
+        taken = conn.scalar(text("SELECT pg_try_advisory_lock(:k)"), {"k": lock_key(kind, name)})
+    return bool(taken)
+
+
+def test_a_batch_locks_what_it_touches_and_loads_it_with_its_partners(stores: Any) -> None:
+    a, b = stores
+    loaded = a.begin({"q1"}, {"g2"})
+    assert loaded.query_ids == {"q1", "q2"}
+    assert loaded.group_ids == {"g1", "g2"}
+    assert {q.query_id for q in loaded.stored.queries} == {"q1", "q2"}
+    assert not _lock_is_free(b, "g", "g1")
+    assert not _lock_is_free(b, "q", "q2")
+    assert _lock_is_free(b, "g", "g3")
+    a.persist([])
+    assert _lock_is_free(b, "g", "g1")

@@ -1,0 +1,249 @@
+"""The Helm chart: rendered by helm itself (built from the Go module proxy by ``make tools``)
+for the default values and a production-like file, every object validated against
+Kubernetes' own JSON schemas (kubernetes-validate, strict) and the Prometheus Operator's
+CRD schemas; the alerts and the dashboard query only metrics the service really exports."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+from fastapi.testclient import TestClient
+
+from harness.machine import ROOT
+from spark_offset_sidecar.app import create_app
+from spark_offset_sidecar.core.offsets import TopicPartition
+from spark_offset_sidecar.errors import BrokerUnavailable
+from spark_offset_sidecar.http.auth import TokenRegistry
+from spark_offset_sidecar.testing import InMemoryCommitter, InMemoryLogEnds
+from tests.support.app import post_progress, settings_for
+from tests.support.service import wait_for
+
+CHART = ROOT / "helm" / "spark-offset-sidecar"
+PRODUCTION = CHART / "ci" / "production-values.yaml"
+KUBERNETES = "1.30.0"
+PROMETHEUS_OPERATOR = "github.com/prometheus-operator/prometheus-operator@v0.78.2"
+
+
+def helm() -> str:
+    found = ROOT / ".local" / "bin" / "helm"
+    if found.exists():
+        return str(found)
+    on_path = shutil.which("helm")
+    if on_path is None:
+        pytest.fail("helm is missing: run `make tools`")
+    return on_path
+
+
+def render(*args: str) -> list[dict[str, Any]]:
+    out = subprocess.run(
+        [helm(), "template", "r", str(CHART), "--namespace", "data", "--kube-version", KUBERNETES,
+         *args],
+        check=True, capture_output=True, text=True,
+    ).stdout  # fmt: skip
+    return [doc for doc in yaml.safe_load_all(out) if doc]
+
+
+def refused(*args: str) -> str:
+    done = subprocess.run(
+        [helm(), "template", "r", str(CHART), "--kube-version", KUBERNETES, *args],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode != 0, "helm rendered what it should refuse"
+    return done.stderr
+
+
+def by_kind(docs: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    kinds: dict[str, list[dict[str, Any]]] = {}
+    for doc in docs:
+        kinds.setdefault(doc["kind"], []).append(doc)
+    return kinds
+
+
+def crd_schemas() -> dict[str, dict[str, Any]]:
+    found = subprocess.run(
+        ["go", "mod", "download", "-json", PROMETHEUS_OPERATOR],
+        check=True, capture_output=True, text=True, cwd="/tmp",
+    )  # fmt: skip
+    crds = Path(json.loads(found.stdout)["Dir"]) / "example" / "prometheus-operator-crd"
+    schemas = {}
+    for kind, file in [
+        ("ServiceMonitor", "monitoring.coreos.com_servicemonitors.yaml"),
+        ("PrometheusRule", "monitoring.coreos.com_prometheusrules.yaml"),
+    ]:
+        crd = yaml.safe_load((crds / file).read_text())
+        served = next(v for v in crd["spec"]["versions"] if v["name"] == "v1")
+        schemas[kind] = strict(served["schema"]["openAPIV3Schema"])
+    return schemas
+
+
+def strict(schema: Any) -> Any:
+    """The CRD schema refusing unknown fields (the API server would silently prune them)."""
+    if isinstance(schema, dict):
+        schema = {key: strict(value) for key, value in schema.items()}
+        open_ended = "additionalProperties" in schema or schema.get(
+            "x-kubernetes-preserve-unknown-fields"
+        )
+        if "properties" in schema and not open_ended:
+            schema["additionalProperties"] = False
+    elif isinstance(schema, list):
+        schema = [strict(value) for value in schema]
+    return schema
+
+
+def validate(docs: list[dict[str, Any]]) -> None:
+    schemas: dict[str, dict[str, Any]] | None = None
+    for doc in docs:
+        if doc["apiVersion"].startswith("monitoring.coreos.com/"):
+            schemas = schemas or crd_schemas()
+            # Not validate(): the CRDs' patterns are Go regexes, which Python cannot compile
+            # all of; only the fields that are present are checked.
+            jsonschema.Draft7Validator(schemas[doc["kind"]]).validate(doc)
+        else:
+            kubernetes_validate.validate(doc, KUBERNETES, strict=True)
+
+
+@pytest.mark.parametrize("values", ["default", "production"])
+def test_chart_lints_renders_and_validates(values: str) -> None:
+    args = ["-f", str(PRODUCTION)] if values == "production" else []
+    lint = subprocess.run([helm(), "lint", str(CHART), *args], capture_output=True, text=True)
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    docs = render(*args)
+    validate(docs)
+    for doc in docs:
+        labels = doc["metadata"]["labels"]
+        assert labels["app.kubernetes.io/name"] == "spark-offset-sidecar"
+        assert labels["app.kubernetes.io/instance"] == "r"
+
+
+def test_default_values_sqlite_on_a_volume_one_pod_and_a_generated_token(tmp_path: Path) -> None:
+    kinds = by_kind(render())
+    deployment = kinds["Deployment"][0]["spec"]
+    assert (deployment["replicas"], deployment["strategy"]["type"]) == (1, "Recreate")
+    pod = deployment["template"]
+    assert {"checksum/config", "checksum/secret"} <= pod["metadata"]["annotations"].keys()
+    spec = pod["spec"]
+    (migrate,) = spec["initContainers"]
+    (server,) = spec["containers"]
+    assert (migrate["args"], server["args"]) == (["migrate"], ["serve"])
+    for container in (migrate, server):
+        assert container["securityContext"]["readOnlyRootFilesystem"] is True
+        assert container["securityContext"]["capabilities"]["drop"] == ["ALL"]
+        assert {m["mountPath"] for m in container["volumeMounts"]} >= {"/data", "/tmp"}
+    assert spec["securityContext"]["runAsNonRoot"] is True
+    assert server["livenessProbe"]["httpGet"]["path"] == "/livez"
+    assert server["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert kinds["PersistentVolumeClaim"][0]["spec"]["resources"]["requests"]["storage"] == "1Gi"
+    config = kinds["ConfigMap"][0]["data"]
+    assert config["SIDECAR_DATABASE_URL"] == "sqlite:////data/sidecar.db"
+    assert config["SIDECAR_TOKENS_FILE"] == "/etc/sidecar/tokens/tokens.json"
+    (secret,) = kinds["Secret"]
+    tokens = json.loads(base64.b64decode(secret["data"]["tokens.json"]))
+    assert tokens["tokens"][0]["write"] == tokens["tokens"][0]["read"] == ["*"]
+    assert len(tokens["tokens"][0]["token"]) >= 16  # the service's minimum
+    tokens_file = tmp_path / "tokens.json"  # the service itself accepts what the chart wrote
+    tokens_file.write_text(json.dumps(tokens))
+    (grant,) = TokenRegistry.from_file(str(tokens_file)).grants
+    assert grant.may_write("any-group")
+    assert grant.may_read("any-group")
+    assert kinds["PodDisruptionBudget"][0]["spec"]["maxUnavailable"] == 1
+    assert "ServiceMonitor" not in kinds
+    assert "PrometheusRule" not in kinds
+
+
+def test_production_values_postgresql_from_a_secret_and_monitoring() -> None:
+    kinds = by_kind(render("-f", str(PRODUCTION)))
+    assert "PersistentVolumeClaim" not in kinds
+    assert "Secret" not in kinds  # every secret is the user's own
+    deployment = kinds["Deployment"][0]["spec"]
+    assert deployment["replicas"] == 3
+    assert deployment["strategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
+    }
+    assert kinds["PodDisruptionBudget"][0]["spec"]["maxUnavailable"] == 1
+    spec = deployment["template"]["spec"]
+    (server,) = spec["containers"]
+    (url,) = [e for e in server["env"] if e["name"] == "SIDECAR_DATABASE_URL"]
+    assert url["valueFrom"]["secretKeyRef"] == {"name": "sidecar-database", "key": "url"}
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    assert volumes["tokens"]["secret"]["secretName"] == "sidecar-tokens"
+    assert volumes["kafka-password"]["secret"]["secretName"] == "sidecar-kafka"
+    assert volumes["kafka-tls"]["secret"]["secretName"] == "kafka-ca"
+    config = next(c for c in kinds["ConfigMap"] if "SIDECAR_PORT" in c["data"])["data"]
+    assert "SIDECAR_DATABASE_URL" not in config
+    assert (config["SIDECAR_REPLICATED"], config["SIDECAR_LEASE_SECONDS"]) == ("true", "30")
+    assert config["SIDECAR_KAFKA_SASL_MECHANISM"] == "SCRAM-SHA-512"
+    assert config["SIDECAR_EXPORT_KAFKA_LAG"] == "true"
+    assert kinds["ServiceMonitor"][0]["spec"]["endpoints"][0]["path"] == "/metrics"
+    assert kinds["ServiceMonitor"][0]["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    alerts = [r["alert"] for r in kinds["PrometheusRule"][0]["spec"]["groups"][0]["rules"]]
+    assert "SparkOffsetSidecarNoSuccessfulCommit" in alerts
+    dashboard = next(c for c in kinds["ConfigMap"] if c["metadata"]["name"].endswith("dashboard"))
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert json.loads(dashboard["data"]["spark-offset-sidecar.json"])["panels"]
+
+
+def test_a_changed_setting_changes_the_pods_checksum() -> None:
+    def checksum(*args: str) -> str:
+        deployment = by_kind(render(*args))["Deployment"][0]
+        annotations: dict[str, str] = deployment["spec"]["template"]["metadata"]["annotations"]
+        return annotations["checksum/config"]
+
+    assert checksum() == checksum()
+    assert checksum() != checksum("--set", "settings.logLevel=DEBUG")
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["--set", "replicaCount=2"], "replicaCount > 1 needs database.type=postgresql"),
+        (["--set", "database.type=postgresql"], "database.postgresql.existingSecret"),
+        (["--set", "settings.logLevel=LOUD"], "settings.logLevel"),
+        (["--set", "kafka.securityProtocol=SASL_SSL"], "kafka.sasl.username"),
+        (["--set", "kafka.bootstrapServers=kafka"], "kafka.bootstrapServers"),
+        (["--set", "extraEnv.LOG_LEVEL=x"], "extraEnv"),
+    ],
+)
+def test_bad_values_are_refused_naming_the_value(args: list[str], named: str) -> None:
+    assert named in refused(*args)
+
+
+def metric_names(text: str) -> set[str]:
+    return {line.split("{")[0].split(" ")[0] for line in text.splitlines() if line[:1].isalpha()}
+
+
+def test_alerts_and_dashboard_query_only_metrics_the_service_exports(tmp_path: Path) -> None:
+    kinds = by_kind(render("-f", str(PRODUCTION)))
+    rules = kinds["PrometheusRule"][0]["spec"]["groups"][0]["rules"]
+    dashboard = next(c for c in kinds["ConfigMap"] if c["metadata"]["name"].endswith("dashboard"))
+    queries = [r["expr"] for r in rules] + [
+        t["expr"]
+        for panel in json.loads(dashboard["data"]["spark-offset-sidecar.json"])["panels"]
+        for t in panel["targets"]
+    ]
+    queries.append("label_values(sidecar_commits_succeeded_total, consumergroup)")
+    used = {name for q in queries for name in re.findall(r"\b((?:sidecar|kafka)_[a-z_]+)\b", q)}
+    ends = InMemoryLogEnds({TopicPartition("orders", 0): 50})
+    committer = InMemoryCommitter()
+    settings = settings_for(tmp_path, export_kafka_lag=True, lag_read_interval_seconds=0.05)
+    with TestClient(create_app(settings, committer=committer, log_ends=ends)) as client:
+        post_progress(client, 1, {"orders": {"0": 40}})
+        committer.fail_with = BrokerUnavailable("down")
+        post_progress(client, 2, {"orders": {"0": 45}})
+        text = wait_for(
+            lambda: (t := client.get("/metrics").text) and "kafka_consumergroup_lag{" in t and t,
+            what="every series",
+        )
+    exported = metric_names(text)
+    assert used <= exported, f"not exported: {sorted(used - exported)}"

@@ -1,0 +1,201 @@
+"""What the Docker image runs, without a Docker engine: the wheel built as the Dockerfile
+builds it, installed into a clean virtual environment, then the image's own commands
+(``offset-sidecar migrate``, ``serve`` and the HEALTHCHECK, read from the Dockerfile) run
+with the image's environment, from a folder the service may not write to."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import venv
+import zipfile
+from pathlib import Path
+
+import httpx
+import pytest
+
+from harness.machine import ROOT, free_port
+
+
+def dockerfile_healthcheck() -> list[str]:
+    text = (ROOT / "Dockerfile").read_text()
+    found = re.search(r"^HEALTHCHECK .*?\\\n\s+CMD (\[.*\])$", text, re.MULTILINE)
+    assert found, "the Dockerfile has no HEALTHCHECK CMD in exec form"
+    command: list[str] = json.loads(found.group(1))
+    return command
+
+
+def dockerfile_build_context() -> list[str]:
+    """What the Dockerfile's build stage copies from the checkout (``COPY src... dst``)."""
+    sources: list[str] = []
+    for line in (ROOT / "Dockerfile").read_text().splitlines():
+        if line.startswith("COPY ") and "--from=" not in line:
+            sources += line.split()[1:-1]
+    return sources
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel, built as the Dockerfile builds it: from only what it copies, in a clean
+    folder (a checkout's own ``build/`` can hold modules that no longer exist)."""
+    context = tmp_path_factory.mktemp("context")
+    for source in dockerfile_build_context():
+        if (ROOT / source).is_dir():
+            skip = shutil.ignore_patterns("__pycache__", "*.egg-info")
+            shutil.copytree(ROOT / source, context / source, ignore=skip)
+        else:
+            shutil.copy(ROOT / source, context / source)
+    wheels = tmp_path_factory.mktemp("wheels")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(context)],
+        check=True,
+        capture_output=True,
+    )
+    (built,) = wheels.glob("spark_offset_sidecar-*.whl")
+    return built
+
+
+@pytest.mark.parametrize("extra", ["", "postgres"], ids=["plain install", "[postgres]"])
+def test_the_wheel_in_a_clean_venv_migrates_serves_and_passes_the_healthcheck(
+    tmp_path: Path, wheel: Path, extra: str, request: pytest.FixtureRequest
+) -> None:
+    env_dir = tmp_path / "venv"
+    venv.create(env_dir, with_pip=True)
+    python = env_dir / "bin" / "python"
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "-q", f"{wheel}[{extra}]" if extra else str(wheel)],
+        check=True,
+        capture_output=True,
+    )
+    command = str(env_dir / "bin" / "offset-sidecar")
+    bare_env = {"PATH": f"{env_dir / 'bin'}:/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1"}
+    has_psycopg = subprocess.run([str(python), "-c", "import psycopg"], capture_output=True)
+    assert (has_psycopg.returncode == 0) == bool(extra), "the extra alone brings psycopg"
+    if extra:  # the extra serves PostgreSQL: migrate a real server
+        database = request.getfixturevalue("postgres_server")
+        database.reset()
+        migrated = subprocess.run(
+            [command, "migrate"],
+            env={**bare_env, "SIDECAR_DATABASE_URL": str(database.url)},
+            capture_output=True,
+            text=True,
+        )
+        assert migrated.returncode == 0, migrated.stderr
+    else:  # without it, PostgreSQL is refused at start, naming the extra to install
+        refused = subprocess.run(
+            [command, "serve"],
+            env={**bare_env, "SIDECAR_DATABASE_URL": "postgresql+psycopg://u:p@127.0.0.1:1/db"},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert refused.returncode == 2, refused.stderr
+        assert "SIDECAR_DATABASE_URL" in refused.stderr
+        assert "pip install 'spark-offset-sidecar[postgres]'" in refused.stderr
+    data = tmp_path / "data"
+    data.mkdir()
+    workdir = tmp_path / "readonly"
+    workdir.mkdir()
+    workdir.chmod(0o555)  # like the image's read-only root: only /data is written
+    port = free_port()
+    image_env = {
+        **bare_env,
+        "SIDECAR_HOST": "127.0.0.1",  # the image says 0.0.0.0, with tokens in production
+        "SIDECAR_PORT": str(port),
+        "SIDECAR_DATABASE_URL": f"sqlite:///{data / 'sidecar.db'}",
+        "SIDECAR_KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:1",  # no Kafka: ready and live anyway
+    }
+    migrated = subprocess.run(
+        [command, "migrate"],
+        env=image_env,
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+    )
+    assert migrated.returncode == 0, migrated.stderr
+    assert "newest migration" in migrated.stdout
+    server = subprocess.Popen(
+        [command, "serve"],
+        env=image_env,
+        cwd=workdir,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.2)
+        else:
+            raise AssertionError("the installed service did not become ready")
+        check = dockerfile_healthcheck()
+        assert check[0] == "python"
+        healthy = subprocess.run(
+            [str(python), *check[1:]], env=image_env, capture_output=True, timeout=10
+        )
+        assert healthy.returncode == 0, healthy.stderr
+    finally:
+        server.terminate()
+        output, _ = server.communicate(timeout=30)
+    # uvicorn shuts down gracefully, then re-raises SIGTERM to exit with it.
+    assert server.returncode in (0, -signal.SIGTERM), output
+    # The installed service logs JSON lines; the ledger file is where the image keeps it.
+    lines = [json.loads(line) for line in output.splitlines() if line.strip()]
+    assert any(line["message"].startswith("ready") for line in lines)
+    assert (data / "sidecar.db").exists()
+    assert not any(workdir.iterdir())
+    stopped = subprocess.run(
+        [str(python), *dockerfile_healthcheck()[1:]], env=image_env, capture_output=True
+    )
+    assert stopped.returncode != 0  # the check can fail
+
+
+def _wheel_files(wheel: Path) -> set[str]:
+    with zipfile.ZipFile(wheel) as archive:
+        return {name for name in archive.namelist() if ".dist-info/" not in name}
+
+
+def test_the_service_wheel_holds_one_import_name_with_every_module_and_migration(
+    wheel: Path,
+) -> None:
+    files = _wheel_files(wheel)
+    assert {name.split("/")[0] for name in files} == {"spark_offset_sidecar"}
+    package = ROOT / "service" / "spark_offset_sidecar"
+    expected = {
+        "spark_offset_sidecar/" + path.relative_to(package).as_posix()
+        for path in package.rglob("*")
+        if path.suffix in {".py", ".typed"} and "__pycache__" not in path.parts
+    }
+    migrations = ROOT / "migrations"
+    expected |= {
+        "spark_offset_sidecar/migrations/" + path.relative_to(migrations).as_posix()
+        for path in migrations.rglob("*")
+        if path.suffix in {".py", ".ini", ".mako"} and "__pycache__" not in path.parts
+    }
+    assert expected - files == set(), "pyproject.toml's package list misses these"
+    assert "spark_offset_sidecar/migrations/versions/0001_initial.py" in files
+
+
+def test_the_listener_wheel_is_the_listener_alone_with_no_dependency(tmp_path: Path) -> None:
+    build = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path)]
+    subprocess.run(
+        [*build, str(ROOT / "jobs")],
+        check=True,
+        capture_output=True,
+    )
+    (built,) = tmp_path.glob("spark_offset_listener-*.whl")
+    files = _wheel_files(built)
+    assert {name.split("/")[0] for name in files} == {"spark_offset_listener"}
+    assert "spark_offset_listener/listener.py" in files
+    with zipfile.ZipFile(built) as archive:
+        (metadata,) = (n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+        assert "Requires-Dist" not in archive.read(metadata).decode()

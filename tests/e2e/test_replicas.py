@@ -1,0 +1,200 @@
+"""Several replicas on one real PostgreSQL and the real broker (issue 9): any replica
+accepts any event, each group is committed by one replica at a time, a killed owner's
+groups move within the lease, and the final offsets are exact and never went backwards."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.replica_cluster import ReplicaCluster, overlapping_owners
+from tests.support.kafka import committed_offsets, unique_group
+from tests.support.offset_watch import OffsetWatch
+from tests.support.service import metric, metric_sum, spark_progress, wait_for
+
+LEASE = 3.0
+SETTINGS: dict[str, Any] = {
+    "lease_seconds": LEASE,
+    "commit_timeout_seconds": 1.0,
+    "lag_read_interval_seconds": 60,
+}
+GROUPS = 9
+
+
+def _offsets(topic: str, batch: int, index: int) -> dict[str, dict[str, int]]:
+    return {topic: {str(p): 100 * batch + 10 * index + p for p in range(2)}}
+
+
+def _expected(topic: str, batch: int, index: int) -> dict[tuple[str, int], int]:
+    return {(topic, int(p)): o for p, o in _offsets(topic, batch, index)[topic].items()}
+
+
+def _wait_committed(
+    bootstrap: str, topic: str, groups: list[str], last_batch: Callable[[str], int]
+) -> None:
+    """Until each group's committed offsets are exactly those of its last batch."""
+    for index, group in enumerate(groups):
+        wait_for(
+            lambda g=group, i=index: (
+                committed_offsets(bootstrap, g) == _expected(topic, last_batch(g), i)
+            ),
+            timeout=30,
+            what=f"{group} at batch {last_batch(group)}",
+        )
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, kafka_bootstrap: str, postgres_server: Any) -> Any:
+    postgres_server.reset()
+    replicas = ReplicaCluster(tmp_path, kafka_bootstrap, postgres_server.url, 3, **SETTINGS)
+    yield replicas.start()
+    replicas.stop()
+
+
+def test_three_replicas_share_events_and_groups_and_survive_a_killed_owner(
+    cluster: ReplicaCluster, kafka_bootstrap: str, new_topic: Any
+) -> None:
+    topic = new_topic(partitions=2)
+    groups = [unique_group("rep") for _ in range(GROUPS)]
+    queries = [f"q-{i}-{g}" for i, g in enumerate(groups)]
+    names = list(cluster.replicas)
+    posted = {g: -1 for g in groups}  # last batch accepted per group
+    lock = threading.Lock()
+
+    def post(batch: int, index: int, replica: str) -> None:
+        group = groups[index]
+        answer = cluster.replicas[replica].post_progress(
+            group, spark_progress(batch, _offsets(topic, batch, index), query=queries[index])
+        )
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["outcome"] == "accepted", answer.text
+        with lock:
+            posted[group] = max(posted[group], batch)
+
+    watches = [OffsetWatch(kafka_bootstrap, g, interval=0.1) for g in groups]
+    for watch in watches:
+        watch.__enter__()
+    try:
+        # Phase 1: every replica takes events of every group (batch b of group i goes to
+        # replica (b + i) % 3), groups at once: batches and commits of different groups
+        # meet in every replica's transactions (and must never deadlock: all 200).
+        def one_group(index: int) -> None:
+            for batch in range(6):
+                post(batch, index, names[(batch + index) % 3])
+
+        with ThreadPoolExecutor(GROUPS) as pool:
+            list(pool.map(one_group, range(GROUPS)))
+        _wait_committed(kafka_bootstrap, topic, groups, lambda _group: 5)
+        accepted = {
+            name: metric_sum(
+                r.http.get("/metrics").text, "sidecar_events_total", outcome="accepted"
+            )
+            for name, r in cluster.replicas.items()
+        }
+        owned = {
+            name: metric(r.http.get("/metrics").text, "sidecar_groups_owned")
+            for name, r in cluster.replicas.items()
+        }
+        assert owned == {name: 3.0 for name in names}, owned
+        committers = {c.replica for c in cluster.commits()}
+        assert committers == set(names), committers
+        # Every replica shows every query as stored; exactly one replica, the group's
+        # owner, its status. (Not "the replica that committed last": a group released
+        # to another replica after its last commit has a new owner that committed nothing.)
+        for index, group in enumerate(groups):
+            answers = []
+            for replica in cluster.replicas.values():
+                view = replica.query(queries[index])
+                assert (view["group_id"], view["last_completed_checkpoint"]) == (group, 5)
+                assert view["committed"]["checkpoint_id"] == 5, view
+                status = replica.http.get(f"/v1/status/{group}")
+                answers.append((status.status_code, status.json().get("outcome")))
+            assert sorted(answers) == [(200, None), (404, "not_owner"), (404, "not_owner")]
+
+        # Phase 2: kill the owner of the busiest groups while events keep coming to the
+        # two others; its groups move and reach the newest offsets.
+        victim = names[0]
+        victim_groups = {c.group_id for c in cluster.commits() if c.replica == victim}
+        survivors = [n for n in names if n != victim]
+        stop = threading.Event()
+
+        def keep_posting() -> None:
+            for batch in itertools.count(6):
+                if stop.is_set():
+                    return
+                for index in range(GROUPS):
+                    post(batch, index, survivors[(batch + index) % 2])
+                time.sleep(0.05)
+
+        poster = threading.Thread(target=keep_posting)
+        poster.start()
+        time.sleep(1.0)
+        killed_at = time.time()
+        cluster.replicas[victim].kill()
+        moved_after: dict[str, float] = {}
+        deadline = time.monotonic() + 4 * LEASE + 10
+        while len(moved_after) < len(victim_groups) and time.monotonic() < deadline:
+            for commit in cluster.commits():
+                if (
+                    commit.group_id in victim_groups
+                    and commit.replica != victim
+                    and commit.started_at > killed_at
+                ):
+                    moved_after.setdefault(commit.group_id, commit.ended_at - killed_at)
+            time.sleep(0.1)
+        time.sleep(1.0)
+        stop.set()
+        poster.join(30)
+        assert set(moved_after) == victim_groups, (victim_groups, moved_after)
+        # Renewals every LEASE / 6, one commit timeout; slack for a shared machine.
+        assert max(moved_after.values()) < LEASE + LEASE / 6 + 1.0 + 5.0, moved_after
+        print(f"failover: {sorted(round(v, 2) for v in moved_after.values())} s")
+
+        _wait_committed(kafka_bootstrap, topic, groups, posted.__getitem__)
+    finally:
+        for watch in watches:
+            watch.__exit__(None, None, None)
+    assert all(value and value > 0 for value in accepted.values()), accepted
+    assert [w.regressions for w in watches] == [[] for _ in watches]
+    assert overlapping_owners(cluster.commits()) == []
+    for commit_list in _by_group(cluster.commits()).values():
+        ids = [c.checkpoint_id for c in commit_list]
+        assert ids == sorted(ids), ids
+
+
+def _by_group(commits: list[Any]) -> dict[str, list[Any]]:
+    out: dict[str, list[Any]] = {}
+    for commit in commits:
+        out.setdefault(commit.group_id, []).append(commit)
+    return out
+
+
+def test_many_groups_at_once_on_three_replicas_never_deadlock(
+    cluster: ReplicaCluster, kafka_bootstrap: str, new_topic: Any
+) -> None:
+    """Batches of events and of commit results on every replica touch the same groups'
+    rows at once: all answered 200 (a deadlock would be a 503), all committed exactly."""
+    topic = new_topic(partitions=2)
+    groups = [unique_group("busy") for _ in range(60)]
+    names = list(cluster.replicas)
+
+    def one_group(index: int) -> None:
+        for batch in range(15):
+            replica = cluster.replicas[names[(batch + index) % 3]]
+            answer = replica.post_progress(
+                groups[index],
+                spark_progress(batch, _offsets(topic, batch, index), query=f"q-{groups[index]}"),
+            )
+            assert (answer.status_code, answer.json()["outcome"]) == (200, "accepted"), answer.text
+
+    with ThreadPoolExecutor(30) as pool:
+        list(pool.map(one_group, range(len(groups))))
+    _wait_committed(kafka_bootstrap, topic, groups, lambda _group: 14)
+    assert overlapping_owners(cluster.commits()) == []

@@ -1,0 +1,1 @@
+"""The HTTP layer in-process (FastAPI's TestClient): answers, refusals, status, ranges."""

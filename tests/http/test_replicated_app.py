@@ -1,0 +1,66 @@
+"""The replicated service's start-up and shutdown (lifespan) on a real PostgreSQL: the
+first lease round before ready, the groups handed back on a clean stop."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import create_engine, select
+
+from spark_offset_sidecar.adapters.sql.schema import consumer_groups, replicas
+from spark_offset_sidecar.app import create_app
+from spark_offset_sidecar.errors import ConfigError
+from spark_offset_sidecar.settings import Settings
+from spark_offset_sidecar.testing import InMemoryCommitter, InMemoryLogEnds
+from tests.support.service import metric, spark_progress, wait_for
+
+
+def _rows(url: str) -> tuple[list[Any], list[Any]]:
+    engine = create_engine(url)
+    with engine.connect() as conn:
+        found = (
+            conn.execute(select(replicas.c.replica_id)).all(),
+            conn.execute(select(consumer_groups.c.group_id, consumer_groups.c.owner_id)).all(),
+        )
+    engine.dispose()
+    return found
+
+
+def test_a_replica_claims_new_groups_commits_them_and_hands_them_back_on_stop(
+    postgres_server: Any,
+) -> None:
+    postgres_server.reset()
+    settings = Settings(
+        database_url=postgres_server.url,
+        replicated=True,
+        lease_seconds=3.0,
+        commit_timeout_seconds=1.0,
+    )
+    committer = InMemoryCommitter()
+    app = create_app(settings, committer=committer, log_ends=InMemoryLogEnds())
+    with TestClient(app) as client:
+        (replica,), groups = _rows(postgres_server.url)
+        assert groups == []
+        answer = client.post(
+            "/v1/progress",
+            json={"group_id": "g", "progress": spark_progress(0, {"t": {"0": 5}})},
+        )
+        assert answer.json()["outcome"] == "accepted"
+        wait_for(lambda: committer.commits, timeout=10, what="the commit")
+        (request,) = committer.commits
+        assert (request.group_id, request.fence) == ("g", 1)
+        assert _rows(postgres_server.url)[1] == [("g", replica[0])]
+        assert metric(client.get("/metrics").text, "sidecar_groups_owned") == 1.0
+    assert _rows(postgres_server.url) == ([], [("g", None)])
+
+
+def test_replicas_need_postgresql_and_a_lease_of_three_commit_timeouts(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="SIDECAR_DATABASE_URL"):
+        Settings(database_url=f"sqlite:///{tmp_path}/x.db", replicated=True)
+    url = "postgresql+psycopg://sidecar@127.0.0.1/postgres"
+    with pytest.raises(ConfigError, match="SIDECAR_LEASE_SECONDS"):
+        Settings(database_url=url, replicated=True, commit_timeout_seconds=10, lease_seconds=20)
+    assert Settings(commit_timeout_seconds=30).lease_seconds == 30  # one replica: no lease

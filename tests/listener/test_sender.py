@@ -1,0 +1,126 @@
+"""The listener's background sender against a real HTTP server on loopback."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from spark_offset_listener.sender import ProgressSender
+
+
+class FakeSidecar(ThreadingHTTPServer):
+    """Answers each POST with the next status in ``statuses`` (then 200); records bodies."""
+
+    def __init__(self) -> None:
+        self.received: list[dict[str, Any]] = []
+        self.headers_seen: list[dict[str, str]] = []
+        self.statuses: list[int] = []
+        self.delay = 0.0
+        super().__init__(("127.0.0.1", 0), _Handler)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: FakeSidecar
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        time.sleep(self.server.delay)
+        status = self.server.statuses.pop(0) if self.server.statuses else 200
+        if status == 200:
+            self.server.received.append(json.loads(body))
+            self.server.headers_seen.append(dict(self.headers))
+        self.send_response(status)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"{}")
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def sidecar() -> Iterator[FakeSidecar]:
+    server = FakeSidecar()
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+
+
+def progress(query: str, batch: int) -> str:
+    return json.dumps({"id": query, "batchId": batch, "sources": []})
+
+
+def test_delivers_spark_json_verbatim_with_the_group_and_token(sidecar: FakeSidecar) -> None:
+    sender = ProgressSender(sidecar.url, token="s3cret")
+    sender.offer("q", "group-a", progress("q", 1))
+    assert sender.flush(5)
+    assert sidecar.received == [{"group_id": "group-a", "progress": json.loads(progress("q", 1))}]
+    assert sidecar.headers_seen[0]["Authorization"] == "Bearer s3cret"
+    assert sender.stats.delivered == 1
+
+
+def test_only_the_newest_unsent_event_per_query_is_kept(sidecar: FakeSidecar) -> None:
+    sidecar.delay = 0.3
+    sender = ProgressSender(sidecar.url)
+    sender.offer("q", "g", progress("q", 0))
+    time.sleep(0.1)  # batch 0 is being delivered
+    for batch in range(1, 50):
+        sender.offer("q", "g", progress("q", batch))
+        sender.offer("other", "g2", progress("other", batch))
+    assert sender.pending() <= 3, "bounded: one waiting per query plus one in delivery"
+    assert sender.flush(10)
+    batches = [(r["progress"]["id"], r["progress"]["batchId"]) for r in sidecar.received]
+    assert ("q", 49) in batches
+    assert ("other", 49) in batches
+    assert len(batches) <= 4
+    assert sender.stats.superseded >= 90
+
+
+def test_retries_503_and_gives_up_on_422(sidecar: FakeSidecar) -> None:
+    sidecar.statuses = [503, 503, 422]
+    sender = ProgressSender(sidecar.url, backoff_initial=0.01)
+    sender.offer("q", "g", progress("q", 1))
+    assert sender.flush(5)
+    assert sender.stats.retries == 2
+    assert sender.stats.rejected == 1
+    assert sidecar.received == []
+    assert "HTTP 422" in (sender.stats.last_error or "")
+
+
+def test_offer_never_waits_for_a_hung_service_and_flush_is_bounded() -> None:
+    """The service accepts connections and never answers: the sender's thread hangs in a
+    30 s read. Offering must not wait for it (if it did, 1000 offers would take 30 s)."""
+    hung = socket.socket()
+    hung.bind(("127.0.0.1", 0))
+    hung.listen(16)  # connections complete in the backlog; nothing is ever read
+    try:
+        url = f"http://127.0.0.1:{hung.getsockname()[1]}"
+        sender = ProgressSender(url, timeout=30, backoff_initial=0.05)
+        sender.offer("q", "g", progress("q", 0))
+        hung.settimeout(60)
+        connection, _ = hung.accept()  # the sender thread is now inside its request
+        started = time.monotonic()
+        for batch in range(1, 1001):
+            sender.offer("q", "g", progress("q", batch))
+        offering = time.monotonic() - started
+        assert offering < 10, f"offer waited on the network ({offering:.1f} s)"
+        assert sender.pending() == 2, "one in delivery, the newest waiting"
+        assert sender.stats.superseded == 999
+        assert sender.flush(0.5) is False, "flush gives up at its bound"
+        sender.close(0.1)
+        assert sender.stats.delivered == 0
+        connection.close()
+    finally:
+        hung.close()

@@ -1,0 +1,209 @@
+"""Group commit: events that arrive during a write form the next batch (one transaction),
+a failed batch is rolled back whole and answered 503, a group in a batch being written is
+not taken, and commit results survive a failed write without being applied twice."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Sequence
+
+import pytest
+
+from spark_offset_sidecar.adapters.sql.store import SqlStore
+from spark_offset_sidecar.core.changes import (
+    Change,
+    CommitRequest,
+    CommitSucceeded,
+    Decision,
+    Outcome,
+)
+from spark_offset_sidecar.core.ledger import Ledger
+from spark_offset_sidecar.core.offsets import TopicPartition
+from spark_offset_sidecar.errors import StoreUnavailable
+from spark_offset_sidecar.runtime.durable_ledger import DurableLedger
+from spark_offset_sidecar.testing import InMemoryStore
+from tests.support.kafka import run_sync
+
+T0 = TopicPartition("t", 0)
+
+
+class GatedStore(InMemoryStore):
+    """Each write waits for ``gate`` (when closed) and records its transaction."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+        self.gate.set()
+        self.writing = threading.Event()
+        self.transactions: list[list[Change]] = []
+
+    def persist(self, changes: Sequence[Change]) -> None:
+        self.writing.set()
+        self.gate.wait(10)
+        super().persist(changes)
+        self.transactions.append(list(changes))
+
+
+def progress(durable: DurableLedger, query: str, batch: int) -> asyncio.Task[Decision]:
+    def decide(ledger: Ledger) -> Decision:
+        return ledger.decide_progress(query, f"g-{query}", "r", batch, {T0: batch}, 0.0)
+
+    return asyncio.ensure_future(durable.record(decide))
+
+
+async def held_write(store: GatedStore, durable: DurableLedger) -> asyncio.Task[Decision]:
+    """Start a write of query "first" batch 0 and hold it in the store."""
+    store.gate.clear()
+    first = progress(durable, "first", 0)
+    await asyncio.to_thread(store.writing.wait, 5)
+    return first
+
+
+def test_events_during_a_write_are_written_together() -> None:
+    async def scenario() -> None:
+        store = GatedStore()
+        durable = DurableLedger(Ledger(), store)
+        first = await held_write(store, durable)
+        waiting = [progress(durable, f"q{i}", 1) for i in range(50)]
+        await asyncio.sleep(0.05)
+        assert not any(task.done() for task in waiting), "nothing answered before its write"
+        store.gate.set()
+        answers = await asyncio.gather(first, *waiting)
+        assert {a.outcome for a in answers} == {Outcome.ACCEPTED}
+        assert len(store.transactions) == 2, "50 events in one transaction after the first"
+        assert durable.batches_written == 2
+        await durable.close()
+
+    run_sync(scenario())
+
+
+def test_a_failed_batch_is_answered_unavailable_and_leaves_no_trace() -> None:
+    async def scenario() -> None:
+        store = GatedStore()
+        durable = DurableLedger(Ledger(), store)
+        await progress(durable, "q", 0)
+        before = repr(durable.ledger.queries), repr(durable.ledger.groups)
+        first = await held_write(store, durable)
+        store.fail_with = StoreUnavailable("disk full")
+        later = [progress(durable, "q", 1), progress(durable, "new", 0)]
+        store.gate.set()
+        results = await asyncio.gather(first, *later, return_exceptions=True)
+        assert all(isinstance(r, StoreUnavailable) for r in results)
+        assert (repr(durable.ledger.queries), repr(durable.ledger.groups)) == before
+        store.fail_with = None
+        assert (await progress(durable, "q", 1)).outcome is Outcome.ACCEPTED, "not a duplicate"
+        await durable.close()
+
+    run_sync(scenario())
+
+
+def test_the_whole_batch_is_rolled_back() -> None:
+    async def scenario() -> None:
+        store = GatedStore()
+        durable = DurableLedger(Ledger(), store)
+        await progress(durable, "q", 0)
+        before = repr(durable.ledger.queries), repr(durable.ledger.groups)
+        store.fail_with = StoreUnavailable("disk full")
+        results = await asyncio.gather(
+            progress(durable, "q", 1),
+            progress(durable, "q", 1),  # decided as a duplicate of the one before it
+            progress(durable, "new", 0),
+            return_exceptions=True,
+        )
+        assert all(isinstance(r, StoreUnavailable) for r in results), results
+        assert (repr(durable.ledger.queries), repr(durable.ledger.groups)) == before
+        await durable.close()
+
+    run_sync(scenario())
+
+
+def test_a_group_being_written_is_not_taken_until_settled() -> None:
+    async def scenario() -> None:
+        settled: list[int] = []
+        store = GatedStore()
+        durable = DurableLedger(Ledger(), store, on_settled=lambda n, _: settled.append(n))
+        first = await held_write(store, durable)
+        assert durable.ledger.groups["g-first"].slot is not None, "applied in memory"
+        assert durable.start_commit("g-first", 0.0) is None, "but held"
+        assert durable.ledger.ready_groups(0.0) == []
+        store.gate.set()
+        await first
+        assert settled
+        assert durable.start_commit("g-first", 0.0) is not None
+        await durable.close()
+
+    run_sync(scenario())
+
+
+async def committing(store: GatedStore) -> tuple[DurableLedger, CommitRequest]:
+    """A ledger on ``store`` whose group g-q has the commit of batch 0 in flight."""
+    durable = DurableLedger(Ledger(), store)
+    await progress(durable, "q", 0)
+    request = durable.start_commit("g-q", 0.0)
+    assert request is not None
+    return durable, request
+
+
+@pytest.mark.parametrize(("before", "after"), [(1, 1), (0, 1)])
+def test_a_commit_result_in_a_failed_batch_stays_applied_once(before: int, after: int) -> None:
+    """The result arrives in a batch that fails, with ``before`` events of its group
+    ahead of it (their savepoints predate it: the rollback undoes it, so it is redone)
+    and ``after`` events behind it (their savepoints hold it: nothing to redo)."""
+
+    async def scenario() -> None:
+        store = GatedStore()
+        durable, request = await committing(store)
+        blocker = await held_write(store, durable)
+        store.fail_with = StoreUnavailable("disk full")
+        events = [progress(durable, "q", 1 + i) for i in range(before)]
+        await asyncio.sleep(0.01)
+        result = asyncio.ensure_future(durable.finish_commit(request, 1.0, None))
+        await asyncio.sleep(0.01)
+        events += [progress(durable, "q", 1 + before + i) for i in range(after)]
+        await asyncio.sleep(0.01)
+        store.gate.set()
+        await result
+        outcomes = await asyncio.gather(blocker, *events, return_exceptions=True)
+        assert all(isinstance(o, StoreUnavailable) for o in outcomes)
+        group = durable.ledger.groups["g-q"]
+        assert group.in_flight is None
+        assert group.committed is not None
+        assert group.committed.offsets == {T0: 0}
+        assert group.counters.succeeded == 1, "applied once, not twice"
+        assert group.slot is None, "the later batches were rolled back"
+        await durable.close()
+
+    run_sync(scenario())
+
+
+@pytest.mark.parametrize("events", [200])
+def test_a_burst_on_sqlite_is_durable_in_fewer_transactions(tmp_path: object, events: int) -> None:
+    url = f"sqlite:///{tmp_path}/ledger.db"
+    store = SqlStore(url)
+    store.migrate()
+
+    async def scenario() -> DurableLedger:
+        durable = DurableLedger(Ledger(), store)
+        answers = await asyncio.gather(*(progress(durable, f"q{i}", 7) for i in range(events)))
+        assert {a.outcome for a in answers} == {Outcome.ACCEPTED}
+        await durable.close()
+        return durable
+
+    durable = run_sync(scenario())
+    assert durable.batches_written < events, "group commit joined concurrent events"
+    loaded = SqlStore(url).load()
+    assert sorted(q.query_id for q in loaded.queries) == sorted(f"q{i}" for i in range(events))
+    assert {q.last_completed_id for q in loaded.queries} == {7}
+    assert all(g.slot is not None for g in loaded.groups)
+
+
+def test_results_are_written_with_events() -> None:
+    async def scenario() -> None:
+        store = GatedStore()
+        durable, request = await committing(store)
+        await durable.finish_commit(request, 1.0, None)
+        assert isinstance(store.transactions[-1][0], CommitSucceeded)
+        await durable.close()
+
+    run_sync(scenario())

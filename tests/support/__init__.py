@@ -1,0 +1,1 @@
+"""Helpers of the tests (never imported by the product or the benchmarks)."""

@@ -1,0 +1,62 @@
+"""Kafka as the tests' ground truth: topics, records, and a group's committed offsets read
+back from the broker (what every lag tool reads)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Coroutine
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from aiokafka import AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+T = TypeVar("T")
+
+
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine to completion from sync or async test code alike."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
+async def create_topics(bootstrap: str, names: list[str], partitions: int) -> None:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics(
+            [NewTopic(name, num_partitions=partitions, replication_factor=1) for name in names]
+        )
+    finally:
+        await admin.close()
+
+
+async def produce(bootstrap: str, topic: str, count: int, start: int = 0) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
+    await producer.start()
+    try:
+        for i in range(start, start + count):
+            await producer.send(topic, f"{topic}-{i}".encode(), key=str(i).encode())
+        await producer.flush()
+    finally:
+        await producer.stop()
+
+
+def unique_group(prefix: str = "g") -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+async def read_committed(bootstrap: str, group: str) -> dict[tuple[str, int], tuple[int, str]]:
+    """The group's committed offsets and metadata, as the broker reports them."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        found = await admin.list_consumer_group_offsets(group)
+    finally:
+        await admin.close()
+    return {(tp.topic, tp.partition): (meta.offset, meta.metadata) for tp, meta in found.items()}
+
+
+def committed_offsets(bootstrap: str, group: str) -> dict[tuple[str, int], int]:
+    return {tp: offset for tp, (offset, _) in run_sync(read_committed(bootstrap, group)).items()}

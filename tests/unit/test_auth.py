@@ -1,0 +1,125 @@
+"""Tokens: parsing the file, authenticating, grants, the rate limit."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from spark_offset_sidecar.errors import ConfigError, Forbidden, RateLimited, Unauthenticated
+from spark_offset_sidecar.http.auth import TokenBucket, TokenRegistry
+
+ETL = "etl-token-0123456789abcdef"
+OPS = "ops-token-0123456789abcdef"
+TEAM = "team-token-0123456789abcdef"
+
+
+def registry(tmp_path: Path, *entries: dict[str, Any]) -> TokenRegistry:
+    path = tmp_path / "tokens.json"
+    path.write_text(json.dumps({"tokens": list(entries)}))
+    return TokenRegistry.from_file(str(path))
+
+
+def test_authenticates_by_token_and_checks_write_and_read_grants_apart(tmp_path: Path) -> None:
+    tokens = registry(
+        tmp_path,
+        {"name": "etl", "token": ETL, "write": ["orders-*"], "topics": ["orders", "orders.*"]},
+        {"name": "ops", "token": OPS, "read": ["*"]},
+        {"name": "team", "token": TEAM, "write": ["team-*"], "read": ["team-*", "shared"]},
+    )
+    etl = tokens.authenticate(f"Bearer {ETL}")
+    assert etl.name == "etl"
+    assert ETL not in repr(etl), "the secret stays out of repr"
+    etl.check_write("orders-enricher", {"orders", "orders.eu"})
+    with pytest.raises(Forbidden, match="consumer group 'payments'"):
+        etl.check_write("payments", {"orders"})
+    with pytest.raises(Forbidden, match="topic 'payments'"):
+        etl.check_write("orders-enricher", {"payments"})
+    with pytest.raises(Forbidden, match="may not read"):
+        etl.check_read("orders-enricher")  # write-only
+    ops = tokens.authenticate(f"bearer {OPS}")
+    ops.check_read("anything")
+    with pytest.raises(Forbidden, match="may not write"):
+        ops.check_write("anything")  # read-only: it can never move offsets
+    team = tokens.authenticate(f"Bearer {TEAM}")
+    team.check_write("team-a")
+    team.check_read("shared")
+    with pytest.raises(Forbidden):
+        team.check_write("shared")  # reads and writes have their own patterns
+    for header in (None, "", "Bearer", f"Basic {ETL}", "Bearer not-a-known-token-at-all"):
+        with pytest.raises(Unauthenticated):
+            tokens.authenticate(header)
+
+
+def test_rate_limit_allows_a_burst_then_says_when(tmp_path: Path) -> None:
+    tokens = registry(
+        tmp_path, {"name": "etl", "token": ETL, "write": ["*"], "events_per_second": 2}
+    )
+    grant = tokens.authenticate(f"Bearer {ETL}")
+    for _ in range(4):  # burst: twice the rate
+        tokens.admit_event(grant, now=100.0)
+    with pytest.raises(RateLimited) as limited:
+        tokens.admit_event(grant, now=100.0)
+    assert limited.value.retry_after == pytest.approx(0.5)
+    tokens.admit_event(grant, now=100.5)
+    bucket = TokenBucket(0.1)
+    assert bucket.take(0.0) is None
+    assert bucket.take(0.0) == pytest.approx(10.0)
+
+
+def _entry(**fields: Any) -> dict[str, Any]:
+    return {"tokens": [{"name": "a", "token": ETL, **fields}]}
+
+
+@pytest.mark.parametrize(
+    ("document", "problem"),
+    [
+        ("not json", "is not JSON"),
+        ({"tokens": []}, "at least one"),
+        (_entry(token="short", write=["*"]), "at least 16"),
+        (_entry(write=[]), "write, when given, must be"),
+        (_entry(read=[""]), "read, when given, must be"),
+        (_entry(write=["*"], x=1), "unknown keys"),
+        (_entry(write=["*"], events_per_second=0), "events_per_second"),
+        (_entry(write=["*"], events_per_second=float("nan")), "events_per_second"),
+        (_entry(write=["*"], events_per_second=float("inf")), "events_per_second"),
+        # Ambiguous or meaningless: refused, naming the entry.
+        (_entry(groups=["*"], read=True), "tokens[0] ('a'): \"groups\" is ambiguous"),
+        (_entry(groups=["orders-*"]), '"groups" is ambiguous'),
+        (_entry(read=True), '"read": true|false is ambiguous'),
+        (_entry(write=["*"], read=False), '"read": true|false is ambiguous'),
+        (_entry(), "grants nothing"),
+        (_entry(read=["*"], topics=["orders"]), "topics limits what a token writes"),
+        (_entry(read=["*"], events_per_second=5), "events_per_second limits what"),
+        (
+            {
+                "tokens": [
+                    {"name": "a", "token": ETL, "write": ["*"]},
+                    {"name": "a", "token": OPS, "read": ["*"]},
+                ]
+            },
+            "unique",
+        ),
+        (
+            {
+                "tokens": [
+                    {"name": "a", "token": ETL, "write": ["*"]},
+                    {"name": "b", "token": ETL, "read": ["*"]},
+                ]
+            },
+            "share one token",
+        ),
+    ],
+)
+def test_bad_token_files_fail_naming_the_variable_never_the_secret(
+    tmp_path: Path, document: Any, problem: str
+) -> None:
+    path = tmp_path / "tokens.json"
+    path.write_text(document if isinstance(document, str) else json.dumps(document))
+    with pytest.raises(ConfigError) as caught:
+        TokenRegistry.from_file(str(path))
+    assert caught.value.variable == "SIDECAR_TOKENS_FILE"
+    assert problem in str(caught.value)
+    assert ETL not in str(caught.value)

@@ -1,0 +1,61 @@
+"""Structured logs (observe.logs): the fields of a JSON line, the context a line about
+a query or group carries, and uvicorn's lines routed through the same handler."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+
+import pytest
+
+from spark_offset_sidecar.observe.logs import JsonFormatter, about, configure_logging
+
+
+def record(message: str, **extra: object) -> logging.LogRecord:
+    made = logging.LogRecord(
+        "spark_offset_sidecar.runtime.commit_loop", logging.WARNING, __file__, 1, message, (), None
+    )
+    made.__dict__.update(extra)
+    return made
+
+
+def test_a_line_about_a_commit_carries_query_group_and_checkpoint() -> None:
+    context = about(query_id="q-1", group_id="orders", checkpoint_id=42, attempt=None)
+    line = json.loads(JsonFormatter().format(record("commit failed: timeout", **context)))
+    assert line["message"] == "commit failed: timeout"
+    assert (line["level"], line["logger"]) == (
+        "WARNING",
+        "spark_offset_sidecar.runtime.commit_loop",
+    )
+    assert (line["query_id"], line["group_id"], line["checkpoint_id"]) == ("q-1", "orders", 42)
+    assert "attempt" not in line  # None is left out, not written as null
+    assert line["time"].endswith("+00:00")
+
+
+def test_exceptions_are_one_field_and_the_line_stays_one_line() -> None:
+    try:
+        raise ValueError("bad\nthing")
+    except ValueError:
+        made = logging.LogRecord("x", logging.ERROR, __file__, 1, "crashed", (), sys.exc_info())
+    text = JsonFormatter().format(made)
+    assert "\n" not in text
+    assert "ValueError: bad" in json.loads(text)["exception"]
+
+
+def test_unknown_context_fields_are_refused() -> None:
+    with pytest.raises(ValueError, match="groupid"):
+        about(groupid="orders")
+
+
+def test_uvicorn_lines_go_through_the_json_handler(capsys: pytest.CaptureFixture[str]) -> None:
+    root = logging.getLogger()
+    saved = (list(root.handlers), root.level)
+    try:
+        configure_logging("INFO", "json")
+        logging.getLogger("uvicorn.error").info("Application startup complete.")
+        err = capsys.readouterr().err.strip().splitlines()
+        assert json.loads(err[-1])["logger"] == "uvicorn.error"
+    finally:
+        root.handlers[:] = saved[0]
+        root.setLevel(saved[1])

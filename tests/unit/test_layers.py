@@ -1,0 +1,178 @@
+"""The layout's rules, read from the source (imports inside functions and under
+TYPE_CHECKING included), so that the tree keeps saying what may import what.
+
+Each module of ``spark_offset_sidecar`` is in a room (its first subpackage, or its own name
+for the modules at the top), and a room imports only the rooms of ``MAY_IMPORT``:
+
+    core -> ports -> adapters (kafka, sql) -> app
+                  -> runtime (loops)  -> http (routes) -> app
+    errors and observe are reached from everywhere above the core.
+
+Also: the core and the ports import only the standard library; the runtime and the HTTP
+layer import no Kafka or database driver; the two adapter families never import each
+other; nothing imports the composition root (``app``) but the command line; production
+never imports the doubles of ``testing``; no import cycle; the Spark side (``jobs/``)
+imports nothing of the service."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import pytest
+
+from harness.machine import ROOT
+
+PACKAGE = "spark_offset_sidecar"
+SOURCE = ROOT / "service" / PACKAGE
+
+MAY_IMPORT: dict[str, set[str]] = {
+    "errors": set(),
+    "core": {"errors"},
+    "ports": {"core", "errors"},
+    "observe": {"core", "errors"},
+    "settings": {"errors"},
+    "adapters": {"core", "ports", "errors", "settings"},
+    "runtime": {"core", "ports", "observe", "errors"},
+    "http": {"core", "ports", "runtime", "observe", "errors", "settings"},
+    "app": {"core", "ports", "adapters", "runtime", "http", "observe", "errors", "settings"},
+    "cli": {"app", "adapters", "observe", "errors", "settings", "core"},
+    "testing": {"core", "ports", "errors"},
+}
+STDLIB_ONLY = {"errors", "core", "ports"}
+DRIVERS = {"aiokafka", "kafka", "sqlalchemy", "psycopg", "alembic"}
+NO_DRIVERS = {"runtime", "http", "observe", "testing"}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(SOURCE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(path): path for path in sorted(SOURCE.rglob("*.py"))}
+
+
+def room(module: str) -> str:
+    """``spark_offset_sidecar.adapters.sql.store`` -> ``adapters``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def imports_of(path: Path) -> set[str]:
+    """Every module ``path`` imports, ``from package import module`` resolved to the module."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            for alias in node.names:
+                sub = f"{node.module}.{alias.name}"
+                found.add(sub if sub in MODULES else node.module)
+    return found - {"__future__"}
+
+
+def own_imports(module: str) -> Iterator[str]:
+    for imported in imports_of(MODULES[module]):
+        if imported.split(".")[0] == PACKAGE and imported != PACKAGE:
+            yield imported
+
+
+def test_every_module_is_in_a_room_with_rules() -> None:
+    rooms = {room(m) for m in MODULES} - {"__init__", "migrations"}
+    assert rooms == set(MAY_IMPORT), "a new room: give it rules in MAY_IMPORT"
+
+
+def room_violations(module: str, imported: Iterable[str]) -> list[str]:
+    here = room(module)
+    return [
+        f"{module} imports {i}"
+        for i in imported
+        if i.split(".")[0] == PACKAGE and room(i) != here and room(i) not in MAY_IMPORT[here]
+    ]
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if room(m) in MAY_IMPORT))
+def test_each_room_imports_only_the_rooms_below_it(module: str) -> None:
+    assert room_violations(module, own_imports(module)) == []
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if room(m) in STDLIB_ONLY))
+def test_the_core_the_ports_and_errors_import_only_the_standard_library(
+    module: str,
+) -> None:
+    for imported in imports_of(MODULES[module]):
+        top = imported.split(".")[0]
+        assert top == PACKAGE or top in sys.stdlib_module_names, f"{module} imports {imported}"
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if room(m) in NO_DRIVERS))
+def test_loops_and_routes_reach_kafka_and_the_database_only_through_ports(module: str) -> None:
+    for imported in imports_of(MODULES[module]):
+        assert imported.split(".")[0] not in DRIVERS, f"{module} imports {imported}"
+
+
+def test_the_kafka_and_the_sql_adapters_do_not_import_each_other() -> None:
+    for module in MODULES:
+        if module.startswith(f"{PACKAGE}.adapters."):
+            family = module.split(".")[2]
+            for imported in own_imports(module):
+                if room(imported) == "adapters":
+                    assert imported.split(".")[2] == family, f"{module} imports {imported}"
+
+
+def test_nothing_imports_the_composition_root_but_the_command_line() -> None:
+    for module in MODULES:
+        if module not in (f"{PACKAGE}.app", f"{PACKAGE}.cli"):
+            assert f"{PACKAGE}.app" not in set(own_imports(module)), module
+
+
+def test_no_production_module_imports_the_test_doubles() -> None:
+    for module in MODULES:
+        if module != f"{PACKAGE}.testing":
+            assert f"{PACKAGE}.testing" not in set(own_imports(module)), module
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    done: set[str] = set()
+
+    def visit(module: str, path: list[str]) -> list[str] | None:
+        if module in path:
+            return [*path[path.index(module) :], module]
+        if module in done:
+            return None
+        for imported in sorted(graph.get(module, ())):
+            if cycle := visit(imported, [*path, module]):
+                return cycle
+        done.add(module)
+        return None
+
+    for module in sorted(graph):
+        if cycle := visit(module, []):
+            return cycle
+    return None
+
+
+def test_no_import_cycle() -> None:
+    graph = {m: {i for i in own_imports(m) if i in MODULES} for m in MODULES}
+    assert find_cycle(graph) is None
+
+
+def test_the_spark_side_imports_nothing_of_the_service() -> None:
+    for path in sorted((ROOT / "jobs").rglob("*.py")):
+        for imported in imports_of(path):
+            assert imported.split(".")[0] != PACKAGE, f"{path} imports {imported}"
+
+
+def test_the_checks_catch_what_they_forbid() -> None:
+    """The issue's own examples: routes importing an adapter, a loop importing the app,
+    the core importing the runtime, and the cycle access -> app -> routes -> access."""
+    http, adapter = f"{PACKAGE}.http.event_routes", f"{PACKAGE}.adapters.kafka.committer"
+    assert room_violations(http, [adapter]) == [f"{http} imports {adapter}"]
+    assert room_violations(f"{PACKAGE}.runtime.commit_loop", [f"{PACKAGE}.app"])
+    assert room_violations(f"{PACKAGE}.core.ledger", [f"{PACKAGE}.runtime.commit_loop"])
+    assert room_violations(f"{PACKAGE}.core.ledger", [f"{PACKAGE}.core.offsets"]) == []
+    cycle = {"access": {"app"}, "app": {"routes"}, "routes": {"access"}, "core": set()}
+    assert find_cycle(cycle) == ["access", "app", "routes", "access"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None

@@ -1,0 +1,109 @@
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+from sqlalchemy.engine import make_url
+
+from spark_offset_sidecar.errors import ConfigError
+from spark_offset_sidecar.settings import Settings
+
+
+def test_defaults_and_explicit_values() -> None:
+    settings = Settings.from_env({})
+    assert settings.kafka_bootstrap_servers == "127.0.0.1:9092"
+    assert settings.database_url == f"sqlite:///{Path('sidecar.db').resolve()}"
+    assert (settings.host, settings.port) == ("127.0.0.1", 8000)
+    settings = Settings.from_env(
+        {
+            "SIDECAR_KAFKA_BOOTSTRAP_SERVERS": "a:1, b:2",
+            "SIDECAR_DATABASE_URL": "postgresql+psycopg://u:p@db/sidecar",
+            "SIDECAR_HOST": "0.0.0.0",
+            "SIDECAR_ALLOW_UNAUTHENTICATED": "true",
+            "SIDECAR_PORT": "9000",
+            "OTHER": "ignored",
+        }
+    )
+    assert settings.kafka_bootstrap_servers == "a:1,b:2"
+    assert settings.database_url == "postgresql+psycopg://u:p@db/sidecar"
+    assert (settings.host, settings.port) == ("0.0.0.0", 9000)
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "problem"),
+    [
+        ("SIDECAR_PORT", "http", "invalid value"),
+        ("SIDECAR_PORT", "70000", "TCP port"),
+        ("SIDECAR_KAFKA_BOOTSTRAP_SERVERS", "localhost", "not host:port"),
+        ("SIDECAR_KAFKA_BOOTSTRAP_SERVERS", " , ", "at least one"),
+        ("SIDECAR_DATABASE_URL", "mysql://x/y", "only sqlite"),
+        ("SIDECAR_DATABASE_URL", "not a url", "not a SQLAlchemy URL"),
+        ("SIDECAR_COMMIT_TIMEOUT_SECONDS", "0", "greater than 0"),
+        ("SIDECAR_COMMIT_TIMEOUT_SECONDS", "inf", "finite number"),
+        ("SIDECAR_LEASE_SECONDS", "nan", "finite number"),
+        ("SIDECAR_RETRY_MAX_SECONDS", "1e999", "finite number"),
+        ("SIDECAR_MAX_PENDING_CHECKPOINTS", "0", "at least 1"),
+        ("SIDECAR_LOG_LEVEL", "LOUD", "DEBUG, INFO"),
+        ("SIDECAR_KAFKA_BOOTSTRAP", "a:1", "unknown setting"),
+    ],
+)
+def test_bad_settings_fail_naming_the_variable(variable: str, value: str, problem: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        Settings.from_env({variable: value})
+    assert caught.value.variable == variable
+    assert problem in str(caught.value)
+
+
+@pytest.mark.parametrize("url", ["postgresql://u:p@db/sidecar", "postgresql+psycopg://u:p@db/s"])
+def test_a_postgresql_url_whose_driver_is_missing_names_the_extra(
+    monkeypatch: pytest.MonkeyPatch, url: str
+) -> None:
+    driver = make_url(url).get_driver_name()  # what SQLAlchemy would load for this URL
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == driver else real(name, *a)
+    )
+    with pytest.raises(ConfigError) as caught:
+        Settings.from_env({"SIDECAR_DATABASE_URL": url})
+    assert caught.value.variable == "SIDECAR_DATABASE_URL"
+    assert f"the {driver} driver, which is not installed" in str(caught.value)
+    assert "spark-offset-sidecar[postgres]" in str(caught.value)
+    assert "postgresql+psycopg://" in str(caught.value)
+
+
+def test_retry_bounds_must_be_ordered() -> None:
+    with pytest.raises(ConfigError, match="SIDECAR_RETRY_MAX_SECONDS"):
+        Settings.from_env({"SIDECAR_RETRY_INITIAL_SECONDS": "5", "SIDECAR_RETRY_MAX_SECONDS": "1"})
+
+
+def test_no_tokens_means_loopback_only_unless_told_otherwise(tmp_path: Path) -> None:
+    for host in ("0.0.0.0", "10.1.2.3", "sidecar.example"):
+        with pytest.raises(ConfigError, match="lets anyone who reaches it") as caught:
+            Settings.from_env({"SIDECAR_HOST": host})
+        assert caught.value.variable == "SIDECAR_HOST"
+    for host in ("127.0.0.1", "::1", "localhost"):
+        assert Settings.from_env({"SIDECAR_HOST": host}).host == host
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text("{}")
+    assert Settings.from_env({"SIDECAR_HOST": "0.0.0.0", "SIDECAR_TOKENS_FILE": str(tokens)})
+    with pytest.raises(ConfigError, match="no such file"):
+        Settings.from_env({"SIDECAR_TOKENS_FILE": str(tmp_path / "missing.json")})
+
+
+def test_secrets_stay_out_of_repr_and_sasl_needs_a_user(tmp_path: Path) -> None:
+    secret = tmp_path / "password"
+    secret.write_text("s3cret-from-a-mounted-secret\n")
+    settings = Settings.from_env(
+        {
+            "SIDECAR_KAFKA_SECURITY_PROTOCOL": "sasl_ssl",
+            "SIDECAR_KAFKA_SASL_MECHANISM": "scram-sha-512",
+            "SIDECAR_KAFKA_SASL_USERNAME": "alice",
+            "SIDECAR_KAFKA_SASL_PASSWORD_FILE": str(secret),
+        }
+    )
+    assert settings.kafka_sasl_secret() == "s3cret-from-a-mounted-secret"
+    assert "s3cret" not in repr(Settings(kafka_sasl_password="s3cret-inline"))
+    with pytest.raises(ConfigError, match="SASL needs a user") as caught:
+        Settings.from_env({"SIDECAR_KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT"})
+    assert caught.value.variable == "SIDECAR_KAFKA_SASL_USERNAME"
