@@ -8,7 +8,6 @@ from __future__ import annotations
 import base64
 import json
 import re
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -19,55 +18,16 @@ import pytest
 import yaml
 from fastapi.testclient import TestClient
 
-from harness.machine import ROOT
 from spark_offset_sidecar.app import create_app
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.errors import BrokerUnavailable
 from spark_offset_sidecar.http.auth import TokenRegistry
 from spark_offset_sidecar.testing import InMemoryCommitter, InMemoryLogEnds
 from tests.support.app import post_progress, settings_for
+from tests.support.helm import CHART, KUBERNETES, PRODUCTION, by_kind, helm, refused, render
 from tests.support.service import wait_for
 
-CHART = ROOT / "helm" / "spark-offset-sidecar"
-PRODUCTION = CHART / "ci" / "production-values.yaml"
-KUBERNETES = "1.30.0"
 PROMETHEUS_OPERATOR = "github.com/prometheus-operator/prometheus-operator@v0.78.2"
-
-
-def helm() -> str:
-    found = ROOT / ".local" / "bin" / "helm"
-    if found.exists():
-        return str(found)
-    on_path = shutil.which("helm")
-    if on_path is None:
-        pytest.fail("helm is missing: run `make tools`")
-    return on_path
-
-
-def render(*args: str) -> list[dict[str, Any]]:
-    out = subprocess.run(
-        [helm(), "template", "r", str(CHART), "--namespace", "data", "--kube-version", KUBERNETES,
-         *args],
-        check=True, capture_output=True, text=True,
-    ).stdout  # fmt: skip
-    return [doc for doc in yaml.safe_load_all(out) if doc]
-
-
-def refused(*args: str) -> str:
-    done = subprocess.run(
-        [helm(), "template", "r", str(CHART), "--kube-version", KUBERNETES, *args],
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode != 0, "helm rendered what it should refuse"
-    return done.stderr
-
-
-def by_kind(docs: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    kinds: dict[str, list[dict[str, Any]]] = {}
-    for doc in docs:
-        kinds.setdefault(doc["kind"], []).append(doc)
-    return kinds
 
 
 def crd_schemas() -> dict[str, dict[str, Any]]:

@@ -1,0 +1,233 @@
+"""The chart's alerts and dashboard in a real Prometheus (Debian's ``prometheus`` package,
+installed by ``make system-deps``).
+
+1. ``promtool check rules`` and ``promtool test rules`` on the PrometheusRule that helm
+   renders from the chart (not a copy), with the cases of ``alerts_test.yaml``: every
+   alert fires in its case, and a healthy group beside it never alerts.
+2. A real Prometheus scrapes a real service committing to the real broker, with the
+   rendered rules (short ``for`` windows set through the chart's values): a group that
+   stops committing while records keep arriving, a group whose commits fail, and a
+   healthy group. The right alerts go pending or firing; the healthy group never alerts;
+   every query of the dashboard returns series from that Prometheus.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from harness.machine import free_port
+from harness.service_process import ServiceProcess
+from tests.support.helm import by_kind, render
+from tests.support.kafka import produce, run_sync, unique_group
+from tests.support.service import spark_progress, wait_for
+
+HERE = Path(__file__).parent
+NAMESPACE = "data"  # the label Kubernetes' service discovery would give the series
+
+
+def tool(name: str) -> str:
+    found = shutil.which(name)
+    if found is None:
+        pytest.fail(f"{name} is missing: run `make system-deps` (Debian's prometheus package)")
+    return found
+
+
+def rendered_rules(folder: Path, *values: str) -> dict[str, Any]:
+    """The chart's PrometheusRule as a Prometheus rule file, written to folder/rules.yaml."""
+    docs = render("--set", "metrics.prometheusRule.enabled=true", *values)
+    spec: dict[str, Any] = by_kind(docs)["PrometheusRule"][0]["spec"]
+    (folder / "rules.yaml").write_text(yaml.safe_dump({"groups": spec["groups"]}))
+    return spec
+
+
+def alert_names(spec: dict[str, Any]) -> set[str]:
+    return {rule["alert"] for group in spec["groups"] for rule in group["rules"]}
+
+
+def test_promtool_checks_and_unit_tests_every_rule_of_the_chart(tmp_path: Path) -> None:
+    spec = rendered_rules(tmp_path)
+    checked = subprocess.run(
+        [tool("promtool"), "check", "rules", str(tmp_path / "rules.yaml")],
+        capture_output=True,
+        text=True,
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    cases = yaml.safe_load((HERE / "alerts_test.yaml").read_text())
+    tested = {
+        check["alertname"]
+        for case in cases["tests"]
+        for check in case["alert_rule_test"]
+        if check["exp_alerts"]
+    }
+    assert tested == alert_names(spec), "every alert of the chart has a case that fires"
+    shutil.copy(HERE / "alerts_test.yaml", tmp_path)
+    result = subprocess.run(
+        [tool("promtool"), "test", "rules", str(tmp_path / "alerts_test.yaml")],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS" in result.stdout
+
+
+class Prometheus:
+    """A real Prometheus scraping one target every second, evaluating ``rules.yaml``."""
+
+    def __init__(self, folder: Path, target: str) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = {
+            "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+            "rule_files": [str(folder / "rules.yaml")],
+            "scrape_configs": [
+                {
+                    "job_name": "sidecar",
+                    "static_configs": [{"targets": [target], "labels": {"namespace": NAMESPACE}}],
+                }
+            ],
+        }
+        (folder / "prometheus.yml").write_text(yaml.safe_dump(config))
+        self.log = (folder / "prometheus.log").open("wb")
+        self.process = subprocess.Popen(
+            [
+                tool("prometheus"),
+                f"--config.file={folder / 'prometheus.yml'}",
+                f"--storage.tsdb.path={folder / 'data'}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+            ],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
+        wait_for(self._ready, timeout=60, what="Prometheus to be ready")
+
+    def _ready(self) -> bool:
+        assert self.process.poll() is None, "Prometheus exited; see prometheus.log"
+        try:
+            return httpx.get(f"{self.url}/-/ready", timeout=2).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    def api(self, path: str, **params: str) -> Any:
+        answer = httpx.get(f"{self.url}/api/v1/{path}", params=params, timeout=10)
+        answer.raise_for_status()
+        body = answer.json()
+        assert body["status"] == "success", body
+        return body["data"]
+
+    def alerts(self) -> list[dict[str, Any]]:
+        alerts: list[dict[str, Any]] = self.api("alerts")["alerts"]
+        return alerts
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(30)
+        self.log.close()
+
+
+@pytest.fixture
+def prometheus_and_service(
+    tmp_path: Path, kafka_bootstrap: str
+) -> Iterator[tuple[Prometheus, ServiceProcess]]:
+    # Short windows, so that the test waits seconds, not the production minutes: a bad
+    # status alerts after 5 s, any failed commit counts, records waiting 3 s with no commit
+    # make a group STOP, 2 failed commits in a row make it ERR.
+    rendered_rules(
+        tmp_path,
+        "--set",
+        "metrics.prometheusRule.badStatusFor=5s",
+        "--set",
+        "metrics.prometheusRule.failuresAbove=0",
+    )
+    service = ServiceProcess(
+        tmp_path,
+        kafka_bootstrap,
+        lag_read_interval_seconds=1,
+        status_stop_after_seconds=3,
+        status_err_after_failures=2,
+        export_kafka_lag="true",
+        retry_initial_seconds=0.5,
+        retry_max_seconds=1,
+    ).start()
+    prometheus = Prometheus(tmp_path, f"127.0.0.1:{service.port}")
+    try:
+        yield prometheus, service
+    finally:
+        prometheus.stop()
+        service.stop()
+
+
+def dashboard_queries() -> list[str]:
+    kinds = by_kind(render("--set", "metrics.grafanaDashboard.enabled=true"))
+    config = next(c for c in kinds["ConfigMap"] if c["metadata"]["name"].endswith("dashboard"))
+    board = json.loads(config["data"]["spark-offset-sidecar.json"])
+    return [target["expr"] for panel in board["panels"] for target in panel["targets"]]
+
+
+def test_a_real_prometheus_alerts_on_a_stopped_and_a_failing_group_not_a_healthy_one(
+    prometheus_and_service: tuple[Prometheus, ServiceProcess],
+    kafka_bootstrap: str,
+    new_topic: Any,
+) -> None:
+    prometheus, service = prometheus_and_service
+    healthy, stopped, failing = (unique_group(name) for name in ("healthy", "stopped", "failing"))
+    topic = new_topic(1)
+    run_sync(produce(kafka_bootstrap, topic, 10))
+
+    def post(group: str, batch: int, offsets: dict[str, dict[str, int]]) -> None:
+        answer = service.post_progress(group, spark_progress(batch, offsets, query=group))
+        assert answer.status_code == 200, answer.text
+
+    # All three commit offset 10 of the topic's 10 records (the failing one also names a
+    # partition the topic does not have: Kafka refuses that commit, every retry).
+    post(healthy, 0, {topic: {"0": 10}})
+    post(stopped, 0, {topic: {"0": 10}})
+    post(failing, 0, {topic: {"0": 10, "7": 1}})
+    # Records keep arriving; only the healthy group's job keeps up, batch after batch.
+    for batch in range(1, 4):
+        run_sync(produce(kafka_bootstrap, topic, 5, start=5 + 5 * batch))
+        post(healthy, batch, {topic: {"0": 10 + 5 * batch}})
+
+    seen: list[dict[str, Any]] = []
+
+    def alerts_reached() -> bool:
+        alerts = prometheus.alerts()
+        seen.extend(alerts)
+        states = {
+            (a["labels"]["alertname"], a["labels"].get("consumergroup"), a["state"]) for a in alerts
+        }
+        return {
+            ("SparkOffsetSidecarGroupStopped", stopped, "firing"),
+            ("SparkOffsetSidecarGroupError", failing, "firing"),
+            ("SparkOffsetSidecarCommitFailuresRising", failing, "pending"),
+        } <= states
+
+    wait_for(alerts_reached, timeout=120, what=f"the alerts; last seen: {seen[-8:]}")
+    # The healthy group never alerted, and nothing else did either.
+    assert not [a for a in seen if a["labels"].get("consumergroup") == healthy]
+    assert {a["labels"]["alertname"] for a in seen} <= {
+        "SparkOffsetSidecarGroupStopped",
+        "SparkOffsetSidecarGroupError",
+        "SparkOffsetSidecarCommitFailuresRising",
+    }
+    status = service.http.get(f"/v1/status/{stopped}").json()
+    assert status["status"] == "STOP", status
+
+    # Every query of the dashboard, as Grafana would send it, returns series.
+    for query in dashboard_queries():
+        expr = query.replace("$consumergroup", ".*").replace("$__rate_interval", "1m")
+        result = wait_for(
+            lambda expr=expr: prometheus.api("query", query=expr, time=str(time.time()))["result"],
+            timeout=30,
+            what=f"series for the dashboard's {expr}",
+        )
+        assert result, expr

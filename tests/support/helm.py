@@ -1,0 +1,53 @@
+"""The Helm chart as helm renders it (helm is built from the Go module proxy by
+``make tools``), for the tests of the chart and of its alerts."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from typing import Any
+
+import pytest
+import yaml
+
+from harness.machine import ROOT
+
+CHART = ROOT / "helm" / "spark-offset-sidecar"
+PRODUCTION = CHART / "ci" / "production-values.yaml"
+KUBERNETES = "1.30.0"
+
+
+def helm() -> str:
+    found = ROOT / ".local" / "bin" / "helm"
+    if found.exists():
+        return str(found)
+    on_path = shutil.which("helm")
+    if on_path is None:
+        pytest.fail("helm is missing: run `make tools`")
+    return on_path
+
+
+def render(*args: str) -> list[dict[str, Any]]:
+    out = subprocess.run(
+        [helm(), "template", "r", str(CHART), "--namespace", "data", "--kube-version", KUBERNETES,
+         *args],
+        check=True, capture_output=True, text=True,
+    ).stdout  # fmt: skip
+    return [doc for doc in yaml.safe_load_all(out) if doc]
+
+
+def refused(*args: str) -> str:
+    done = subprocess.run(
+        [helm(), "template", "r", str(CHART), "--kube-version", KUBERNETES, *args],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode != 0, "helm rendered what it should refuse"
+    return done.stderr
+
+
+def by_kind(docs: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    kinds: dict[str, list[dict[str, Any]]] = {}
+    for doc in docs:
+        kinds.setdefault(doc["kind"], []).append(doc)
+    return kinds
