@@ -39,6 +39,7 @@ from spark_offset_sidecar.http.body_limit import BodySizeLimit
 from spark_offset_sidecar.http.event_routes import router
 from spark_offset_sidecar.http.refusals import exception_answers
 from spark_offset_sidecar.http.state import Runtime
+from spark_offset_sidecar.http.status_page import router as status_page_router
 from spark_offset_sidecar.http.status_routes import router as status_router
 from spark_offset_sidecar.observe.metrics import SidecarMetrics, package_version
 from spark_offset_sidecar.ports.kafka import (
@@ -182,6 +183,7 @@ def create_app(
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes, metrics=metrics)
     app.include_router(router)
     app.include_router(status_router)
+    app.include_router(status_page_router)
     for exception, answer in exception_answers(metrics).items():
         app.add_exception_handler(exception, answer)
     _add_operational_routes(app, runtime)

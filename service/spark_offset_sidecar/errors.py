@@ -54,7 +54,12 @@ class Refused(SidecarError):
 
 
 class Unauthenticated(Refused):
-    pass
+    """No known token. ``challenge``: the ``WWW-Authenticate`` answer (``Basic`` for the
+    status page, so that a browser asks for the token)."""
+
+    def __init__(self, message: str, *, challenge: str = "Bearer") -> None:
+        super().__init__(message)
+        self.challenge = challenge
 
 
 class Forbidden(Refused):

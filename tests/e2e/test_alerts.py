@@ -28,8 +28,8 @@ import yaml
 from harness.machine import free_port
 from harness.service_process import ServiceProcess
 from tests.support.helm import by_kind, render
-from tests.support.kafka import produce, run_sync, unique_group
-from tests.support.service import spark_progress, wait_for
+from tests.support.scenarios import three_groups
+from tests.support.service import wait_for
 
 HERE = Path(__file__).parent
 NAMESPACE = "data"  # the label Kubernetes' service discovery would give the series
@@ -179,23 +179,7 @@ def test_a_real_prometheus_alerts_on_a_stopped_and_a_failing_group_not_a_healthy
     new_topic: Any,
 ) -> None:
     prometheus, service = prometheus_and_service
-    healthy, stopped, failing = (unique_group(name) for name in ("healthy", "stopped", "failing"))
-    topic = new_topic(1)
-    run_sync(produce(kafka_bootstrap, topic, 10))
-
-    def post(group: str, batch: int, offsets: dict[str, dict[str, int]]) -> None:
-        answer = service.post_progress(group, spark_progress(batch, offsets, query=group))
-        assert answer.status_code == 200, answer.text
-
-    # All three commit offset 10 of the topic's 10 records (the failing one also names a
-    # partition the topic does not have: Kafka refuses that commit, every retry).
-    post(healthy, 0, {topic: {"0": 10}})
-    post(stopped, 0, {topic: {"0": 10}})
-    post(failing, 0, {topic: {"0": 10, "7": 1}})
-    # Records keep arriving; only the healthy group's job keeps up, batch after batch.
-    for batch in range(1, 4):
-        run_sync(produce(kafka_bootstrap, topic, 5, start=5 + 5 * batch))
-        post(healthy, batch, {topic: {"0": 10 + 5 * batch}})
+    healthy, stopped, failing = three_groups(service, kafka_bootstrap, new_topic(1))
 
     seen: list[dict[str, Any]] = []
 

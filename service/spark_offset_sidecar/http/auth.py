@@ -27,6 +27,8 @@ only in ``TokenGrant.secret`` (excluded from ``repr``).
 
 from __future__ import annotations
 
+import base64
+import binascii
 import fnmatch
 import hmac
 import json
@@ -128,21 +130,36 @@ class TokenRegistry:
 
     def authenticate(self, authorization: str | None) -> TokenGrant:
         scheme, _, presented = (authorization or "").partition(" ")
-        if scheme.lower() != "bearer" or not presented.strip():
-            raise Unauthenticated("send Authorization: Bearer <token>")
+        if scheme.lower() == "basic":  # a browser: any user name, the token as password
+            presented = _basic_password(presented)
+        elif scheme.lower() != "bearer":
+            presented = ""
+        if not presented.strip():
+            raise Unauthenticated(
+                "send Authorization: Bearer <token> (from a browser: Basic, the token as "
+                "the password)"
+            )
         candidate = presented.strip().encode()
         found: TokenGrant | None = None
         for grant in self.grants:  # all of them, always
             if hmac.compare_digest(candidate, grant.secret):
                 found = grant
         if found is None:
-            raise Unauthenticated("the bearer token is not known")
+            raise Unauthenticated("the token is not known")
         return found
 
     def admit_event(self, grant: TokenGrant, now: float) -> None:
         bucket = self._buckets.get(grant.name)
         if bucket is not None and (wait := bucket.take(now)) is not None:
             raise RateLimited(grant.name, wait)
+
+
+def _basic_password(credentials: str) -> str:
+    try:
+        decoded = base64.b64decode(credentials.strip(), validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError):
+        raise Unauthenticated("Basic credentials must be base64 of user:token") from None
+    return decoded.partition(":")[2]
 
 
 _KEYS = frozenset({"name", "token", "write", "read", "topics", "events_per_second"})

@@ -124,7 +124,9 @@ def exception_answers(metrics: SidecarMetrics) -> dict[type[Exception], Handler]
 
     async def unauthenticated(_request: Request, exc: Unauthenticated) -> Response:
         metrics.invalid_events.labels("unauthenticated").inc()
-        return refusal(401, "unauthenticated", str(exc), headers={"WWW-Authenticate": "Bearer"})
+        return refusal(
+            401, "unauthenticated", str(exc), headers={"WWW-Authenticate": exc.challenge}
+        )
 
     async def forbidden(_request: Request, exc: Forbidden) -> Response:
         metrics.invalid_events.labels("forbidden").inc()

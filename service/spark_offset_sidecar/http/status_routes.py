@@ -84,7 +84,7 @@ class StatusAnswer(BaseModel):
     groups: list[GroupStatusView]
 
 
-def _monitor(request: Request) -> tuple[Ledger, LagMonitor]:
+def monitor_of(request: Request) -> tuple[Ledger, LagMonitor]:
     runtime = runtime_of(request)
     if runtime.lag_monitor is None or runtime.durable is None:
         raise HTTPException(503, "the service is starting")
@@ -95,7 +95,7 @@ def _monitor(request: Request) -> tuple[Ledger, LagMonitor]:
 async def list_status(request: Request) -> StatusAnswer:
     """Every group's status (with a token: the groups it may touch)."""
     grant = caller(request, event=False)
-    _, monitor = _monitor(request)
+    _, monitor = monitor_of(request)
     return StatusAnswer(
         evaluated_at=monitor.evaluated_at,
         log_ends_read_at=monitor.read_at,
@@ -111,7 +111,7 @@ async def list_status(request: Request) -> StatusAnswer:
 async def get_status(group_id: GroupId, request: Request) -> GroupStatusView | JSONResponse:
     """One group's status, evaluated now."""
     allow_read(caller(request, event=False), group_id)
-    ledger, monitor = _monitor(request)
+    ledger, monitor = monitor_of(request)
     if not ledger.commits(group_id):
         return refusal(
             404,

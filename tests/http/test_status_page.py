@@ -1,0 +1,124 @@
+"""``GET /ui`` in-process: what the page shows, in what order, what it refuses to run, and
+the same tokens and read grants as the JSON routes (Basic for browsers). The page in a
+real browser is ``tests/e2e/test_status_page.py``."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from spark_offset_sidecar.app import create_app
+from spark_offset_sidecar.core.offsets import TopicPartition
+from spark_offset_sidecar.errors import UnknownTopicPartition
+from spark_offset_sidecar.testing import InMemoryCommitter, InMemoryLogEnds
+from tests.support.app import settings_for
+from tests.support.service import spark_progress, wait_for
+
+TOKENS = {
+    "tokens": [
+        {"name": "team-a", "token": "team-a-secret-0001", "write": ["a-*"], "read": ["a-*"]},
+        {"name": "ops", "token": "ops-secret-000001", "read": ["*"]},
+        {"name": "writer", "token": "writer-secret-001", "write": ["*"]},
+    ]
+}
+
+
+WRITER = {"Authorization": "Bearer writer-secret-001"}
+
+
+def basic(token: str, user: str = "anyone") -> dict[str, str]:
+    return {"Authorization": "Basic " + base64.b64encode(f"{user}:{token}".encode()).decode()}
+
+
+@pytest.fixture
+def committer() -> InMemoryCommitter:
+    return InMemoryCommitter()
+
+
+@pytest.fixture
+def client(tmp_path: Path, committer: InMemoryCommitter) -> Iterator[TestClient]:
+    (tmp_path / "tokens.json").write_text(json.dumps(TOKENS))
+    ends = InMemoryLogEnds(
+        {TopicPartition("orders", 0): 100, TopicPartition("orders", 1): 80}
+        | {TopicPartition("clicks", 0): 10}
+    )
+    settings = settings_for(
+        tmp_path,
+        tokens_file=str(tmp_path / "tokens.json"),
+        lag_read_interval_seconds=0.05,
+        status_err_after_failures=1,
+    )
+    app = create_app(settings, committer=committer, log_ends=ends)
+    with TestClient(app) as test_client:
+        yield test_client
+
+
+def test_the_page_shows_every_group_worst_first_and_runs_nothing(
+    client: TestClient, committer: InMemoryCommitter
+) -> None:
+    auth = WRITER
+    for group, batch, offsets in (
+        ("a-clicks", 0, {"clicks": {"0": 10}}),
+        ("a-orders", 0, {"orders": {"0": 60, "1": 80}}),
+    ):
+        body = {"group_id": group, "progress": _progress(group, batch, offsets)}
+        assert client.post("/v1/progress", json=body, headers=auth).status_code == 200
+    committer.fail_with = UnknownTopicPartition("no partition 9")
+    body = {"group_id": "a-broken", "progress": _progress("a-broken", 0, {"orders": {"9": 1}})}
+    assert client.post("/v1/progress", json=body, headers=auth).status_code == 200
+
+    def page() -> str:
+        answer = client.get("/ui", headers=basic("ops-secret-000001"))
+        assert answer.status_code == 200, answer.text
+        text = answer.text
+        return text if all(f">{g}<" in text for g in ("a-clicks", "a-orders", "a-broken")) else ""
+
+    html = wait_for(lambda: "ERR" in (p := page()) and "unknown_topic" in p and p, what="page")
+    names = re.findall(r'<b class="name">([^<]+)</b>', html)
+    assert names[0] == "a-broken", names  # ERR first, then the lagging group, then OK
+    assert names.index("a-orders") < names.index("a-clicks"), names
+    assert "<script" not in html.lower()
+    assert re.search(r'http-equiv="refresh" content="5"', html)
+    assert ">40<" in html  # a-orders' total lag: 100 - 60 on partition 0
+    answer = client.get("/ui", headers=basic("ops-secret-000001"))
+    assert answer.headers["content-security-policy"].startswith("default-src 'none'")
+    assert answer.headers["content-type"].startswith("text/html")
+
+
+def _progress(group: str, batch: int, offsets: dict[str, dict[str, int]]) -> dict[str, object]:
+    return spark_progress(batch, offsets, query=f"q-{group}-0000")
+
+
+def test_tokens_and_read_grants_as_the_json_routes_with_basic_for_browsers(
+    client: TestClient,
+) -> None:
+    for group in ("a-orders", "b-orders"):
+        body = {"group_id": group, "progress": _progress(group, 0, {"orders": {"0": 5}})}
+        answer = client.post(
+            "/v1/progress", json=body, headers={"Authorization": "Bearer writer-secret-001"}
+        )
+        assert answer.status_code == 200, answer.text
+    asked = client.get("/ui")
+    assert asked.status_code == 401
+    assert asked.headers["www-authenticate"].startswith('Basic realm="spark-offset-sidecar"')
+    assert asked.json()["outcome"] == "unauthenticated"  # the one error body
+    assert client.get("/ui", headers=basic("not-a-token")).status_code == 401
+    assert client.get("/ui", headers={"Authorization": "Basic !!!"}).status_code == 401
+    assert client.get("/ui", headers=basic("writer-secret-001")).status_code == 403  # no read grant
+
+    def everyone() -> str:
+        return client.get("/ui", headers=basic("ops-secret-000001")).text
+
+    page = wait_for(lambda: ">b-orders<" in (t := everyone()) and t, what="both groups")
+    assert ">a-orders<" in page
+    team_a = client.get("/ui", headers={"Authorization": "Bearer team-a-secret-0001"}).text
+    assert ">a-orders<" in team_a
+    assert "b-orders" not in team_a
+    # The JSON API still challenges with Bearer.
+    assert client.get("/v1/status").headers["www-authenticate"] == "Bearer"
