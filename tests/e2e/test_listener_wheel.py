@@ -1,0 +1,101 @@
+"""The listener as a Spark cluster gets it: its own wheel (``jobs/pyproject.toml``), built
+from this checkout and pip-installed into a clean virtual environment that has nothing
+but pyspark; a real job run by that environment's Python reads a real topic, and the
+service commits its offsets to the group."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import venv
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.machine import ROOT
+from harness.service_process import ServiceProcess
+from jobs.spark_session import kafka_connector_jars
+from tests.support.kafka import committed_offsets, produce, run_sync, unique_group
+from tests.support.service import wait_for
+
+pytestmark = [pytest.mark.kafka, pytest.mark.spark]
+
+JOB = textwrap.dedent(
+    """
+    import sys
+
+    from pyspark.sql import SparkSession
+    from spark_offset_listener.listener import OffsetCommitListener
+
+    url, group, bootstrap, topic, checkpoint, jars = sys.argv[1:]
+    spark = (
+        SparkSession.builder.master("local[1]")
+        .config("spark.jars", jars)
+        .config("spark.ui.enabled", "false")
+        .getOrCreate()
+    )
+    spark.streams.addListener(OffsetCommitListener(url, group_id=group))
+    query = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", "40")
+        .load()
+        .writeStream.format("noop")
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    spark.stop()
+    """
+)
+
+
+def test_the_listener_wheel_in_an_environment_with_only_pyspark_commits_a_real_job(
+    tmp_path: Path, kafka_bootstrap: str, new_topic: Any
+) -> None:
+    wheels = tmp_path / "wheels"
+    build = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels)]
+    subprocess.run([*build, str(ROOT / "jobs")], check=True, capture_output=True)
+    (wheel,) = wheels.glob("spark_offset_listener-*.whl")
+    env = tmp_path / "driver"
+    venv.create(env, with_pip=True)
+    python = str(env / "bin" / "python")
+    pyspark = f"pyspark=={version('pyspark')}"  # the version the connector jars match
+    installed = subprocess.run(
+        [python, "-m", "pip", "install", "-q", pyspark, str(wheel)],
+        capture_output=True,
+        text=True,
+    )
+    assert installed.returncode == 0, installed.stderr
+    for absent in ("fastapi", "aiokafka", "spark_offset_sidecar"):
+        probe = subprocess.run([python, "-c", f"import {absent}"], capture_output=True)
+        assert probe.returncode != 0, f"{absent} is in the driver's environment"
+
+    topic, group = new_topic(2), unique_group("wheel")
+    run_sync(produce(kafka_bootstrap, topic, 150))
+    service = ServiceProcess(tmp_path, kafka_bootstrap).start()
+    try:
+        (tmp_path / "job.py").write_text(JOB)
+        jars = ",".join(kafka_connector_jars())
+        arguments = [service.url, group, kafka_bootstrap, topic, str(tmp_path / "checkpoint"), jars]
+        job = subprocess.run(
+            [python, str(tmp_path / "job.py"), *arguments],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert job.returncode == 0, job.stderr[-3000:]
+
+        def all_committed() -> bool:
+            committed = committed_offsets(kafka_bootstrap, group)
+            return set(committed) == {(topic, 0), (topic, 1)} and sum(committed.values()) == 150
+
+        wait_for(all_committed, timeout=30, what="the job's 150 records committed")
+    finally:
+        service.stop()
