@@ -6,7 +6,6 @@ service commits its offsets to the group."""
 from __future__ import annotations
 
 import subprocess
-import sys
 import textwrap
 import venv
 from importlib.metadata import version
@@ -15,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from harness.machine import ROOT
 from harness.service_process import ServiceProcess
 from jobs.spark_session import kafka_connector_jars
 from tests.support.kafka import committed_offsets, produce, run_sync, unique_group
 from tests.support.service import wait_for
+from tests.support.wheels import listener_wheel
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
@@ -59,10 +58,7 @@ JOB = textwrap.dedent(
 def test_the_listener_wheel_in_an_environment_with_only_pyspark_commits_a_real_job(
     tmp_path: Path, kafka_bootstrap: str, new_topic: Any
 ) -> None:
-    wheels = tmp_path / "wheels"
-    build = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels)]
-    subprocess.run([*build, str(ROOT / "jobs")], check=True, capture_output=True)
-    (wheel,) = wheels.glob("spark_offset_listener-*.whl")
+    wheel = listener_wheel(tmp_path / "wheels")
     env = tmp_path / "driver"
     venv.create(env, with_pip=True)
     python = str(env / "bin" / "python")

@@ -20,6 +20,7 @@ import httpx
 import pytest
 
 from harness.machine import ROOT, free_port
+from tests.support.wheels import listener_wheel
 
 
 def dockerfile_healthcheck() -> list[str]:
@@ -186,13 +187,7 @@ def test_the_service_wheel_holds_one_import_name_with_every_module_and_migration
 
 
 def test_the_listener_wheel_is_the_listener_alone_with_no_dependency(tmp_path: Path) -> None:
-    build = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path)]
-    subprocess.run(
-        [*build, str(ROOT / "jobs")],
-        check=True,
-        capture_output=True,
-    )
-    (built,) = tmp_path.glob("spark_offset_listener-*.whl")
+    built = listener_wheel(tmp_path)
     files = _wheel_files(built)
     assert {name.split("/")[0] for name in files} == {"spark_offset_listener"}
     assert "spark_offset_listener/listener.py" in files
