@@ -26,6 +26,7 @@ from fastapi.responses import PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from spark_offset_sidecar.adapters.kafka import starting_offsets as recovery
+from spark_offset_sidecar.adapters.kafka.admin import KafkaCommittedReader
 from spark_offset_sidecar.adapters.kafka.committer import KafkaOffsetCommitter
 from spark_offset_sidecar.adapters.kafka.log_ends import KafkaLogEndReader
 from spark_offset_sidecar.adapters.kafka.options import kafka_client_options
@@ -43,6 +44,7 @@ from spark_offset_sidecar.http.status_page import router as status_page_router
 from spark_offset_sidecar.http.status_routes import router as status_router
 from spark_offset_sidecar.observe.metrics import SidecarMetrics, package_version
 from spark_offset_sidecar.ports.kafka import (
+    CommittedOffsetsReader,
     LogEndReader,
     OffsetCommitter,
     StartingOffsets,
@@ -67,12 +69,13 @@ def create_app(
     committer: OffsetCommitter | None = None,
     log_ends: LogEndReader | None = None,
     starting_offsets: StartingOffsetsReader | None = None,
+    committed_reader: CommittedOffsetsReader | None = None,
     registry: CollectorRegistry | None = None,
     clock: Callable[[], float] = time.time,
 ) -> FastAPI:
     """Build the service. ``store`` defaults to SQL (``database_url``), ``committer``,
-    ``log_ends`` and ``starting_offsets`` to aiokafka (``kafka_bootstrap_servers``); tests
-    may pass others (``testing``)."""
+    ``log_ends``, ``starting_offsets`` and (with replicas) ``committed_reader`` to aiokafka
+    (``kafka_bootstrap_servers``); tests may pass others (``testing``)."""
     metrics = SidecarMetrics(registry or CollectorRegistry())
     runtime = Runtime(
         settings, metrics, clock, starting_offsets or _kafka_starting_offsets(settings)
@@ -114,12 +117,23 @@ def create_app(
             from spark_offset_sidecar.adapters.sql.lease_store import LeaseStore
             from spark_offset_sidecar.runtime.lease_keeper import LeaseKeeper
 
+            # A double committer never wrote to Kafka: nothing there to read back.
+            read_back = committed_reader or (
+                KafkaCommittedReader(
+                    kafka_client_options(settings), request_timeout=settings.commit_timeout_seconds
+                )
+                if committer is None
+                else None
+            )
             keeper = LeaseKeeper(
                 LeaseStore(ledger_store.engine, ownership.replica_id, settings.lease_seconds),
                 PostgresChangeNotices(settings.database_url),
                 ownership,
                 runtime.durable,
                 on_owned=runtime.commit_loop.wake,
+                read_back=read_back,
+                read_back_after=settings.commit_timeout_seconds,
+                on_mismatch=lambda _group: metrics.takeover_mismatches.inc(),
             )
             runtime.lease_keeper = keeper
             await keeper.round()  # hold a share of the groups before answering ready

@@ -4,7 +4,8 @@ evidence that the system works with Kafka or a database: the real adapters are t
 against a real broker and real databases.
 
 - ``InMemoryStore``      a ``LedgerStore`` (``ports.store``) that keeps nothing
-- ``InMemoryCommitter``  an ``OffsetCommitter`` (``ports.kafka``) that records commits
+- ``InMemoryCommitter``  an ``OffsetCommitter`` (``ports.kafka``) that records commits, and
+                         the ``CommittedOffsetsReader`` of what it (or the test) committed
 - ``InMemoryLogEnds``    a ``LogEndReader`` (``ports.kafka``) with log ends set by the test
 """
 
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field
 from spark_offset_sidecar.core.changes import Change, CommitRequest
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.errors import CommitError, KafkaReadError
-from spark_offset_sidecar.ports.kafka import LogEnds
+from spark_offset_sidecar.ports.kafka import Committed, LogEnds
 from spark_offset_sidecar.ports.store import StoredState
 
 
@@ -65,6 +66,15 @@ class InMemoryCommitter:
             self.commits.append(request)
         finally:
             self.in_flight -= 1
+
+    async def committed(self, group_id: str) -> dict[TopicPartition, Committed]:
+        """What Kafka would hold for ``group_id``: the recorded commits, the last one per
+        partition winning (a test may append a late one)."""
+        held: dict[TopicPartition, Committed] = {}
+        for request in self.commits:
+            if request.group_id == group_id:
+                held.update({tp: Committed(o, "") for tp, o in request.offsets.items()})
+        return held
 
     async def close(self) -> None:
         self.gate.set()

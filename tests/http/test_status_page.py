@@ -79,7 +79,9 @@ def test_the_page_shows_every_group_worst_first_and_runs_nothing(
         text = answer.text
         return text if all(f">{g}<" in text for g in ("a-clicks", "a-orders", "a-broken")) else ""
 
-    html = wait_for(lambda: "ERR" in (p := page()) and "unknown_topic" in p and p, what="page")
+    broken = '<span class="badge ERR">ERR</span>'  # a group's badge (the chips say "ERR 1")
+    html = wait_for(lambda: broken in (p := page()) and p, what="a-broken evaluated ERR")
+    assert "unknown_topic_or_partition &times;" in html  # its failed commits, by reason
     names = re.findall(r'<b class="name">([^<]+)</b>', html)
     assert names[0] == "a-broken", names  # ERR first, then the lagging group, then OK
     assert names.index("a-orders") < names.index("a-clicks"), names

@@ -1,4 +1,5 @@
-"""Every rule (R1-R8) and every phase transition of the ledger, one by one."""
+"""Every rule of the ledger (R1-R9, R12; R10-R11 have their own files) and every phase
+transition, one by one."""
 
 from __future__ import annotations
 
@@ -361,3 +362,62 @@ def test_a_failed_refresh_is_retried_like_any_commit() -> None:
     retry = take(ledger, now=11.0)
     assert retry is not None
     assert retry.offsets == offsets(10, 10)
+
+
+# --- R12 repair after a takeover ---------------------------------------------------------
+
+
+def committed_once(ledger: Ledger) -> None:
+    progress(ledger, 1, 10, 11)
+    first = take(ledger, now=1.0)
+    assert first is not None
+    ledger.apply_change(ledger.commit_result(first, now=2.0))
+
+
+def test_a_repaired_group_commits_its_stored_offsets_again_at_once_then_no_more() -> None:
+    ledger = Ledger()  # no R9 refresh configured: a repair needs none
+    committed_once(ledger)
+    assert ledger.ready_groups(now=3.0) == []
+    assert ledger.repair("g")
+    assert ledger.ready_groups(now=3.0) == ["g"]
+    again = take(ledger, now=3.0)
+    assert again is not None
+    assert again.refresh
+    assert (again.offsets, again.checkpoint_id) == (offsets(10, 11), 1)
+    ledger.apply_change(ledger.commit_result(again, now=4.0))
+    assert ledger.ready_groups(now=1e9) == [], "one repair, one commit"
+    assert ledger.next_retry_at() is None
+
+
+def test_a_failed_repair_is_retried_until_it_succeeds() -> None:
+    ledger = Ledger(backoff=Backoff(initial=1.0))
+    committed_once(ledger)
+    assert ledger.repair("g")
+    attempt = take(ledger, now=3.0)
+    assert attempt is not None
+    ledger.apply_change(ledger.commit_result(attempt, now=3.0, failure="timeout"))
+    retry = take(ledger, now=4.0)
+    assert retry is not None
+    assert retry.offsets == offsets(10, 11)
+    ledger.apply_change(ledger.commit_result(retry, now=5.0))
+    assert ledger.ready_groups(now=1e9) == []
+
+
+def test_no_repair_when_a_commit_follows_anyway_or_nothing_is_stored_or_owned() -> None:
+    assert not Ledger().repair("g"), "unknown group"
+    ledger = Ledger()
+    progress(ledger, 1, 10, 11)
+    assert not ledger.repair("g"), "nothing committed yet: the slot's commit comes anyway"
+    first = take(ledger, now=1.0)
+    assert first is not None
+    assert not ledger.repair("g"), "a commit in flight"
+    ledger.apply_change(ledger.commit_result(first, now=2.0))
+    progress(ledger, 2, 20, 21)
+    assert not ledger.repair("g"), "a newer slot commits anyway"
+    newer = take(ledger, now=3.0)
+    assert newer is not None
+    assert newer.offsets == offsets(20, 21)
+    ledger.apply_change(ledger.commit_result(newer, now=4.0))
+    ledger.commit_only(set())
+    assert not ledger.repair("g"), "another replica's group"
+    assert ledger.ready_groups(now=1e9) == []

@@ -41,6 +41,10 @@ Rules
                  this replica's own (commit in flight, retry timing, counters) stays
                  (``core.replica_merge``). A replica takes only the groups it owns
                  (``commit_only``).
+  R12 repair     After a takeover, a group whose offsets in Kafka differ from its stored
+                 committed offsets (a late commit of the old owner landed) is ``repair``ed:
+                 it commits its stored offsets again at once (taken like R9), unless a
+                 commit follows anyway (a slot, or one in flight). Never persisted.
 
 A group's commit phase follows from (slot, in flight); the only transitions are:
 
@@ -138,6 +142,7 @@ class Ledger:
         self._takeable: set[str] = set()
         self._refresh_heap: list[tuple[float, str]] = []
         self._committing: set[str] | None = None  # R11: groups this replica commits
+        self._repairs: set[str] = set()  # R12: groups due their stored offsets again now
 
         for group in self.groups.values():
             self._reindex(group)
@@ -377,18 +382,34 @@ class Ledger:
             heapq.heapify(self._refresh_heap)
 
     def _refresh_due(self, group: GroupState) -> float | None:
-        """When ``group`` commits its last offsets again (R9): only an owned group with
-        committed offsets and nothing else to commit."""
+        """When ``group`` commits its last offsets again (R9, or at once for R12): only an
+        owned group with committed offsets and nothing else to commit."""
         if (
-            self.refresh_after is None
-            or group.committed is None
+            group.committed is None
             or group.slot is not None
             or group.in_flight is not None
             or group.query_id is None
             or not self.commits(group.group_id)
         ):
             return None
+        if group.group_id in self._repairs:
+            return group.committed.at  # already past: due at once
+        if self.refresh_after is None:
+            return None
         return group.committed.at + self.refresh_after
+
+    def repair(self, group_id: str) -> bool:
+        """R12: commit ``group_id``'s stored offsets again at once. False when nothing
+        needs it: no stored offsets, not this replica's, or a commit follows anyway."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return False
+        self._repairs.add(group_id)
+        if self._refresh_due(group) is None:
+            self._repairs.discard(group_id)
+            return False
+        self._reindex(group)
+        return True
 
     def take(self, group_id: str, now: float, fence: int | None = None) -> CommitRequest | None:
         """Hand out ``group_id``'s slot as a commit, or None if R6 says not now; ``fence``
@@ -588,6 +609,7 @@ class Ledger:
         group.last_failure = None
         group.counters.succeeded += 1
         group.counters.refreshed += int(request.refresh)
+        self._repairs.discard(group.group_id)
         self._reindex(group)
 
     def _commit_failed(self, change: CommitFailed) -> None:

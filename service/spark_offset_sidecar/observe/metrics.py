@@ -99,6 +99,12 @@ class SidecarMetrics:
             "Successful commits not recorded because another replica owns the group now.",
             registry=registry,
         )
+        self.takeover_mismatches = Counter(
+            "sidecar_takeover_mismatches",
+            "Groups this replica took whose offsets in Kafka differed from the store's last "
+            "commit (a late commit of the old owner); each is committed again.",
+            registry=registry,
+        )
         self.groups_owned = Gauge(
             "sidecar_groups_owned",
             "Groups this replica holds the lease of and commits (with replicas).",

@@ -36,6 +36,21 @@ class LogEndReader(Protocol):
 
 
 @dataclass(frozen=True)
+class Committed:
+    """One partition's committed offset in Kafka, with the metadata its committer wrote."""
+
+    offset: int
+    metadata: str
+
+
+class CommittedOffsetsReader(Protocol):
+    async def committed(self, group_id: str) -> dict[TopicPartition, Committed]:
+        """Every offset Kafka holds for the group; raises ``KafkaReadError``."""
+
+    async def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
 class StartingOffsets:
     """Where a group's committed offsets stand, in the form Spark's ``startingOffsets``
     takes."""

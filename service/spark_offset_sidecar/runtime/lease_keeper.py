@@ -11,6 +11,12 @@ commit deadline (L3) passes on its own and the replica stops committing.
 group this replica owns that another replica changed is refreshed from the store and the
 commit loop woken; on every (re)connection all owned groups are refreshed, for notices
 missed while disconnected. It sees ports only (``ports.leases``), never the database.
+
+Know, not assume (ledger R12): the Kafka-side fence between replicas is a time bound. So
+``read_back_after`` seconds after groups became this replica's, their offsets are read
+back from Kafka and compared with the stored committed offsets; a difference (a late
+commit of the old owner landed) is counted, logged with what Kafka holds and who wrote
+it, and repaired by committing the stored offsets again.
 """
 
 from __future__ import annotations
@@ -18,9 +24,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from spark_offset_sidecar.core.leases import Ownership, claim_count, release_count
+from spark_offset_sidecar.core.offsets import describe
+from spark_offset_sidecar.ports.kafka import CommittedOffsetsReader
 from spark_offset_sidecar.ports.leases import ChangeNotice, ChangeNotices, Leases
 from spark_offset_sidecar.runtime.durable_ledger import DurableLedger
 
@@ -36,7 +45,11 @@ class LeaseKeeper:
         durable: DurableLedger,
         *,
         on_owned: Callable[[], None],
+        read_back: CommittedOffsetsReader | None = None,
+        read_back_after: float = 10.0,
+        on_mismatch: Callable[[str], None] = lambda group_id: None,
         clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self.store = store
         self.notices = notices
@@ -44,6 +57,10 @@ class LeaseKeeper:
         self.durable = durable
         self.on_owned = on_owned  # groups became ours to commit: wake the commit loop
         self.clock = clock
+        self.wall_clock = wall_clock  # the ledger's clock (committed offsets' times)
+        self.read_back = read_back
+        self.read_back_after = read_back_after  # the old owner's last commit has landed
+        self.on_mismatch = on_mismatch
         self.interval = ownership.lease / 6
         self._wake = asyncio.Event()
         self._refreshes: set[asyncio.Task[None]] = set()
@@ -102,6 +119,8 @@ class LeaseKeeper:
             )
         if new:
             self.on_owned()
+            if self.read_back is not None:
+                self._spawn(self.read_back_taken(new))
 
     def _set(self, renewed: float, held: dict[str, int]) -> None:
         self.ownership.renewed_at(renewed, held)
@@ -128,9 +147,58 @@ class LeaseKeeper:
             return
         owned = {g for g in notice.changed if self.ownership.owns(g)}
         if owned:
-            task = asyncio.get_running_loop().create_task(self._refresh_owned(owned))
-            self._refreshes.add(task)
-            task.add_done_callback(self._refreshes.discard)
+            self._spawn(self._refresh_owned(owned))
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._refreshes.add(task)
+        task.add_done_callback(self._refreshes.discard)
+
+    async def read_back_taken(self, group_ids: set[str]) -> None:
+        """R12: after ``read_back_after``, compare what Kafka holds for ``group_ids`` with
+        the stored committed offsets, and repair a difference."""
+        assert self.read_back is not None
+        await asyncio.sleep(self.read_back_after)
+        for group_id in sorted(group_ids):
+            if not self.ownership.owns(group_id):
+                continue
+            asked_at = self.wall_clock()
+            try:
+                in_kafka = await self.read_back.committed(group_id)
+            except Exception as exc:
+                log.warning("could not read back group %s after taking it: %s", group_id, exc)
+                continue
+            group = self.durable.ledger.groups.get(group_id)
+            if (
+                group is None
+                or group.committed is None
+                or group.committed.at > asked_at  # committed meanwhile: Kafka has it
+                or group.slot is not None  # a commit follows anyway
+                or group.in_flight is not None
+            ):
+                continue
+            stored = group.committed.offsets
+            differ = sorted(
+                tp for tp in stored if tp not in in_kafka or in_kafka[tp].offset != stored[tp]
+            )
+            if not differ:
+                continue
+            self.on_mismatch(group_id)
+            held = ", ".join(
+                f"{tp.topic}/{tp.partition}@{in_kafka[tp].offset if tp in in_kafka else '-'}"
+                for tp in differ
+            )
+            writers = sorted({in_kafka[tp].metadata for tp in differ if tp in in_kafka})
+            log.warning(
+                "after taking group %s, Kafka holds %s (written by %s) where the store says "
+                "%s was committed last: committing the stored offsets again",
+                group_id,
+                held,
+                ", ".join(writers) or "nobody",
+                describe({tp: stored[tp] for tp in differ}),
+            )
+            if self.durable.ledger.repair(group_id):
+                self.on_owned()
 
     async def _refresh_owned(self, group_ids: set[str]) -> None:
         if not group_ids:

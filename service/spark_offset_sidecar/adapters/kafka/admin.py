@@ -40,6 +40,7 @@ from aiokafka.protocol.commit import OffsetFetchRequest
 
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.errors import KafkaReadError
+from spark_offset_sidecar.ports.kafka import Committed
 
 T = TypeVar("T")
 # Answers that mean "ask again": the coordinator is being created, is loading, or moved.
@@ -50,12 +51,6 @@ NOT_YET: tuple[type[KafkaError], ...] = (
 )
 FIRST_BACKOFF = 0.1
 MAX_BACKOFF = 1.0
-
-
-@dataclass(frozen=True)
-class Committed:
-    offset: int
-    metadata: str
 
 
 @dataclass(frozen=True)
@@ -193,3 +188,19 @@ def _raise_for(error_code: int) -> None:
     if error_code:
         error = for_code(error_code)
         raise error()
+
+
+class KafkaCommittedReader:
+    """The ``CommittedOffsetsReader`` port: a group's committed offsets, read through a
+    ``GroupAdmin`` opened for each read (reads are rare: after a takeover)."""
+
+    def __init__(self, client_options: Mapping[str, Any], *, request_timeout: float) -> None:
+        self._options = client_options
+        self._request_timeout = request_timeout
+
+    async def committed(self, group_id: str) -> dict[TopicPartition, Committed]:
+        async with GroupAdmin(self._options, request_timeout=self._request_timeout) as admin:
+            return await admin.committed(group_id)
+
+    async def close(self) -> None:
+        pass

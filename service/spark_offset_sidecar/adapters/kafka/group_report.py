@@ -12,9 +12,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from spark_offset_sidecar.adapters.kafka.admin import Committed, GroupAdmin
+from spark_offset_sidecar.adapters.kafka.admin import GroupAdmin
 from spark_offset_sidecar.adapters.kafka.log_ends import KafkaLogEndReader
 from spark_offset_sidecar.core.offsets import TopicPartition
+from spark_offset_sidecar.ports.kafka import Committed
 
 COLUMNS = ("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG")
 
