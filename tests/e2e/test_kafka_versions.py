@@ -1,0 +1,109 @@
+"""The commit path, ``describe-group``, lag and status on each Kafka release users run:
+4.1 (the suite's default, the newest) and 3.9 (what many clusters still run; 4.0 removed
+old protocol versions). Each broker is started for the test, in an empty folder (KRaft,
+jars from Maven Central), so the first commit also meets a brand-new coordinator."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness import kafka_broker
+from harness.machine import ROOT, free_port
+from harness.service_process import ServiceProcess
+from tests.support.kafka import committed_offsets, create_topics, produce, run_sync, unique_group
+from tests.support.service import metric, spark_progress, wait_for
+
+pytestmark = pytest.mark.kafka
+
+VERSIONS = ["4.1.1", "3.9.1"]
+
+
+@pytest.fixture(params=VERSIONS, ids=[f"kafka-{v}" for v in VERSIONS])
+def broker(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[kafka_broker.LocalBroker]:
+    port = free_port()
+    local = kafka_broker.LocalBroker(
+        f"127.0.0.1:{port}",
+        port,
+        tmp_path_factory.mktemp("kafka"),
+        started_here=True,
+        extra_env=(("LOCAL_KAFKA_VERSION", request.param),),
+    )
+    local.start()
+    yield local
+    local.stop()
+
+
+def describe_group(bootstrap: str, group: str) -> list[list[str]]:
+    """The rows of ``offset-sidecar describe-group``, as kafka-consumer-groups.sh prints."""
+    done = subprocess.run(
+        [sys.executable, "-m", "spark_offset_sidecar.cli", "describe-group", group],
+        cwd=ROOT,
+        env={**os.environ, "SIDECAR_KAFKA_BOOTSTRAP_SERVERS": bootstrap},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return [line.split() for line in done.stdout.splitlines() if line.startswith(f"{group} ")]
+
+
+def test_commits_describe_group_lag_and_status_on_this_kafka(
+    broker: kafka_broker.LocalBroker, tmp_path: Path
+) -> None:
+    bootstrap, topic, group = broker.bootstrap, f"orders-{free_port()}", unique_group("versions")
+    run_sync(create_topics(bootstrap, [topic], 2))
+    run_sync(produce(bootstrap, topic, 40))  # keys spread them over both partitions
+    service = ServiceProcess(
+        tmp_path, bootstrap, export_kafka_lag="true", lag_read_interval_seconds=1
+    ).start()
+    try:
+        assert describe_group(bootstrap, group) == [], "nothing committed, no topic named"
+        first = {"0": 5, "1": 5}
+        progress = spark_progress(0, {topic: first}, query=f"q-{group}")
+        assert service.post_progress(group, progress).status_code == 200
+        wait_for(
+            lambda: committed_offsets(bootstrap, group) == {(topic, 0): 5, (topic, 1): 5},
+            timeout=60,
+            what="the first commit",
+        )
+        rows = describe_group(bootstrap, group)
+        assert [(r[1], r[2], r[3]) for r in rows] == [(topic, "0", "5"), (topic, "1", "5")]
+        log_ends = {int(r[2]): int(r[4]) for r in rows}
+        assert sum(log_ends.values()) == 40
+        assert [int(r[5]) for r in rows] == [log_ends[0] - 5, log_ends[1] - 5]
+
+        def lagging_status() -> Any:
+            status = service.http.get(f"/v1/status/{group}").json()
+            return status if status.get("totallag") == 30 else None
+
+        assert wait_for(lagging_status, what="the status with lag 30")["status"] in {"OK", "WARN"}
+        caught_up = {"0": log_ends[0], "1": log_ends[1]}
+        progress = spark_progress(1, {topic: caught_up}, query=f"q-{group}")
+        assert service.post_progress(group, progress).status_code == 200
+        wait_for(
+            lambda: (
+                committed_offsets(bootstrap, group)
+                == {(topic, 0): log_ends[0], (topic, 1): log_ends[1]}
+            ),
+            what="the second commit",
+        )
+        assert [r[5] for r in describe_group(bootstrap, group)] == ["0", "0"]
+
+        def ok_with_zero_lag() -> bool:
+            status = service.http.get(f"/v1/status/{group}").json()
+            text = service.metrics()
+            lag = metric(text, "kafka_consumergroup_lag_sum", consumergroup=group, topic=topic)
+            return status["status"] == "OK" and status["totallag"] == 0 and lag == 0
+
+        wait_for(ok_with_zero_lag, what="status OK and the exported lag 0")
+    finally:
+        service.stop()
