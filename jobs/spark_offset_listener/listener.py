@@ -58,14 +58,38 @@ class OffsetCommitListener(StreamingQueryListener):
             raise ValueError("give exactly one of group_id and group_prefix")
         self._group = group_id
         self._group_prefix = group_prefix
+        self.service_url = service_url
         self.flush_timeout = flush_timeout
-        self.sender = ProgressSender(
-            service_url, token=token, timeout=timeout, ssl_context=ssl_context
-        )
+        self._sender_options: dict[str, Any] = {
+            "token": token,
+            "timeout": timeout,
+            "ssl_context": ssl_context,
+        }
         self.callback_seconds = 0.0  # time spent inside Spark's callback thread
         self.events = 0
         self._jlistener_obj: Any = None
-        atexit.register(self.sender.close, flush_timeout)
+        self._sender: ProgressSender | None = None  # started where the listener runs
+
+    @property
+    def sender(self) -> ProgressSender:
+        """The background sender, started on first use in the process that runs the
+        listener (with Spark Connect on 3.5 that is a Python worker of the server, which
+        unpickles the listener there): a pickled listener holds no thread, lock or socket."""
+        if self._sender is None:
+            self._sender = ProgressSender(self.service_url, **self._sender_options)
+            atexit.register(self._sender.close, self.flush_timeout)
+        return self._sender
+
+    def __getstate__(self) -> dict[str, Any]:
+        if self._sender_options["ssl_context"] is not None:
+            raise TypeError(
+                "an OffsetCommitListener with ssl_context cannot be pickled (an SSLContext "
+                "cannot): give the service's CA through the environment where it runs"
+            )
+        state = dict(self.__dict__)
+        state["_sender"] = None  # its thread and queue stay where they run
+        state["_jlistener_obj"] = None  # a py4j handle of this driver's JVM
+        return state
 
     # --- the fast bridge ------------------------------------------------------------
 
