@@ -63,7 +63,7 @@ class LeaseKeeper:
         self.on_mismatch = on_mismatch
         self.interval = ownership.lease / 6
         self._wake = asyncio.Event()
-        self._refreshes: set[asyncio.Task[None]] = set()
+        self._background: set[asyncio.Task[None]] = set()  # refreshes and read-backs
 
     def wake(self) -> None:
         self._wake.set()
@@ -151,8 +151,8 @@ class LeaseKeeper:
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(work)
-        self._refreshes.add(task)
-        task.add_done_callback(self._refreshes.discard)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     async def read_back_taken(self, group_ids: set[str]) -> None:
         """R12: after ``read_back_after``, compare what Kafka holds for ``group_ids`` with
