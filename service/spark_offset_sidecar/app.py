@@ -17,7 +17,7 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
@@ -25,11 +25,11 @@ from fastapi import FastAPI
 from fastapi.responses import PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-from spark_offset_sidecar.adapters.kafka import starting_offsets as recovery
 from spark_offset_sidecar.adapters.kafka.admin import KafkaCommittedReader
 from spark_offset_sidecar.adapters.kafka.committer import KafkaOffsetCommitter
 from spark_offset_sidecar.adapters.kafka.log_ends import KafkaLogEndReader
 from spark_offset_sidecar.adapters.kafka.options import kafka_client_options
+from spark_offset_sidecar.adapters.kafka.starting_offsets import KafkaStartingOffsetsReader
 from spark_offset_sidecar.adapters.sql.store import SqlStore
 from spark_offset_sidecar.core.group_status import CommitWindows
 from spark_offset_sidecar.core.leases import Ownership
@@ -47,7 +47,6 @@ from spark_offset_sidecar.ports.kafka import (
     CommittedOffsetsReader,
     LogEndReader,
     OffsetCommitter,
-    StartingOffsets,
     StartingOffsetsReader,
 )
 from spark_offset_sidecar.ports.store import LedgerStore
@@ -77,9 +76,10 @@ def create_app(
     ``log_ends``, ``starting_offsets`` and (with replicas) ``committed_reader`` to aiokafka
     (``kafka_bootstrap_servers``); tests may pass others (``testing``)."""
     metrics = SidecarMetrics(registry or CollectorRegistry())
-    runtime = Runtime(
-        settings, metrics, clock, starting_offsets or _kafka_starting_offsets(settings)
+    starting_offsets = starting_offsets or KafkaStartingOffsetsReader(
+        kafka_client_options(settings), request_timeout=settings.commit_timeout_seconds
     )
+    runtime = Runtime(settings, metrics, clock, starting_offsets)
     if settings.tokens_file:
         runtime.tokens = TokenRegistry.from_file(settings.tokens_file)
 
@@ -202,17 +202,6 @@ def create_app(
         app.add_exception_handler(exception, answer)
     _add_operational_routes(app, runtime)
     return app
-
-
-def _kafka_starting_offsets(settings: Settings) -> StartingOffsetsReader:
-    options = kafka_client_options(settings)
-
-    async def read(group_id: str, topics: Sequence[str]) -> StartingOffsets:
-        return await recovery.starting_offsets(
-            options, group_id, topics, request_timeout=settings.commit_timeout_seconds
-        )
-
-    return read
 
 
 def new_replica_id() -> str:

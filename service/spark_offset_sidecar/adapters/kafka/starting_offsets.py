@@ -53,3 +53,16 @@ async def starting_offsets(
                 uncommitted.append(f"{name}/{partition}")
             offsets.setdefault(name, {})[str(partition)] = offset
     return StartingOffsets(group_id, offsets, uncommitted)
+
+
+class KafkaStartingOffsetsReader:
+    """The ``StartingOffsetsReader`` port over ``starting_offsets``."""
+
+    def __init__(self, client_options: Mapping[str, Any], *, request_timeout: float) -> None:
+        self._options = client_options
+        self._request_timeout = request_timeout
+
+    async def __call__(self, group_id: str, topics: Sequence[str]) -> StartingOffsets:
+        return await starting_offsets(
+            self._options, group_id, topics, request_timeout=self._request_timeout
+        )
