@@ -54,6 +54,11 @@ SEVERITY = (Status.OK, Status.WARN, Status.STALL, Status.STOP, Status.REWIND, St
 _RANK = {status: rank for rank, status in enumerate(SEVERITY)}
 
 
+def severity(status: Status) -> int:
+    """How bad ``status`` is: its place in ``SEVERITY`` (OK 0 ... ERR 5)."""
+    return _RANK[status]
+
+
 @dataclass(frozen=True)
 class GroupSample:
     """The group's committed offsets at ``at`` (the commit's time) and their lags, as arrays

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
-from spark_offset_sidecar.core.group_status import SEVERITY, GroupStatus
+from spark_offset_sidecar.core.group_status import SEVERITY, GroupStatus, severity
 from spark_offset_sidecar.errors import Unauthenticated
 from spark_offset_sidecar.http.access import caller, runtime_of
 from spark_offset_sidecar.http.status_routes import monitor_of
@@ -38,7 +38,6 @@ HEADERS = {
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
 }
-_RANK = {status: rank for rank, status in enumerate(SEVERITY)}
 
 
 @router.get("/ui", response_class=HTMLResponse)
@@ -55,7 +54,7 @@ async def status_page(request: Request) -> HTMLResponse:
         for group_id, status in monitor.statuses.items()
         if grant is None or grant.may_read(group_id)
     ]
-    statuses.sort(key=lambda s: (-_RANK[s.status], -(s.total_lag or 0), s.group_id))
+    statuses.sort(key=lambda s: (-severity(s.status), -(s.total_lag or 0), s.group_id))
     refresh = max(5, round(runtime.settings.lag_read_interval_seconds))
     html = render_page(statuses, ledger, runtime.clock(), monitor.read_at, refresh)
     return HTMLResponse(html, headers=HEADERS)
