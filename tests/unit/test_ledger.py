@@ -421,3 +421,13 @@ def test_no_repair_when_a_commit_follows_anyway_or_nothing_is_stored_or_owned() 
     ledger.commit_only(set())
     assert not ledger.repair("g"), "another replica's group"
     assert ledger.ready_groups(now=1e9) == []
+
+
+def test_a_repair_ends_with_the_ownership_it_was_made_for() -> None:
+    ledger = Ledger()
+    committed_once(ledger)
+    ledger.commit_only({"g"})
+    assert ledger.repair("g")
+    ledger.commit_only(set())  # the group moved to another replica before the repair ran
+    ledger.commit_only({"g"})  # back again later: a new takeover reads back anew
+    assert ledger.ready_groups(now=1e9) == []

@@ -351,6 +351,8 @@ class Ledger:
     def commit_only(self, group_ids: Iterable[str] | None) -> None:
         """R11: take (and refresh, R9) only ``group_ids`` from now on; None: every group."""
         before, self._committing = self._committing, None if group_ids is None else set(group_ids)
+        if self._committing is not None:  # R12: a repair belongs to the takeover it followed
+            self._repairs &= self._committing
         if before is None or self._committing is None:
             touched: Iterable[str] = list(self.groups)
         else:
