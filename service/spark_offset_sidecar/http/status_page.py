@@ -23,7 +23,7 @@ from fastapi.responses import HTMLResponse
 from spark_offset_sidecar.core.group_status import SEVERITY, GroupStatus, severity
 from spark_offset_sidecar.errors import Unauthenticated
 from spark_offset_sidecar.http.access import caller, runtime_of
-from spark_offset_sidecar.http.status_routes import monitor_of
+from spark_offset_sidecar.http.status_routes import monitor_of, readable_statuses
 
 if TYPE_CHECKING:
     from spark_offset_sidecar.core.ledger import Ledger
@@ -49,11 +49,7 @@ async def status_page(request: Request) -> HTMLResponse:
         raise Unauthenticated(str(exc), challenge=BROWSER_CHALLENGE) from None
     ledger, monitor = monitor_of(request)
     runtime = runtime_of(request)
-    statuses = [
-        status
-        for group_id, status in monitor.statuses.items()
-        if grant is None or grant.may_read(group_id)
-    ]
+    statuses = readable_statuses(grant, monitor)
     statuses.sort(key=lambda s: (-severity(s.status), -(s.total_lag or 0), s.group_id))
     refresh = max(5, round(runtime.settings.lag_read_interval_seconds))
     html = render_page(statuses, ledger, runtime.clock(), monitor.read_at, refresh)

@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field
 from spark_offset_sidecar.core.changes import Outcome
 from spark_offset_sidecar.core.group_status import GroupStatus, PartitionStatus
 from spark_offset_sidecar.http.access import allow_read, caller, runtime_of
+from spark_offset_sidecar.http.auth import TokenGrant
 from spark_offset_sidecar.http.models import GroupId
 from spark_offset_sidecar.http.refusals import refusal
 
@@ -91,6 +92,15 @@ def monitor_of(request: Request) -> tuple[Ledger, LagMonitor]:
     return runtime.durable.ledger, runtime.lag_monitor
 
 
+def readable_statuses(grant: TokenGrant | None, monitor: LagMonitor) -> list[GroupStatus]:
+    """The last evaluated statuses of the groups ``grant`` may read (None: all), by group."""
+    return [
+        status
+        for group_id, status in sorted(monitor.statuses.items())
+        if grant is None or grant.may_read(group_id)
+    ]
+
+
 @router.get("/status", response_model=StatusAnswer)
 async def list_status(request: Request) -> StatusAnswer:
     """Every group's status (with a token: the groups it may touch)."""
@@ -99,11 +109,7 @@ async def list_status(request: Request) -> StatusAnswer:
     return StatusAnswer(
         evaluated_at=monitor.evaluated_at,
         log_ends_read_at=monitor.read_at,
-        groups=[
-            GroupStatusView.of(status)
-            for group_id, status in sorted(monitor.statuses.items())
-            if grant is None or grant.may_read(group_id)
-        ],
+        groups=[GroupStatusView.of(status) for status in readable_statuses(grant, monitor)],
     )
 
 
