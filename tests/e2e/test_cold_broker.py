@@ -7,33 +7,19 @@ fail. (``test_demo.py`` runs the whole demo the same way.)"""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from harness.kafka_broker import LocalBroker
-from harness.machine import ROOT
 from harness.service_process import ServiceProcess
 from spark_offset_sidecar.adapters.kafka.committer import KafkaOffsetCommitter
 from spark_offset_sidecar.core.changes import Checkpoint, CommitRequest
 from spark_offset_sidecar.core.offsets import TopicPartition
+from tests.support.cli import offset_sidecar
 from tests.support.kafka import committed_offsets, create_topics, run_sync, unique_group
 
 pytestmark = pytest.mark.kafka
-
-
-def _cli(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "spark_offset_sidecar.cli", *args],
-        cwd=ROOT,
-        env={**os.environ, "SIDECAR_KAFKA_BOOTSTRAP_SERVERS": bootstrap},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def _first_look_up(broker: LocalBroker) -> None:
@@ -48,13 +34,13 @@ def test_the_first_coordinator_look_up_on_a_brand_new_broker_waits(
     run_sync(create_topics(bootstrap, [topic], 2))  # the controller's work: no coordinator
     _first_look_up(private_broker)
     if path == "describe-group":
-        described = _cli(bootstrap, "describe-group", group, "--topic", topic)
+        described = offset_sidecar(bootstrap, "describe-group", group, "--topic", topic)
         assert described.returncode == 0, described.stderr
         assert f"Consumer group '{group}' has no active members." in described.stdout
         rows = [line.split() for line in described.stdout.splitlines()[3:]]
         assert rows == [[group, topic, "0", "-", "0", "0"], [group, topic, "1", "-", "0", "0"]]
     elif path == "starting-offsets":
-        found = _cli(bootstrap, "starting-offsets", group, "--topic", topic)
+        found = offset_sidecar(bootstrap, "starting-offsets", group, "--topic", topic)
         assert found.returncode == 0, found.stderr
         assert json.loads(found.stdout) == {topic: {"0": -2, "1": -2}}
     elif path == "route":

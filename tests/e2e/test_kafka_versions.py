@@ -5,9 +5,6 @@ jars from Maven Central), so the first commit also meets a brand-new coordinator
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,8 +12,9 @@ from typing import Any
 import pytest
 
 from harness import kafka_broker
-from harness.machine import ROOT, free_port
+from harness.machine import free_port
 from harness.service_process import ServiceProcess
+from tests.support.cli import describe_group
 from tests.support.kafka import committed_offsets, create_topics, produce, run_sync, unique_group
 from tests.support.service import metric, spark_progress, wait_for
 
@@ -40,20 +38,6 @@ def broker(
     local.start()
     yield local
     local.stop()
-
-
-def describe_group(bootstrap: str, group: str) -> list[list[str]]:
-    """The rows of ``offset-sidecar describe-group``, as kafka-consumer-groups.sh prints."""
-    done = subprocess.run(
-        [sys.executable, "-m", "spark_offset_sidecar.cli", "describe-group", group],
-        cwd=ROOT,
-        env={**os.environ, "SIDECAR_KAFKA_BOOTSTRAP_SERVERS": bootstrap},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    return [line.split() for line in done.stdout.splitlines() if line.startswith(f"{group} ")]
 
 
 def test_commits_describe_group_lag_and_status_on_this_kafka(

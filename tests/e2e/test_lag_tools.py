@@ -13,7 +13,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -29,6 +28,7 @@ from harness.machine import ROOT, free_port
 from harness.service_process import ServiceProcess
 from spark_offset_sidecar.adapters.kafka.log_ends import KafkaLogEndReader
 from spark_offset_sidecar.core.offsets import TopicPartition
+from tests.support.cli import describe_group
 from tests.support.kafka import create_topics, run_sync, unique_group
 from tests.support.service import metric, spark_progress, wait_for
 
@@ -134,16 +134,8 @@ def test_burrow_and_the_admin_client_see_the_group_ok_with_zero_lag(
         )
         print("Burrow:", json.dumps(seen, sort_keys=True))
 
-        described = subprocess.run(
-            [sys.executable, "-m", "spark_offset_sidecar.cli", "describe-group", group],
-            env={**os.environ, "SIDECAR_KAFKA_BOOTSTRAP_SERVERS": bootstrap},
-            cwd=tmp_path,
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout
-        print(described)
-        rows = [line.split() for line in described.splitlines() if line.startswith(group)]
+        rows = describe_group(bootstrap, group)
+        print(rows)
         assert [(r[1], r[2], r[3], r[4], r[5]) for r in rows] == [
             (topic, "0", "30", "30", "0"),
             (topic, "1", "30", "30", "0"),

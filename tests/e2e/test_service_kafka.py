@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -20,6 +17,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from harness.kafka_broker import LocalBroker
 from harness.machine import free_port
 from harness.service_process import ServiceProcess
+from tests.support.cli import offset_sidecar
 from tests.support.kafka import (
     committed_offsets,
     create_topics,
@@ -245,13 +243,7 @@ def test_starting_offsets_from_the_groups_committed_offsets_api_and_cli(
     assert missing.status_code == 404
     assert "no committed offsets" in missing.json()["detail"]
 
-    cli = subprocess.run(
-        [sys.executable, "-m", "spark_offset_sidecar.cli", "starting-offsets", group],
-        env={**os.environ, "SIDECAR_KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    cli = offset_sidecar(kafka_bootstrap, "starting-offsets", group, timeout=60)
     assert cli.returncode == 0, cli.stderr
     assert json.loads(cli.stdout) == {topic: {"0": 40, "1": 41, "2": -2}}
     assert f"{topic}/2" in cli.stderr
