@@ -11,7 +11,7 @@ COPY service ./service
 COPY migrations ./migrations
 RUN /opt/sidecar/bin/pip install --no-cache-dir --upgrade pip \
  && /opt/sidecar/bin/pip wheel --no-cache-dir --no-deps --wheel-dir /wheels . \
- && /opt/sidecar/bin/pip install --no-cache-dir "$(ls /wheels/*.whl)[postgres]"
+ && /opt/sidecar/bin/pip install --no-cache-dir "$(ls /wheels/*.whl)[postgres,s3]"
 
 FROM python:3.11-slim
 RUN groupadd --system --gid 10001 sidecar \

@@ -81,3 +81,13 @@ def database_url(request: pytest.FixtureRequest, tmp_path: object) -> str:
     server = request.getfixturevalue("postgres_server")
     server.reset()
     return str(server.url)
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[object]:
+    """A real S3-compatible server process (moto in server mode), one per session."""
+    from harness.s3_server import S3Server
+
+    server = S3Server().start()
+    yield server
+    server.stop()

@@ -25,11 +25,16 @@ from fastapi import FastAPI
 from fastapi.responses import PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from spark_offset_sidecar.adapters.checkpoints.fsspec_storage import (
+    FsspecCheckpointStorage,
+    check_path,
+)
 from spark_offset_sidecar.adapters.kafka.admin import KafkaCommittedReader
 from spark_offset_sidecar.adapters.kafka.committer import KafkaOffsetCommitter
 from spark_offset_sidecar.adapters.kafka.log_ends import KafkaLogEndReader
 from spark_offset_sidecar.adapters.kafka.options import kafka_client_options
 from spark_offset_sidecar.adapters.kafka.starting_offsets import KafkaStartingOffsetsReader
+from spark_offset_sidecar.adapters.sql.followed_folders import SqlFollowedFolders
 from spark_offset_sidecar.adapters.sql.store import SqlStore
 from spark_offset_sidecar.core.group_status import CommitWindows
 from spark_offset_sidecar.core.leases import Ownership
@@ -38,11 +43,13 @@ from spark_offset_sidecar.errors import StoreError
 from spark_offset_sidecar.http.auth import TokenRegistry
 from spark_offset_sidecar.http.body_limit import BodySizeLimit
 from spark_offset_sidecar.http.event_routes import router
+from spark_offset_sidecar.http.follow_routes import router as follow_router
 from spark_offset_sidecar.http.refusals import exception_answers
 from spark_offset_sidecar.http.state import Runtime
 from spark_offset_sidecar.http.status_page import router as status_page_router
 from spark_offset_sidecar.http.status_routes import router as status_router
 from spark_offset_sidecar.observe.metrics import SidecarMetrics, package_version
+from spark_offset_sidecar.ports.checkpoints import CheckpointStorage, FollowedFolders
 from spark_offset_sidecar.ports.kafka import (
     CommittedOffsetsReader,
     LogEndReader,
@@ -50,6 +57,7 @@ from spark_offset_sidecar.ports.kafka import (
     StartingOffsetsReader,
 )
 from spark_offset_sidecar.ports.store import LedgerStore
+from spark_offset_sidecar.runtime.checkpoint_follower import REASONS, CheckpointFollower
 from spark_offset_sidecar.runtime.commit_loop import CommitLoop
 from spark_offset_sidecar.runtime.durable_ledger import DurableLedger
 from spark_offset_sidecar.runtime.lag_monitor import LagMonitor
@@ -69,12 +77,15 @@ def create_app(
     log_ends: LogEndReader | None = None,
     starting_offsets: StartingOffsetsReader | None = None,
     committed_reader: CommittedOffsetsReader | None = None,
+    checkpoint_storage: CheckpointStorage | None = None,
+    followed_folders: FollowedFolders | None = None,
     registry: CollectorRegistry | None = None,
     clock: Callable[[], float] = time.time,
 ) -> FastAPI:
     """Build the service. ``store`` defaults to SQL (``database_url``), ``committer``,
     ``log_ends``, ``starting_offsets`` and (with replicas) ``committed_reader`` to aiokafka
-    (``kafka_bootstrap_servers``); tests may pass others (``testing``)."""
+    (``kafka_bootstrap_servers``), ``checkpoint_storage`` to fsspec and
+    ``followed_folders`` to the SQL store's table; tests may pass others (``testing``)."""
     metrics = SidecarMetrics(registry or CollectorRegistry())
     starting_offsets = starting_offsets or KafkaStartingOffsetsReader(
         kafka_client_options(settings), request_timeout=settings.commit_timeout_seconds
@@ -82,6 +93,9 @@ def create_app(
     runtime = Runtime(settings, metrics, clock, starting_offsets)
     if settings.tokens_file:
         runtime.tokens = TokenRegistry.from_file(settings.tokens_file)
+    storage = checkpoint_storage or FsspecCheckpointStorage(settings.checkpoint_storage_options)
+    if checkpoint_storage is None:
+        runtime.check_folder = check_path
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -160,6 +174,21 @@ def create_app(
         )
         metrics.watch_lag(runtime.lag_monitor, export_kafka_lag=settings.export_kafka_lag)
         runtime.lag_task = asyncio.create_task(runtime.lag_monitor.run(), name="lag monitor")
+        runtime.followed = followed_folders or (
+            SqlFollowedFolders(ledger_store.engine) if isinstance(ledger_store, SqlStore) else None
+        )
+        if runtime.followed is not None:
+            follower = CheckpointFollower(
+                storage,
+                runtime.followed,
+                runtime.durable,
+                interval=settings.follow_interval_seconds,
+                relist_every=settings.follow_relist_every,
+                clock=clock,
+            )
+            runtime.follower = follower
+            metrics.watch_folders(follower.figures, lambda: storage.requests, REASONS)
+            background.append(asyncio.create_task(follower.run(), name="checkpoint follower"))
         # The loaded ledger lives as long as the process: keep it out of the cyclic GC's
         # scans, and collect the young generation less often (requests allocate a lot).
         gc.collect()
@@ -197,6 +226,7 @@ def create_app(
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes, metrics=metrics)
     app.include_router(router)
     app.include_router(status_router)
+    app.include_router(follow_router)
     app.include_router(status_page_router)
     for exception, answer in exception_answers(metrics).items():
         app.add_exception_handler(exception, answer)

@@ -7,6 +7,10 @@ offset-sidecar starting-offsets GROUP [--topic T]
                            the startingOffsets that restart a query where GROUP stands
 offset-sidecar describe-group GROUP [--topic T]
                            the group as kafka-consumer-groups.sh shows it, read from Kafka
+offset-sidecar follow PATH --group GROUP
+                           follow a Spark checkpoint folder into GROUP (no listener needed)
+offset-sidecar unfollow PATH / offset-sidecar followed
+                           stop following it / list the followed folders and how they go
 
 ``offset-sidecar COMMAND --help`` names the settings COMMAND reads.
 """
@@ -99,6 +103,77 @@ def _describe_group(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+TOKEN_ENV = "OFFSET_SIDECAR_TOKEN"  # the CLI's bearer token (not a SIDECAR_ setting)
+
+
+def _service_call(
+    settings: Settings, args: argparse.Namespace, method: str, path: str, body: Any = None
+) -> Any:
+    """One call to the running service's API; prints its refusal and exits 1 on an error."""
+    import json
+    import os
+    import urllib.error
+    import urllib.request
+
+    host = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host
+    scheme = "https" if settings.tls_certfile else "http"
+    base = args.url or f"{scheme}://{host}:{settings.port}"
+    request = urllib.request.Request(
+        base.rstrip("/") + path,
+        method=method,
+        data=None if body is None else json.dumps(body).encode(),
+        headers={"content-type": "application/json"},
+    )
+    if token := os.environ.get(TOKEN_ENV):
+        request.add_header("authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return json.loads(answer.read() or b"null")
+    except urllib.error.HTTPError as refused:
+        detail = refused.read().decode(errors="replace")
+        raise ServiceRefused(f"{method} {path}: HTTP {refused.code}: {detail}") from None
+    except OSError as exc:
+        raise ServiceRefused(f"cannot reach the service at {base}: {exc}") from None
+
+
+class ServiceRefused(Exception):
+    pass
+
+
+def _follow(settings: Settings, args: argparse.Namespace) -> int:
+    import json
+
+    folder = _service_call(
+        settings, args, "POST", "/v1/followed-folders", {"path": args.path, "group_id": args.group}
+    )
+    print(json.dumps(folder, indent=2))
+    return 0
+
+
+def _unfollow(settings: Settings, args: argparse.Namespace) -> int:
+    from urllib.parse import quote
+
+    answer = _service_call(
+        settings, args, "DELETE", f"/v1/followed-folders?path={quote(args.path, safe='')}"
+    )
+    print(answer["detail"])
+    return 0
+
+
+def _followed(settings: Settings, args: argparse.Namespace) -> int:
+    folders = _service_call(settings, args, "GET", "/v1/followed-folders")
+    print(f"{'FOLDER':48} {'GROUP':24} {'LAST BATCH':>10} {'NEWEST':>8} {'BEHIND S':>8}  ERRORS")
+    for f in folders:
+        errors = ", ".join(f"{k}={v}" for k, v in sorted(f["errors"].items())) or "-"
+        last = "-" if f["last_batch_recorded"] is None else f["last_batch_recorded"]
+        newest = "-" if f["newest_batch_in_folder"] is None else f["newest_batch_in_folder"]
+        print(
+            f"{f['path']:48} {f['group_id']:24} {last!s:>10} {newest!s:>8} "
+            f"{f['behind_seconds']:8.1f}  {errors}"
+        )
+    return 0
+
+
 def _settings(_settings: Settings) -> int:
     for variable, default, meaning in Settings.describe():
         print(f"{variable:40} {default:24} {meaning}")
@@ -121,12 +196,28 @@ KAFKA_SETTINGS = (
 )
 
 
+SERVICE_SETTINGS = ("SIDECAR_HOST", "SIDECAR_PORT", "SIDECAR_TLS_CERTFILE")
+
+
+def _folder_arguments(sub: argparse.ArgumentParser, *, path: bool, group: bool) -> None:
+    if path:
+        sub.add_argument("path", help="the checkpoint folder: /abs/path, s3://bucket/key, ...")
+    if group:
+        sub.add_argument("--group", required=True, help="the consumer group to commit to")
+    sub.add_argument(
+        "--url",
+        help="the service (default http://SIDECAR_HOST:SIDECAR_PORT); "
+        f"a token, if needed, in {TOKEN_ENV}",
+    )
+
+
 @dataclass(frozen=True)
 class Command:
     run: Callable[[Settings, argparse.Namespace], int]
     summary: str
     reads: tuple[str, ...]  # the settings it reads; ("*",): every one
     takes_group: bool = False
+    arguments: Callable[[argparse.ArgumentParser], None] = lambda sub: None
 
 
 COMMANDS: dict[str, Command] = {
@@ -156,6 +247,24 @@ COMMANDS: dict[str, Command] = {
         "GROUP as kafka-consumer-groups.sh --describe shows it, read from Kafka",
         KAFKA_SETTINGS,
         takes_group=True,
+    ),
+    "follow": Command(
+        _follow,
+        "follow a Spark checkpoint folder into a consumer group (asks the running service)",
+        SERVICE_SETTINGS,
+        arguments=lambda sub: _folder_arguments(sub, path=True, group=True),
+    ),
+    "unfollow": Command(
+        _unfollow,
+        "stop following a checkpoint folder (asks the running service)",
+        SERVICE_SETTINGS,
+        arguments=lambda sub: _folder_arguments(sub, path=True, group=False),
+    ),
+    "followed": Command(
+        _followed,
+        "the followed checkpoint folders and how reading them goes",
+        SERVICE_SETTINGS,
+        arguments=lambda sub: _folder_arguments(sub, path=False, group=False),
     ),
 }
 
@@ -202,6 +311,7 @@ def parser() -> argparse.ArgumentParser:
             sub.add_argument(
                 "--topic", action="append", help="a topic the query reads (repeatable)"
             )
+        command.arguments(sub)
     return top
 
 
@@ -215,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging(settings.log_level, settings.log_format)
     try:
         return COMMANDS[args.command].run(settings, args)
-    except (StoreError, OffsetsNotFound, KafkaReadError) as exc:
+    except (StoreError, OffsetsNotFound, KafkaReadError, ServiceRefused) as exc:
         print(f"offset-sidecar: {exc}", file=sys.stderr)
         return 1
 

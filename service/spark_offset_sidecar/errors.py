@@ -12,6 +12,12 @@ SidecarError
 │                          callers get 503 and retry; nothing was half-written
 ├── OffsetsNotFound        Kafka holds no committed offsets where some were needed
 ├── KafkaReadError         reading from Kafka failed (admin reads, log ends); says why
+├── UnreadableCheckpoint   a Spark checkpoint file is not what Spark writes (half-written,
+│   │                      garbage, ambiguous, a newer version): names the file and line
+│   └── CheckpointFileMissing  no ``metadata`` (no checkpoint there yet), or ``commits/N``
+│                          without its ``offsets/N``
+├── CheckpointReadError    a checkpoint folder could not be read now; ``reason`` is one of
+│                          a bounded set of words (a metric label): unreachable, denied
 └── CommitError            a commit to Kafka did not happen; ``reason`` is one of a
     │                      bounded set of words (a metric label)
     ├── CommitTimeout          no answer within the commit timeout
@@ -86,6 +92,29 @@ class OffsetsNotFound(SidecarError):
 
 class KafkaReadError(SidecarError):
     pass
+
+
+class UnreadableCheckpoint(SidecarError):
+    reason = "unreadable_file"
+
+    def __init__(self, path: str, line: int, problem: str) -> None:
+        super().__init__(f"{path}, line {line}: {problem}")
+        self.path = path
+        self.line = line
+        self.problem = problem
+
+
+class CheckpointFileMissing(UnreadableCheckpoint):
+    reason = "missing_file"
+
+
+class CheckpointReadError(SidecarError):
+    """``reason``: ``unreachable`` (network, server, timeouts) or ``denied``."""
+
+    def __init__(self, path: str, reason: str, detail: str) -> None:
+        super().__init__(f"{path}: {detail}")
+        self.path = path
+        self.reason = reason
 
 
 class CommitError(SidecarError):

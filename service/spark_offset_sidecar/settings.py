@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import ipaddress
+import json
 import math
 import os
 from collections.abc import Callable, Mapping
@@ -112,6 +113,16 @@ def _readable_file(value: str) -> str:
     return str(path.resolve())
 
 
+def _storage_options(value: str) -> dict[str, dict[str, Any]]:
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        raise ValueError("not JSON") from None
+    if not isinstance(parsed, dict) or not all(isinstance(v, dict) for v in parsed.values()):
+        raise ValueError('must be an object of protocol -> options, e.g. {"s3": {...}}')
+    return parsed
+
+
 def _setting(default: Any, parse: Callable[[str], Any], doc: str, *, secret: bool = False) -> Any:
     return field(default=default, repr=not secret, metadata={"parse": parse, "doc": doc})
 
@@ -169,6 +180,19 @@ class Settings:
     )
     lease_seconds: float = _setting(
         30.0, _positive_float, "a replica's hold on its groups: a dead one's move after this"
+    )
+    # Checkpoint folders followed instead of a listener (runtime.checkpoint_follower).
+    follow_interval_seconds: float = _setting(
+        5.0, _positive_float, "read followed checkpoint folders this often"
+    )
+    follow_relist_every: int = _setting(
+        60, _positive_int, "list a followed folder every N polls (between: probe the next batch)"
+    )
+    checkpoint_storage_options: Mapping[str, Mapping[str, Any]] | None = _setting(
+        None,
+        _storage_options,
+        'fsspec options per protocol, JSON: {"s3": {"endpoint_url": "http://minio:9000"}}',
+        secret=True,
     )
     max_partitions_per_event: int = _setting(10_000, _positive_int, "partitions in one event")
     max_topics_per_event: int = _setting(100, _positive_int, "topics in one event")

@@ -7,6 +7,9 @@ against a real broker and real databases.
 - ``InMemoryCommitter``  an ``OffsetCommitter`` (``ports.kafka``) that records commits, and
                          the ``CommittedOffsetsReader`` of what it (or the test) committed
 - ``InMemoryLogEnds``    a ``LogEndReader`` (``ports.kafka``) with log ends set by the test
+- ``InMemoryCheckpointStorage``  a ``CheckpointStorage`` (``ports.checkpoints``): files in
+                         a dict, written by the test; counts requests like the real one
+- ``InMemoryFollowedFolders``    a ``FollowedFolders`` (``ports.checkpoints``)
 """
 
 from __future__ import annotations
@@ -16,8 +19,10 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 from spark_offset_sidecar.core.changes import Change, CommitRequest
+from spark_offset_sidecar.core.checkpoint_log import batch_id_of
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.errors import CommitError, KafkaReadError
+from spark_offset_sidecar.ports.checkpoints import FollowedFolder
 from spark_offset_sidecar.ports.kafka import Committed, LogEnds
 from spark_offset_sidecar.ports.store import StoredState
 
@@ -98,3 +103,57 @@ class InMemoryLogEnds:
 
     async def close(self) -> None:
         return None
+
+
+class InMemoryCheckpointStorage:
+    """Checkpoint files in a dict (path -> text). ``fail_with``: raised by every call
+    (a ``CheckpointReadError`` plays an unreachable store)."""
+
+    def __init__(self) -> None:
+        self.files: dict[str, str] = {}
+        self.requests = 0
+        self.fail_with: Exception | None = None
+
+    def write(self, path: str, text: str) -> None:
+        self.files[path] = text
+
+    def delete_folder(self, path: str) -> None:
+        for name in [p for p in self.files if p.startswith(path + "/")]:
+            del self.files[name]
+
+    def read_text(self, path: str) -> str | None:
+        self._call()
+        return self.files.get(path)
+
+    def exists(self, path: str) -> bool:
+        self._call()
+        return path in self.files
+
+    def batch_ids(self, directory: str) -> list[int]:
+        self._call()
+        prefix = directory.rstrip("/") + "/"
+        names = (p[len(prefix) :] for p in self.files if p.startswith(prefix))
+        found = (batch_id_of(name) for name in names if "/" not in name)
+        return [batch for batch in found if batch is not None]
+
+    def _call(self) -> None:
+        self.requests += 1
+        if self.fail_with is not None:
+            raise self.fail_with
+
+
+class InMemoryFollowedFolders:
+    def __init__(self, *folders: FollowedFolder) -> None:
+        self.folders = {f.path: f for f in folders}
+
+    def list(self) -> Sequence[FollowedFolder]:
+        return list(self.folders.values())
+
+    def add(self, folder: FollowedFolder) -> FollowedFolder | None:
+        existing = self.folders.get(folder.path)
+        if existing is None:
+            self.folders[folder.path] = folder
+        return existing
+
+    def remove(self, path: str) -> bool:
+        return self.folders.pop(path, None) is not None

@@ -42,7 +42,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "testing": {"core", "ports", "errors"},
 }
 STDLIB_ONLY = {"errors", "core", "ports"}
-DRIVERS = {"aiokafka", "kafka", "sqlalchemy", "psycopg", "alembic"}
+DRIVERS = {"aiokafka", "kafka", "sqlalchemy", "psycopg", "alembic", "fsspec", "s3fs", "botocore"}
 NO_DRIVERS = {"runtime", "http", "observe", "testing"}
 
 

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import fnmatch
 import hmac
 import json
 import math
@@ -38,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
+from spark_offset_sidecar.core.patterns import matches_any
 from spark_offset_sidecar.errors import ConfigError, Forbidden, RateLimited, Unauthenticated
 
 TOKENS_VARIABLE = "SIDECAR_TOKENS_FILE"
@@ -54,10 +54,10 @@ class TokenGrant:
     events_per_second: float | None = None
 
     def may_write(self, group: str) -> bool:
-        return _matches(group, self.write)
+        return matches_any(group, self.write)
 
     def may_read(self, group: str) -> bool:
-        return _matches(group, self.read)
+        return matches_any(group, self.read)
 
     def check_write(self, group: str, topics: Iterable[str] = ()) -> None:
         """Raise ``Forbidden`` unless this token may move ``group``'s offsets on ``topics``."""
@@ -65,7 +65,7 @@ class TokenGrant:
             raise Forbidden(f"token {self.name!r} may not write to consumer group {group!r}")
         if self.topics is not None:
             for topic in topics:
-                if not _matches(topic, self.topics):
+                if not matches_any(topic, self.topics):
                     raise Forbidden(
                         f"token {self.name!r} may not commit offsets of topic {topic!r}"
                     )
@@ -74,10 +74,6 @@ class TokenGrant:
         """Raise ``Forbidden`` unless this token may read ``group``'s state."""
         if not self.may_read(group):
             raise Forbidden(f"token {self.name!r} may not read consumer group {group!r}")
-
-
-def _matches(name: str, patterns: tuple[str, ...]) -> bool:
-    return any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)
 
 
 class TokenBucket:

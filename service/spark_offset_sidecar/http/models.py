@@ -176,3 +176,40 @@ class StartingOffsetsAnswer(BaseModel):
     starting_offsets: OffsetJson = Field(description="-2 marks a partition with no commit")
     spark_option: str = Field(description='the value for .option("startingOffsets", ...)')
     uncommitted_partitions: list[str]
+
+
+FolderPath = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=2048, pattern=r"^[^\x00-\x1f\x7f]+$"),
+    Field(description="the checkpoint folder: /absolute/path, file://..., s3://bucket/key"),
+]
+
+
+class FollowRequest(BaseModel):
+    """Follow a Spark checkpoint folder into a consumer group (no listener needed)."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "example": {"path": "s3://checkpoints/orders-to-parquet", "group_id": "orders"}
+        },
+    )
+    path: FolderPath
+    group_id: GroupId
+
+
+class FolderView(BaseModel):
+    """A followed folder: what is registered, and how reading it goes on this replica."""
+
+    path: str
+    group_id: str
+    topics: list[str] | None = Field(description="topic patterns allowed (None: any)")
+    followed_here: bool = Field(description="this replica reads it (the group's owner)")
+    query_id: str | None = Field(description="the query id in the folder's metadata")
+    newest_batch_in_folder: int | None = Field(description="the newest commits/N seen")
+    last_batch_recorded: int | None = Field(description="newest batch handed to the ledger")
+    pending_batch: int | None = Field(description="a planned batch recorded as pending")
+    behind_seconds: float = Field(description="how long a completed batch waits unrecorded")
+    errors: dict[str, int] = Field(description="failed polls by reason")
+    last_error: str | None
+    last_poll_at: float | None = Field(description="Unix time of the last good poll")

@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING
 
 from spark_offset_sidecar.http.auth import TokenRegistry
 from spark_offset_sidecar.observe.metrics import SidecarMetrics
+from spark_offset_sidecar.ports.checkpoints import FollowedFolders
 from spark_offset_sidecar.ports.kafka import StartingOffsetsReader
+from spark_offset_sidecar.runtime.checkpoint_follower import CheckpointFollower
 from spark_offset_sidecar.runtime.commit_loop import CommitLoop
 from spark_offset_sidecar.runtime.durable_ledger import DurableLedger
 from spark_offset_sidecar.runtime.lag_monitor import LagMonitor
@@ -37,6 +39,10 @@ class Runtime:
     lag_monitor: LagMonitor | None = None
     lag_task: asyncio.Task[None] | None = None
     lease_keeper: LeaseKeeper | None = None
+    followed: FollowedFolders | None = None  # the registry of followed folders
+    follower: CheckpointFollower | None = None
+    # Why a folder path cannot be followed here (an unknown protocol, a missing extra).
+    check_folder: Callable[[str], str | None] = lambda path: None
     ready: bool = False
 
     def live_problem(self) -> str | None:

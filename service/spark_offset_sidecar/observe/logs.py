@@ -25,6 +25,8 @@ CONTEXT = (
     "replica_id",
     "owner_epoch",
     "commit_started_at",
+    "folder",  # a followed checkpoint folder
+    "reason",  # why it failed (a bounded word, as in the metrics)
 )
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 

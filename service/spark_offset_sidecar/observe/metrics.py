@@ -14,7 +14,8 @@ kafka_exporter already runs, it reports these groups too and the sums would doub
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from typing import Protocol
 
@@ -57,6 +58,18 @@ class LagView(Protocol):
     def read_at(self) -> float | None: ...
     @property
     def counters(self) -> LagReads: ...
+
+
+@dataclass(frozen=True)
+class FolderFigures:
+    """One followed checkpoint folder, as the follower sees it at scrape time."""
+
+    path: str
+    group_id: str
+    newest_in_folder: int | None
+    last_recorded: int | None
+    behind_seconds: float
+    errors: Mapping[str, int]
 
 
 class SidecarMetrics:
@@ -123,6 +136,14 @@ class SidecarMetrics:
 
     def watch_lag(self, monitor: LagView, *, export_kafka_lag: bool) -> None:
         self.registry.register(LagCollector(monitor, export_kafka_lag=export_kafka_lag))
+
+    def watch_folders(
+        self,
+        folders: Callable[[], Iterable[FolderFigures]],
+        requests: Callable[[], int],
+        reasons: Iterable[str],
+    ) -> None:
+        self.registry.register(FolderCollector(folders, requests, tuple(reasons)))
 
 
 class LedgerCollector(Collector):
@@ -275,3 +296,56 @@ class LagCollector(Collector):
         yield from (status, reads, read_at)
         if self._export_kafka_lag:
             yield from (lag, lag_sum, offset, offset_sum)
+
+
+class FolderCollector(Collector):
+    """Followed checkpoint folders (``runtime.checkpoint_follower``); the label ``folder``
+    is the folder's path (one series per followed folder, like one per group)."""
+
+    def __init__(
+        self,
+        folders: Callable[[], Iterable[FolderFigures]],
+        requests: Callable[[], int],
+        reasons: tuple[str, ...],
+    ) -> None:
+        self._folders = folders
+        self._requests = requests
+        self._reasons = reasons
+
+    def collect(self) -> Iterator[Metric]:
+        labels = ["folder", "consumergroup"]
+        newest = GaugeMetricFamily(
+            "sidecar_followed_folder_newest_batch",
+            "The newest commits/N seen in the checkpoint folder.",
+            labels=labels,
+        )
+        recorded = GaugeMetricFamily(
+            "sidecar_followed_folder_last_batch",
+            "The newest completed batch of the folder handed to the ledger.",
+            labels=labels,
+        )
+        behind = GaugeMetricFamily(
+            "sidecar_followed_folder_behind_seconds",
+            "How long a completed batch of the folder has waited to be recorded (0: none).",
+            labels=labels,
+        )
+        errors = CounterMetricFamily(
+            "sidecar_followed_folder_errors",
+            "Failed polls of the folder, by reason.",
+            labels=[*labels, "reason"],
+        )
+        requests = CounterMetricFamily(
+            "sidecar_checkpoint_storage_requests",
+            "Calls to the checkpoint storage (a listing, a read, an existence check: one each).",
+            value=self._requests(),
+        )
+        for folder in self._folders():
+            key = [folder.path, folder.group_id]
+            if folder.newest_in_folder is not None:
+                newest.add_metric(key, folder.newest_in_folder)
+            if folder.last_recorded is not None:
+                recorded.add_metric(key, folder.last_recorded)
+            behind.add_metric(key, folder.behind_seconds)
+            for reason in self._reasons:
+                errors.add_metric([*key, reason], folder.errors.get(reason, 0))
+        yield from (newest, recorded, behind, errors, requests)

@@ -7,6 +7,7 @@ them; ``tests/adapters/test_migrations.py`` checks the two agree.
                        last committed offsets, the operator's rewind permission, and with
                        replicas its lease: owner, owner epoch, lease expiry (``leases``)
   replicas             with replicas: one row per live replica and its lease expiry
+  followed_folders     Spark checkpoint folders followed into a group (no listener)
 
 Offsets are stored as Spark-shaped JSON text: ``{"topic": {"0": 42}}``.
 """
@@ -79,4 +80,14 @@ replicas = Table(
     Column("replica_id", String(200), primary_key=True),
     Column("started_at", Float, nullable=False),
     Column("expires_at", Float, nullable=False),
+)
+
+followed_folders = Table(
+    "followed_folders",
+    metadata,
+    Column("path", String(2048), primary_key=True),
+    Column("group_id", String(255), nullable=False, index=True),
+    Column("topics", Text, nullable=True),  # JSON list of patterns; NULL: any topic
+    Column("registered_by", String(200), nullable=True),
+    Column("registered_at", Float, nullable=False),
 )

@@ -1,0 +1,289 @@
+"""Spark jobs with no listener, committed through their checkpoint folders: real PySpark
+over real topics, the service as a real process following the folder (a local one, and
+one on a real S3-compatible server), the group read back from the broker.
+
+Spark writes its checkpoint to a local folder; for S3 the folder is copied into the
+S3-compatible server as it grows (``CheckpointSync``, the way ``aws s3 sync`` would):
+Spark's own ``s3a://`` writer needs hadoop-aws and the AWS SDK bundle, which this project
+does not download (harness/s3_server.py says why)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.s3_server import S3Server
+from harness.service_process import ServiceProcess
+from spark_offset_listener.listener import OffsetCommitListener
+from tests.support.cli import offset_sidecar
+from tests.support.kafka import committed_offsets, produce, run_sync, unique_group
+from tests.support.offset_watch import OffsetWatch
+from tests.support.service import metric, metric_sum, wait_for
+from tests.support.spark_queries import last_end_offsets, run_available_now
+
+pytestmark = [pytest.mark.kafka, pytest.mark.spark]
+
+
+def follow(service: ServiceProcess, path: str, group: str) -> None:
+    done = offset_sidecar("127.0.0.1:1", "follow", path, "--group", group, "--url", service.url)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["group_id"] == group
+
+
+def folder_status(service: ServiceProcess, path: str) -> dict[str, Any]:
+    folders = service.http.get("/v1/followed-folders").json()
+    return next(f for f in folders if f["path"] == path)
+
+
+@pytest.fixture
+def following(tmp_path: Path, kafka_bootstrap: str) -> Iterator[ServiceProcess]:
+    service = ServiceProcess(tmp_path, kafka_bootstrap, follow_interval_seconds=0.5).start()
+    yield service
+    service.stop()
+
+
+def test_a_job_without_a_listener_is_committed_through_its_local_checkpoint(
+    spark: Any,
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    tmp_path: Path,
+    following: ServiceProcess,
+) -> None:
+    orders, payments = new_topic(3), new_topic(2)
+    run_sync(produce(kafka_bootstrap, orders, 900))
+    run_sync(produce(kafka_bootstrap, payments, 400))
+    group = unique_group("follow")
+    checkpoint = str(tmp_path / "checkpoint")
+    follow(following, checkpoint, group)
+    with OffsetWatch(kafka_bootstrap, group) as watch:
+        query = run_available_now(spark, kafka_bootstrap, [orders, payments], tmp_path)
+        ends = last_end_offsets(query)
+        watch.wait_for(ends, timeout=30)
+    assert watch.regressions == []
+    assert len(watch.history) >= 2, "committed batch by batch, not once at the end"
+    last = query.lastProgress["batchId"]
+    status = folder_status(following, checkpoint)
+    assert status["query_id"] == str(query.id)
+    assert status["last_batch_recorded"] == last
+    assert status["errors"] == {}
+    text = following.metrics()
+    assert metric(text, "sidecar_followed_folder_last_batch", folder=checkpoint) == last
+    assert metric(text, "sidecar_followed_folder_behind_seconds", folder=checkpoint) == 0
+    listed = offset_sidecar("127.0.0.1:1", "followed", "--url", following.url)
+    assert listed.returncode == 0, listed.stderr
+    assert checkpoint in listed.stdout
+    assert group in listed.stdout
+
+
+class CheckpointSync:
+    """Copies a local checkpoint folder into a bucket as Spark writes it (metadata, then
+    each new ``offsets/N``, then each new ``commits/N``), from a thread."""
+
+    def __init__(self, local: Path, server: S3Server, bucket: str, prefix: str) -> None:
+        self.local, self.bucket, self.prefix = local, bucket, prefix
+        self.client = server.client()
+        self.client.create_bucket(Bucket=bucket)
+        self.copied: set[str] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> CheckpointSync:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        self.once()
+
+    def once(self) -> None:
+        for name in ("metadata", "offsets", "commits"):
+            path = self.local / name
+            files = (
+                [path] if path.is_file() else sorted(path.glob("[0-9]*")) if path.exists() else []
+            )
+            for file in files:
+                key = str(file.relative_to(self.local))
+                if key not in self.copied:
+                    body = file.read_bytes()
+                    self.client.put_object(
+                        Bucket=self.bucket, Key=f"{self.prefix}/{key}", Body=body
+                    )
+                    self.copied.add(key)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.2):
+            self.once()
+
+
+def test_a_spark_sql_job_is_committed_through_its_checkpoint_on_s3(
+    spark: Any,
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    tmp_path: Path,
+    s3_server: S3Server,
+) -> None:
+    topic = new_topic(3)
+    run_sync(produce(kafka_bootstrap, topic, 1200))
+    group = unique_group("sql")
+    bucket = f"ckpt-{uuid.uuid4().hex[:10]}"
+    service = ServiceProcess(
+        tmp_path,
+        kafka_bootstrap,
+        follow_interval_seconds=0.5,
+        checkpoint_storage_options=json.dumps(s3_server.storage_options()),
+    ).start()
+    try:
+        follow(service, f"s3a://{bucket}/orders-sql", group)
+        view = f"orders_{uuid.uuid4().hex[:8]}"
+        (
+            spark.readStream.format("kafka")
+            .option("kafka.bootstrap.servers", kafka_bootstrap)
+            .option("subscribe", topic)
+            .option("startingOffsets", "earliest")
+            .option("maxOffsetsPerTrigger", "300")
+            .load()
+            .createOrReplaceTempView(view)
+        )
+        job = spark.sql(  # the job itself is SQL: no listener, no Python beyond start()
+            f"SELECT partition, COUNT(*) AS records, MAX(offset) AS last "
+            f"FROM {view} GROUP BY partition"
+        )
+        local = tmp_path / "checkpoint"
+        with CheckpointSync(local, s3_server, bucket, "orders-sql") as sync:
+            query = (
+                job.writeStream.format("memory")
+                .queryName(f"{view}_out")
+                .outputMode("complete")
+                .option("checkpointLocation", str(local))
+                .trigger(availableNow=True)
+                .start()
+            )
+            query.awaitTermination(180)
+        assert sync.copied, "the checkpoint reached the bucket"
+        ends = last_end_offsets(query)
+        assert sum(ends.values()) == 1200
+        wait_for(lambda: committed_offsets(kafka_bootstrap, group) == ends, 30, "commit")
+        status = folder_status(service, f"s3a://{bucket}/orders-sql")
+        assert status["last_batch_recorded"] == query.lastProgress["batchId"] >= 3
+        assert status["errors"] == {}
+    finally:
+        service.stop()
+
+
+def test_a_listener_and_a_follower_on_one_query_agree(
+    spark: Any,
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    tmp_path: Path,
+    following: ServiceProcess,
+) -> None:
+    topic = new_topic(3)
+    run_sync(produce(kafka_bootstrap, topic, 1000))
+    group = unique_group("both")
+    follow(following, str(tmp_path / "checkpoint"), group)
+    listener = OffsetCommitListener(following.url, group_id=group, flush_timeout=2.0, timeout=2.0)
+    spark.streams.addListener(listener)
+    try:
+        with OffsetWatch(kafka_bootstrap, group) as watch:
+            query = run_available_now(spark, kafka_bootstrap, [topic], tmp_path)
+            ends = last_end_offsets(query)
+            watch.wait_for(ends, timeout=30)
+            wait_for(
+                lambda: (
+                    folder_status(following, str(tmp_path / "checkpoint"))["last_batch_recorded"]
+                    == query.lastProgress["batchId"]
+                ),
+                what="the follower's last batch",
+            )
+    finally:
+        spark.streams.removeListener(listener)
+        listener.sender.close(0.5)
+    assert watch.regressions == []
+    text = following.metrics()
+    assert metric_sum(text, "sidecar_events_total", consumergroup=group, outcome="conflict") == 0
+    duplicates = metric_sum(text, "sidecar_events_total", consumergroup=group, outcome="duplicate")
+    stale = metric_sum(text, "sidecar_events_total", consumergroup=group, outcome="stale")
+    assert duplicates + stale >= 1, "the second reporter of a batch is a duplicate"
+    assert following.query(str(query.id))["group_id"] == group
+
+
+@pytest.mark.faults
+def test_killed_while_following_the_service_resumes_with_nothing_lost_or_backwards(
+    spark: Any,
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    tmp_path: Path,
+) -> None:
+    topic = new_topic(3)
+    run_sync(produce(kafka_bootstrap, topic, 1500))
+    group = unique_group("kill")
+    service = ServiceProcess(tmp_path, kafka_bootstrap, follow_interval_seconds=0.5).start()
+    checkpoint = str(tmp_path / "checkpoint")
+    follow(service, checkpoint, group)
+    try:
+        with OffsetWatch(kafka_bootstrap, group) as watch:
+            killed = threading.Event()
+
+            def kill_after_first_commit() -> None:
+                wait_for(lambda: watch.latest, timeout=120, what="a first commit")
+                service.kill()
+                killed.set()
+
+            killer = threading.Thread(target=kill_after_first_commit, daemon=True)
+            killer.start()
+            query = run_available_now(spark, kafka_bootstrap, [topic], tmp_path)
+            killer.join(130)
+            assert killed.is_set()
+            ends = last_end_offsets(query)
+            assert watch.latest != ends or query.lastProgress["batchId"] == 0
+            service.start()  # the registration is in the database; the folder is listed again
+            watch.wait_for(ends, timeout=30)
+        assert watch.regressions == []
+    finally:
+        service.stop()
+
+
+@pytest.mark.faults
+def test_a_recreated_checkpoint_waits_for_the_old_query_to_be_released(
+    spark: Any,
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    tmp_path: Path,
+    following: ServiceProcess,
+) -> None:
+    topic = new_topic(2)
+    run_sync(produce(kafka_bootstrap, topic, 400))
+    group = unique_group("recreate")
+    checkpoint = str(tmp_path / "checkpoint")
+    follow(following, checkpoint, group)
+    first = run_available_now(spark, kafka_bootstrap, [topic], tmp_path)
+    ends = last_end_offsets(first)
+    wait_for(lambda: committed_offsets(kafka_bootstrap, group) == ends, 30, "commit")
+
+    shutil.rmtree(checkpoint)  # the checkpoint is lost; the job starts anew where it was
+    run_sync(produce(kafka_bootstrap, topic, 200, start=400))
+    start = json.dumps({topic: {str(p): o for (_, p), o in ends.items()}})
+    second = run_available_now(
+        spark, kafka_bootstrap, [topic], tmp_path, output="out2", starting_offsets=start
+    )
+    assert second.id != first.id
+    wait_for(
+        lambda: folder_status(following, checkpoint)["errors"].get("conflict", 0) >= 1,
+        what="the conflict of the new query id",
+    )
+    assert committed_offsets(kafka_bootstrap, group) == ends  # nothing moved meanwhile
+    assert "release" in (folder_status(following, checkpoint)["last_error"] or "")
+
+    released = following.http.delete(f"/v1/queries/{first.id}")
+    assert released.status_code == 200, released.text
+    new_ends = last_end_offsets(second)
+    wait_for(lambda: committed_offsets(kafka_bootstrap, group) == new_ends, 30, "new commit")
+    assert sum(new_ends.values()) == 600

@@ -1,0 +1,251 @@
+"""The follower on its ports (``testing`` doubles for the storage and the registry, the
+real ledger): what it records, what a poll costs, and how it fails. The real storage
+and real Spark are in ``tests/adapters/test_fsspec_storage.py`` and
+``tests/e2e/test_checkpoint_follower.py``."""
+
+from __future__ import annotations
+
+from spark_offset_sidecar.core.changes import Outcome
+from spark_offset_sidecar.core.ledger import Backoff
+from spark_offset_sidecar.core.offsets import TopicPartition
+from spark_offset_sidecar.errors import CheckpointReadError, StoreUnavailable
+from spark_offset_sidecar.ports.checkpoints import FollowedFolder
+from spark_offset_sidecar.runtime.checkpoint_follower import CheckpointFollower
+from spark_offset_sidecar.runtime.durable_ledger import DurableLedger
+from spark_offset_sidecar.testing import (
+    InMemoryCheckpointStorage,
+    InMemoryFollowedFolders,
+    InMemoryStore,
+)
+
+PATH = "s3://bucket/orders"
+GROUP = "orders-group"
+QUERY = "5b028b11-7861-428b-8e06-2da270548ca8"
+T0, T1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
+META = '{"batchWatermarkMs":0,"batchTimestampMs":1,"conf":{}}'
+
+
+def offsets_file(batch: int) -> str:
+    return f'v1\n{META}\n{{"orders":{{"0":{10 * batch},"1":{5 * batch}}}}}\n{{"logOffset":{batch}}}'
+
+
+class Folder:
+    def __init__(self, storage: InMemoryCheckpointStorage, path: str = PATH) -> None:
+        self.storage, self.path = storage, path
+
+    def start(self, query: str = QUERY) -> None:
+        self.storage.write(f"{self.path}/metadata", f'{{"id":"{query}"}}')
+
+    def plan(self, batch: int, text: str | None = None) -> None:
+        self.storage.write(f"{self.path}/offsets/{batch}", text or offsets_file(batch))
+
+    def commit(self, batch: int, text: str = 'v1\n{"nextBatchWatermarkMs":0}') -> None:
+        self.storage.write(f"{self.path}/commits/{batch}", text)
+
+    def run(self, *batches: int) -> None:
+        for batch in batches:
+            self.plan(batch)
+            self.commit(batch)
+
+
+async def setup(
+    *, relist_every: int = 60, topics: tuple[str, ...] | None = None
+) -> tuple[CheckpointFollower, Folder, InMemoryStore]:
+    storage, store = InMemoryCheckpointStorage(), InMemoryStore()
+    durable = await DurableLedger.open(store, max_pending=100, backoff=Backoff(0.5, 10))
+    registry = InMemoryFollowedFolders(FollowedFolder(PATH, GROUP, topics, "ops"))
+    follower = CheckpointFollower(
+        storage, registry, durable, interval=1.0, relist_every=relist_every
+    )
+    return follower, Folder(storage), store
+
+
+def recorded(follower: CheckpointFollower) -> tuple[int | None, dict[TopicPartition, int]]:
+    query = follower.durable.ledger.queries.get(QUERY)
+    group = follower.durable.ledger.groups.get(GROUP)
+    slot = group.slot.offsets if group and group.slot else {}
+    return (query.last_completed_id if query else None), dict(slot)
+
+
+def errors(follower: CheckpointFollower) -> dict[str, int]:
+    return dict(follower.states[PATH].errors)
+
+
+async def test_the_newest_completed_batch_is_recorded_with_its_offsets() -> None:
+    follower, folder, _ = await setup()
+    folder.start()
+    folder.run(0, 1, 2)
+    folder.plan(3)  # planned, not done
+    await follower.poll_all()
+    assert recorded(follower) == (2, {T0: 20, T1: 10})
+    pending = follower.durable.ledger.queries[QUERY].pending
+    assert list(pending) == [3]  # offsets/3: Flink's pendingOffsetsToCommit.put(3, ...)
+    folder.commit(3)
+    await follower.poll_all()
+    assert recorded(follower) == (3, {T0: 30, T1: 15})
+    assert errors(follower) == {}
+
+
+async def test_a_quiet_poll_costs_two_requests_and_new_batches_a_few() -> None:
+    follower, folder, _ = await setup()
+    folder.start()
+    folder.run(*range(50))
+    await follower.poll_all()  # the first poll lists
+    storage = follower.storage
+    for _ in range(3):
+        before = storage.requests
+        await follower.poll_all()
+        assert storage.requests - before == 2  # metadata, offsets/50 (absent)
+    folder.plan(50)
+    await follower.poll_all()
+    before = storage.requests
+    await follower.poll_all()
+    assert storage.requests - before == 2  # metadata, commits/50 (absent): batch running
+    folder.commit(50)
+    folder.run(*range(51, 1050))
+    before = storage.requests
+    await follower.poll_all()
+    assert recorded(follower)[0] == 1049
+    assert storage.requests - before <= 2 * 11 + 6  # gallop + bisect over 1,000 batches
+
+
+async def test_a_batch_reported_by_a_listener_too_is_a_duplicate() -> None:
+    follower, folder, _ = await setup()
+    ledger = follower.durable.ledger
+    listener = await follower.durable.record(
+        lambda led: led.decide_progress(QUERY, GROUP, "run-1", 4, {T0: 40, T1: 20}, 1.0),
+        query_id=QUERY,
+        group_id=GROUP,
+    )
+    assert listener.outcome is Outcome.ACCEPTED
+    folder.start()
+    folder.run(3, 4)
+    await follower.poll_all()
+    assert recorded(follower) == (4, {T0: 40, T1: 20})
+    assert ledger.groups[GROUP].counters.events[Outcome.DUPLICATE.value] == 2
+    assert errors(follower) == {}
+    folder.run(5)
+    await follower.poll_all()
+    stale = await follower.durable.record(  # the listener's event arrives late
+        lambda led: led.decide_progress(QUERY, GROUP, "run-1", 5, {T0: 50, T1: 25}, 1.0),
+        query_id=QUERY,
+        group_id=GROUP,
+    )
+    assert stale.outcome is Outcome.DUPLICATE
+    assert recorded(follower) == (5, {T0: 50, T1: 25})
+
+
+async def test_half_written_or_garbage_files_complete_nothing_until_whole() -> None:
+    follower, folder, _ = await setup()
+    folder.start()
+    folder.run(0)
+    await follower.poll_all()
+    folder.plan(1, offsets_file(1)[:-9])  # cut inside the file source's line
+    folder.commit(1)
+    await follower.poll_all()
+    assert recorded(follower)[0] == 0
+    assert errors(follower) == {"unreadable_file": 1}
+    assert "offsets/1, line 4" in (follower.states[PATH].last_error or "")
+    folder.plan(1)
+    folder.commit(1, "v1\n")  # the commit half-written: batch 1 is not done
+    await follower.poll_all()
+    assert recorded(follower)[0] == 0
+    assert errors(follower) == {"unreadable_file": 2}
+    folder.commit(1)
+    await follower.poll_all()
+    assert recorded(follower) == (1, {T0: 10, T1: 5})
+    assert follower.states[PATH].last_error is None
+
+
+async def test_a_commit_without_its_offsets_is_refused() -> None:
+    follower, folder, _ = await setup()
+    folder.start()
+    folder.commit(0)
+    await follower.poll_all()
+    assert recorded(follower)[0] is None
+    assert errors(follower) == {"missing_file": 1}
+
+
+async def test_a_folder_registered_before_its_job_waits_and_one_that_vanished_fails() -> None:
+    follower, folder, _ = await setup()
+    await follower.poll_all()
+    assert errors(follower) == {}
+    assert "no checkpoint yet" in (follower.states[PATH].last_error or "")
+    folder.start()
+    folder.run(0)
+    await follower.poll_all()
+    assert recorded(follower)[0] == 0
+    follower.storage.delete_folder(PATH)  # type: ignore[attr-defined]
+    await follower.poll_all()
+    assert errors(follower) == {"missing_file": 1}
+
+
+async def test_a_recreated_checkpoint_is_a_new_query_refused_until_the_old_is_released() -> None:
+    follower, folder, _ = await setup()
+    folder.start()
+    folder.run(0, 1, 2)
+    await follower.poll_all()
+    follower.storage.delete_folder(PATH)  # type: ignore[attr-defined]
+    folder.start("new-query")
+    folder.run(0)
+    await follower.poll_all()
+    assert errors(follower) == {"conflict": 1}
+    assert "belongs to query" in (follower.states[PATH].last_error or "")
+    assert recorded(follower) == (2, {T0: 20, T1: 10})  # nothing moved
+    released = await follower.durable.record(lambda led: led.decide_release(QUERY), query_id=QUERY)
+    assert released.outcome is Outcome.ACCEPTED
+    await follower.poll_all()
+    query = follower.durable.ledger.queries["new-query"]
+    assert query.last_completed_id == 0
+    assert follower.durable.ledger.groups[GROUP].query_id == "new-query"
+
+
+async def test_store_and_storage_outages_are_counted_and_retried() -> None:
+    follower, folder, store = await setup()
+    folder.start()
+    folder.run(0)
+    store.fail_with = StoreUnavailable("disk full")
+    await follower.poll_all()
+    assert recorded(follower)[0] is None
+    follower.storage.fail_with = CheckpointReadError(PATH, "unreachable", "refused")  # type: ignore[attr-defined]
+    await follower.poll_all()
+    assert errors(follower) == {"store_unavailable": 1, "unreachable": 1}
+    store.fail_with = None
+    follower.storage.fail_with = None  # type: ignore[attr-defined]
+    await follower.poll_all()
+    assert recorded(follower) == (0, {T0: 0, T1: 0})
+
+
+async def test_a_purge_past_the_reader_is_caught_by_the_next_listing() -> None:
+    follower, folder, _ = await setup(relist_every=3)
+    folder.start()
+    folder.run(0, 1)
+    await follower.poll_all()
+    follower.storage.delete_folder(PATH)  # type: ignore[attr-defined]
+    folder.start()
+    folder.run(*range(200, 205))  # minBatchesToRetain passed batch 2 between two polls
+    for _ in range(4):
+        await follower.poll_all()
+    assert recorded(follower)[0] == 204
+
+
+async def test_topics_the_registering_token_may_not_commit_are_refused() -> None:
+    follower, folder, _ = await setup(topics=("payments-*",))
+    folder.start()
+    folder.run(0)
+    await follower.poll_all()
+    assert recorded(follower)[0] is None
+    assert errors(follower) == {"forbidden_topic": 1}
+
+
+async def test_a_folder_of_a_group_another_replica_commits_is_not_read() -> None:
+    follower, folder, _ = await setup()
+    folder.start()
+    folder.run(0)
+    await follower.poll_all()
+    follower.durable.ledger.commit_only(set())  # the group is another replica's now
+    folder.run(1)
+    before = follower.storage.requests
+    await follower.poll_all()
+    assert follower.storage.requests == before
+    assert recorded(follower)[0] == 0
