@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import statistics
 import subprocess
@@ -61,7 +62,7 @@ def produce_in_background(
 class Sidecar:
     """``offset-sidecar serve`` on a free port with a throw-away SQLite database."""
 
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: str, **settings: object) -> None:
         self.folder = tempfile.mkdtemp(prefix="sidecar-bench-")
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -71,6 +72,7 @@ class Sidecar:
             "SIDECAR_DATABASE_URL": f"sqlite:///{self.folder}/sidecar.db",
             "SIDECAR_PORT": str(self.port),
             "SIDECAR_LOG_LEVEL": "WARNING",
+            **{f"SIDECAR_{k.upper()}": str(v) for k, v in settings.items()},
         }
         self.process = subprocess.Popen(
             [sys.executable, "-m", "spark_offset_sidecar.cli", "serve"], env=env, cwd=ROOT
@@ -83,6 +85,19 @@ class Sidecar:
             except OSError:
                 time.sleep(0.1)
         raise RuntimeError("the sidecar did not start")
+
+    def post(self, path: str, body: object) -> object:
+        request = urllib.request.Request(
+            self.url + path,
+            data=json.dumps(body).encode(),
+            headers={"content-type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return json.loads(answer.read())
+
+    def get(self, path: str) -> object:
+        with urllib.request.urlopen(self.url + path, timeout=30) as answer:
+            return json.loads(answer.read())
 
     def stop(self) -> None:
         self.process.terminate()

@@ -79,6 +79,7 @@ def test_a_followed_folder_is_committed_and_shown(
     text = client.get("/metrics").text
     assert metric(text, "sidecar_followed_folder_last_batch", folder=str(folder)) == 0
     assert (metric(text, "sidecar_checkpoint_storage_requests_total") or 0) >= 3
+    assert (metric(text, "sidecar_followed_folder_polls_total", folder=str(folder)) or 0) >= 1
     again = client.post(
         "/v1/followed-folders", json={"path": str(folder), "group_id": "a-orders"}, headers=TEAM_A
     )

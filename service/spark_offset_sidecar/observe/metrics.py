@@ -70,6 +70,7 @@ class FolderFigures:
     last_recorded: int | None
     behind_seconds: float
     errors: Mapping[str, int]
+    polls: int
 
 
 class SidecarMetrics:
@@ -334,6 +335,11 @@ class FolderCollector(Collector):
             "Failed polls of the folder, by reason.",
             labels=[*labels, "reason"],
         )
+        polls = CounterMetricFamily(
+            "sidecar_followed_folder_polls",
+            "Polls of the folder by this replica, failed ones included.",
+            labels=labels,
+        )
         requests = CounterMetricFamily(
             "sidecar_checkpoint_storage_requests",
             "Calls to the checkpoint storage (a listing, a read, an existence check: one each).",
@@ -346,6 +352,7 @@ class FolderCollector(Collector):
             if folder.last_recorded is not None:
                 recorded.add_metric(key, folder.last_recorded)
             behind.add_metric(key, folder.behind_seconds)
+            polls.add_metric(key, folder.polls)
             for reason in self._reasons:
                 errors.add_metric([*key, reason], folder.errors.get(reason, 0))
-        yield from (newest, recorded, behind, errors, requests)
+        yield from (newest, recorded, behind, errors, polls, requests)

@@ -133,6 +133,7 @@ class CheckpointFollower:
                 s.position.completed,
                 s.behind_seconds(now),
                 s.errors,
+                s.polls,
             )
             for s in self.states.values()
             if s.polls

@@ -1,0 +1,101 @@
+"""Batch end -> offsets committed in Kafka, for a job followed through its checkpoint
+folder, side by side with the same job reported by the listener.
+
+One real streaming query (Spark's Kafka connector, a 1-second trigger, 4 partitions, a
+producer writing continuously) with its checkpoint in a local folder. Two sidecar
+processes: one follows the folder into group F (no listener involved, polling every
+``--interval`` s), the other gets the listener's events for group L. A poller reads both
+groups' committed offsets from the broker every 5 ms and notes when each batch id (from
+the commit metadata) first appears. Batch end = progress timestamp + ``triggerExecution``.
+
+    scripts/local-kafka.sh start
+    .venv/bin/python bench/follow_latency.py [--seconds 60] [--interval 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.bench_support import Sidecar, create_topic, percentiles, produce_in_background
+from bench.commit_latency import batch_end, watch_commits
+from jobs.spark_session import kafka_spark_session
+from spark_offset_listener.listener import OffsetCommitListener
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--bootstrap", default="127.0.0.1:9092")
+    parser.add_argument("--seconds", type=float, default=60)
+    parser.add_argument("--rate", type=float, default=2000)
+    parser.add_argument("--interval", type=float, default=1.0, help="the follower's polling")
+    args = parser.parse_args()
+
+    topic = f"bench-follow-{uuid.uuid4().hex[:8]}"
+    followed, listened = f"bench-f-{uuid.uuid4().hex[:8]}", f"bench-l-{uuid.uuid4().hex[:8]}"
+    asyncio.run(create_topic(args.bootstrap, topic, 4))
+    follower = Sidecar(args.bootstrap, follow_interval_seconds=args.interval)
+    reporter = Sidecar(args.bootstrap)
+    spark = kafka_spark_session("bench-follow-latency")
+    spark.streams.addListener(OffsetCommitListener(reporter.url, group_id=listened))
+    seen: dict[str, dict[int, float]] = {followed: {}, listened: {}}
+    stop = threading.Event()
+    watchers = [watch_commits(args.bootstrap, g, seen[g], stop) for g in seen]
+    with tempfile.TemporaryDirectory() as work:
+        checkpoint = f"{work}/checkpoint"
+        follower.post("/v1/followed-folders", {"path": checkpoint, "group_id": followed})
+        producer = produce_in_background(args.bootstrap, topic, args.rate, args.seconds)
+        query = (
+            spark.readStream.format("kafka")
+            .option("kafka.bootstrap.servers", args.bootstrap)
+            .option("subscribe", topic)
+            .load()
+            .writeStream.format("noop")
+            .option("checkpointLocation", checkpoint)
+            .trigger(processingTime="1 second")
+            .start()
+        )
+        producer.join()
+        time.sleep(args.interval + 3)
+        progresses = list(query.recentProgress)
+        query.stop()
+    stop.set()
+    for watcher in watchers:
+        watcher.join(10)
+    spark.stop()
+    follower.stop()
+    reporter.stop()
+
+    print(
+        f"batch end -> offsets committed in Kafka; {len(progresses)} progress events, "
+        f"the follower polls every {args.interval:g} s, the committed offsets read every 5 ms"
+    )
+    print(f"{'path':>28} {'batches':>8} {'p50 ms':>9} {'p99 ms':>9} {'mean ms':>9} {'max ms':>9}")
+    figures = {}
+    for name, group in (("follower (checkpoint)", followed), ("listener (events)", listened)):
+        latencies = [
+            (seen[group][p["batchId"]] - batch_end(p)) * 1000
+            for p in progresses
+            if p["batchId"] in seen[group] and p["numInputRows"] > 0
+        ]
+        p50, p99, mean = percentiles(latencies)
+        figures[name] = p50
+        print(
+            f"{name:>28} {len(latencies):8d} {p50:9.1f} {p99:9.1f} {mean:9.1f} "
+            f"{max(latencies):9.1f}"
+        )
+    ratio = figures["follower (checkpoint)"] / figures["listener (events)"]
+    print(f"follower / listener p50: {ratio:.1f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
