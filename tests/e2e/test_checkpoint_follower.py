@@ -44,7 +44,9 @@ def folder_status(service: ServiceProcess, path: str) -> dict[str, Any]:
 
 @pytest.fixture
 def following(tmp_path: Path, kafka_bootstrap: str) -> Iterator[ServiceProcess]:
-    service = ServiceProcess(tmp_path, kafka_bootstrap, follow_interval_seconds=0.5).start()
+    service = ServiceProcess(
+        tmp_path, kafka_bootstrap, follow_interval_seconds=0.5, follow_relist_every=10
+    ).start()
     yield service
     service.stop()
 

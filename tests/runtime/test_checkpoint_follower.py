@@ -86,7 +86,7 @@ async def test_the_newest_completed_batch_is_recorded_with_its_offsets() -> None
     assert errors(follower) == {}
 
 
-async def test_a_quiet_poll_costs_two_requests_and_new_batches_a_few() -> None:
+async def test_a_quiet_poll_costs_one_request_and_new_batches_a_few() -> None:
     follower, folder, _ = await setup()
     folder.start()
     folder.run(*range(50))
@@ -95,18 +95,18 @@ async def test_a_quiet_poll_costs_two_requests_and_new_batches_a_few() -> None:
     for _ in range(3):
         before = storage.requests
         await follower.poll_all()
-        assert storage.requests - before == 2  # metadata, offsets/50 (absent)
+        assert storage.requests - before == 1  # offsets/50 (absent)
     folder.plan(50)
     await follower.poll_all()
     before = storage.requests
     await follower.poll_all()
-    assert storage.requests - before == 2  # metadata, commits/50 (absent): batch running
+    assert storage.requests - before == 1  # commits/50 (absent): the batch is running
     folder.commit(50)
     folder.run(*range(51, 1050))
     before = storage.requests
     await follower.poll_all()
     assert recorded(follower)[0] == 1049
-    assert storage.requests - before <= 2 * 11 + 6  # gallop + bisect over 1,000 batches
+    assert storage.requests - before <= 2 * 11 + 7  # gallop + bisect over 1,000 batches
 
 
 async def test_a_batch_reported_by_a_listener_too_is_a_duplicate() -> None:
@@ -167,7 +167,7 @@ async def test_a_commit_without_its_offsets_is_refused() -> None:
 
 
 async def test_a_folder_registered_before_its_job_waits_and_one_that_vanished_fails() -> None:
-    follower, folder, _ = await setup()
+    follower, folder, _ = await setup(relist_every=3)
     await follower.poll_all()
     assert errors(follower) == {}
     assert "no checkpoint yet" in (follower.states[PATH].last_error or "")
@@ -176,7 +176,8 @@ async def test_a_folder_registered_before_its_job_waits_and_one_that_vanished_fa
     await follower.poll_all()
     assert recorded(follower)[0] == 0
     follower.storage.delete_folder(PATH)  # type: ignore[attr-defined]
-    await follower.poll_all()
+    for _ in range(4):  # 3 probes see nothing new; the listing after them, no metadata
+        await follower.poll_all()
     assert errors(follower) == {"missing_file": 1}
 
 
@@ -187,16 +188,16 @@ async def test_a_recreated_checkpoint_is_a_new_query_refused_until_the_old_is_re
     await follower.poll_all()
     follower.storage.delete_folder(PATH)  # type: ignore[attr-defined]
     folder.start("new-query")
-    folder.run(0)
+    folder.run(0, 1, 2, 3)  # batch 3 is where the reader of the old query looks next
     await follower.poll_all()
     assert errors(follower) == {"conflict": 1}
     assert "belongs to query" in (follower.states[PATH].last_error or "")
-    assert recorded(follower) == (2, {T0: 20, T1: 10})  # nothing moved
+    assert recorded(follower) == (2, {T0: 20, T1: 10})  # nothing moved, nothing misread
     released = await follower.durable.record(lambda led: led.decide_release(QUERY), query_id=QUERY)
     assert released.outcome is Outcome.ACCEPTED
     await follower.poll_all()
     query = follower.durable.ledger.queries["new-query"]
-    assert query.last_completed_id == 0
+    assert query.last_completed_id == 3
     assert follower.durable.ledger.groups[GROUP].query_id == "new-query"
 
 
@@ -249,3 +250,17 @@ async def test_a_folder_of_a_group_another_replica_commits_is_not_read() -> None
     await follower.poll_all()
     assert follower.storage.requests == before
     assert recorded(follower)[0] == 0
+
+
+async def test_a_recreated_checkpoint_behind_the_reader_is_seen_at_the_next_listing() -> None:
+    follower, folder, _ = await setup(relist_every=4)
+    folder.start()
+    folder.run(*range(10))
+    await follower.poll_all()
+    follower.storage.delete_folder(PATH)  # type: ignore[attr-defined]
+    folder.start("new-query")
+    folder.run(0, 1)
+    for _ in range(5):  # 4 probes of offsets/10, then a listing
+        await follower.poll_all()
+    assert errors(follower) == {"conflict": 1}
+    assert recorded(follower)[0] == 9

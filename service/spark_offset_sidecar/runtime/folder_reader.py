@@ -1,17 +1,22 @@
 """One poll of one Spark checkpoint folder: what is new since the last poll.
 
-Cheap as the checkpoint grows: a folder is listed only when its reader starts, when its
-query id changed (a re-created checkpoint), after a failed poll, and every
-``relist_every`` polls (Spark's purge of old batches, ``minBatchesToRetain``, may then have
-passed the reader). Between listings the reader only probes the next batch ids: Spark's
-batch ids are consecutive and it never deletes the newest ones, so
+Cheap as the checkpoint grows: a folder is listed (and its ``metadata`` read) only when
+its reader starts, after a failed poll, and every ``relist_every`` polls (Spark's purge of
+old batches, ``minBatchesToRetain``, may then have passed the reader). Between listings
+the reader only probes the next batch ids: Spark's batch ids are consecutive and it never
+deletes the newest ones, so
 
-- a poll with nothing new costs 2 requests: ``metadata`` and ``offsets/{last + 1}``
-  (absent: no new batch is planned, so none can be committed either);
-- a batch running costs 2 (``metadata``, ``commits/{last + 1}``: absent);
-- k new completed batches cost about 2 log2(k) existence probes (gallop, then bisect)
-  and 2 reads (the newest batch's ``offsets/N`` and ``commits/N``), plus one read of the
-  next planned batch.
+- a poll with nothing new costs 1 request: ``offsets/{last + 1}`` (absent: no batch is
+  planned, so none can be committed either);
+- a batch running costs 1: ``commits/{last + 1}`` (absent);
+- anything new is first checked against ``metadata`` (is it still the same query? a
+  re-created checkpoint is listed anew), then k new completed batches cost about
+  2 log2(k) existence probes (gallop, then bisect) and 2 reads (the newest batch's
+  ``offsets/N`` and ``commits/N``), plus one read of the next planned batch.
+
+A re-created checkpoint is noticed when its batches reach the reader's next batch id, or
+at the next listing, whichever comes first; no batch of it is ever taken for the old
+query's.
 
 Only the newest completed batch is reported: older ones would be replaced in the group's
 slot before any commit anyway (Flink's rule; the ledger would count them as skipped).
@@ -61,26 +66,36 @@ def read_news(
 ) -> FolderNews:
     """What ``path`` holds beyond ``at`` (``at`` is not changed: the caller moves it once
     the news is recorded)."""
-    metadata = storage.read_text(f"{path}/metadata")
-    if metadata is None:
-        raise CheckpointFileMissing(f"{path}/metadata", 1, "does not exist (no checkpoint yet)")
-    query_id = parse_metadata(metadata, f"{path}/metadata")
-    changed = at.query_id is not None and at.query_id != query_id
-    if changed:
-        at = ReadPosition()
     if at.query_id is None or at.completed is None or at.polls_since_listing >= relist_every:
-        return _from_listing(storage, path, query_id, at, changed)
+        return _listed(storage, path, at)
     last = at.completed
+    planned = None
     if at.pending != last + 1:
         planned = _offsets(storage, path, last + 1)
         if planned is None:
-            return FolderNews(query_id, last, None, None, False)  # idle: 2 requests
-        if not storage.exists(f"{path}/commits/{last + 1}"):
-            return FolderNews(query_id, last, None, (last + 1, planned), False)
+            return FolderNews(at.query_id, last, None, None, False)  # idle: 1 request
     elif not storage.exists(f"{path}/commits/{last + 1}"):
-        return FolderNews(query_id, last, None, None, False)  # running: 2 requests
+        return FolderNews(at.query_id, last, None, None, False)  # running: 1 request
+    # Something new: whose is it? (A re-created checkpoint starts over at batch 0.)
+    if _query_id(storage, path) != at.query_id:
+        return _listed(storage, path, at)
+    if planned is not None and not storage.exists(f"{path}/commits/{last + 1}"):
+        return FolderNews(at.query_id, last, None, (last + 1, planned), False)
     newest = _newest_from(storage, path, last + 1)
-    return _news(storage, path, query_id, newest, at, False)
+    return _news(storage, path, at.query_id, newest, at, False)
+
+
+def _query_id(storage: CheckpointStorage, path: str) -> str:
+    metadata = storage.read_text(f"{path}/metadata")
+    if metadata is None:
+        raise CheckpointFileMissing(f"{path}/metadata", 1, "does not exist (no checkpoint yet)")
+    return parse_metadata(metadata, f"{path}/metadata")
+
+
+def _listed(storage: CheckpointStorage, path: str, at: ReadPosition) -> FolderNews:
+    query_id = _query_id(storage, path)
+    changed = at.query_id is not None and at.query_id != query_id
+    return _from_listing(storage, path, query_id, ReadPosition() if changed else at, changed)
 
 
 def _from_listing(

@@ -31,6 +31,7 @@ T = TypeVar("T")
 _FRESH: dict[str, dict[str, Any]] = {
     "s3": {
         "use_listings_cache": False,
+        "max_concurrency": 1,  # one GET a read: larger values first ask the size (a HEAD)
         "config_kwargs": {
             "connect_timeout": 3,
             "read_timeout": 10,
@@ -77,8 +78,14 @@ class FsspecCheckpointStorage:
         return bytes(data).decode("utf-8", errors="replace")
 
     def exists(self, path: str) -> bool:
+        # One ranged read of the first byte: on S3 one request, where s3fs's ``exists``
+        # follows a missing key's HEAD with a listing (is it a "directory"?).
         fs, inner = self._resolve(path)
-        return bool(self._call(path, lambda: fs.exists(inner)))
+        try:
+            self._call(path, lambda: fs.cat_file(inner, start=0, end=1))
+        except FileNotFoundError:
+            return False
+        return True
 
     def batch_ids(self, directory: str) -> list[int]:
         fs, inner = self._resolve(directory)
