@@ -5,6 +5,7 @@ groups move within the lease, and the final offsets are exact and never went bac
 from __future__ import annotations
 
 import itertools
+import json
 import threading
 import time
 from collections.abc import Callable
@@ -198,3 +199,81 @@ def test_many_groups_at_once_on_three_replicas_never_deadlock(
         list(pool.map(one_group, range(len(groups))))
     _wait_committed(kafka_bootstrap, topic, groups, lambda _group: 14)
     assert overlapping_owners(cluster.commits()) == []
+
+
+def _spark_batch(folder: Path, query: str, batch: int, offsets: dict[str, dict[str, int]]) -> None:
+    """Write batch ``batch`` into a checkpoint folder the way Spark does (offset log v1)."""
+    meta = '{"batchWatermarkMs":0,"batchTimestampMs":1,"conf":{}}'
+    (folder / "offsets").mkdir(parents=True, exist_ok=True)
+    (folder / "commits").mkdir(exist_ok=True)
+    (folder / "metadata").write_text(f'{{"id":"{query}"}}')
+    (folder / "offsets" / str(batch)).write_text(f"v1\n{meta}\n{json.dumps(offsets)}")
+    (folder / "commits" / str(batch)).write_text('v1\n{"nextBatchWatermarkMs":0}')
+
+
+def test_each_followed_folder_is_read_by_its_groups_owner_and_moves_with_it(
+    tmp_path: Path, kafka_bootstrap: str, postgres_server: Any, new_topic: Any
+) -> None:
+    postgres_server.reset()
+    cluster = ReplicaCluster(
+        tmp_path / "replicas",
+        kafka_bootstrap,
+        postgres_server.url,
+        2,
+        follow_interval_seconds=0.3,
+        **SETTINGS,
+    ).start()
+    try:
+        topic = new_topic(partitions=2)
+        folders = {unique_group("fol"): tmp_path / f"ckpt-{i}" for i in range(4)}
+        for index, (group, folder) in enumerate(folders.items()):
+            _spark_batch(folder, f"q-{group}", 0, _offsets(topic, 0, index))
+            registered = cluster.replicas["r0"].http.post(  # all through one replica
+                "/v1/followed-folders", json={"path": str(folder), "group_id": group}
+            )
+            assert registered.status_code == 201, registered.text
+        for index, group in enumerate(folders):
+            wait_for(
+                lambda g=group, i=index: (
+                    committed_offsets(kafka_bootstrap, g) == _expected(topic, 0, i)
+                ),
+                30,
+                f"{group} committed",
+            )
+
+        def readers() -> dict[str, set[str]]:
+            """Per replica, the folders it polled in the last second."""
+            before = {n: r.metrics() for n, r in cluster.alive().items()}
+            time.sleep(1.0)
+            found: dict[str, set[str]] = {}
+            for name, replica in cluster.alive().items():
+                after = replica.metrics()
+                found[name] = {
+                    str(f)
+                    for f in folders.values()
+                    if (metric(after, "sidecar_followed_folder_polls_total", folder=str(f)) or 0)
+                    > (
+                        metric(before[name], "sidecar_followed_folder_polls_total", folder=str(f))
+                        or 0
+                    )
+                }
+            return found
+
+        polled = readers()
+        assert set().union(*polled.values()) == {str(f) for f in folders.values()}
+        assert not set.intersection(*polled.values()), "each folder has one reader"
+
+        victim = next(name for name, read in polled.items() if read)
+        cluster.replicas[victim].kill()
+        for index, (group, folder) in enumerate(folders.items()):
+            _spark_batch(folder, f"q-{group}", 1, _offsets(topic, 1, index))
+        for index, group in enumerate(folders):  # the survivor took the groups and folders
+            wait_for(
+                lambda g=group, i=index: (
+                    committed_offsets(kafka_bootstrap, g) == _expected(topic, 1, i)
+                ),
+                30,
+                f"{group} committed after the owner died",
+            )
+    finally:
+        cluster.stop()
