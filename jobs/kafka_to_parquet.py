@@ -5,6 +5,10 @@ batch to the sidecar so that its consumer group shows the job's progress.
         --output /data/orders --checkpoint /data/orders-checkpoint \\
         --sidecar-url http://127.0.0.1:8000 --group orders-to-parquet
 
+Without ``--sidecar-url`` the job runs with no listener at all: have the service follow
+its checkpoint folder instead (``offset-sidecar follow /data/orders-checkpoint --group
+orders-to-parquet``).
+
 (or the same arguments after ``spark-submit jobs/kafka_to_parquet.py`` with the connector
 jars and ``--py-files`` holding ``jobs/``).
 """
@@ -70,11 +74,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--topics", required=True, help="comma-separated topics")
     parser.add_argument("--output", required=True)
     parser.add_argument("--checkpoint", required=True)
-    parser.add_argument("--sidecar-url", required=True)
-    parser.add_argument("--group", required=True, help="consumer group to commit to")
+    parser.add_argument(
+        "--sidecar-url", help="report batches to the sidecar (none: follow the checkpoint)"
+    )
+    parser.add_argument("--group", help="consumer group to commit to (with --sidecar-url)")
     parser.add_argument("--token", default=None, help="bearer token for the sidecar")
     parser.add_argument("--trigger-seconds", type=float, default=2.0)
     parser.add_argument("--starting-offsets", default="earliest")
+    parser.add_argument("--max-offsets-per-trigger", type=int, default=None)
     parser.add_argument("--run-seconds", type=float, default=0, help="0: until stopped")
     parser.add_argument(
         "--available-now",
@@ -82,13 +89,16 @@ def main(argv: list[str] | None = None) -> int:
         help="process what the topics hold now, then stop (Trigger.AvailableNow)",
     )
     args = parser.parse_args(argv)
+    if args.sidecar_url and not args.group:
+        parser.error("--sidecar-url needs --group")
 
     from jobs.spark_session import kafka_spark_session
 
     spark = kafka_spark_session("kafka-to-parquet")
-    spark.streams.addListener(
-        OffsetCommitListener(args.sidecar_url, group_id=args.group, token=args.token)
-    )
+    if args.sidecar_url:
+        spark.streams.addListener(
+            OffsetCommitListener(args.sidecar_url, group_id=args.group, token=args.token)
+        )
     query = start_query(
         spark,
         bootstrap_servers=args.bootstrap_servers,
@@ -97,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         checkpoint=args.checkpoint,
         trigger_seconds=args.trigger_seconds,
         starting_offsets=args.starting_offsets,
+        max_offsets_per_trigger=args.max_offsets_per_trigger,
         available_now=args.available_now,
     )
     try:

@@ -44,7 +44,10 @@ case "${1:-}" in
     version=$("$python" -c 'import pyspark; print(pyspark.__version__)')
     out="$jars_root/spark-kafka-$version"
     if [ ! -f "$out/.complete" ]; then
-      fetch "$root/scripts/maven/spark-kafka" "$out" "-Dspark.version=$version" >/dev/null
+      scala=2.13
+      case "$version" in 3.*) scala=2.12 ;; esac  # Spark 3.5 ships Scala 2.12 jars
+      fetch "$root/scripts/maven/spark-kafka" "$out" "-Dspark.version=$version" \
+        "-Dscala.binary=$scala" >/dev/null
       # Keep only what pyspark does not ship already: two copies of a class on the
       # driver's classpath is how linkage errors start.
       for jar in "$out"/*.jar; do

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,11 +22,12 @@ from typing import Any
 
 import pytest
 
+from harness.machine import ROOT
 from harness.s3_server import S3Server
 from harness.service_process import ServiceProcess
 from spark_offset_listener.listener import OffsetCommitListener
 from tests.support.cli import offset_sidecar
-from tests.support.kafka import committed_offsets, produce, run_sync, unique_group
+from tests.support.kafka import committed_offsets, log_ends, produce, run_sync, unique_group
 from tests.support.offset_watch import OffsetWatch
 from tests.support.service import metric, metric_sum, wait_for
 from tests.support.spark_queries import last_end_offsets, run_available_now
@@ -52,31 +56,44 @@ def following(tmp_path: Path, kafka_bootstrap: str) -> Iterator[ServiceProcess]:
 
 
 def test_a_job_without_a_listener_is_committed_through_its_local_checkpoint(
-    spark: Any,
     kafka_bootstrap: str,
     new_topic: Callable[..., str],
     tmp_path: Path,
     following: ServiceProcess,
 ) -> None:
+    """The project's Kafka-to-Parquet job, run as its own Spark driver with no
+    ``--sidecar-url``: nothing in that process talks to the service."""
     orders, payments = new_topic(3), new_topic(2)
     run_sync(produce(kafka_bootstrap, orders, 900))
     run_sync(produce(kafka_bootstrap, payments, 400))
     group = unique_group("follow")
     checkpoint = str(tmp_path / "checkpoint")
     follow(following, checkpoint, group)
+    ends = log_ends(kafka_bootstrap, [orders, payments])
+    assert sum(ends.values()) == 1300
     with OffsetWatch(kafka_bootstrap, group) as watch:
-        query = run_available_now(spark, kafka_bootstrap, [orders, payments], tmp_path)
-        ends = last_end_offsets(query)
+        job = subprocess.run(
+            [
+                sys.executable, "-m", "jobs.kafka_to_parquet",
+                "--bootstrap-servers", kafka_bootstrap, "--topics", f"{orders},{payments}",
+                "--output", str(tmp_path / "out"), "--checkpoint", checkpoint,
+                "--available-now", "--max-offsets-per-trigger", "250",
+            ],
+            cwd=ROOT, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert job.returncode == 0, job.stderr[-3000:]
         watch.wait_for(ends, timeout=30)
     assert watch.regressions == []
     assert len(watch.history) >= 2, "committed batch by batch, not once at the end"
-    last = query.lastProgress["batchId"]
+    commits = (tmp_path / "checkpoint" / "commits").iterdir()
+    batches = sorted(int(p.name) for p in commits if p.name.isdigit())
+    metadata = json.loads((tmp_path / "checkpoint" / "metadata").read_text())
     status = folder_status(following, checkpoint)
-    assert status["query_id"] == str(query.id)
-    assert status["last_batch_recorded"] == last
+    assert status["query_id"] == metadata["id"]
+    assert status["last_batch_recorded"] == batches[-1] >= 4
     assert status["errors"] == {}
     text = following.metrics()
-    assert metric(text, "sidecar_followed_folder_last_batch", folder=checkpoint) == last
+    assert metric(text, "sidecar_followed_folder_last_batch", folder=checkpoint) == batches[-1]
     assert metric(text, "sidecar_followed_folder_behind_seconds", folder=checkpoint) == 0
     listed = offset_sidecar("127.0.0.1:1", "followed", "--url", following.url)
     assert listed.returncode == 0, listed.stderr
@@ -289,3 +306,74 @@ def test_a_recreated_checkpoint_waits_for_the_old_query_to_be_released(
     new_ends = last_end_offsets(second)
     wait_for(lambda: committed_offsets(kafka_bootstrap, group) == new_ends, 30, "new commit")
     assert sum(new_ends.values()) == 600
+
+
+META = '{"batchWatermarkMs":0,"batchTimestampMs":1,"conf":{}}'
+
+
+@pytest.mark.faults
+def test_an_s3_outage_and_garbage_files_commit_nothing_and_are_counted(
+    kafka_bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    """Files written as Spark writes them (the format itself is checked on real Spark's
+    files in tests/unit/test_checkpoint_log.py) into a real S3-compatible server that is
+    stopped and started again; the service and the broker are real."""
+    topic = new_topic(1)
+    run_sync(produce(kafka_bootstrap, topic, 100))
+    group = unique_group("outage")
+    server = S3Server().start()
+    client = server.client()
+    client.create_bucket(Bucket="checkpoints")
+
+    def put(name: str, text: str) -> None:
+        client.put_object(Bucket="checkpoints", Key=f"job/{name}", Body=text.encode())
+
+    def batch(n: int, offset: int, commit: str = 'v1\n{"nextBatchWatermarkMs":0}') -> None:
+        put(f"offsets/{n}", f'v1\n{META}\n{{"{topic}":{{"0":{offset}}}}}')
+        put(f"commits/{n}", commit)
+
+    put("metadata", '{"id":"outage-query"}')
+    batch(0, 10)
+    service = ServiceProcess(
+        tmp_path,
+        kafka_bootstrap,
+        follow_interval_seconds=0.3,
+        checkpoint_storage_options=json.dumps(server.storage_options()),
+    ).start()
+    path = "s3://checkpoints/job"
+    try:
+        follow(service, path, group)
+        wait_for(lambda: committed_offsets(kafka_bootstrap, group) == {(topic, 0): 10}, 30)
+
+        put("offsets/1", f'v1\n{META}\n{{"{topic}":{{"0":')  # half-written
+        put("commits/1", 'v1\n{"nextBatchWatermarkMs":0}')
+        wait_for(lambda: folder_status(service, path)["errors"].get("unreadable_file"), 30)
+        assert "offsets/1, line 3" in folder_status(service, path)["last_error"]
+        batch(2, 30, commit="v1\n")  # the next batch's commit file cut short
+        server_port = server.port
+        server.stop()  # the store goes away
+        wait_for(lambda: folder_status(service, path)["errors"].get("unreachable"), 30)
+        assert committed_offsets(kafka_bootstrap, group) == {(topic, 0): 10}
+        text = service.metrics()
+        for reason in ("unreadable_file", "unreachable"):
+            assert metric(text, "sidecar_followed_folder_errors_total", folder=path, reason=reason)
+
+        restarted = S3Server()
+        restarted.port, restarted.endpoint = server_port, server.endpoint
+        restarted.start()  # moto keeps nothing: the sync job writes the folder again
+        client = restarted.client()
+        client.create_bucket(Bucket="checkpoints")
+        put("metadata", '{"id":"outage-query"}')
+        batch(0, 10)
+        put("offsets/1", f'v1\n{META}\n{{"{topic}":{{"0":')
+        batch(2, 30, commit="v1\n")
+        time.sleep(2)  # several polls: still nothing Spark did not complete
+        assert committed_offsets(kafka_bootstrap, group) == {(topic, 0): 10}
+        batch(1, 20)
+        batch(2, 30)
+        wait_for(lambda: committed_offsets(kafka_bootstrap, group) == {(topic, 0): 30}, 30)
+        assert folder_status(service, path)["last_error"] is None
+        restarted.stop()
+    finally:
+        service.stop()
+        server.stop()

@@ -60,3 +60,26 @@ async def read_committed(bootstrap: str, group: str) -> dict[tuple[str, int], tu
 
 def committed_offsets(bootstrap: str, group: str) -> dict[tuple[str, int], int]:
     return {tp: offset for tp, (offset, _) in run_sync(read_committed(bootstrap, group)).items()}
+
+
+async def read_log_ends(bootstrap: str, topics: list[str]) -> dict[tuple[str, int], int]:
+    """The brokers' log-end offsets of every partition of ``topics``."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        cluster = await consumer._client.fetch_all_metadata()
+        partitions = [
+            TopicPartition(topic, p)
+            for topic in topics
+            for p in sorted(cluster.partitions_for_topic(topic) or ())
+        ]
+        ends = await consumer.end_offsets(partitions)
+    finally:
+        await consumer.stop()
+    return {(tp.topic, tp.partition): offset for tp, offset in ends.items()}
+
+
+def log_ends(bootstrap: str, topics: list[str]) -> dict[tuple[str, int], int]:
+    return run_sync(read_log_ends(bootstrap, topics))
