@@ -1,0 +1,54 @@
+"""Spark drivers of other PySpark versions than the project's own: a virtual environment
+with nothing but ``pyspark==<version>`` (the listener wheel is installed by the caller),
+and Spark's Kafka connector jars for that version from Maven Central
+(``scripts/fetch-jars.sh``; Scala 2.12 for Spark 3.5, 2.13 for Spark 4).
+
+Made once per checkout, in ``.local/drivers/pyspark-<version>`` (about 400 MB each).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+from harness.machine import ROOT
+
+DRIVERS = ROOT / ".local" / "drivers"
+# The versions the tests run (looked up 2026-11-23: PyPI has these pyspark releases, and
+# Maven Central has spark-sql-kafka-0-10 and spark-token-provider-kafka-0-10 for each:
+# _2.12 for 3.5.7, _2.13 for 4.1.1 and 4.2.0). The project's own, 4.0.0, is .venv's.
+VERSIONS = ("3.5.7", "4.1.1", "4.2.0")
+
+
+def driver_python(version: str) -> Path:
+    """The Python of a virtual environment that has pyspark ``version`` and nothing else."""
+    folder = DRIVERS / f"pyspark-{version}"
+    python = folder / "bin" / "python"
+    if not (folder / ".complete").exists():
+        venv.create(folder, with_pip=True, clear=True)
+        subprocess.run(
+            [str(python), "-m", "pip", "install", "-q", f"pyspark=={version}"],
+            check=True,
+            capture_output=True,
+        )
+        (folder / ".complete").touch()
+    return python
+
+
+def connector_jars(python: Path) -> list[str]:
+    """The Kafka connector jars for the pyspark that ``python`` has (fetched once)."""
+    done = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "fetch-jars.sh"), "spark", str(python)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    folder = Path(done.stdout.strip().splitlines()[-1])
+    return sorted(str(jar) for jar in folder.glob("*.jar"))
+
+
+if __name__ == "__main__":  # make them ahead of the tests: python -m harness.spark_drivers
+    for each in sys.argv[1:] or VERSIONS:
+        print(each, driver_python(each), len(connector_jars(driver_python(each))), "jars")

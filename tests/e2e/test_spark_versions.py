@@ -1,0 +1,113 @@
+"""Both ways of attaching a job, on every Spark that users run: a real job in a driver of
+PySpark 3.5.7, 4.1.1 and 4.2.0 (each a clean environment with only pyspark and, for the
+listener, the listener's wheel; Spark's Kafka connector of that version from Maven
+Central) reads a real topic, and the service commits the group: once reported by the
+listener, once followed through the checkpoint folder with no listener at all. The
+project's own PySpark (4.0.0) runs in every other Spark test."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.service_process import ServiceProcess
+from harness.spark_drivers import VERSIONS, connector_jars, driver_python
+from tests.support.kafka import committed_offsets, log_ends, produce, run_sync, unique_group
+from tests.support.service import wait_for
+from tests.support.wheels import listener_wheel
+
+pytestmark = [pytest.mark.kafka, pytest.mark.spark]
+
+JOB = textwrap.dedent(
+    """
+    import json, sys
+
+    from pyspark.sql import SparkSession
+
+    url, group, bootstrap, topic, checkpoint, jars = sys.argv[1:]
+    spark = (
+        SparkSession.builder.master("local[1]")
+        .config("spark.jars", jars)
+        .config("spark.ui.enabled", "false")
+        .getOrCreate()
+    )
+    if url != "-":  # "-": no listener, the service follows the checkpoint folder
+        from spark_offset_listener.listener import OffsetCommitListener
+
+        spark.streams.addListener(OffsetCommitListener(url, group_id=group))
+    query = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", "60")
+        .load()
+        .writeStream.format("noop")
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    print(json.dumps({"id": str(query.id), "batch": query.lastProgress["batchId"],
+                      "spark": spark.version}))
+    spark.stop()
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return listener_wheel(tmp_path_factory.mktemp("wheels"))
+
+
+@pytest.mark.parametrize("attach", ["listener", "follower"])
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_job_on_this_spark_is_committed(
+    version: str,
+    attach: str,
+    wheel: Path,
+    tmp_path: Path,
+    kafka_bootstrap: str,
+    new_topic: Any,
+) -> None:
+    python = driver_python(version)
+    installed = subprocess.run(
+        [str(python), "-m", "pip", "install", "-q", "--force-reinstall", str(wheel)],
+        capture_output=True,
+        text=True,
+    )
+    assert installed.returncode == 0, installed.stderr
+    jars = ",".join(connector_jars(python))
+    topic, group = new_topic(2), unique_group(f"v{version}")
+    run_sync(produce(kafka_bootstrap, topic, 300))
+    ends = log_ends(kafka_bootstrap, [topic])
+    checkpoint = tmp_path / "checkpoint"
+    service = ServiceProcess(tmp_path, kafka_bootstrap, follow_interval_seconds=0.3).start()
+    try:
+        url = service.url if attach == "listener" else "-"
+        if attach == "follower":
+            followed = service.http.post(
+                "/v1/followed-folders", json={"path": str(checkpoint), "group_id": group}
+            )
+            assert followed.status_code == 201, followed.text
+        (tmp_path / "job.py").write_text(JOB)
+        job = subprocess.run(
+            [str(python), str(tmp_path / "job.py"), url, group, kafka_bootstrap, topic,
+             str(checkpoint), jars],
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert job.returncode == 0, job.stderr[-3000:]
+        ran = json.loads(job.stdout.strip().splitlines()[-1])
+        assert ran["spark"] == version
+        assert ran["batch"] >= 2, "several batches"
+        wait_for(lambda: committed_offsets(kafka_bootstrap, group) == ends, 30, "the commit")
+        view = service.http.get(f"/v1/queries/{ran['id']}").json()
+        assert view["group_id"] == group
+        assert view["last_completed_checkpoint"] == ran["batch"]
+    finally:
+        service.stop()
