@@ -6,7 +6,6 @@ service commits its offsets to the group."""
 from __future__ import annotations
 
 import subprocess
-import textwrap
 import venv
 from importlib.metadata import version
 from pathlib import Path
@@ -16,43 +15,12 @@ import pytest
 
 from harness.service_process import ServiceProcess
 from jobs.spark_session import kafka_connector_jars
+from tests.support.driver_job import JOB
 from tests.support.kafka import committed_offsets, produce, run_sync, unique_group
 from tests.support.service import wait_for
 from tests.support.wheels import listener_wheel
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
-
-JOB = textwrap.dedent(
-    """
-    import sys
-
-    from pyspark.sql import SparkSession
-    from spark_offset_listener.listener import OffsetCommitListener
-
-    url, group, bootstrap, topic, checkpoint, jars = sys.argv[1:]
-    spark = (
-        SparkSession.builder.master("local[1]")
-        .config("spark.jars", jars)
-        .config("spark.ui.enabled", "false")
-        .getOrCreate()
-    )
-    spark.streams.addListener(OffsetCommitListener(url, group_id=group))
-    query = (
-        spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribe", topic)
-        .option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", "40")
-        .load()
-        .writeStream.format("noop")
-        .option("checkpointLocation", checkpoint)
-        .trigger(availableNow=True)
-        .start()
-    )
-    query.awaitTermination()
-    spark.stop()
-    """
-)
 
 
 def test_the_listener_wheel_in_an_environment_with_only_pyspark_commits_a_real_job(

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -17,47 +16,12 @@ import pytest
 
 from harness.service_process import ServiceProcess
 from harness.spark_drivers import VERSIONS, connector_jars, driver_python
+from tests.support.driver_job import JOB
 from tests.support.kafka import committed_offsets, log_ends, produce, run_sync, unique_group
 from tests.support.service import wait_for
 from tests.support.wheels import listener_wheel
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
-
-JOB = textwrap.dedent(
-    """
-    import json, sys
-
-    from pyspark.sql import SparkSession
-
-    url, group, bootstrap, topic, checkpoint, jars = sys.argv[1:]
-    spark = (
-        SparkSession.builder.master("local[1]")
-        .config("spark.jars", jars)
-        .config("spark.ui.enabled", "false")
-        .getOrCreate()
-    )
-    if url != "-":  # "-": no listener, the service follows the checkpoint folder
-        from spark_offset_listener.listener import OffsetCommitListener
-
-        spark.streams.addListener(OffsetCommitListener(url, group_id=group))
-    query = (
-        spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribe", topic)
-        .option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", "60")
-        .load()
-        .writeStream.format("noop")
-        .option("checkpointLocation", checkpoint)
-        .trigger(availableNow=True)
-        .start()
-    )
-    query.awaitTermination()
-    print(json.dumps({"id": str(query.id), "batch": query.lastProgress["batchId"],
-                      "spark": spark.version}))
-    spark.stop()
-    """
-)
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,45 @@
+"""A real Spark job as a driver process of its own, for drivers in clean environments
+(``python job.py URL GROUP BOOTSTRAP TOPIC CHECKPOINT JARS``): it reads TOPIC from the
+start in batches of 60 records (``Trigger.AvailableNow``), reports each batch to URL with
+the listener, or with URL ``-`` has no listener at all (the service follows CHECKPOINT),
+and prints ``{"id", "batch", "spark"}`` of its query as its last line."""
+
+from __future__ import annotations
+
+import textwrap
+
+JOB = textwrap.dedent(
+    """
+    import json, sys
+
+    from pyspark.sql import SparkSession
+
+    url, group, bootstrap, topic, checkpoint, jars = sys.argv[1:]
+    spark = (
+        SparkSession.builder.master("local[1]")
+        .config("spark.jars", jars)
+        .config("spark.ui.enabled", "false")
+        .getOrCreate()
+    )
+    if url != "-":  # "-": no listener, the service follows the checkpoint folder
+        from spark_offset_listener.listener import OffsetCommitListener
+
+        spark.streams.addListener(OffsetCommitListener(url, group_id=group))
+    query = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", "60")
+        .load()
+        .writeStream.format("noop")
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    print(json.dumps({"id": str(query.id), "batch": query.lastProgress["batchId"],
+                      "spark": spark.version}))
+    spark.stop()
+    """
+)
