@@ -22,17 +22,21 @@ DRIVERS = ROOT / ".local" / "drivers"
 VERSIONS = ("3.5.7", "4.1.1", "4.2.0")
 
 
-def driver_python(version: str) -> Path:
-    """The Python of a virtual environment that has pyspark ``version`` and nothing else."""
-    folder = DRIVERS / f"pyspark-{version}"
+def driver_python(version: str, *, connect: bool = False) -> Path:
+    """The Python of a virtual environment that has pyspark ``version`` and nothing else
+    (with ``connect``: ``pyspark[connect]``, the Spark Connect client's dependencies)."""
+    folder = DRIVERS / f"pyspark-{version}{'-connect' if connect else ''}"
     python = folder / "bin" / "python"
     if not (folder / ".complete").exists():
         venv.create(folder, with_pip=True, clear=True)
         subprocess.run(
-            [str(python), "-m", "pip", "install", "-q", f"pyspark=={version}"],
+            [
+                str(python), "-m", "pip", "install", "-q",
+                f"pyspark{'[connect]' if connect else ''}=={version}",
+            ],
             check=True,
             capture_output=True,
-        )
+        )  # fmt: skip
         (folder / ".complete").touch()
     return python
 

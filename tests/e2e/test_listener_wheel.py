@@ -47,7 +47,10 @@ def test_the_listener_wheel_in_an_environment_with_only_pyspark_commits_a_real_j
     try:
         (tmp_path / "job.py").write_text(JOB)
         jars = ",".join(kafka_connector_jars())
-        arguments = [service.url, group, kafka_bootstrap, topic, str(tmp_path / "checkpoint"), jars]
+        arguments = [
+            service.url, group, kafka_bootstrap, topic, str(tmp_path / "checkpoint"), jars,
+            "classic",
+        ]  # fmt: skip
         job = subprocess.run(
             [python, str(tmp_path / "job.py"), *arguments],
             capture_output=True,

@@ -1,9 +1,11 @@
 """Both ways of attaching a job, on every Spark that users run: a real job in a driver of
 PySpark 3.5.7, 4.1.1 and 4.2.0 (each a clean environment with only pyspark and, for the
 listener, the listener's wheel; Spark's Kafka connector of that version from Maven
-Central) reads a real topic, and the service commits the group: once reported by the
-listener, once followed through the checkpoint folder with no listener at all. The
-project's own PySpark (4.0.0) runs in every other Spark test."""
+Central), and a Spark Connect 4.0.0 client (``pyspark[connect]``, a local Connect
+server; its listener runs in the client, fed over gRPC), reads a real topic, and the
+service commits the group: once reported by the listener, once followed through the
+checkpoint folder with no listener at all. The project's own PySpark (4.0.0, classic)
+runs in every other Spark test."""
 
 from __future__ import annotations
 
@@ -30,16 +32,21 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.parametrize("attach", ["listener", "follower"])
-@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize(
+    ("version", "mode"),
+    [*((v, "classic") for v in VERSIONS), ("4.0.0", "connect")],
+    ids=[*VERSIONS, "4.0.0-connect"],
+)
 def test_a_job_on_this_spark_is_committed(
     version: str,
+    mode: str,
     attach: str,
     wheel: Path,
     tmp_path: Path,
     kafka_bootstrap: str,
     new_topic: Any,
 ) -> None:
-    python = driver_python(version)
+    python = driver_python(version, connect=mode == "connect")
     installed = subprocess.run(
         [str(python), "-m", "pip", "install", "-q", "--force-reinstall", str(wheel)],
         capture_output=True,
@@ -62,7 +69,7 @@ def test_a_job_on_this_spark_is_committed(
         (tmp_path / "job.py").write_text(JOB)
         job = subprocess.run(
             [str(python), str(tmp_path / "job.py"), url, group, kafka_bootstrap, topic,
-             str(checkpoint), jars],
+             str(checkpoint), jars, mode],
             capture_output=True, text=True, timeout=300,
         )  # fmt: skip
         assert job.returncode == 0, job.stderr[-3000:]

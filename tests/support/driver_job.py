@@ -1,8 +1,9 @@
 """A real Spark job as a driver process of its own, for drivers in clean environments
-(``python job.py URL GROUP BOOTSTRAP TOPIC CHECKPOINT JARS``): it reads TOPIC from the
-start in batches of 60 records (``Trigger.AvailableNow``), reports each batch to URL with
-the listener, or with URL ``-`` has no listener at all (the service follows CHECKPOINT),
-and prints ``{"id", "batch", "spark"}`` of its query as its last line."""
+(``python job.py URL GROUP BOOTSTRAP TOPIC CHECKPOINT JARS MODE``, MODE ``classic`` or
+``connect``): it reads TOPIC from the start in batches of 60 records
+(``Trigger.AvailableNow``), reports each batch to URL with the listener, or with URL ``-``
+has no listener at all (the service follows CHECKPOINT), and prints ``{"id", "batch",
+"spark"}`` of its query as its last line."""
 
 from __future__ import annotations
 
@@ -14,10 +15,13 @@ JOB = textwrap.dedent(
 
     from pyspark.sql import SparkSession
 
-    url, group, bootstrap, topic, checkpoint, jars = sys.argv[1:]
+    url, group, bootstrap, topic, checkpoint, jars, mode = sys.argv[1:]
+    builder = SparkSession.builder
+    # "connect": a Spark Connect session to a local server that the client starts; its
+    # listeners run on the client's listener bus (events over gRPC, never py4j).
+    builder = builder.remote("local[1]") if mode == "connect" else builder.master("local[1]")
     spark = (
-        SparkSession.builder.master("local[1]")
-        .config("spark.jars", jars)
+        builder.config("spark.jars", jars)
         .config("spark.ui.enabled", "false")
         .getOrCreate()
     )
