@@ -259,9 +259,15 @@ def test_each_followed_folder_is_read_by_its_groups_owner_and_moves_with_it(
                 }
             return found
 
-        polled = readers()
-        assert set().union(*polled.values()) == {str(f) for f in folders.values()}
-        assert not set.intersection(*polled.values()), "each folder has one reader"
+        def one_reader_each() -> dict[str, set[str]] | None:
+            """The readers, once every folder has exactly one (the groups may still be
+            moving to their fair share between the replicas: each move hands a folder
+            over, and a sample can see both sides of a hand-over)."""
+            polled = readers()
+            every = set().union(*polled.values()) == {str(f) for f in folders.values()}
+            return polled if every and not set.intersection(*polled.values()) else None
+
+        polled = wait_for(one_reader_each, 30, "each folder read by one replica")
 
         victim = next(name for name, read in polled.items() if read)
         cluster.replicas[victim].kill()
