@@ -264,3 +264,24 @@ async def test_a_recreated_checkpoint_behind_the_reader_is_seen_at_the_next_list
         await follower.poll_all()
     assert errors(follower) == {"conflict": 1}
     assert recorded(follower)[0] == 9
+
+
+async def test_an_unexpected_error_is_counted_and_the_other_folders_still_read() -> None:
+    follower, folder, _ = await setup()
+    other = "/mnt/other"
+    follower.folders.add(FollowedFolder(other, "other-group"))  # type: ignore[attr-defined]
+    Folder(follower.storage, other).start("other-query")  # type: ignore[arg-type]
+    Folder(follower.storage, other).run(0)  # type: ignore[arg-type]
+    folder.start()
+    folder.run(0)
+    broken = follower.storage.read_text
+
+    def read_text(path: str) -> str | None:
+        if path.startswith(PATH):
+            raise KeyError("a bug")
+        return broken(path)
+
+    follower.storage.read_text = read_text  # type: ignore[method-assign]
+    await follower.poll_all()
+    assert errors(follower) == {"internal_error": 1}
+    assert follower.durable.ledger.queries["other-query"].last_completed_id == 0

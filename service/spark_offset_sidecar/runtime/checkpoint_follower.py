@@ -65,6 +65,7 @@ REASONS = (
     "forbidden_topic",  # the registering token may not commit a topic the query reads
     "store_unavailable",  # the database could not take the write
     "refused",  # any other refusal of the ledger (named in the status)
+    "internal_error",  # anything else (a bug, or storage options its client refused)
 )
 _RECORDED = frozenset({Outcome.ACCEPTED, Outcome.DUPLICATE, Outcome.STALE, Outcome.IGNORED})
 
@@ -113,7 +114,6 @@ class CheckpointFollower:
         self.clock = clock  # the ledger's clock
         self.monotonic = monotonic
         self.states: dict[str, FolderState] = {}
-        self.polls_done = 0
         self._worker = ThreadPoolExecutor(concurrency, thread_name_prefix="checkpoint-reader")
         self._limit = asyncio.Semaphore(concurrency)
         self._wake = asyncio.Event()
@@ -163,7 +163,6 @@ class CheckpointFollower:
         ledger = self.durable.ledger
         mine = [s for s in self.states.values() if _follows(ledger, s.folder.group_id)]
         await asyncio.gather(*(self._poll(state) for state in mine))
-        self.polls_done += 1
 
     def _track(self, registered: Iterable[FollowedFolder]) -> None:
         current = {f.path: f for f in registered}
@@ -192,6 +191,9 @@ class CheckpointFollower:
                 self._failed(state, exc.reason, str(exc))
             except StoreError as exc:
                 self._failed(state, "store_unavailable", f"{path}: {exc}")
+            except Exception as exc:  # one folder's failure never stops the others' polls
+                log.exception("checkpoint folder %s: unexpected error", path)
+                self._failed(state, "internal_error", f"{path}: {type(exc).__name__}: {exc}")
             else:
                 state.last_error = None
                 state.polled_at = self.clock()
