@@ -35,11 +35,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.bench_support import Sidecar, create_topic
 from bench.memory import cpu_seconds
 from harness.s3_server import S3Server
+from tests.support.checkpoints import COMMIT_LOG as COMMIT
+from tests.support.checkpoints import offset_log
 from tests.support.kafka import produce
 from tests.support.service import metric_sum
-
-META = '{"batchWatermarkMs":0,"batchTimestampMs":1,"conf":{}}'
-COMMIT = 'v1\n{"nextBatchWatermarkMs":0}'
 
 
 def self_cpu() -> float:
@@ -48,7 +47,7 @@ def self_cpu() -> float:
 
 
 def offsets(topic: str, batch: int) -> str:
-    return f'v1\n{META}\n{{"{topic}":{{"0":{batch}}}}}\n{{"logOffset":{batch}}}'
+    return offset_log(f'{{"{topic}":{{"0":{batch}}}}}', f'{{"logOffset":{batch}}}')
 
 
 def main() -> int:

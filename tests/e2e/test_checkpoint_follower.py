@@ -26,6 +26,7 @@ from harness.machine import ROOT
 from harness.s3_server import S3Server
 from harness.service_process import ServiceProcess
 from spark_offset_listener.listener import OffsetCommitListener
+from tests.support.checkpoints import COMMIT_LOG, offset_log
 from tests.support.cli import offset_sidecar
 from tests.support.kafka import committed_offsets, log_ends, produce, run_sync, unique_group
 from tests.support.offset_watch import OffsetWatch
@@ -308,9 +309,6 @@ def test_a_recreated_checkpoint_waits_for_the_old_query_to_be_released(
     assert sum(new_ends.values()) == 600
 
 
-META = '{"batchWatermarkMs":0,"batchTimestampMs":1,"conf":{}}'
-
-
 @pytest.mark.faults
 def test_an_s3_outage_and_garbage_files_commit_nothing_and_are_counted(
     kafka_bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
@@ -328,8 +326,8 @@ def test_an_s3_outage_and_garbage_files_commit_nothing_and_are_counted(
     def put(name: str, text: str) -> None:
         client.put_object(Bucket="checkpoints", Key=f"job/{name}", Body=text.encode())
 
-    def batch(n: int, offset: int, commit: str = 'v1\n{"nextBatchWatermarkMs":0}') -> None:
-        put(f"offsets/{n}", f'v1\n{META}\n{{"{topic}":{{"0":{offset}}}}}')
+    def batch(n: int, offset: int, commit: str = COMMIT_LOG) -> None:
+        put(f"offsets/{n}", offset_log(json.dumps({topic: {"0": offset}})))
         put(f"commits/{n}", commit)
 
     put("metadata", '{"id":"outage-query"}')
@@ -345,8 +343,8 @@ def test_an_s3_outage_and_garbage_files_commit_nothing_and_are_counted(
         follow(service, path, group)
         wait_for(lambda: committed_offsets(kafka_bootstrap, group) == {(topic, 0): 10}, 30)
 
-        put("offsets/1", f'v1\n{META}\n{{"{topic}":{{"0":')  # half-written
-        put("commits/1", 'v1\n{"nextBatchWatermarkMs":0}')
+        put("offsets/1", offset_log(f'{{"{topic}":{{"0":'))  # half-written
+        put("commits/1", COMMIT_LOG)
         wait_for(lambda: folder_status(service, path)["errors"].get("unreadable_file"), 30)
         assert "offsets/1, line 3" in folder_status(service, path)["last_error"]
         batch(2, 30, commit="v1\n")  # the next batch's commit file cut short
@@ -365,7 +363,7 @@ def test_an_s3_outage_and_garbage_files_commit_nothing_and_are_counted(
         client.create_bucket(Bucket="checkpoints")
         put("metadata", '{"id":"outage-query"}')
         batch(0, 10)
-        put("offsets/1", f'v1\n{META}\n{{"{topic}":{{"0":')
+        put("offsets/1", offset_log(f'{{"{topic}":{{"0":'))
         batch(2, 30, commit="v1\n")
         time.sleep(2)  # several polls: still nothing Spark did not complete
         assert committed_offsets(kafka_bootstrap, group) == {(topic, 0): 10}

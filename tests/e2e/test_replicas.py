@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from harness.replica_cluster import ReplicaCluster, overlapping_owners
+from tests.support.checkpoints import write_batch
 from tests.support.kafka import committed_offsets, unique_group
 from tests.support.offset_watch import OffsetWatch
 from tests.support.service import metric, metric_sum, spark_progress, wait_for
@@ -201,16 +202,6 @@ def test_many_groups_at_once_on_three_replicas_never_deadlock(
     assert overlapping_owners(cluster.commits()) == []
 
 
-def _spark_batch(folder: Path, query: str, batch: int, offsets: dict[str, dict[str, int]]) -> None:
-    """Write batch ``batch`` into a checkpoint folder the way Spark does (offset log v1)."""
-    meta = '{"batchWatermarkMs":0,"batchTimestampMs":1,"conf":{}}'
-    (folder / "offsets").mkdir(parents=True, exist_ok=True)
-    (folder / "commits").mkdir(exist_ok=True)
-    (folder / "metadata").write_text(f'{{"id":"{query}"}}')
-    (folder / "offsets" / str(batch)).write_text(f"v1\n{meta}\n{json.dumps(offsets)}")
-    (folder / "commits" / str(batch)).write_text('v1\n{"nextBatchWatermarkMs":0}')
-
-
 def test_each_followed_folder_is_read_by_its_groups_owner_and_moves_with_it(
     tmp_path: Path, kafka_bootstrap: str, postgres_server: Any, new_topic: Any
 ) -> None:
@@ -227,7 +218,7 @@ def test_each_followed_folder_is_read_by_its_groups_owner_and_moves_with_it(
         topic = new_topic(partitions=2)
         folders = {unique_group("fol"): tmp_path / f"ckpt-{i}" for i in range(4)}
         for index, (group, folder) in enumerate(folders.items()):
-            _spark_batch(folder, f"q-{group}", 0, _offsets(topic, 0, index))
+            write_batch(folder, f"q-{group}", 0, json.dumps(_offsets(topic, 0, index)))
             registered = cluster.replicas["r0"].http.post(  # all through one replica
                 "/v1/followed-folders", json={"path": str(folder), "group_id": group}
             )
@@ -272,7 +263,7 @@ def test_each_followed_folder_is_read_by_its_groups_owner_and_moves_with_it(
         victim = next(name for name, read in polled.items() if read)
         cluster.replicas[victim].kill()
         for index, (group, folder) in enumerate(folders.items()):
-            _spark_batch(folder, f"q-{group}", 1, _offsets(topic, 1, index))
+            write_batch(folder, f"q-{group}", 1, json.dumps(_offsets(topic, 1, index)))
         for index, group in enumerate(folders):  # the survivor took the groups and folders
             wait_for(
                 lambda g=group, i=index: (

@@ -15,6 +15,7 @@ from spark_offset_sidecar.app import create_app
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.testing import InMemoryCommitter, InMemoryLogEnds
 from tests.support.app import settings_for
+from tests.support.checkpoints import write_batch
 from tests.support.service import metric, wait_for
 
 TOKENS = {
@@ -31,15 +32,6 @@ TOKENS = {
 }
 TEAM_A = {"Authorization": "Bearer team-a-secret-0001"}
 OPS = {"Authorization": "Bearer ops-secret-000001"}
-META = '{"batchWatermarkMs":0,"batchTimestampMs":1,"conf":{}}'
-
-
-def spark_writes(folder: Path, batch: int, offsets: str, query: str = "q-1") -> None:
-    (folder / "offsets").mkdir(parents=True, exist_ok=True)
-    (folder / "commits").mkdir(exist_ok=True)
-    (folder / "metadata").write_text(json.dumps({"id": query}))
-    (folder / "offsets" / str(batch)).write_text(f"v1\n{META}\n{offsets}")
-    (folder / "commits" / str(batch)).write_text('v1\n{"nextBatchWatermarkMs":0}')
 
 
 @pytest.fixture
@@ -68,7 +60,7 @@ def test_a_followed_folder_is_committed_and_shown(
     assert answer.status_code == 201, answer.text
     assert answer.json()["path"] == str(folder)  # one spelling: no trailing slash
     assert answer.json()["topics"] == ["orders"]
-    spark_writes(folder, 0, '{"orders":{"0":42}}\n{"logOffset":0}')
+    write_batch(folder, "q-1", 0, '{"orders":{"0":42}}', '{"logOffset":0}')
     wait_for(lambda: committer.commits, what="a commit")
     first = committer.commits[0]
     assert (first.group_id, first.offsets) == ("a-orders", {TopicPartition("orders", 0): 42})
@@ -95,7 +87,7 @@ def test_a_topic_outside_the_registering_token_is_refused_and_counted(
     client: TestClient, committer: InMemoryCommitter, tmp_path: Path
 ) -> None:
     folder = tmp_path / "ckpt"
-    spark_writes(folder, 0, '{"payments":{"0":5}}')
+    write_batch(folder, "q-1", 0, '{"payments":{"0":5}}')
     answer = client.post(
         "/v1/followed-folders", json={"path": str(folder), "group_id": "a-pay"}, headers=TEAM_A
     )

@@ -17,16 +17,18 @@ from spark_offset_sidecar.testing import (
     InMemoryFollowedFolders,
     InMemoryStore,
 )
+from tests.support.checkpoints import COMMIT_LOG, offset_log
 
 PATH = "s3://bucket/orders"
 GROUP = "orders-group"
 QUERY = "5b028b11-7861-428b-8e06-2da270548ca8"
 T0, T1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
-META = '{"batchWatermarkMs":0,"batchTimestampMs":1,"conf":{}}'
 
 
 def offsets_file(batch: int) -> str:
-    return f'v1\n{META}\n{{"orders":{{"0":{10 * batch},"1":{5 * batch}}}}}\n{{"logOffset":{batch}}}'
+    return offset_log(
+        f'{{"orders":{{"0":{10 * batch},"1":{5 * batch}}}}}', f'{{"logOffset":{batch}}}'
+    )
 
 
 class Folder:
@@ -39,7 +41,7 @@ class Folder:
     def plan(self, batch: int, text: str | None = None) -> None:
         self.storage.write(f"{self.path}/offsets/{batch}", text or offsets_file(batch))
 
-    def commit(self, batch: int, text: str = 'v1\n{"nextBatchWatermarkMs":0}') -> None:
+    def commit(self, batch: int, text: str = COMMIT_LOG) -> None:
         self.storage.write(f"{self.path}/commits/{batch}", text)
 
     def run(self, *batches: int) -> None:

@@ -27,10 +27,11 @@ from spark_offset_sidecar.core.checkpoint_log import (
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.core.spark_progress import parse_progress
 from spark_offset_sidecar.errors import UnreadableCheckpoint
+from tests.support.checkpoints import BATCH_METADATA as META
+from tests.support.checkpoints import COMMIT_LOG
 
 FIXTURES = ROOT / "tests" / "fixtures" / "spark-checkpoints"
 FOLDERS = sorted(p for p in FIXTURES.glob("*/*") if (p / "metadata").exists())
-META = '{"batchWatermarkMs":0,"batchTimestampMs":1,"conf":{}}'
 
 
 def test_fixtures_exist_for_at_least_one_spark() -> None:
@@ -139,7 +140,7 @@ def test_garbage_never_raises_anything_but_unreadable(text: str) -> None:
 
 
 def test_commit_log_must_be_whole() -> None:
-    parse_commit_log('v1\n{"nextBatchWatermarkMs":0}', "commits/0")
+    parse_commit_log(COMMIT_LOG, "commits/0")
     parse_commit_log('v2\n{"nextBatchWatermarkMs":0,"stateUniqueIds":{}}', "commits/0")
     for text in ("", "v1", "v1\n", 'v1\n{"nextBatch', "v3\n{}"):
         with pytest.raises(UnreadableCheckpoint):
