@@ -3,7 +3,8 @@ PySpark 3.5.7, 4.1.1 and 4.2.0 (each a clean environment with only pyspark and, 
 listener, the listener's wheel; Spark's Kafka connector of that version from Maven
 Central), and a Spark Connect 4.0.0 client (``pyspark[connect]``, a local Connect
 server; its listener runs in the client, fed over gRPC), reads a real topic, and the
-service commits the group: once reported by the listener, once followed through the
+service commits the group exactly to the topic's end, then again after the job restarts
+on the same checkpoint: once reported by the listener, once followed through the
 checkpoint folder with no listener at all. The project's own PySpark (4.0.0, classic)
 runs in every other Spark test."""
 
@@ -67,18 +68,33 @@ def test_a_job_on_this_spark_is_committed(
             )
             assert followed.status_code == 201, followed.text
         (tmp_path / "job.py").write_text(JOB)
-        job = subprocess.run(
-            [str(python), str(tmp_path / "job.py"), url, group, kafka_bootstrap, topic,
-             str(checkpoint), jars, mode],
-            capture_output=True, text=True, timeout=300,
-        )  # fmt: skip
-        assert job.returncode == 0, job.stderr[-3000:]
-        ran = json.loads(job.stdout.strip().splitlines()[-1])
-        assert ran["spark"] == version
-        assert ran["batch"] >= 2, "several batches"
+
+        def run_job() -> dict[str, Any]:
+            job = subprocess.run(
+                [str(python), str(tmp_path / "job.py"), url, group, kafka_bootstrap, topic,
+                 str(checkpoint), jars, mode],
+                capture_output=True, text=True, timeout=300,
+            )  # fmt: skip
+            assert job.returncode == 0, job.stderr[-3000:]
+            ran: dict[str, Any] = json.loads(job.stdout.strip().splitlines()[-1])
+            assert ran["spark"] == version
+            return ran
+
+        first = run_job()
+        assert first["batch"] >= 2, "several batches"
         wait_for(lambda: committed_offsets(kafka_bootstrap, group) == ends, 30, "the commit")
-        view = service.http.get(f"/v1/queries/{ran['id']}").json()
+        view = service.http.get(f"/v1/queries/{first['id']}").json()
         assert view["group_id"] == group
-        assert view["last_completed_checkpoint"] == ran["batch"]
+        assert view["last_completed_checkpoint"] == first["batch"]
+
+        # Restarted on the same checkpoint: the same query, its batch ids going on.
+        run_sync(produce(kafka_bootstrap, topic, 130, start=300))
+        ends = log_ends(kafka_bootstrap, [topic])
+        second = run_job()
+        assert second["id"] == first["id"]
+        assert second["batch"] > first["batch"]
+        wait_for(lambda: committed_offsets(kafka_bootstrap, group) == ends, 30, "the restart")
+        view = service.http.get(f"/v1/queries/{second['id']}").json()
+        assert view["last_completed_checkpoint"] == second["batch"]
     finally:
         service.stop()
