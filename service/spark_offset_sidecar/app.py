@@ -56,6 +56,7 @@ from spark_offset_sidecar.ports.kafka import (
     OffsetCommitter,
     StartingOffsetsReader,
 )
+from spark_offset_sidecar.ports.status_board import StatusBoard
 from spark_offset_sidecar.ports.store import LedgerStore
 from spark_offset_sidecar.runtime.checkpoint_follower import REASONS, CheckpointFollower
 from spark_offset_sidecar.runtime.commit_loop import CommitLoop
@@ -79,13 +80,15 @@ def create_app(
     committed_reader: CommittedOffsetsReader | None = None,
     checkpoint_storage: CheckpointStorage | None = None,
     followed_folders: FollowedFolders | None = None,
+    status_board: StatusBoard | None = None,
     registry: CollectorRegistry | None = None,
     clock: Callable[[], float] = time.time,
 ) -> FastAPI:
     """Build the service. ``store`` defaults to SQL (``database_url``), ``committer``,
     ``log_ends``, ``starting_offsets`` and (with replicas) ``committed_reader`` to aiokafka
     (``kafka_bootstrap_servers``), ``checkpoint_storage`` to fsspec and
-    ``followed_folders`` to the SQL store's table; tests may pass others (``testing``)."""
+    ``followed_folders`` to the SQL store's table and (with replicas) ``status_board`` to
+    its ``group_reports``; tests may pass others (``testing``)."""
     metrics = SidecarMetrics(registry or CollectorRegistry())
     starting_offsets = starting_offsets or KafkaStartingOffsetsReader(
         kafka_client_options(settings), request_timeout=settings.commit_timeout_seconds
@@ -126,9 +129,11 @@ def create_app(
             runtime.durable, kafka, metrics, clock=clock, ownership=ownership
         )
         background: list[asyncio.Task[None]] = []
+        runtime.board = status_board
         if ownership is not None and isinstance(ledger_store, SqlStore):
             from spark_offset_sidecar.adapters.sql.change_notices import PostgresChangeNotices
             from spark_offset_sidecar.adapters.sql.lease_store import LeaseStore
+            from spark_offset_sidecar.adapters.sql.status_board import SqlStatusBoard
             from spark_offset_sidecar.runtime.lease_keeper import LeaseKeeper
 
             # A double committer never wrote to Kafka: nothing there to read back.
@@ -150,6 +155,8 @@ def create_app(
                 on_mismatch=lambda _group: metrics.takeover_mismatches.inc(),
             )
             runtime.lease_keeper = keeper
+            if runtime.board is None:
+                runtime.board = SqlStatusBoard(ledger_store.engine, ownership.replica_id)
             await keeper.round()  # hold a share of the groups before answering ready
             background += [
                 asyncio.create_task(keeper.run(), name="lease keeper"),
@@ -171,6 +178,7 @@ def create_app(
             err_after_failures=settings.status_err_after_failures,
             windows=CommitWindows(settings.status_window, settings.status_stop_after_seconds),
             clock=clock,
+            board=runtime.board,
         )
         metrics.watch_lag(runtime.lag_monitor, export_kafka_lag=settings.export_kafka_lag)
         runtime.lag_task = asyncio.create_task(runtime.lag_monitor.run(), name="lag monitor")
@@ -187,6 +195,7 @@ def create_app(
                 clock=clock,
             )
             runtime.follower = follower
+            runtime.lag_monitor.folders = follower.reports  # published with the groups
             metrics.watch_folders(follower.figures, lambda: storage.requests, REASONS)
             background.append(asyncio.create_task(follower.run(), name="checkpoint follower"))
         # The loaded ledger lives as long as the process: keep it out of the cyclic GC's

@@ -10,6 +10,8 @@ against a real broker and real databases.
 - ``InMemoryCheckpointStorage``  a ``CheckpointStorage`` (``ports.checkpoints``): files in
                          a dict, written by the test; counts requests like the real one
 - ``InMemoryFollowedFolders``    a ``FollowedFolders`` (``ports.checkpoints``)
+- ``InMemoryStatusBoard``        a ``StatusBoard`` (``ports.status_board``) shared by the
+                         tests' replicas; ``owners`` says who may publish which group
 """
 
 from __future__ import annotations
@@ -20,10 +22,13 @@ from dataclasses import dataclass, field
 
 from spark_offset_sidecar.core.changes import Change, CommitRequest
 from spark_offset_sidecar.core.checkpoint_log import batch_id_of
+from spark_offset_sidecar.core.group_report import GroupReport
+from spark_offset_sidecar.core.group_status import StoredWindow
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.errors import CommitError, KafkaReadError
 from spark_offset_sidecar.ports.checkpoints import FollowedFolder
 from spark_offset_sidecar.ports.kafka import Committed, LogEnds
+from spark_offset_sidecar.ports.status_board import BoardEntry
 from spark_offset_sidecar.ports.store import StoredState
 
 
@@ -157,3 +162,58 @@ class InMemoryFollowedFolders:
 
     def remove(self, path: str) -> bool:
         return self.folders.pop(path, None) is not None
+
+
+@dataclass
+class _Board:
+    entries: dict[str, BoardEntry] = field(default_factory=dict)
+    owners: dict[str, str] = field(default_factory=dict)  # group -> replica that may publish
+    fail_with: Exception | None = None
+
+
+class InMemoryStatusBoard:
+    """One replica's view of a board that several may share (``share``)."""
+
+    def __init__(self, replica_id: str, board: _Board | None = None) -> None:
+        self.replica_id = replica_id
+        self._board = board or _Board()
+        self.published = 0  # entries written
+
+    def share(self, replica_id: str) -> InMemoryStatusBoard:
+        """The same board, seen by another replica."""
+        return InMemoryStatusBoard(replica_id, self._board)
+
+    @property
+    def owners(self) -> dict[str, str]:
+        return self._board.owners
+
+    def fail(self, exc: Exception | None) -> None:
+        """Every call raises ``exc`` from now on (None: works again)."""
+        self._board.fail_with = exc
+
+    def publish(self, entries: Sequence[BoardEntry]) -> int:
+        self._raise()
+        written = 0
+        for entry in entries:
+            group_id = entry.report.status.group_id
+            if self._board.owners.get(group_id, self.replica_id) == self.replica_id:
+                self._board.entries[group_id] = entry
+                written += 1
+        self.published += written
+        return written
+
+    def read(self, group_ids: Collection[str] | None = None) -> list[GroupReport]:
+        self._raise()
+        return [
+            entry.report
+            for group_id, entry in sorted(self._board.entries.items())
+            if group_ids is None or group_id in group_ids
+        ]
+
+    def windows(self, group_ids: Collection[str]) -> dict[str, StoredWindow]:
+        self._raise()
+        return {g: entry.window for g, entry in self._board.entries.items() if g in set(group_ids)}
+
+    def _raise(self) -> None:
+        if self._board.fail_with is not None:
+            raise self._board.fail_with

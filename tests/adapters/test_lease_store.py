@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import pytest
 from sqlalchemy import select, text
 
 from spark_offset_sidecar.adapters.sql.lease_store import LeaseStore
@@ -15,23 +14,10 @@ from spark_offset_sidecar.core.changes import (
     Checkpoint,
     CommitRequest,
     CommitSucceeded,
-    QueryRegistered,
 )
 from spark_offset_sidecar.core.offsets import TopicPartition
 
 TP = TopicPartition("t", 0)
-
-
-@pytest.fixture
-def stores(postgres_server: Any) -> Any:
-    postgres_server.reset()
-    a = SharedSqlStore(postgres_server.url, "a")
-    b = SharedSqlStore(postgres_server.url, "b")
-    a.migrate()
-    a.persist([QueryRegistered(f"q{i}", f"g{i}", 0.0) for i in range(4)])
-    yield a, b
-    a.close()
-    b.close()
 
 
 def _success(group: str, fence: int, checkpoint: int = 1) -> CommitSucceeded:

@@ -22,12 +22,21 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
 
 
 async def create_topics(bootstrap: str, names: list[str], partitions: int) -> None:
+    """Create the topics and return once the broker's metadata has every partition: the
+    controller accepts a topic before the broker knows it, and a commit to a partition it
+    does not know yet fails with UNKNOWN_TOPIC_OR_PARTITION."""
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
     try:
         await admin.create_topics(
             [NewTopic(name, num_partitions=partitions, replication_factor=1) for name in names]
         )
+        for _ in range(200):
+            described = await admin.describe_topics(names)
+            if all(t["error_code"] == 0 and len(t["partitions"]) == partitions for t in described):
+                return
+            await asyncio.sleep(0.05)
+        raise TimeoutError(f"the broker's metadata did not show {names} within 10 s")
     finally:
         await admin.close()
 

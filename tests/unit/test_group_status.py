@@ -154,6 +154,36 @@ def test_groups_that_are_gone_are_forgotten() -> None:
     assert windows.samples("g1") == ()
 
 
+def test_a_new_owner_seeded_with_the_old_owners_window_judges_as_the_old_one_would() -> None:
+    """A group changes owner: seeded with the old owner's window, the new one gives the
+    same status at once (here STALL, which takes a window to see) and goes on sampling
+    into it; without the window it would have to start over (OK, incomplete)."""
+    old = CommitWindows(window=3, stop_after=300.0)
+    for at, o0, o1 in [(0.0, 10, 5), (10.0, 20, 5), (20.0, 30, 5)]:
+        old.observe([group(at, {TP0: o0, TP1: o1})], {TP0: 30, TP1: 50}, at)
+    old.observe([group(20.0, {TP0: 30, TP1: 5})], {TP0: 40, TP1: 50}, 25.0)  # lagging since 25
+    stalled = group(20.0, {TP0: 30, TP1: 5})
+    ends = {TP0: 40, TP1: 50}
+    expected = old.evaluate(stalled, ends, 26.0, err_after=3)
+    assert (expected.status, expected.complete) == (Status.STALL, 1.0)
+
+    new = CommitWindows(window=3, stop_after=300.0)
+    assert not new.knows("g1")
+    new.seed("g1", old.window_of("g1"))
+    assert new.knows("g1")
+    assert new.evaluate(stalled, ends, 26.0, err_after=3) == expected
+    assert new.evaluate(stalled, ends, 326.0, err_after=3).status is Status.STOP  # P2 carried
+    fresh = CommitWindows(window=3, stop_after=300.0)
+    fresh.observe([stalled], ends, 26.0)
+    assert fresh.evaluate(stalled, ends, 26.0, err_after=3).complete == 0.0
+
+    new.observe([group(30.0, {TP0: 40, TP1: 6})], {TP0: 40, TP1: 50}, 30.0)
+    assert [s.at for s in new.samples("g1")] == [10.0, 20.0, 30.0]  # bounded, in order
+    # A group with a window of its own keeps it.
+    new.seed("g1", CommitWindows(window=3).window_of("g1"))
+    assert [s.at for s in new.samples("g1")] == [10.0, 20.0, 30.0]
+
+
 def test_severity_lists_every_status_once() -> None:
     assert sorted(SEVERITY, key=lambda s: s.value) == sorted(Status, key=lambda s: s.value)
     with pytest.raises(ValueError, match="at least 2"):

@@ -73,6 +73,16 @@ class GroupSample:
 
 
 @dataclass(frozen=True)
+class StoredWindow:
+    """A group's window as it is handed from one owner to the next (``CommitWindows.
+    window_of`` / ``seed``): its samples, oldest first, and since when its lag has been
+    above zero (P2), so that a new owner judges on the old owner's history."""
+
+    samples: tuple[GroupSample, ...]
+    lagging_since: float | None
+
+
+@dataclass(frozen=True)
 class PartitionStatus:
     topic: str
     partition: int
@@ -176,6 +186,23 @@ class CommitWindows:
 
     def samples(self, group_id: str) -> tuple[GroupSample, ...]:
         return tuple(self._samples.get(group_id, ()))
+
+    def knows(self, group_id: str) -> bool:
+        """Whether ``group_id`` has a window here (``observe`` saw it since it was last
+        gone): a group without one may be ``seed``-ed from a previous owner's."""
+        return group_id in self._samples
+
+    def window_of(self, group_id: str) -> StoredWindow:
+        return StoredWindow(self.samples(group_id), self._lagging_since.get(group_id))
+
+    def seed(self, group_id: str, stored: StoredWindow) -> None:
+        """Start ``group_id``'s window from ``stored`` (its newest ``window`` samples); a
+        group that has a window here already keeps its own."""
+        if group_id in self._samples:
+            return
+        self._samples[group_id] = deque(stored.samples, maxlen=self.window)
+        if stored.lagging_since is not None:
+            self._lagging_since[group_id] = stored.lagging_since
 
     def evaluate(
         self,

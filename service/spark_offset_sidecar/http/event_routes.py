@@ -9,6 +9,7 @@ cannot take the write (retry).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated
@@ -17,6 +18,7 @@ from fastapi import APIRouter, HTTPException, Path, Query, Request
 from fastapi.responses import JSONResponse
 
 from spark_offset_sidecar.core.changes import Decision, Outcome
+from spark_offset_sidecar.core.group_report import NOT_REPORTED, LiveCommits
 from spark_offset_sidecar.core.ledger import unknown_query
 from spark_offset_sidecar.core.offsets import MAX_OFFSET, OffsetMap, from_json, topic_name_problem
 from spark_offset_sidecar.core.spark_progress import ID_PATTERN, MAX_ID_LENGTH, parse_progress
@@ -260,11 +262,15 @@ async def get_starting_offsets(
 async def list_queries(request: Request) -> list[QueryView]:
     """Every query (with a token: those whose groups it may touch)."""
     grant = caller(request, event=False)
-    ledger = _durable(request).ledger
+    durable = _durable(request)
+    if durable.shared:  # other replicas may have registered queries and taken events
+        await durable.refresh((), await durable.stored_query_ids())
+    ledger = durable.ledger
+    visible = [q for q in ledger.queries.values() if grant is None or grant.may_read(q.group_id)]
+    live = await _published_live(request, {q.group_id for q in visible})
     return [
-        QueryView.of(q, ledger.groups[q.group_id])
-        for q in ledger.queries.values()
-        if grant is None or grant.may_read(q.group_id)
+        QueryView.of(q, ledger.groups[q.group_id], live.get(q.group_id))
+        for q in sorted(visible, key=lambda q: q.query_id)
     ]
 
 
@@ -278,4 +284,17 @@ async def get_query(query_id: QueryId, request: Request) -> QueryView | JSONResp
     query = ledger.queries.get(query_id)
     if query is None or not may_see(request, grant, query.group_id, write=False):
         return _answer(unknown_query(query_id))
-    return QueryView.of(query, ledger.groups[query.group_id])
+    live = await _published_live(request, {query.group_id})
+    return QueryView.of(query, ledger.groups[query.group_id], live.get(query.group_id))
+
+
+async def _published_live(request: Request, group_ids: set[str]) -> dict[str, LiveCommits]:
+    """With replicas, the live commit state of ``group_ids`` as their owners published it
+    (every replica answers the same; a group not reported yet shows none); alone, none:
+    the ledger's memory is the live state."""
+    board = runtime_of(request).board
+    if board is None or not group_ids:
+        return {}
+    reports = await asyncio.to_thread(board.read, group_ids)
+    published = {r.status.group_id: r.live for r in reports}
+    return {g: published.get(g, NOT_REPORTED) for g in group_ids}

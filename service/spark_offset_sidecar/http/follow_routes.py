@@ -4,8 +4,11 @@ which group (``runtime.checkpoint_follower`` reads them).
 Same tokens and grants as events: registering or removing a folder needs a ``write``
 grant on its group, and the token's topic patterns go with the folder (a batch whose
 topics they do not allow is refused, as an event would be). Listing needs ``read``.
-Status codes: 201 registered, 200 already registered the same way or removed, 404 not
-followed, 409 followed into another group, 422 a path the service cannot read.
+How reading goes is what the replica that reads the folder (its group's owner) knows:
+with replicas, as it published it with the group's report (``ports.status_board``), so
+every replica lists the same. Status codes: 201 registered, 200 already registered the
+same way or removed, 404 not followed, 409 followed into another group, 422 a path the
+service cannot read.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Annotated
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import JSONResponse
 
+from spark_offset_sidecar.core.group_report import FolderReport
 from spark_offset_sidecar.errors import InvalidEvent
 from spark_offset_sidecar.http.access import allow_write, caller, runtime_of
 from spark_offset_sidecar.http.models import ErrorAnswer, FolderPath, FolderView, FollowRequest
@@ -47,24 +51,37 @@ def _registry(runtime: Runtime) -> FollowedFolders:
     return runtime.followed
 
 
-def view(runtime: Runtime, folder: FollowedFolder) -> FolderView:
-    follower = runtime.follower
-    state = follower.states.get(folder.path) if follower is not None else None
-    here = state is not None and state.polls > 0
-    position = state.position if state is not None else None
+async def reading(
+    runtime: Runtime, folders: list[FollowedFolder]
+) -> dict[str, tuple[FolderReport, str | None]]:
+    """By path, how reading each of ``folders`` goes and which replica reads it: with
+    replicas as the groups' owners published it (the same on every replica), else from
+    this process's follower."""
+    if runtime.board is None:
+        follower = runtime.follower
+        local = follower.reports() if follower is not None else {}
+        return {f.path: (f, None) for reports in local.values() for f in reports}
+    groups = {f.group_id for f in folders}
+    published = await asyncio.to_thread(runtime.board.read, groups) if groups else []
+    return {f.path: (f, r.reported_by) for r in published for f in r.folders}
+
+
+def view(folder: FollowedFolder, found: tuple[FolderReport, str | None] | None) -> FolderView:
+    read, reader = found if found is not None else (None, None)
     return FolderView(
         path=folder.path,
         group_id=folder.group_id,
         topics=None if folder.topics is None else list(folder.topics),
-        followed_here=here,
-        query_id=position.query_id if position else None,
-        newest_batch_in_folder=state.newest_in_folder if state else None,
-        last_batch_recorded=position.completed if position else None,
-        pending_batch=position.pending if position else None,
-        behind_seconds=state.behind_seconds(follower.monotonic()) if state and follower else 0.0,
-        errors=dict(state.errors) if state else {},
-        last_error=state.last_error if state else None,
-        last_poll_at=state.polled_at if state else None,
+        reading=read is not None,
+        read_by=reader,
+        query_id=read.query_id if read else None,
+        newest_batch_in_folder=read.newest_batch_in_folder if read else None,
+        last_batch_recorded=read.last_batch_recorded if read else None,
+        pending_batch=read.pending_batch if read else None,
+        behind_seconds=read.behind_seconds if read else 0.0,
+        errors=dict(read.errors) if read else {},
+        last_error=read.last_error if read else None,
+        last_poll_at=read.last_poll_at if read else None,
     )
 
 
@@ -91,11 +108,12 @@ async def follow(body: FollowRequest, request: Request) -> FolderView | JSONResp
                 },
                 status_code=409,
             )
-        return JSONResponse(view(runtime, existing).model_dump(), status_code=200)
+        found = await reading(runtime, [existing])
+        return JSONResponse(view(existing, found.get(path)).model_dump(), status_code=200)
     log.info("following checkpoint folder %s into group %s", path, folder.group_id)
     if runtime.follower is not None:
         runtime.follower.wake()
-    return view(runtime, folder)
+    return view(folder, None)
 
 
 @router.get("", response_model=list[FolderView], responses=ERRORS)
@@ -103,8 +121,13 @@ async def followed(request: Request) -> list[FolderView]:
     """Every followed folder (with a token: those whose groups it may read)."""
     grant = caller(request, event=False)
     runtime = runtime_of(request)
-    folders = await asyncio.to_thread(_registry(runtime).list)
-    return [view(runtime, f) for f in folders if grant is None or grant.may_read(f.group_id)]
+    folders = [
+        f
+        for f in await asyncio.to_thread(_registry(runtime).list)
+        if grant is None or grant.may_read(f.group_id)
+    ]
+    found = await reading(runtime, folders)
+    return [view(f, found.get(f.path)) for f in folders]
 
 
 @router.delete("", responses=ERRORS)

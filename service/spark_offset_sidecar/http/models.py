@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
+from spark_offset_sidecar.core.group_report import LiveCommits, live_of
 from spark_offset_sidecar.core.ledger import GroupState, QueryState
 from spark_offset_sidecar.core.offsets import MAX_OFFSET, OffsetJson, to_json
 from spark_offset_sidecar.core.spark_progress import ID_PATTERN, MAX_ID_LENGTH, kafka_offsets
@@ -102,6 +103,9 @@ class CommittedView(BaseModel):
 
 
 class CountersView(BaseModel):
+    """What the group's owner did and saw: with replicas, since it took the group (its
+    commits) and since it started (the events sent to it)."""
+
     commits_succeeded: int
     commits_failed: dict[str, int]
     commits_skipped: int
@@ -125,9 +129,12 @@ class QueryView(BaseModel):
     counters: CountersView
 
     @classmethod
-    def of(cls, query: QueryState, group: GroupState) -> QueryView:
-        slot, flight, committed = group.slot, group.in_flight, group.committed
-        counters = group.counters
+    def of(cls, query: QueryState, group: GroupState, live: LiveCommits | None = None) -> QueryView:
+        """The query's stored state with the live state of its group's commits: ``live``
+        (with replicas, as its owner published it) or this process's memory of them."""
+        slot, committed = group.slot, group.committed
+        live = live or live_of(group)
+        flight, counters = live.in_flight, live.counters
         return cls(
             query_id=query.query_id,
             group_id=query.group_id,
@@ -157,8 +164,8 @@ class QueryView(BaseModel):
             )
             if committed
             else None,
-            retry_at=group.retry_at if group.failures else None,
-            last_failure=group.last_failure,
+            retry_at=live.retry_at,
+            last_failure=live.last_failure,
             rewind_allowed=group.rewind_allowed,
             counters=CountersView(
                 commits_succeeded=counters.succeeded,
@@ -204,7 +211,10 @@ class FolderView(BaseModel):
     path: str
     group_id: str
     topics: list[str] | None = Field(description="topic patterns allowed (None: any)")
-    followed_here: bool = Field(description="this replica reads it (the group's owner)")
+    reading: bool = Field(description="it is read: polled by the replica that owns the group")
+    read_by: str | None = Field(
+        description="with replicas: the replica reading it, as it last reported (null alone)"
+    )
     query_id: str | None = Field(description="the query id in the folder's metadata")
     newest_batch_in_folder: int | None = Field(description="the newest commits/N seen")
     last_batch_recorded: int | None = Field(description="newest batch handed to the ledger")

@@ -14,6 +14,7 @@ from spark_offset_sidecar.http.auth import TokenRegistry
 from spark_offset_sidecar.observe.metrics import SidecarMetrics
 from spark_offset_sidecar.ports.checkpoints import FollowedFolders
 from spark_offset_sidecar.ports.kafka import StartingOffsetsReader
+from spark_offset_sidecar.ports.status_board import StatusBoard
 from spark_offset_sidecar.runtime.checkpoint_follower import CheckpointFollower
 from spark_offset_sidecar.runtime.commit_loop import CommitLoop
 from spark_offset_sidecar.runtime.durable_ledger import DurableLedger
@@ -41,6 +42,8 @@ class Runtime:
     lease_keeper: LeaseKeeper | None = None
     followed: FollowedFolders | None = None  # the registry of followed folders
     follower: CheckpointFollower | None = None
+    # With replicas: what every replica answers status and live commit state from.
+    board: StatusBoard | None = None
     # Why a folder path cannot be followed here (an unknown protocol, a missing extra).
     check_folder: Callable[[str], str | None] = lambda path: None
     ready: bool = False

@@ -6,6 +6,9 @@ checkpoints, and its partitions (committed offset, log end, lag). No JavaScript 
 nothing fetched from elsewhere (the Content-Security-Policy forbids both); the page
 reloads itself every lag read (at least every 5 s).
 
+With replicas, every replica renders the reports the groups' owners publish
+(``ports.status_board``): the same page whichever replica serves it.
+
 The same tokens and read grants as the JSON routes: a token sees only the groups it may
 read. A browser cannot send a bearer token, so the page also takes HTTP Basic with the
 token as the password, and asks for it with a Basic challenge.
@@ -20,13 +23,14 @@ from typing import TYPE_CHECKING
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
-from spark_offset_sidecar.core.group_status import SEVERITY, GroupStatus, severity
+from spark_offset_sidecar.core.group_status import SEVERITY, severity
 from spark_offset_sidecar.errors import Unauthenticated
 from spark_offset_sidecar.http.access import caller, runtime_of
-from spark_offset_sidecar.http.status_routes import monitor_of, readable_statuses
+from spark_offset_sidecar.http.status_routes import as_of, readable_reports
 
 if TYPE_CHECKING:
-    from spark_offset_sidecar.core.ledger import Ledger
+    from spark_offset_sidecar.core.group_report import GroupReport
+    from spark_offset_sidecar.core.group_status import GroupStatus
 
 router = APIRouter(tags=["status"])
 
@@ -47,32 +51,33 @@ async def status_page(request: Request) -> HTMLResponse:
         grant = caller(request, event=False)
     except Unauthenticated as exc:
         raise Unauthenticated(str(exc), challenge=BROWSER_CHALLENGE) from None
-    ledger, monitor = monitor_of(request)
     runtime = runtime_of(request)
-    statuses = readable_statuses(grant, monitor)
-    statuses.sort(key=lambda s: (-severity(s.status), -(s.total_lag or 0), s.group_id))
+    reports = await readable_reports(request, grant)
+    reports.sort(
+        key=lambda r: (-severity(r.status.status), -(r.status.total_lag or 0), r.status.group_id)
+    )
     refresh = max(5, round(runtime.settings.lag_read_interval_seconds))
-    html = render_page(statuses, ledger, runtime.clock(), monitor.read_at, refresh)
+    _, read_at = as_of(request, reports)
+    html = render_page(reports, runtime.clock(), read_at, refresh)
     return HTMLResponse(html, headers=HEADERS)
 
 
 def render_page(
-    statuses: list[GroupStatus],
-    ledger: Ledger,
+    reports: list[GroupReport],
     now: float,
     read_at: float | None,
     refresh: int,
 ) -> str:
     counts = {status: 0 for status in SEVERITY}
-    for status in statuses:
-        counts[status.status] += 1
+    for report in reports:
+        counts[report.status.status] += 1
     chips = "".join(
         f'<span class="badge {s.value}">{s.value} {counts[s]}</span>'
         for s in reversed(SEVERITY)
         if counts[s]
     )
     read = f"log ends read {_ago(now, read_at)}" if read_at else "log ends not read yet"
-    rows = "".join(_group(status, ledger, now) for status in statuses)
+    rows = "".join(_group(report, now) for report in reports)
     if not rows:
         rows = '<tbody><tr><td colspan="6" class="empty">No group yet.</td></tr></tbody>'
     return f"""<!doctype html>
@@ -81,13 +86,13 @@ def render_page(
 <meta charset="utf-8">
 <meta http-equiv="refresh" content="{refresh}">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<title>spark-offset-sidecar: {len(statuses)} groups</title>
+<title>spark-offset-sidecar: {len(reports)} groups</title>
 <style>{_STYLE}</style>
 </head>
 <body>
 <header>
 <h1>spark-offset-sidecar</h1>
-<p class="meta">{len(statuses)} consumer groups &middot; {read} &middot; as of
+<p class="meta">{len(reports)} consumer groups &middot; {read} &middot; as of
 {_utc(now)} &middot; reloads every {refresh} s</p>
 <p class="chips">{chips}</p>
 </header>
@@ -101,20 +106,16 @@ def render_page(
 """
 
 
-def _group(status: GroupStatus, ledger: Ledger, now: float) -> str:
-    group = ledger.groups.get(status.group_id)
-    query = ledger.queries.get(status.query_id or "") if status.query_id else None
-    pending = len(query.pending) if query is not None else 0
-    failures = ""
-    if group is not None:
-        by_reason = ", ".join(
-            f"{escape(reason)} &times;{count}"
-            for reason, count in sorted(group.counters.failed.items())
-            if count
-        )
-        failures = by_reason or "none"
-        if status.consecutive_failures:
-            failures = f"<b>{status.consecutive_failures} in a row</b><br>{failures}"
+def _group(report: GroupReport, now: float) -> str:
+    status, pending = report.status, report.pending
+    by_reason = ", ".join(
+        f"{escape(reason)} &times;{count}"
+        for reason, count in sorted(report.live.counters.failed.items())
+        if count
+    )
+    failures = by_reason or "none"
+    if status.consecutive_failures:
+        failures = f"<b>{status.consecutive_failures} in a row</b><br>{failures}"
     if not status.partitions:  # no lag to speak of before a first commit
         lag = "&ndash;"
     elif status.total_lag is None:

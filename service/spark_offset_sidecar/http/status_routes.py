@@ -2,12 +2,17 @@
 shaped like Burrow's ``/v3/kafka/<cluster>/consumer/<group>/status`` answer so that the same
 scripts read both, plus the query that owns the group and its failed commits.
 
-The list is as of the lag monitor's last read (``evaluated_at``); one group's status is
-evaluated when asked, on the last known log ends.
+Alone, the list is as of the lag monitor's last read (``evaluated_at``) and one group's
+status is evaluated when asked, on the last known log ends. With replicas, every replica
+answers from the reports the groups' owners publish after each of their reads
+(``ports.status_board``), so that every replica gives the same answer; each group says
+when and by which replica it was evaluated.
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 from fastapi import APIRouter, HTTPException, Request
@@ -15,7 +20,8 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from spark_offset_sidecar.core.changes import Outcome
-from spark_offset_sidecar.core.group_status import GroupStatus, PartitionStatus
+from spark_offset_sidecar.core.group_report import GroupReport
+from spark_offset_sidecar.core.group_status import PartitionStatus
 from spark_offset_sidecar.http.access import allow_read, caller, runtime_of
 from spark_offset_sidecar.http.auth import TokenGrant
 from spark_offset_sidecar.http.models import GroupId
@@ -60,10 +66,15 @@ class GroupStatusView(BaseModel):
     maxlag: PartitionStatusView | None
     consecutive_failures: int
     last_commit_at: float | None
+    evaluated_at: float = Field(description="Unix time of the evaluation this comes from")
+    reported_by: str | None = Field(
+        description="with replicas: the replica that evaluated it (the group's owner then)"
+    )
     partitions: list[PartitionStatusView]
 
     @classmethod
-    def of(cls, status: GroupStatus) -> GroupStatusView:
+    def of(cls, report: GroupReport) -> GroupStatusView:
+        status = report.status
         worst = status.max_lag
         return cls(
             group=status.group_id,
@@ -75,13 +86,17 @@ class GroupStatusView(BaseModel):
             maxlag=PartitionStatusView.of(worst) if worst else None,
             consecutive_failures=status.consecutive_failures,
             last_commit_at=status.last_commit_at,
+            evaluated_at=report.evaluated_at,
+            reported_by=report.reported_by,
             partitions=[PartitionStatusView.of(p) for p in status.partitions],
         )
 
 
 class StatusAnswer(BaseModel):
-    evaluated_at: float | None
-    log_ends_read_at: float | None
+    evaluated_at: float | None = Field(description="the newest evaluation listed")
+    log_ends_read_at: float | None = Field(
+        description="the oldest read of log ends that a listed lag comes from"
+    )
     groups: list[GroupStatusView]
 
 
@@ -92,40 +107,76 @@ def monitor_of(request: Request) -> tuple[Ledger, LagMonitor]:
     return runtime.durable.ledger, runtime.lag_monitor
 
 
-def readable_statuses(grant: TokenGrant | None, monitor: LagMonitor) -> list[GroupStatus]:
-    """The last evaluated statuses of the groups ``grant`` may read (None: all), by group."""
+async def group_reports(
+    request: Request, group_ids: Collection[str] | None = None
+) -> list[GroupReport]:
+    """The reports of ``group_ids`` (None: every group), by group: with replicas from the
+    board (the same on every replica), else from the lag monitor's last evaluation."""
+    ledger, monitor = monitor_of(request)
+    board = runtime_of(request).board
+    if board is not None:
+        return await asyncio.to_thread(board.read, group_ids)
+    reports = []
+    for group_id, status in sorted(monitor.statuses.items()):
+        group = ledger.groups.get(group_id)
+        if group is not None and (group_ids is None or group_id in group_ids):
+            reports.append(monitor.report(status, group, ledger, monitor.evaluated_at or 0.0))
+    return reports
+
+
+async def readable_reports(request: Request, grant: TokenGrant | None) -> list[GroupReport]:
+    """The reports of every group ``grant`` may read (None: all), by group."""
     return [
-        status
-        for group_id, status in sorted(monitor.statuses.items())
-        if grant is None or grant.may_read(group_id)
+        report
+        for report in await group_reports(request)
+        if grant is None or grant.may_read(report.status.group_id)
     ]
+
+
+def as_of(request: Request, reports: list[GroupReport]) -> tuple[float | None, float | None]:
+    """When ``reports`` were evaluated (the newest) and their log ends read (the oldest):
+    alone, the lag monitor's last evaluation and read."""
+    _, monitor = monitor_of(request)
+    if runtime_of(request).board is None:
+        return monitor.evaluated_at, monitor.read_at
+    reads = [r.log_ends_read_at for r in reports if r.log_ends_read_at is not None]
+    return (
+        max((r.evaluated_at for r in reports), default=None),
+        min(reads) if reads and len(reads) == len(reports) else None,
+    )
 
 
 @router.get("/status", response_model=StatusAnswer)
 async def list_status(request: Request) -> StatusAnswer:
     """Every group's status (with a token: the groups it may touch)."""
     grant = caller(request, event=False)
-    _, monitor = monitor_of(request)
+    reports = await readable_reports(request, grant)
+    evaluated_at, read_at = as_of(request, reports)
     return StatusAnswer(
-        evaluated_at=monitor.evaluated_at,
-        log_ends_read_at=monitor.read_at,
-        groups=[GroupStatusView.of(status) for status in readable_statuses(grant, monitor)],
+        evaluated_at=evaluated_at,
+        log_ends_read_at=read_at,
+        groups=[GroupStatusView.of(report) for report in reports],
     )
 
 
 @router.get("/status/{group_id}", response_model=GroupStatusView)
 async def get_status(group_id: GroupId, request: Request) -> GroupStatusView | JSONResponse:
-    """One group's status, evaluated now."""
+    """One group's status: alone evaluated now, with replicas as its owner last published."""
     allow_read(caller(request, event=False), group_id)
     ledger, monitor = monitor_of(request)
-    if not ledger.commits(group_id):
-        return refusal(
-            404,
-            "not_owner",
-            f"this replica does not commit group {group_id}: the replica holding its "
-            "lease evaluates its status (and exports its lag)",
-        )
+    runtime = runtime_of(request)
+    if runtime.board is not None:
+        found = await asyncio.to_thread(runtime.board.read, [group_id])
+        if not found:
+            return refusal(
+                404,
+                "not_reported",
+                f"no status of group {group_id} has been published: its owner publishes "
+                "one after each read of the log ends (lag_read_interval_seconds)",
+            )
+        return GroupStatusView.of(found[0])
     group = ledger.groups.get(group_id)
-    if group is None:
+    if group is None or not ledger.commits(group_id):
         return refusal(404, Outcome.UNKNOWN_QUERY.value, f"no group {group_id} is known")
-    return GroupStatusView.of(monitor.status_of(group, runtime_of(request).clock()))
+    now = runtime.clock()
+    return GroupStatusView.of(monitor.report(monitor.status_of(group, now), group, ledger, now))

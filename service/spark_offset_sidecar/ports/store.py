@@ -59,3 +59,6 @@ class SharedLedgerStore(LedgerStore, Protocol):
     def begin(self, query_ids: Collection[str], group_ids: Collection[str]) -> LoadedRows: ...
 
     def abort(self) -> None: ...
+
+    def query_ids(self) -> list[str]:
+        """Every stored query's id (whichever replica registered it), outside any batch."""

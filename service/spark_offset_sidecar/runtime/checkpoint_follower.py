@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 
 from spark_offset_sidecar.core.changes import Decision, Outcome
 from spark_offset_sidecar.core.checkpoint_log import OffsetLogEntry
+from spark_offset_sidecar.core.group_report import FolderReport
 from spark_offset_sidecar.core.ledger import Ledger
 from spark_offset_sidecar.core.patterns import matches_any
 from spark_offset_sidecar.errors import (
@@ -92,6 +93,20 @@ class FolderState:
     def behind_seconds(self, now: float) -> float:
         return 0.0 if self.behind_since is None else max(0.0, now - self.behind_since)
 
+    def report(self, now: float) -> FolderReport:
+        """This state as the API shows it, at monotonic ``now``."""
+        return FolderReport(
+            path=self.folder.path,
+            query_id=self.position.query_id,
+            newest_batch_in_folder=self.newest_in_folder,
+            last_batch_recorded=self.position.completed,
+            pending_batch=self.position.pending,
+            behind_seconds=round(self.behind_seconds(now), 1),
+            errors=tuple(sorted(self.errors.items())),
+            last_error=self.last_error,
+            last_poll_at=self.polled_at,
+        )
+
 
 class CheckpointFollower:
     def __init__(
@@ -121,6 +136,17 @@ class CheckpointFollower:
     def wake(self) -> None:
         """Poll now (a folder was registered)."""
         self._wake.set()
+
+    def reports(self) -> dict[str, tuple[FolderReport, ...]]:
+        """By group, how reading its folders goes here (those this replica reads now)."""
+        ledger = self.durable.ledger
+        now = self.monotonic()
+        found: dict[str, list[FolderReport]] = {}
+        for state in sorted(self.states.values(), key=lambda s: s.folder.path):
+            group_id = state.folder.group_id
+            if state.polls and _follows(ledger, group_id):
+                found.setdefault(group_id, []).append(state.report(now))
+        return {group_id: tuple(reports) for group_id, reports in found.items()}
 
     def figures(self) -> list[FolderFigures]:
         """The folders this replica reads, for the metrics (read at scrape time)."""

@@ -148,6 +148,11 @@ class DurableLedger:
         self._enqueue(_Refresh(frozenset(group_ids), frozenset(query_ids), done))
         await done
 
+    async def stored_query_ids(self) -> list[str]:
+        """Every query the shared store holds, whichever replica took its events."""
+        assert isinstance(self.store, SharedLedgerStore), "a shared store only"
+        return await self._in_worker(self.store.query_ids)
+
     def start_commit(
         self, group_id: str, now: float, fence: int | None = None
     ) -> CommitRequest | None:

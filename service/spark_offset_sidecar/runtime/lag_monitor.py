@@ -9,6 +9,11 @@ Invariants
   - Evaluating yields to the event loop every ``SLICE`` groups: at 10,000 groups of 32
     partitions a full evaluation costs seconds of CPU (bench/README.md), and requests must
     not wait for it.
+  - With replicas (a ``board``): a group this replica starts to commit has its window
+    seeded from the board (the previous owner's) before it is sampled here, and after
+    each evaluation the reports and windows of this replica's groups are published, those
+    that changed since they were last published (a failed publication is retried at the
+    next evaluation). A board that cannot be read leaves the new windows empty.
 """
 
 from __future__ import annotations
@@ -16,15 +21,22 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from spark_offset_sidecar.core.group_status import CommitWindows, GroupStatus
+from spark_offset_sidecar.core.group_report import (
+    FolderReport,
+    GroupReport,
+    LiveCommits,
+    report_of,
+)
+from spark_offset_sidecar.core.group_status import CommitWindows, GroupStatus, StoredWindow
 from spark_offset_sidecar.core.ledger import Ledger
 from spark_offset_sidecar.core.ledger_state import GroupState
 from spark_offset_sidecar.core.offsets import TopicPartition
-from spark_offset_sidecar.errors import KafkaReadError
+from spark_offset_sidecar.errors import KafkaReadError, StoreError
 from spark_offset_sidecar.ports.kafka import LogEndReader
+from spark_offset_sidecar.ports.status_board import BoardEntry, StatusBoard
 
 log = logging.getLogger(__name__)
 SLICE = 100  # groups evaluated between two yields to the event loop
@@ -49,6 +61,14 @@ class LagMonitor:
     evaluated_at: float | None = None
     statuses: dict[str, GroupStatus] = field(default_factory=dict)
     counters: LagReadCounters = field(default_factory=LagReadCounters)
+    board: StatusBoard | None = None  # with replicas: where reports are published
+    # By group, how reading its followed folders goes here (published with its report).
+    folders: Callable[[], Mapping[str, tuple[FolderReport, ...]]] = dict
+    # What was last published per group (all but the times): unchanged ones are not
+    # written again.
+    _published: dict[
+        str, tuple[GroupStatus, LiveCommits, int, tuple[FolderReport, ...], StoredWindow]
+    ] = field(default_factory=dict)
 
     async def run(self) -> None:
         while True:
@@ -84,6 +104,8 @@ class LagMonitor:
     async def evaluate(self, ledger: Ledger) -> None:
         now = self.clock()
         groups = [g for g in ledger.groups.values() if ledger.commits(g.group_id)]
+        if self.board is not None:
+            await self.seed_windows([g.group_id for g in groups])
         self.windows.observe(groups, self.log_ends, now)
         statuses: dict[str, GroupStatus] = {}
         for start in range(0, len(groups), SLICE):
@@ -92,6 +114,69 @@ class LagMonitor:
             await asyncio.sleep(0)
         self.statuses = statuses
         self.evaluated_at = now
+        if self.board is not None:
+            await self.publish(ledger, now)
+
+    async def seed_windows(self, group_ids: list[str]) -> None:
+        """Start the windows of groups new here from the board (their last owner's)."""
+        assert self.board is not None
+        new = [g for g in group_ids if not self.windows.knows(g)]
+        if not new:
+            return
+        try:
+            stored = await asyncio.to_thread(self.board.windows, new)
+        except StoreError as exc:
+            log.warning("could not read the status windows of %d new groups: %s", len(new), exc)
+            return
+        for group_id, window in stored.items():
+            self.windows.seed(group_id, window)
+
+    async def publish(self, ledger: Ledger, now: float) -> None:
+        """Put the reports of this replica's groups that changed on the board."""
+        assert self.board is not None
+        entries: list[BoardEntry] = []
+        folders = self.folders()
+        for group_id, status in self.statuses.items():
+            group = ledger.groups.get(group_id)
+            if group is None:
+                continue
+            report = self.report(status, group, ledger, now, folders.get(group_id, ()))
+            entry = BoardEntry(report, self.windows.window_of(group_id))
+            content = (report.status, report.live, report.pending, report.folders, entry.window)
+            if self._published.get(group_id) != content:
+                entries.append(entry)
+        for gone in self._published.keys() - self.statuses.keys():
+            del self._published[gone]
+        if not entries:
+            return
+        try:
+            await asyncio.to_thread(self.board.publish, entries)
+        except StoreError as exc:
+            log.warning("could not publish %d group reports: %s", len(entries), exc)
+            return
+        for entry in entries:
+            report = entry.report
+            self._published[report.status.group_id] = (
+                report.status,
+                report.live,
+                report.pending,
+                report.folders,
+                entry.window,
+            )
+
+    def report(
+        self,
+        status: GroupStatus,
+        group: GroupState,
+        ledger: Ledger,
+        now: float,
+        folders: tuple[FolderReport, ...] = (),
+    ) -> GroupReport:
+        """``status`` with what the ledger's memory holds of the group's commits."""
+        query = ledger.queries.get(group.query_id) if group.query_id else None
+        pending = len(query.pending) if query is not None else 0
+        replica = self.board.replica_id if self.board is not None else None
+        return report_of(status, group, pending, now, self.read_at, replica, folders)
 
     def status_of(self, group: GroupState, now: float) -> GroupStatus:
         """The group's status at ``now``, on the last known log ends."""

@@ -8,6 +8,8 @@ them; ``tests/adapters/test_migrations.py`` checks the two agree.
                        replicas its lease: owner, owner epoch, lease expiry (``leases``)
   replicas             with replicas: one row per live replica and its lease expiry
   followed_folders     Spark checkpoint folders followed into a group (no listener)
+  group_reports        with replicas: each group's status, live commits and status window
+                       as its owner last published them (``ports.status_board``)
 
 Offsets are stored as Spark-shaped JSON text: ``{"topic": {"0": 42}}``.
 """
@@ -90,4 +92,20 @@ followed_folders = Table(
     Column("topics", Text, nullable=True),  # JSON list of patterns; NULL: any topic
     Column("registered_by", String(200), nullable=True),
     Column("registered_at", Float, nullable=False),
+)
+
+group_reports = Table(
+    "group_reports",
+    metadata,
+    Column(
+        "group_id",
+        String(255),
+        ForeignKey("consumer_groups.group_id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    Column("reported_by", String(200), nullable=False),
+    Column("evaluated_at", Float, nullable=False),
+    Column("status", String(10), nullable=False),
+    Column("report", Text, nullable=False),  # JSON: adapters.sql.status_board
+    Column("status_window", Text, nullable=False),  # JSON: the samples and lagging_since
 )

@@ -96,6 +96,12 @@ class SharedSqlStore(SqlStore):
             self._drop(conn)
             raise
 
+    def query_ids(self) -> list[str]:
+        with self._errors("reading"), self.engine.connect() as conn:
+            return list(
+                conn.execute(select(queries.c.query_id).order_by(queries.c.query_id)).scalars()
+            )
+
     def abort(self) -> None:
         conn, self._batch = self._batch, None
         if conn is not None:

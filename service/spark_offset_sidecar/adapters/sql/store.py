@@ -36,7 +36,8 @@ log = logging.getLogger(__name__)
 def create_store_engine(url: str) -> Engine:
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
-        if parsed.database and parsed.database != ":memory:":
+        uri = parsed.query.get("uri") == "true"  # then the database is a file: URI, not a path
+        if parsed.database and parsed.database != ":memory:" and not uri:
             Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 5})
 

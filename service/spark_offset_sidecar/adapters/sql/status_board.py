@@ -1,0 +1,254 @@
+"""The ``StatusBoard`` port on PostgreSQL: the ``group_reports`` table, one row per group
+holding its owner's last published report and status window as JSON.
+
+Only the group's owner writes its row: ``publish`` inserts from the group's
+``consumer_groups`` row on the condition that its ``owner_id`` is this replica, in one
+statement, so a replica that lost the group (its lease taken meanwhile) writes nothing.
+Reads take no lock. Each method is one short transaction and blocks.
+"""
+
+from __future__ import annotations
+
+import json
+from array import array
+from collections import Counter
+from collections.abc import Collection, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import Engine, select, text
+from sqlalchemy.exc import SQLAlchemyError
+
+from spark_offset_sidecar.adapters.sql.schema import group_reports
+from spark_offset_sidecar.core.group_report import (
+    CommitUnderway,
+    FolderReport,
+    GroupReport,
+    LiveCommits,
+)
+from spark_offset_sidecar.core.group_status import (
+    GroupSample,
+    GroupStatus,
+    PartitionStatus,
+    Status,
+    StoredWindow,
+)
+from spark_offset_sidecar.core.ledger_state import GroupCounters
+from spark_offset_sidecar.core.offsets import TopicPartition, from_json, to_json
+from spark_offset_sidecar.errors import StoreUnavailable
+from spark_offset_sidecar.ports.status_board import BoardEntry
+
+reports_c = group_reports.c
+
+_PUBLISH = text(
+    """
+    INSERT INTO group_reports
+        (group_id, reported_by, evaluated_at, status, report, status_window)
+    SELECT g.group_id, :replica, :evaluated_at, :status, :report, :window
+    FROM consumer_groups g
+    WHERE g.group_id = :group_id AND g.owner_id = :owner
+    ON CONFLICT (group_id) DO UPDATE SET
+        reported_by = excluded.reported_by,
+        evaluated_at = excluded.evaluated_at,
+        status = excluded.status,
+        report = excluded.report,
+        status_window = excluded.status_window
+    """
+)
+
+
+class SqlStatusBoard:
+    def __init__(self, engine: Engine, replica_id: str) -> None:
+        if engine.dialect.name != "postgresql":
+            raise ValueError("the status board of replicas needs PostgreSQL")
+        self.engine = engine
+        self.replica_id = replica_id
+
+    def publish(self, entries: Sequence[BoardEntry]) -> int:
+        if not entries:
+            return 0
+        rows = [
+            {
+                "group_id": e.report.status.group_id,
+                "replica": self.replica_id,
+                "owner": self.replica_id,
+                "evaluated_at": e.report.evaluated_at,
+                "status": e.report.status.status.value,
+                "report": encode_report(e.report),
+                "window": encode_window(e.window),
+            }
+            for e in entries
+        ]
+        with self._errors("publishing group reports"), self.engine.begin() as conn:
+            written = 0
+            for row in rows:  # one statement each: executemany loses the row counts
+                written += conn.execute(_PUBLISH, row).rowcount
+        return written
+
+    def read(self, group_ids: Collection[str] | None = None) -> list[GroupReport]:
+        query = select(
+            reports_c.group_id, reports_c.reported_by, reports_c.evaluated_at, reports_c.report
+        ).order_by(reports_c.group_id)
+        if group_ids is not None:
+            query = query.where(reports_c.group_id.in_(sorted(group_ids)))
+        with self._errors("reading group reports"), self.engine.connect() as conn:
+            rows = conn.execute(query).all()
+        return [decode_report(r.group_id, r.reported_by, r.evaluated_at, r.report) for r in rows]
+
+    def windows(self, group_ids: Collection[str]) -> dict[str, StoredWindow]:
+        if not group_ids:
+            return {}
+        query = select(reports_c.group_id, reports_c.status_window).where(
+            reports_c.group_id.in_(sorted(group_ids))
+        )
+        with self._errors("reading status windows"), self.engine.connect() as conn:
+            rows = conn.execute(query).all()
+        return {r.group_id: decode_window(r.status_window) for r in rows}
+
+    @contextmanager
+    def _errors(self, doing: str) -> Iterator[None]:
+        try:
+            yield
+        except SQLAlchemyError as exc:
+            raise StoreUnavailable(f"{doing}: {type(exc).__name__}: {exc}") from exc
+
+
+# The JSON forms. Partitions are [topic, partition, status, offset, log end, lag, samples]
+# rows and window samples [at, [[topic, partition], ...], offsets, lags]: a group of 32
+# partitions with a full window of 10 takes a few KB.
+
+
+def encode_report(report: GroupReport) -> str:
+    status, live = report.status, report.live
+    flight = live.in_flight
+    counters = live.counters
+    return json.dumps(
+        {
+            "query_id": status.query_id,
+            "status": status.status.value,
+            "complete": status.complete,
+            "total_lag": status.total_lag,
+            "consecutive_failures": status.consecutive_failures,
+            "last_commit_at": status.last_commit_at,
+            "partitions": [
+                [
+                    p.topic,
+                    p.partition,
+                    p.status.value,
+                    p.offset,
+                    p.log_end,
+                    p.current_lag,
+                    p.samples,
+                ]
+                for p in status.partitions
+            ],
+            "pending": report.pending,
+            "log_ends_read_at": report.log_ends_read_at,
+            "in_flight": [flight.checkpoint_id, to_json(flight.offsets), flight.attempt]
+            if flight is not None
+            else None,
+            "retry_at": live.retry_at,
+            "last_failure": live.last_failure,
+            "folders": [
+                [
+                    f.path,
+                    f.query_id,
+                    f.newest_batch_in_folder,
+                    f.last_batch_recorded,
+                    f.pending_batch,
+                    f.behind_seconds,
+                    [list(e) for e in f.errors],
+                    f.last_error,
+                    f.last_poll_at,
+                ]
+                for f in report.folders
+            ],
+            "counters": {
+                "succeeded": counters.succeeded,
+                "skipped": counters.skipped,
+                "failed": dict(counters.failed),
+                "events": dict(counters.events),
+                "pending_dropped": counters.pending_dropped,
+                "held_back": counters.held_back,
+                "refreshed": counters.refreshed,
+            },
+        },
+        separators=(",", ":"),
+        sort_keys=True,
+    )
+
+
+def decode_report(group_id: str, reported_by: str, evaluated_at: float, text: str) -> GroupReport:
+    doc: dict[str, Any] = json.loads(text)
+    status = GroupStatus(
+        group_id=group_id,
+        query_id=doc["query_id"],
+        status=Status(doc["status"]),
+        complete=doc["complete"],
+        total_lag=doc["total_lag"],
+        consecutive_failures=doc["consecutive_failures"],
+        last_commit_at=doc["last_commit_at"],
+        partitions=tuple(
+            PartitionStatus(topic, partition, Status(state), offset, log_end, lag, samples)
+            for topic, partition, state, offset, log_end, lag, samples in doc["partitions"]
+        ),
+    )
+    flight = doc["in_flight"]
+    counters = doc["counters"]
+    live = LiveCommits(
+        in_flight=CommitUnderway(flight[0], from_json(flight[1]), flight[2])
+        if flight is not None
+        else None,
+        retry_at=doc["retry_at"],
+        last_failure=doc["last_failure"],
+        counters=GroupCounters(
+            succeeded=counters["succeeded"],
+            skipped=counters["skipped"],
+            failed=Counter(counters["failed"]),
+            events=Counter(counters["events"]),
+            pending_dropped=counters["pending_dropped"],
+            held_back=counters["held_back"],
+            refreshed=counters["refreshed"],
+        ),
+    )
+    folders = tuple(
+        FolderReport(
+            path,
+            query,
+            newest,
+            recorded,
+            pending,
+            behind,
+            tuple((reason, count) for reason, count in errors),
+            error,
+            at,
+        )
+        for path, query, newest, recorded, pending, behind, errors, error, at in doc["folders"]
+    )
+    return GroupReport(
+        status, live, doc["pending"], evaluated_at, doc["log_ends_read_at"], reported_by, folders
+    )
+
+
+def encode_window(window: StoredWindow) -> str:
+    return json.dumps(
+        {
+            "lagging_since": window.lagging_since,
+            "samples": [
+                [s.at, [list(tp) for tp in s.partitions], list(s.offsets), list(s.lags)]
+                for s in window.samples
+            ],
+        },
+        separators=(",", ":"),
+    )
+
+
+def decode_window(text: str) -> StoredWindow:
+    doc: dict[str, Any] = json.loads(text)
+    samples: list[GroupSample] = []
+    for at, partitions, offsets, lags in doc["samples"]:
+        tps = tuple(TopicPartition(topic, partition) for topic, partition in partitions)
+        if samples and samples[-1].partitions == tps:
+            tps = samples[-1].partitions  # shared, as CommitWindows keeps them
+        samples.append(GroupSample(at, tps, array("q", offsets), array("q", lags)))
+    return StoredWindow(tuple(samples), doc["lagging_since"])

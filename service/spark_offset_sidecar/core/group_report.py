@@ -1,0 +1,101 @@
+"""What a group's owner knows of it beyond the stored ledger: its status
+(``core.group_status``) and how its commits go (the one in flight, the retry, the last
+failure, the counters), as of one evaluation of the lag monitor. Pure data.
+
+Alone, the service builds reports from memory when asked. With replicas, each owner
+publishes its groups' reports, with their status windows, on a board that every replica
+reads (``ports.status_board``): every replica then gives the same answer to every read,
+and a new owner starts from the old owner's windows.
+
+Invariants
+  - A report is a snapshot: nothing in it refers to the ledger's living objects.
+  - ``counters`` count what the reporting replica did and saw since it took the group
+    (commits) or since it started (events it was sent); they start again after a
+    failover, the ledger's stored state does not.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from spark_offset_sidecar.core.group_status import GroupStatus
+from spark_offset_sidecar.core.ledger_state import GroupCounters, GroupState
+from spark_offset_sidecar.core.offsets import OffsetMap
+
+
+@dataclass(frozen=True)
+class CommitUnderway:
+    """The commit the owner has handed to Kafka and not heard back from."""
+
+    checkpoint_id: int
+    offsets: OffsetMap
+    attempt: int
+
+
+@dataclass(frozen=True)
+class LiveCommits:
+    """The part of a group's state that only its owner's memory holds."""
+
+    in_flight: CommitUnderway | None
+    retry_at: float | None  # while failures are backed off
+    last_failure: str | None
+    counters: GroupCounters
+
+
+@dataclass(frozen=True)
+class FolderReport:
+    """How reading one followed checkpoint folder of the group goes, on the replica that
+    reads it (``runtime.checkpoint_follower``)."""
+
+    path: str
+    query_id: str | None  # in the folder's metadata
+    newest_batch_in_folder: int | None
+    last_batch_recorded: int | None
+    pending_batch: int | None
+    behind_seconds: float  # how long a completed batch has waited unrecorded
+    errors: tuple[tuple[str, int], ...]  # failed polls by reason, by reason
+    last_error: str | None
+    last_poll_at: float | None  # wall clock of the last good poll
+
+
+# A group no report was published of yet: nothing known in flight, failed or counted.
+NOT_REPORTED = LiveCommits(
+    in_flight=None, retry_at=None, last_failure=None, counters=GroupCounters()
+)
+
+
+@dataclass(frozen=True)
+class GroupReport:
+    status: GroupStatus
+    live: LiveCommits
+    pending: int  # the owning query's pending checkpoints
+    evaluated_at: float  # the lag monitor's evaluation this report comes from
+    log_ends_read_at: float | None  # the log ends that evaluation judged on
+    reported_by: str | None = None  # the replica that published it (None: this process)
+    folders: tuple[FolderReport, ...] = ()  # the group's followed folders read here
+
+
+def live_of(group: GroupState) -> LiveCommits:
+    flight = group.in_flight
+    return LiveCommits(
+        in_flight=CommitUnderway(flight.checkpoint.checkpoint_id, flight.offsets, flight.attempt)
+        if flight is not None
+        else None,
+        retry_at=group.retry_at if group.failures else None,
+        last_failure=group.last_failure,
+        counters=group.counters.copy(),
+    )
+
+
+def report_of(
+    status: GroupStatus,
+    group: GroupState,
+    pending: int,
+    evaluated_at: float,
+    log_ends_read_at: float | None,
+    reported_by: str | None = None,
+    folders: tuple[FolderReport, ...] = (),
+) -> GroupReport:
+    return GroupReport(
+        status, live_of(group), pending, evaluated_at, log_ends_read_at, reported_by, folders
+    )

@@ -1,0 +1,25 @@
+"""Fixtures of the adapter tests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from spark_offset_sidecar.adapters.sql.shared_store import SharedSqlStore
+from spark_offset_sidecar.core.changes import QueryRegistered
+
+
+@pytest.fixture
+def stores(postgres_server: Any) -> Iterator[tuple[SharedSqlStore, SharedSqlStore]]:
+    """Two replicas' stores, "a" and "b", on one empty PostgreSQL database holding queries
+    q0-q3 of groups g0-g3 (registered through "b")."""
+    postgres_server.reset()
+    a = SharedSqlStore(postgres_server.url, "a")
+    b = SharedSqlStore(postgres_server.url, "b")
+    a.migrate()
+    b.persist([QueryRegistered(f"q{i}", f"g{i}", 0.0) for i in range(4)])
+    yield a, b
+    a.close()
+    b.close()

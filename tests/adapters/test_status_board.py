@@ -1,0 +1,132 @@
+"""The status board on a real PostgreSQL (adapters.sql.status_board): reports and windows
+come back as they were published, only a group's owner writes its row, and the stored
+query ids list what every replica registered."""
+
+from __future__ import annotations
+
+import time
+from array import array
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from spark_offset_sidecar.adapters.sql.lease_store import LeaseStore
+from spark_offset_sidecar.adapters.sql.status_board import SqlStatusBoard
+from spark_offset_sidecar.core.group_report import (
+    CommitUnderway,
+    FolderReport,
+    GroupReport,
+    LiveCommits,
+)
+from spark_offset_sidecar.core.group_status import (
+    GroupSample,
+    GroupStatus,
+    PartitionStatus,
+    Status,
+    StoredWindow,
+)
+from spark_offset_sidecar.core.ledger_state import GroupCounters
+from spark_offset_sidecar.core.offsets import TopicPartition
+from spark_offset_sidecar.errors import StoreUnavailable
+from spark_offset_sidecar.ports.status_board import BoardEntry
+
+TP0, TP1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
+
+
+def entry(group_id: str, replica: str, at: float = 100.0) -> BoardEntry:
+    status = GroupStatus(
+        group_id=group_id,
+        query_id=f"q{group_id[1:]}",
+        status=Status.STALL,
+        complete=0.5,
+        total_lag=None,
+        consecutive_failures=2,
+        last_commit_at=at - 5,
+        partitions=(
+            PartitionStatus("orders", 0, Status.OK, 40, 50, 10, 3),
+            PartitionStatus("orders", 1, Status.STALL, 2**62, None, None, 1),
+        ),
+    )
+    live = LiveCommits(
+        in_flight=CommitUnderway(7, {TP0: 40, TP1: 2**62}, 2),
+        retry_at=at + 3,
+        last_failure="broker unavailable",
+        counters=GroupCounters(
+            succeeded=5,
+            skipped=1,
+            failed=Counter({"timeout": 2}),
+            events=Counter({"accepted": 9}),
+            pending_dropped=3,
+            held_back=1,
+            refreshed=4,
+        ),
+    )
+    partitions = (TP0, TP1)
+    window = StoredWindow(
+        (
+            GroupSample(at - 20, partitions, array("q", [10, 2**62]), array("q", [40, 0])),
+            GroupSample(at - 10, partitions, array("q", [40, 2**62]), array("q", [10, 0])),
+            GroupSample(at - 5, (TP0,), array("q", [40]), array("q", [10])),
+        ),
+        lagging_since=at - 30,
+    )
+    folders = (
+        FolderReport("s3://ckpt/a", "q-a", 9, 8, 9, 1.5, (("unreachable", 2),), "timed out", at),
+        FolderReport("/ckpt/b", None, None, None, None, 0.0, (), None, None),
+    )
+    return BoardEntry(GroupReport(status, live, 4, at, at - 1, replica, folders), window)
+
+
+def test_what_an_owner_publishes_every_replica_reads_back_as_it_was(stores: Any) -> None:
+    a, b = stores
+    LeaseStore(a.engine, "a", 30).renew()
+    assert set(LeaseStore(a.engine, "a", 30).claim(2)) == {"g0", "g1"}
+    board_a, board_b = SqlStatusBoard(a.engine, "a"), SqlStatusBoard(b.engine, "b")
+    published = [entry("g0", "a"), entry("g1", "a")]
+    assert board_a.publish(published) == 2
+    assert board_b.read() == [e.report for e in published]
+    assert board_b.read(["g1", "g2"]) == [published[1].report]
+    windows = board_b.windows(["g0", "g2"])
+    assert windows == {"g0": published[0].window}
+    samples = windows["g0"].samples
+    assert samples[0].partitions is samples[1].partitions  # shared, as the windows keep them
+    # A newer report replaces the older one.
+    newer = entry("g0", "a", at=200.0)
+    assert board_a.publish([newer]) == 1
+    assert board_b.read(["g0"]) == [newer.report]
+
+
+def test_only_the_owner_writes_a_groups_report(stores: Any) -> None:
+    a, b = stores
+    leases_a = LeaseStore(a.engine, "a", 0.3)
+    leases_a.renew()
+    leases_a.claim(4)
+    board_a, board_b = SqlStatusBoard(a.engine, "a"), SqlStatusBoard(b.engine, "b")
+    assert board_b.publish([entry("g0", "b")]) == 0  # b does not own g0
+    assert board_a.publish([entry("g0", "a"), entry("g9", "a")]) == 1  # g9 is no group
+    # a's lease runs out and b takes the groups: a's late reports are not written.
+    time.sleep(0.5)
+    leases_b = LeaseStore(b.engine, "b", 30)
+    leases_b.renew()
+    assert set(leases_b.claim(4)) == {"g0", "g1", "g2", "g3"}
+    assert board_a.publish([entry("g0", "a", at=300.0)]) == 0
+    assert board_b.publish([entry("g0", "b", at=301.0)]) == 1
+    (report,) = board_a.read(["g0"])
+    assert (report.reported_by, report.evaluated_at) == ("b", 301.0)
+
+
+def test_stored_query_ids_are_every_replicas_and_a_lost_database_is_unavailable(
+    stores: Any, postgres_server: Any
+) -> None:
+    a, _ = stores
+    assert a.query_ids() == ["q0", "q1", "q2", "q3"]  # registered through b
+    board = SqlStatusBoard(a.engine, "a")
+    postgres_server.halt()
+    try:
+        with pytest.raises(StoreUnavailable, match="reading group reports"):
+            board.read()
+        with pytest.raises(StoreUnavailable, match="publishing group reports"):
+            board.publish([entry("g0", "a")])
+    finally:
+        postgres_server.start()
