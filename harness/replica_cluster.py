@@ -28,6 +28,7 @@ class ReplicaCluster:
     def __init__(
         self, root: Path, bootstrap: str, database_url: str, size: int, **settings: Any
     ) -> None:
+        self.database_url = database_url
         self.replicas: dict[str, ServiceProcess] = {}
         for index in range(size):
             name = f"r{index}"
@@ -56,6 +57,26 @@ class ReplicaCluster:
             for name, r in self.replicas.items()
             if r.process is not None and r.process.poll() is None
         }
+
+    def owner_of(self, group_id: str) -> str | None:
+        """The name of the replica that holds ``group_id``'s lease, from the database
+        (a replica's id carries its process id: ``host-pid-random``)."""
+        from sqlalchemy import create_engine, select
+
+        from spark_offset_sidecar.adapters.sql.schema import consumer_groups
+
+        engine = create_engine(self.database_url)
+        try:
+            with engine.connect() as conn:
+                owner = conn.scalar(
+                    select(consumer_groups.c.owner_id).where(consumer_groups.c.group_id == group_id)
+                )
+        finally:
+            engine.dispose()
+        for name, replica in self.replicas.items():
+            if owner and replica.process is not None and f"-{replica.process.pid}-" in owner:
+                return name
+        return None
 
     def commits(self) -> list[LoggedCommit]:
         found: list[LoggedCommit] = []

@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 
 from harness.replica_cluster import ReplicaCluster
-from harness.service_process import ServiceProcess
 from spark_offset_sidecar.adapters.kafka.committer import KafkaOffsetCommitter
 from spark_offset_sidecar.core.changes import Checkpoint, CommitRequest
 from spark_offset_sidecar.core.offsets import TopicPartition
@@ -39,15 +38,6 @@ def pair(tmp_path: Path, kafka_bootstrap: str, postgres_server: Any) -> Any:
     for replica in replicas.replicas.values():
         if replica.process is not None and replica.process.poll() is None:
             replica.kill()  # a stopped process takes SIGKILL, not SIGTERM
-
-
-def owner_of(cluster: ReplicaCluster, group: str) -> str:
-    owners = [
-        name
-        for name, replica in cluster.replicas.items()
-        if replica.http.get(f"/v1/status/{group}").status_code == 200
-    ]
-    return owners[0] if len(owners) == 1 else ""
 
 
 def late_commit(bootstrap: str, group: str, topic: str, offset: int, writer: str) -> None:
@@ -85,7 +75,7 @@ def test_a_late_commit_of_the_old_owner_is_caught_and_repaired_after_the_takeove
             timeout=30,
             what=f"{group} committed at 30",
         )
-    owners = {g: wait_for(lambda g=g: owner_of(pair, g), what=f"{g}'s owner") for g in groups}
+    owners = {g: wait_for(lambda g=g: pair.owner_of(g), what=f"{g}'s owner") for g in groups}
     old = owners[groups[0]]
     taken = [g for g in groups if owners[g] == old]
     new_name = next(name for name in pair.replicas if name != old)
@@ -98,7 +88,7 @@ def test_a_late_commit_of_the_old_owner_is_caught_and_repaired_after_the_takeove
     assert committed_offsets(kafka_bootstrap, groups[0]) == {(topic, 0): 10}  # moved back
 
     for group in taken:  # the new owner takes them all (the lease ends in 6 s)...
-        wait_for(lambda g=group: owner_of_alive(new_owner, g), timeout=30, what=f"{group} taken")
+        wait_for(lambda g=group: pair.owner_of(g) == new_name, timeout=30, what=f"{group} taken")
     wait_for(  # ... and puts back the one that moved
         lambda: committed_offsets(kafka_bootstrap, groups[0]) == {(topic, 0): 30},
         timeout=30,
@@ -118,7 +108,3 @@ def test_a_late_commit_of_the_old_owner_is_caught_and_repaired_after_the_takeove
     assert len(warnings) == 1, warnings
     assert groups[0] in warnings[0]["message"]
     assert f"{topic}/0@10" in warnings[0]["message"]
-
-
-def owner_of_alive(replica: ServiceProcess, group: str) -> bool:
-    return bool(replica.http.get(f"/v1/status/{group}").status_code == 200)

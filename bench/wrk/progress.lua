@@ -1,0 +1,91 @@
+-- wrk script: Spark-shaped progress events for POST /v1/progress.
+--
+-- QUERIES queries (one consumer group each) of PARTITIONS partitions on TOPIC, spread
+-- over wrk's threads (each thread owns its own queries, so one query's batches are sent
+-- in order by one thread); every request is the next batch of the thread's next query.
+-- DELAY_MS > 0 makes each connection wait that long between its requests (a rate, at
+-- loads far below capacity). Environment: TOPIC, QUERIES, PARTITIONS, DELAY_MS, RUN,
+-- THREADS (wrk's -t).
+-- Prints one JSON line at the end: counts by outcome and the latency percentiles.
+
+local topic = os.getenv("TOPIC") or "bench"
+local queries = tonumber(os.getenv("QUERIES") or "500")
+local partitions = tonumber(os.getenv("PARTITIONS") or "8")
+local delay_ms = tonumber(os.getenv("DELAY_MS") or "0")
+local run = os.getenv("RUN") or "r1"
+
+local threads = {}
+local counter = 0
+
+function setup(thread)
+  thread:set("index", counter)
+  counter = counter + 1
+  table.insert(threads, thread)
+end
+
+local first, last, next_query, batches
+local accepted, other, failed = 0, 0, 0
+
+function init(args)
+  local per = math.floor(queries / tonumber(os.getenv("THREADS") or "2"))
+  first = index * per
+  last = first + per - 1
+  next_query = first
+  batches = {}
+  wrk.method = "POST"
+  wrk.headers["Content-Type"] = "application/json"
+end
+
+local function body(q, batch)
+  local parts = {}
+  for p = 0, partitions - 1 do
+    parts[#parts + 1] = string.format('"%d":%d', p, batch * 100 + p)
+  end
+  local offsets = string.format('{"%s":{%s}}', topic, table.concat(parts, ","))
+  return string.format(
+    '{"group_id":"bench-%s-%d","progress":{"id":"q-%s-%d","runId":"run-%s",' ..
+    '"name":"bench","timestamp":"2026-11-23T12:00:00.000Z","batchId":%d,' ..
+    '"numInputRows":10,"sources":[{"description":"KafkaV2[Subscribe[%s]]",' ..
+    '"startOffset":null,"endOffset":%s,"latestOffset":%s,"numInputRows":10}],' ..
+    '"sink":{"description":"ForeachBatchSink","numOutputRows":-1}}}',
+    run, q, run, q, run, batch, topic, offsets, offsets)
+end
+
+function request()
+  local q = next_query
+  next_query = (q == last) and first or q + 1
+  local batch = (batches[q] or -1) + 1
+  batches[q] = batch
+  return wrk.format(nil, "/v1/progress", nil, body(q, batch))
+end
+
+if delay_ms > 0 then
+  function delay()
+    return delay_ms
+  end
+end
+
+function response(status, headers, body)
+  if status >= 300 then
+    failed = failed + 1
+  elseif string.find(body, '"accepted"', 1, true) then
+    accepted = accepted + 1
+  else
+    other = other + 1
+  end
+end
+
+function done(summary, latency, requests)
+  local a, o, f = 0, 0, 0
+  for _, thread in ipairs(threads) do
+    a = a + thread:get("accepted")
+    o = o + thread:get("other")
+    f = f + thread:get("failed")
+  end
+  io.write(string.format(
+    '{"requests":%d,"seconds":%.3f,"accepted":%d,"other":%d,"non2xx":%d,' ..
+    '"socket_errors":%d,"p50_ms":%.3f,"p99_ms":%.3f,"max_ms":%.3f}\n',
+    summary.requests, summary.duration / 1e6, a, o, f,
+    summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.timeout,
+    latency:percentile(50) / 1000, latency:percentile(99) / 1000, latency.max / 1000))
+end
