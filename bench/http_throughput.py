@@ -8,7 +8,8 @@ Load: ``wrk`` (C, one process; ``bench/wrk/progress.lua`` builds Spark-shaped pr
 bodies: ``--queries`` queries x ``--partitions`` partitions, every request a new batch of
 its query, each query's batches sent in order by one wrk thread). Closed loop with
 ``-t2 -c32`` in alternating rounds (bare, service, bare, ...), then ``--rate`` events/s
-(each of 8 connections waits 8 ms between requests) for the latency at a set load.
+on a fixed schedule (16 connections, each request waiting for its slot) for the latency
+at a set load.
 
 The bare endpoint (``bench/bare_endpoint.py --json-only``) is FastAPI on uvicorn that
 only ``json.loads`` the body and answers a small JSON. The service runs as shipped:
@@ -85,14 +86,14 @@ class Bare:
 
 def run_wrk(
     url: str, pid: int, *, seconds: float, topic: str, queries: int, partitions: int,
-    run: str, connections: int = 32, delay_ms: int = 0,
+    run: str, connections: int = 32, rate: int = 0,
 ) -> dict[str, Any]:  # fmt: skip
     env = {
         **os.environ,
         "TOPIC": topic,
         "QUERIES": str(queries),
         "PARTITIONS": str(partitions),
-        "DELAY_MS": str(delay_ms),
+        "RATE": str(rate),
         "RUN": run,
         "THREADS": "2",
     }
@@ -103,7 +104,7 @@ def run_wrk(
             "wrk",
             "-t2",
             f"-c{connections}",
-            f"-d{seconds}s",
+            f"-d{round(seconds)}s",
             "--latency",
             "-s",
             str(WRK_SCRIPT),
@@ -123,7 +124,10 @@ def run_wrk(
     out, _ = wrk.communicate()
     server_cpu = cpu_seconds(pid) - server_before
     steal = 100 * (steal_ticks() - steal_before) / max(1, all_ticks() - ticks_before)
-    result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+    summary = [line for line in out.splitlines() if line.startswith("{")]
+    if not summary:
+        raise RuntimeError(f"wrk printed no summary:\n{out}")
+    result: dict[str, Any] = json.loads(summary[-1])
     result.update(
         events_per_s=result["requests"] / result["seconds"],
         server_cpu_s=server_cpu,
@@ -187,14 +191,13 @@ def main() -> None:
                 runs[run] = result["accepted"]
                 rows.append(line(name, "closed -t2 -c32", result))
                 print(rows[-1], flush=True)
-        delay = max(1, round(8 * 1000 / args.rate))
         for name, (url, pid) in targets.items():
             run = f"{name[0]}rate-{uuid.uuid4().hex[:4]}"
             result = run_wrk(
                 url, pid, seconds=args.seconds, topic=topic, queries=args.queries,
-                partitions=args.partitions, run=run, connections=8, delay_ms=delay,
+                partitions=args.partitions, run=run, connections=16, rate=args.rate,
             )  # fmt: skip
-            rows.append(line(name, f"~{args.rate}/s -c8, {delay} ms apart", result))
+            rows.append(line(name, f"{args.rate}/s scheduled, -t2 -c16", result))
             print(rows[-1], flush=True)
         # Kafka agrees with what the service accepted (the last service round's groups).
         time.sleep(3)

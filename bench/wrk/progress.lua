@@ -3,15 +3,16 @@
 -- QUERIES queries (one consumer group each) of PARTITIONS partitions on TOPIC, spread
 -- over wrk's threads (each thread owns its own queries, so one query's batches are sent
 -- in order by one thread); every request is the next batch of the thread's next query.
--- DELAY_MS > 0 makes each connection wait that long between its requests (a rate, at
--- loads far below capacity). Environment: TOPIC, QUERIES, PARTITIONS, DELAY_MS, RUN,
+-- RATE > 0 sends RATE requests/s in all (each thread its share, on a fixed schedule: a
+-- connection waits for its request's slot; a late answer does not push the schedule
+-- back while connections are free). Environment: TOPIC, QUERIES, PARTITIONS, RATE, RUN,
 -- THREADS (wrk's -t).
 -- Prints one JSON line at the end: counts by outcome and the latency percentiles.
 
 local topic = os.getenv("TOPIC") or "bench"
 local queries = tonumber(os.getenv("QUERIES") or "500")
 local partitions = tonumber(os.getenv("PARTITIONS") or "8")
-local delay_ms = tonumber(os.getenv("DELAY_MS") or "0")
+local rate = tonumber(os.getenv("RATE") or "0")
 local run = os.getenv("RUN") or "r1"
 
 local threads = {}
@@ -24,7 +25,7 @@ function setup(thread)
 end
 
 local first, last, next_query, batches
-local accepted, other, failed = 0, 0, 0
+accepted, other, failed = 0, 0, 0  -- globals: done() reads them with thread:get
 
 function init(args)
   local per = math.floor(queries / tonumber(os.getenv("THREADS") or "2"))
@@ -59,9 +60,30 @@ function request()
   return wrk.format(nil, "/v1/progress", nil, body(q, batch))
 end
 
-if delay_ms > 0 then
+local ffi = require("ffi")
+ffi.cdef[[
+  typedef struct { long tv_sec; long tv_nsec; } timespec;
+  int clock_gettime(int clk_id, timespec *tp);
+]]
+local now_ts = ffi.new("timespec")
+
+local function now_ms()
+  ffi.C.clock_gettime(1, now_ts)  -- CLOCK_MONOTONIC
+  return tonumber(now_ts.tv_sec) * 1000 + tonumber(now_ts.tv_nsec) / 1e6
+end
+
+local next_slot = nil
+
+if rate > 0 then
   function delay()
-    return delay_ms
+    local step = 1000 / (rate / tonumber(os.getenv("THREADS") or "2"))
+    local now = now_ms()
+    if next_slot == nil then
+      next_slot = now
+    end
+    local wait = next_slot - now
+    next_slot = next_slot + step
+    return wait > 0 and wait or 0
   end
 end
 

@@ -44,6 +44,7 @@ from spark_offset_sidecar.http.auth import TokenRegistry
 from spark_offset_sidecar.http.body_limit import BodySizeLimit
 from spark_offset_sidecar.http.event_routes import router
 from spark_offset_sidecar.http.follow_routes import router as follow_router
+from spark_offset_sidecar.http.progress_route import ProgressRoute
 from spark_offset_sidecar.http.refusals import exception_answers
 from spark_offset_sidecar.http.state import Runtime
 from spark_offset_sidecar.http.status_page import router as status_page_router
@@ -232,12 +233,14 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.runtime = runtime
+    answers = exception_answers(metrics)
+    app.add_middleware(ProgressRoute, handlers=answers)  # inside the body limit
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes, metrics=metrics)
     app.include_router(router)
     app.include_router(status_router)
     app.include_router(follow_router)
     app.include_router(status_page_router)
-    for exception, answer in exception_answers(metrics).items():
+    for exception, answer in answers.items():
         app.add_exception_handler(exception, answer)
     _add_operational_routes(app, runtime)
     return app

@@ -12,10 +12,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Path, Query, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 from spark_offset_sidecar.core.changes import Decision, Outcome
 from spark_offset_sidecar.core.group_report import NOT_REPORTED, LiveCommits
@@ -131,33 +131,44 @@ def _answer(decision: Decision) -> JSONResponse:
                 checkpoint_id=decision.checkpoint_id,
             ),
         )
-    body = EventAnswer(
-        outcome=decision.outcome.value,
-        detail=decision.detail,
-        query_id=decision.query_id,
-        group_id=decision.group_id,
-        checkpoint_id=decision.checkpoint_id,
-    )
-    return JSONResponse(body.model_dump(), status_code=STATUS[decision.outcome])
+    # An ``EventAnswer``, built as a dict (its fields in its order): the hot path's answer.
+    body: dict[str, object] = {
+        "outcome": decision.outcome.value,
+        "detail": decision.detail,
+        "errors": [],
+        "query_id": decision.query_id,
+        "group_id": decision.group_id,
+        "checkpoint_id": decision.checkpoint_id,
+    }
+    return JSONResponse(body, status_code=STATUS[decision.outcome])
 
 
-@router.post("/progress", response_model=EventAnswer, responses=ERRORS)
-async def post_progress(event: ProgressEvent, request: Request) -> JSONResponse:
-    """Record a Spark progress event: checkpoint ``progress.batchId`` of query
-    ``progress.id``, with the end offsets of every Kafka source, completed at once."""
+async def record_progress(request: Request, group_id: str, progress: dict[str, Any]) -> Response:
+    """Record a progress event of ``group_id`` (body already shaped as ``ProgressEvent``)
+    and answer it; refusals are raised (``http.refusals`` answers them). Shared by the
+    FastAPI route below and the hot path (``http.progress_route``)."""
     grant = caller(request, event=True)
-    report = parse_progress(event.progress)
+    report = parse_progress(progress)
     _limit(report.offsets, "progress.sources", request)
-    allow_write(grant, event.group_id, {tp.topic for tp in report.offsets})
+    allow_write(grant, group_id, {tp.topic for tp in report.offsets})
     now = runtime_of(request).clock()
     decision = await _durable(request).record(
         lambda ledger: ledger.decide_progress(
-            report.query_id, event.group_id, report.run_id, report.batch_id, report.offsets, now
+            report.query_id, group_id, report.run_id, report.batch_id, report.offsets, now
         ),
         query_id=report.query_id,
-        group_id=event.group_id,
+        group_id=group_id,
     )
     return _answer(decision)
+
+
+@router.post("/progress", response_model=EventAnswer, responses=ERRORS)
+async def post_progress(event: ProgressEvent, request: Request) -> Response:
+    """Record a Spark progress event: checkpoint ``progress.batchId`` of query
+    ``progress.id``, with the end offsets of every Kafka source, completed at once.
+    (Well-formed events are answered by ``http.progress_route`` before they reach here,
+    with the same answers.)"""
+    return await record_progress(request, event.group_id, event.progress)
 
 
 @router.post("/queries/{query_id}/checkpoints", response_model=EventAnswer, responses=ERRORS)

@@ -1,0 +1,112 @@
+"""``POST /v1/progress``, the hot path, as a plain ASGI route in front of FastAPI's router.
+
+Every Spark job posts every batch here, so it skips what FastAPI adds per request:
+routing, dependency solving, the pydantic model of the body. What it does not skip: the
+body size limit (``BodySizeLimit`` wraps it), the tokens, grants and rate limits, the
+same recording (``event_routes.record_progress``) and the same answers.
+
+Invariants
+  - A well-formed event (a JSON object of exactly ``group_id`` and ``progress``, the
+    ``ProgressEvent`` shape) is answered here; anything else goes on, with its body, to
+    the FastAPI route, which refuses it as it always did: there is one definition of
+    every refusal, and the hot path never answers what the route would refuse otherwise.
+  - A refusal raised while recording is answered by the application's own exception
+    handlers (``http.refusals``), looked up by the exception's class as Starlette does.
+  - ``tests/http/test_progress_route.py`` sends the same requests to both paths and
+    compares status, headers and bodies.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from starlette.requests import Request
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from spark_offset_sidecar.http.event_routes import record_progress
+from spark_offset_sidecar.http.refusals import Handler
+
+PATH = "/v1/progress"
+_GROUP_ID = re.compile(r"[^\x00-\x1f\x7f]{1,255}")  # http.models.GroupId
+
+
+class ProgressRoute:
+    def __init__(self, app: ASGIApp, *, handlers: Mapping[type[Exception], Handler]) -> None:
+        self.app = app
+        self.handlers = dict(handlers)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] != PATH or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        body = await _read_body(receive)
+        event = _well_formed(scope, body)
+        if event is None:  # FastAPI's route refuses it, as it always did
+            await self.app(scope, _replay(body, receive), send)
+            return
+        request = Request(scope, receive)
+        try:
+            response = await record_progress(request, event["group_id"], event["progress"])
+        except Exception as exc:
+            handler = self._handler(exc)
+            if handler is None:
+                raise
+            response = await handler(request, exc)
+        await response(scope, receive, send)
+
+    def _handler(self, exc: Exception) -> Handler | None:
+        for cls in type(exc).__mro__:
+            if cls in self.handlers:
+                return self.handlers[cls]
+        return None
+
+
+async def _read_body(receive: Receive) -> bytes:
+    """The whole body (``BodySizeLimit`` has bounded it and hands it in one message)."""
+    chunks = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
+def _well_formed(scope: Scope, body: bytes) -> dict[str, Any] | None:
+    """The event, if it has ``ProgressEvent``'s shape; else None."""
+    content_type = b""
+    for name, value in scope["headers"]:
+        if name == b"content-type":
+            content_type = value
+    if not content_type.startswith(b"application/json"):
+        return None
+    try:
+        event = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    if type(event) is not dict or event.keys() != {"group_id", "progress"}:
+        return None
+    group_id, progress = event["group_id"], event["progress"]
+    if type(group_id) is not str or not _GROUP_ID.fullmatch(group_id):
+        return None
+    if type(progress) is not dict:
+        return None
+    return event
