@@ -1,8 +1,9 @@
 """Commit offsets to Kafka: aiokafka's implementation of the ``OffsetCommitter`` port
 (``ports.kafka``; the in-memory double is ``testing.InMemoryCommitter``).
 
-``KafkaOffsetCommitter`` sends each commit as a plain OffsetCommit request (v2: generation
--1, no member id, broker-default retention) to the group's coordinator, over one of a
+``KafkaOffsetCommitter`` sends each commit as a plain OffsetCommit request (v2 or v3, as
+aiokafka would choose: generation -1, no member id, broker-default retention; encoded by
+``offset_commit_wire``) to the group's coordinator, over one of a
 fixed number of *lanes* (connections) per coordinator; a group always uses the same lane.
 One shared ``AIOKafkaClient`` finds coordinators. Broker connections therefore depend on
 the number of brokers and lanes, never on the number of groups. Facts this relies on
@@ -39,8 +40,8 @@ from typing import Any
 from aiokafka import errors as kafka_errors
 from aiokafka.client import AIOKafkaClient, CoordinationType
 from aiokafka.conn import AIOKafkaConnection, create_conn
-from aiokafka.protocol.commit import OffsetCommitRequest
 
+from spark_offset_sidecar.adapters.kafka.offset_commit_wire import OffsetCommit
 from spark_offset_sidecar.core.changes import CommitRequest
 from spark_offset_sidecar.errors import (
     AuthenticationFailed,
@@ -119,13 +120,7 @@ class KafkaOffsetCommitter:
         by_topic: defaultdict[str, list[tuple[int, int, str]]] = defaultdict(list)
         for tp, offset in sorted(request.offsets.items()):
             by_topic[tp.topic].append((tp.partition, offset, metadata))
-        message = OffsetCommitRequest(
-            group,
-            OffsetCommitRequest.DEFAULT_GENERATION_ID,
-            "",
-            OffsetCommitRequest.DEFAULT_RETENTION_TIME,
-            list(by_topic.items()),
-        )
+        message = OffsetCommit(group, list(by_topic.items()))
         lane = zlib.crc32(group.encode()) % self.lanes
         asked_again: kafka_errors.KafkaError | None = None  # the last "not yet" answer
         try:
