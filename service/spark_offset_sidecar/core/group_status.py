@@ -33,9 +33,10 @@ import enum
 import math
 from array import array
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from itertools import pairwise
+from typing import NamedTuple
 
 from spark_offset_sidecar.core.ledger_state import GroupState
 from spark_offset_sidecar.core.offsets import OffsetMap, TopicPartition
@@ -82,8 +83,10 @@ class StoredWindow:
     lagging_since: float | None
 
 
-@dataclass(frozen=True)
-class PartitionStatus:
+class PartitionStatus(NamedTuple):
+    """One partition's status (a named tuple: a group of 32 partitions builds 32 at each
+    evaluation, and a tuple is built at C speed)."""
+
     topic: str
     partition: int
     status: Status
@@ -108,6 +111,24 @@ class GroupStatus:
     def max_lag(self) -> PartitionStatus | None:
         known = [p for p in self.partitions if p.current_lag is not None]
         return max(known, key=lambda p: p.current_lag or 0, default=None)
+
+
+StatusInputs = tuple[object, ...]
+
+
+def status_inputs(group: GroupState, log_ends: Mapping[TopicPartition, int]) -> StatusInputs:
+    """What a group's status is computed from, but the time: its commit, query and failures
+    and the log ends of its partitions (its window changes only when these do). Equal
+    inputs give an equal status at any later time when no partition lags (``timeless``):
+    every rule that reads the time (P2, P5) is reached only by a lagging partition."""
+    committed = group.committed
+    ends = tuple(map(log_ends.get, committed.offsets)) if committed is not None else ()
+    return committed, group.query_id, group.failures, ends
+
+
+def timeless(status: GroupStatus) -> bool:
+    """Whether ``status`` stays as it is while its inputs do: no partition lags."""
+    return all(not p.current_lag for p in status.partitions)
 
 
 def partition_status(
@@ -151,13 +172,20 @@ class CommitWindows:
         self._lagging_since: dict[str, float] = {}  # first read of the current lag > 0
 
     def observe(
-        self, groups: Iterable[GroupState], log_ends: Mapping[TopicPartition, int], now: float
+        self,
+        groups: Iterable[GroupState],
+        log_ends: Mapping[TopicPartition, int],
+        now: float,
+        *,
+        present: Collection[str] | None = None,
     ) -> None:
-        """Sample every group that committed since its last sample; forget groups that are
-        gone. Call after each read of the log ends, at ``now``."""
-        present: set[str] = set()
+        """Sample every group of ``groups`` that committed since its last sample; forget
+        groups that are gone (not in ``present``: by default, ``groups``). Call after each
+        read of the log ends, at ``now``. A group left out whose ``status_inputs`` did not
+        change since it was last observed would gain nothing from it."""
+        seen: set[str] = set()
         for group in groups:
-            present.add(group.group_id)
+            seen.add(group.group_id)
             committed = group.committed
             if committed is None:
                 continue
@@ -179,9 +207,10 @@ class CommitWindows:
             offsets = array("q", committed.offsets.values())
             lags = array("q", (max(0, log_ends[tp] - o) for tp, o in committed.offsets.items()))
             window.append(GroupSample(committed.at, partitions, offsets, lags))
-        for gone in self._samples.keys() - present:
+        kept = seen if present is None else present
+        for gone in [g for g in self._samples if g not in kept]:
             del self._samples[gone]
-        for gone in self._lagging_since.keys() - present:
+        for gone in [g for g in self._lagging_since if g not in kept]:
             del self._lagging_since[gone]
 
     def samples(self, group_id: str) -> tuple[GroupSample, ...]:
@@ -221,11 +250,14 @@ class CommitWindows:
             if id(sample.partitions) not in indexes:
                 indexes[id(sample.partitions)] = {tp: i for i, tp in enumerate(sample.partitions)}
         placed = [(sample, indexes[id(sample.partitions)]) for sample in samples]
+        # The usual window: every sample of one partition set. Then a partition is in all
+        # samples or in none, and the samples it is in are counted without a look each.
+        only = next(iter(indexes.values())) if len(indexes) == 1 else None
         waited = 0.0
         if committed is not None and group.group_id in self._lagging_since:
             waited = now - max(committed.at, self._lagging_since[group.group_id])
         partitions = tuple(
-            self._partition(tp, offset, log_ends.get(tp), placed, now, waited)
+            self._partition(tp, offset, log_ends.get(tp), placed, only, now, waited)
             for tp, offset in sorted(offsets.items())
         )
         status = max((p.status for p in partitions), key=_RANK.__getitem__, default=Status.OK)
@@ -250,16 +282,19 @@ class CommitWindows:
         offset: int,
         log_end: int | None,
         placed: list[tuple[GroupSample, dict[TopicPartition, int]]],
+        only: dict[TopicPartition, int] | None,
         now: float,
         waited: float,
     ) -> PartitionStatus:
+        lag = None if log_end is None else max(0, log_end - offset)
+        if not lag:  # unknown (OK, incomplete) or P1: no series needed
+            if only is not None:
+                seen = len(placed) if tp in only else 0
+            else:
+                seen = sum(1 for _, index in placed if tp in index)
+            return PartitionStatus(tp.topic, tp.partition, Status.OK, offset, log_end, lag, seen)
         at = [index.get(tp) for _, index in placed]
         seen = len(at) - at.count(None)
-        if log_end is None:
-            return PartitionStatus(tp.topic, tp.partition, Status.OK, offset, None, None, seen)
-        lag = max(0, log_end - offset)
-        if lag == 0:  # P1, without building the series
-            return PartitionStatus(tp.topic, tp.partition, Status.OK, offset, log_end, 0, seen)
         series = [
             (sample.at, sample.offsets[i], sample.lags[i])
             for (sample, _), i in zip(placed, at, strict=True)

@@ -6,6 +6,10 @@ Invariants
   - A failed read keeps the last known log ends (their age is exported) and never stops
     the loop; a topic that cannot be read leaves its partitions unknown, not zero.
   - Statuses are as of the last read (``evaluated_at``); nothing here touches the ledger.
+  - Only groups whose status can have changed are sampled and evaluated again: those
+    whose ``status_inputs`` (commit, query, failures, log ends) changed since the last
+    evaluation, and those with a lagging partition (their status depends on the time).
+    The others keep their status (``core.group_status.timeless``).
   - Evaluating yields to the event loop every ``SLICE`` groups: at 10,000 groups of 32
     partitions a full evaluation costs seconds of CPU (bench/README.md), and requests must
     not wait for it.
@@ -30,7 +34,14 @@ from spark_offset_sidecar.core.group_report import (
     LiveCommits,
     report_of,
 )
-from spark_offset_sidecar.core.group_status import CommitWindows, GroupStatus, StoredWindow
+from spark_offset_sidecar.core.group_status import (
+    CommitWindows,
+    GroupStatus,
+    StatusInputs,
+    StoredWindow,
+    status_inputs,
+    timeless,
+)
 from spark_offset_sidecar.core.ledger import Ledger
 from spark_offset_sidecar.core.ledger_state import GroupState
 from spark_offset_sidecar.core.offsets import TopicPartition
@@ -61,6 +72,8 @@ class LagMonitor:
     evaluated_at: float | None = None
     statuses: dict[str, GroupStatus] = field(default_factory=dict)
     counters: LagReadCounters = field(default_factory=LagReadCounters)
+    evaluations: int = 0  # groups evaluated in all (the others kept their status)
+    _inputs: dict[str, StatusInputs] = field(default_factory=dict)  # as last evaluated
     board: StatusBoard | None = None  # with replicas: where reports are published
     # By group, how reading its followed folders goes here (published with its report).
     folders: Callable[[], Mapping[str, tuple[FolderReport, ...]]] = dict
@@ -106,12 +119,24 @@ class LagMonitor:
         groups = [g for g in ledger.groups.values() if ledger.commits(g.group_id)]
         if self.board is not None:
             await self.seed_windows([g.group_id for g in groups])
-        self.windows.observe(groups, self.log_ends, now)
+        inputs: dict[str, StatusInputs] = {}
         statuses: dict[str, GroupStatus] = {}
-        for start in range(0, len(groups), SLICE):
-            for group in groups[start : start + SLICE]:
+        changed: list[GroupState] = []
+        for group in groups:
+            group_id = group.group_id
+            inputs[group_id] = now_inputs = status_inputs(group, self.log_ends)
+            kept = self.statuses.get(group_id)
+            if kept is not None and self._inputs.get(group_id) == now_inputs and timeless(kept):
+                statuses[group_id] = kept
+            else:
+                changed.append(group)
+        self.windows.observe(changed, self.log_ends, now, present=inputs)
+        for start in range(0, len(changed), SLICE):
+            for group in changed[start : start + SLICE]:
                 statuses[group.group_id] = self.status_of(group, now)
             await asyncio.sleep(0)
+        self.evaluations += len(changed)
+        self._inputs = inputs
         self.statuses = statuses
         self.evaluated_at = now
         if self.board is not None:

@@ -1,0 +1,112 @@
+"""The lag monitor evaluates only groups whose status can have changed (their commit,
+query, failures or log ends changed, or a partition lags: the time matters then), and
+the statuses it keeps are exactly those of evaluating every group every time."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from dataclasses import dataclass, field, replace
+
+import pytest
+
+from spark_offset_sidecar.core.group_status import CommitWindows, GroupStatus
+from spark_offset_sidecar.core.ledger_state import CommittedOffsets, GroupState, QueryState
+from spark_offset_sidecar.core.offsets import TopicPartition
+from spark_offset_sidecar.runtime.lag_monitor import LagMonitor
+from spark_offset_sidecar.testing import InMemoryLogEnds
+
+GROUPS = 12
+PARTITIONS = 3
+
+
+@dataclass
+class Fleet:
+    """What the lag monitor reads of a ledger: its groups and queries."""
+
+    groups: dict[str, GroupState] = field(default_factory=dict)
+    queries: dict[str, QueryState] = field(default_factory=dict)
+
+    def commits(self, _group_id: str) -> bool:
+        return True
+
+
+def every_group_evaluated(
+    windows: CommitWindows, fleet: Fleet, ends: dict[TopicPartition, int], now: float
+) -> dict[str, GroupStatus]:
+    windows.observe(fleet.groups.values(), ends, now)
+    return {g.group_id: windows.evaluate(g, ends, now, err_after=3) for g in fleet.groups.values()}
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_kept_statuses_are_those_of_evaluating_every_group(seed: int) -> None:
+    rng = random.Random(seed)
+    tps = {f"g{g}": [TopicPartition(f"t{g}", p) for p in range(PARTITIONS)] for g in range(GROUPS)}
+    offsets = {tp: 0 for group in tps.values() for tp in group}
+    ends = dict(offsets)
+    fleet = Fleet({g: GroupState(g, query_id=f"q-{g}") for g in tps})
+    reader = InMemoryLogEnds(ends)
+    clock = [1_000.0]
+    monitor = LagMonitor(
+        lambda: fleet,  # type: ignore[arg-type,return-value]
+        reader,
+        interval=10,
+        err_after_failures=3,
+        windows=CommitWindows(4, stop_after=60),
+        clock=lambda: clock[0],
+    )
+    reference = CommitWindows(4, stop_after=60)
+    evaluated = 0
+    for _ in range(60):
+        clock[0] += rng.choice([1.0, 5.0, 30.0])
+        for group_id, group_tps in tps.items():
+            roll = rng.random()
+            if roll < 0.15:  # records arrive
+                for tp in group_tps:
+                    ends[tp] += rng.randint(0, 20)
+            elif roll < 0.3:  # the job commits, maybe all it read
+                for tp in group_tps:
+                    offsets[tp] = rng.randint(offsets[tp], ends[tp])
+                committed = CommittedOffsets(
+                    f"q-{group_id}", 1, {tp: offsets[tp] for tp in group_tps}, clock[0]
+                )
+                fleet.groups[group_id] = replace(fleet.groups[group_id], committed=committed)
+            elif roll < 0.35:  # a commit fails, or a success clears failures
+                group = fleet.groups[group_id]
+                fleet.groups[group_id] = replace(
+                    group, failures=rng.choice([0, group.failures + 1])
+                )
+        reader.ends = dict(ends)
+        asyncio.run(monitor.poll())
+        expected = every_group_evaluated(reference, fleet, reader.ends, clock[0])
+        assert monitor.statuses == expected
+        evaluated += 1
+    assert monitor.evaluations < GROUPS * evaluated  # some statuses were kept, not redone
+
+
+def test_a_caught_up_idle_group_is_not_evaluated_again_and_a_lagging_one_is() -> None:
+    tp_idle, tp_lag = TopicPartition("idle", 0), TopicPartition("lag", 0)
+    fleet = Fleet(
+        {
+            "idle": GroupState(
+                "idle", "q1", committed=CommittedOffsets("q1", 1, {tp_idle: 5}, 1.0)
+            ),
+            "lag": GroupState("lag", "q2", committed=CommittedOffsets("q2", 1, {tp_lag: 5}, 1.0)),
+        }
+    )
+    clock = [10.0]
+    monitor = LagMonitor(
+        lambda: fleet,  # type: ignore[arg-type,return-value]
+        InMemoryLogEnds({tp_idle: 5, tp_lag: 9}),
+        interval=10,
+        err_after_failures=3,
+        windows=CommitWindows(4, stop_after=60),
+        clock=lambda: clock[0],
+    )
+    asyncio.run(monitor.poll())
+    assert monitor.evaluations == 2
+    for _ in range(3):
+        clock[0] += 30
+        asyncio.run(monitor.poll())
+    assert monitor.evaluations == 2 + 3  # the lagging group each time, the idle one never
+    assert monitor.statuses["lag"].status.value == "STOP"  # the time made it so
