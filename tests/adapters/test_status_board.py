@@ -116,11 +116,13 @@ def test_only_the_owner_writes_a_groups_report(stores: Any) -> None:
     assert (report.reported_by, report.evaluated_at) == ("b", 301.0)
 
 
-def test_stored_query_ids_are_every_replicas_and_a_lost_database_is_unavailable(
+def test_the_snapshot_has_every_replicas_queries_and_a_lost_database_is_unavailable(
     stores: Any, postgres_server: Any
 ) -> None:
     a, _ = stores
-    assert a.query_ids() == ["q0", "q1", "q2", "q3"]  # registered through b
+    stored = a.snapshot()  # registered through b
+    assert sorted(q.query_id for q in stored.queries) == ["q0", "q1", "q2", "q3"]
+    assert sorted(g.group_id for g in stored.groups) == ["g0", "g1", "g2", "g3"]
     board = SqlStatusBoard(a.engine, "a")
     postgres_server.halt()
     try:

@@ -5,8 +5,10 @@ Central), and a Spark Connect 4.0.0 client (``pyspark[connect]``, a local Connec
 server; its listener runs in the client, fed over gRPC), reads a real topic, and the
 service commits the group exactly to the topic's end, then again after the job restarts
 on the same checkpoint: once reported by the listener, once followed through the
-checkpoint folder with no listener at all. The project's own PySpark (4.0.0, classic)
-runs in every other Spark test."""
+checkpoint folder with no listener at all. With the listener, the job first runs with
+the service down (its address refuses connections): Spark finishes every batch all the
+same, and the next run, with the service up, is committed to the end. The project's own
+PySpark (4.0.0, classic) runs in every other Spark test."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from harness.machine import free_port
 from harness.service_process import ServiceProcess
 from harness.spark_drivers import VERSIONS, connector_jars, driver_python
 from tests.support.driver_job import JOB
@@ -69,9 +72,9 @@ def test_a_job_on_this_spark_is_committed(
             assert followed.status_code == 201, followed.text
         (tmp_path / "job.py").write_text(JOB)
 
-        def run_job() -> dict[str, Any]:
+        def run_job(to: str = url) -> dict[str, Any]:
             job = subprocess.run(
-                [str(python), str(tmp_path / "job.py"), url, group, kafka_bootstrap, topic,
+                [str(python), str(tmp_path / "job.py"), to, group, kafka_bootstrap, topic,
                  str(checkpoint), jars, mode],
                 capture_output=True, text=True, timeout=300,
             )  # fmt: skip
@@ -80,6 +83,12 @@ def test_a_job_on_this_spark_is_committed(
             assert ran["spark"] == version
             return ran
 
+        if attach == "listener":  # the service down: the job is not slowed or broken
+            down = run_job(f"http://127.0.0.1:{free_port()}")
+            assert down["batch"] >= 4, "every batch of the 300 records, 60 a batch"
+            assert committed_offsets(kafka_bootstrap, group) == {}
+            run_sync(produce(kafka_bootstrap, topic, 120, start=300))
+            ends = log_ends(kafka_bootstrap, [topic])
         first = run_job()
         assert first["batch"] >= 2, "several batches"
         wait_for(lambda: committed_offsets(kafka_bootstrap, group) == ends, 30, "the commit")
@@ -88,7 +97,7 @@ def test_a_job_on_this_spark_is_committed(
         assert view["last_completed_checkpoint"] == first["batch"]
 
         # Restarted on the same checkpoint: the same query, its batch ids going on.
-        run_sync(produce(kafka_bootstrap, topic, 130, start=300))
+        run_sync(produce(kafka_bootstrap, topic, 130, start=500))
         ends = log_ends(kafka_bootstrap, [topic])
         second = run_job()
         assert second["id"] == first["id"]

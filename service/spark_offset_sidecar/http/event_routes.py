@@ -274,13 +274,19 @@ async def list_queries(request: Request) -> list[QueryView]:
     """Every query (with a token: those whose groups it may touch)."""
     grant = caller(request, event=False)
     durable = _durable(request)
-    if durable.shared:  # other replicas may have registered queries and taken events
-        await durable.refresh((), await durable.stored_query_ids())
-    ledger = durable.ledger
-    visible = [q for q in ledger.queries.values() if grant is None or grant.may_read(q.group_id)]
+    if durable.shared:  # other replicas registered queries and took events: the store
+        stored = await durable.snapshot()
+        query_list, groups = stored.queries, {g.group_id: g for g in stored.groups}
+    else:
+        query_list, groups = list(durable.ledger.queries.values()), durable.ledger.groups
+    visible = [
+        q
+        for q in query_list
+        if q.group_id in groups and (grant is None or grant.may_read(q.group_id))
+    ]
     live = await _published_live(request, {q.group_id for q in visible})
     return [
-        QueryView.of(q, ledger.groups[q.group_id], live.get(q.group_id))
+        QueryView.of(q, groups[q.group_id], live.get(q.group_id))
         for q in sorted(visible, key=lambda q: q.query_id)
     ]
 

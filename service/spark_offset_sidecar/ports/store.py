@@ -60,5 +60,7 @@ class SharedLedgerStore(LedgerStore, Protocol):
 
     def abort(self) -> None: ...
 
-    def query_ids(self) -> list[str]:
-        """Every stored query's id (whichever replica registered it), outside any batch."""
+    def snapshot(self) -> StoredState:
+        """Every stored query and group as one consistent snapshot, whichever replica
+        wrote them, outside any batch and taking no lock (for reads); callable from any
+        thread."""

@@ -41,7 +41,7 @@ from spark_offset_sidecar.core.changes import (
     Decision,
 )
 from spark_offset_sidecar.core.ledger import Backoff, Ledger, Savepoint
-from spark_offset_sidecar.ports.store import LedgerStore, SharedLedgerStore
+from spark_offset_sidecar.ports.store import LedgerStore, SharedLedgerStore, StoredState
 
 log = logging.getLogger(__name__)
 P = ParamSpec("P")
@@ -148,10 +148,11 @@ class DurableLedger:
         self._enqueue(_Refresh(frozenset(group_ids), frozenset(query_ids), done))
         await done
 
-    async def stored_query_ids(self) -> list[str]:
-        """Every query the shared store holds, whichever replica took its events."""
+    async def snapshot(self) -> StoredState:
+        """What the shared store holds, whichever replica took the events (a read: no
+        lock, not in the writer's queue)."""
         assert isinstance(self.store, SharedLedgerStore), "a shared store only"
-        return await self._in_worker(self.store.query_ids)
+        return await asyncio.to_thread(self.store.snapshot)
 
     def start_commit(
         self, group_id: str, now: float, fence: int | None = None

@@ -41,7 +41,7 @@ from spark_offset_sidecar.core.changes import (
     QueryReleased,
     RewindAllowed,
 )
-from spark_offset_sidecar.ports.store import LoadedRows
+from spark_offset_sidecar.ports.store import LoadedRows, StoredState
 
 log = logging.getLogger(__name__)
 _LOCK = text("SELECT pg_advisory_xact_lock(:key)")
@@ -96,11 +96,12 @@ class SharedSqlStore(SqlStore):
             self._drop(conn)
             raise
 
-    def query_ids(self) -> list[str]:
-        with self._errors("reading"), self.engine.connect() as conn:
-            return list(
-                conn.execute(select(queries.c.query_id).order_by(queries.c.query_id)).scalars()
-            )
+    def snapshot(self) -> StoredState:
+        with (
+            self._errors("reading"),
+            self.engine.connect().execution_options(isolation_level="REPEATABLE READ") as conn,
+        ):
+            return self.load_rows(conn, None, None)
 
     def abort(self) -> None:
         conn, self._batch = self._batch, None
