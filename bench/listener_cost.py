@@ -130,11 +130,12 @@ def main() -> int:
             if time.monotonic() > deadline:
                 break
             time.sleep(0.2)
+    version = spark.version
     spark.stop()
 
     rows = [summary("naive (PySpark conversion)", naive.samples), summary("ours", ours.samples)]
     count = min(len(naive.samples), len(ours.samples))
-    print(f"listener cost per progress event, {count} events, 8 partitions, pyspark 4.0.0")
+    print(f"listener cost per progress event, {count} events, 8 partitions, pyspark {version}")
     print(f"{'listener':30} {'p50 ms':>9} {'p99 ms':>9} {'mean ms':>9}")
     for name, p50, p99, mean in rows:
         print(f"{name:30} {p50:9.2f} {p99:9.2f} {mean:9.2f}")

@@ -18,8 +18,8 @@ from harness.machine import ROOT
 DRIVERS = ROOT / ".local" / "drivers"
 # The versions the tests run (looked up 2026-11-23: PyPI has these pyspark releases, and
 # Maven Central has spark-sql-kafka-0-10 and spark-token-provider-kafka-0-10 for each:
-# _2.12 for 3.5.7, _2.13 for 4.1.1 and 4.2.0). The project's own, 4.0.0, is .venv's.
-VERSIONS = ("3.5.7", "4.1.1", "4.2.0")
+# _2.12 for 3.5.7, _2.13 for 4.0.0 and 4.1.1). The project's own, 4.2.0, is .venv's.
+VERSIONS = ("3.5.7", "4.0.0", "4.1.1")
 
 
 def driver_python(version: str, *, connect: bool = False) -> Path:

@@ -1,5 +1,5 @@
 """Both ways of attaching a job, on every Spark that users run: a real job in a driver of
-PySpark 3.5.7, 4.1.1 and 4.2.0 (each a clean environment with only pyspark and, for the
+PySpark 3.5.7, 4.0.0 and 4.1.1 (each a clean environment with only pyspark and, for the
 listener, the listener's wheel; Spark's Kafka connector of that version from Maven
 Central), and a Spark Connect 4.0.0 client (``pyspark[connect]``, a local Connect
 server; its listener runs in the client, fed over gRPC), reads a real topic, and the
@@ -8,7 +8,7 @@ on the same checkpoint: once reported by the listener, once followed through the
 checkpoint folder with no listener at all. With the listener, the job first runs with
 the service down (its address refuses connections): Spark finishes every batch all the
 same, and the next run, with the service up, is committed to the end. The project's own
-PySpark (4.0.0, classic) runs in every other Spark test."""
+PySpark (4.2.0, classic) runs in every other Spark test."""
 
 from __future__ import annotations
 
