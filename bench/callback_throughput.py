@@ -44,11 +44,14 @@ def build_loadgen() -> Path:
 
 
 class Bare:
-    def __init__(self) -> None:
+    """``bench/bare_endpoint.py`` as a process (``json_only``: its json-only variant)."""
+
+    def __init__(self, *, json_only: bool = False) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        variant = ["--json-only"] if json_only else []
         self.process = subprocess.Popen(
-            [sys.executable, str(ROOT / "bench" / "bare_endpoint.py"), str(self.port)]
+            [sys.executable, str(ROOT / "bench" / "bare_endpoint.py"), str(self.port), *variant]
         )
         deadline = time.monotonic() + 30
         while True:

@@ -30,7 +30,6 @@ import statistics
 import subprocess
 import sys
 import time
-import urllib.request
 import uuid
 from pathlib import Path
 from typing import Any
@@ -38,7 +37,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_support import Sidecar, create_topic
-from harness.machine import ROOT, free_port
+from bench.callback_throughput import Bare
+from harness.machine import ROOT
 
 WRK_SCRIPT = ROOT / "bench" / "wrk" / "progress.lua"
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -56,32 +56,6 @@ def steal_ticks() -> int:
 
 def all_ticks() -> int:
     return sum(int(x) for x in Path("/proc/stat").read_text().split("\n")[0].split()[1:9])
-
-
-class Bare:
-    def __init__(self) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                str(ROOT / "bench" / "bare_endpoint.py"),
-                str(self.port),
-                "--json-only",
-            ]
-        )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                with urllib.request.urlopen(self.url + "/readyz", timeout=1):
-                    return
-            except OSError:
-                time.sleep(0.1)
-        raise RuntimeError("the bare endpoint did not start")
-
-    def stop(self) -> None:
-        self.process.terminate()
-        self.process.wait(10)
 
 
 def run_wrk(
@@ -174,7 +148,7 @@ def main() -> None:
 
     topic = f"bench-http-{uuid.uuid4().hex[:8]}"
     asyncio.run(create_topic(args.bootstrap, topic, args.partitions))
-    bare, sidecar = Bare(), Sidecar(args.bootstrap)
+    bare, sidecar = Bare(json_only=True), Sidecar(args.bootstrap)
     targets = {"bare": (bare.url, bare.process.pid), "service": (sidecar.url, sidecar.process.pid)}
     rows: list[str] = []
     closed: dict[str, list[dict[str, Any]]] = {"bare": [], "service": []}

@@ -19,24 +19,15 @@ import argparse
 import asyncio
 import statistics
 import time
-from dataclasses import dataclass, field
 
 from spark_offset_sidecar.core.group_status import CommitWindows
-from spark_offset_sidecar.core.ledger_state import CommittedOffsets, GroupState, QueryState
+from spark_offset_sidecar.core.ledger import Ledger
+from spark_offset_sidecar.core.ledger_state import CommittedOffsets, GroupState
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.runtime.lag_monitor import LagMonitor
 from spark_offset_sidecar.testing import InMemoryLogEnds
 
 INTERVAL = 10.0
-
-
-@dataclass
-class Fleet:
-    groups: dict[str, GroupState] = field(default_factory=dict)
-    queries: dict[str, QueryState] = field(default_factory=dict)
-
-    def commits(self, _group_id: str) -> bool:
-        return True
 
 
 def main() -> None:
@@ -52,7 +43,7 @@ def main() -> None:
     stopped = range(len(active), len(active) + int(n * args.stopped))
     tps = [[TopicPartition(f"t{g}", q) for q in range(p)] for g in range(n)]
     ends = {tp: 1_000 for group in tps for tp in group}
-    fleet = Fleet()
+    fleet = Ledger()
     clock = [0.0]
 
     def commit(g: int, at: float) -> None:
@@ -64,7 +55,7 @@ def main() -> None:
     reader = InMemoryLogEnds(ends)
     windows = {"every group": CommitWindows(10, 600), "changed only": CommitWindows(10, 600)}
     monitor = LagMonitor(
-        lambda: fleet,  # type: ignore[arg-type,return-value]
+        lambda: fleet,
         reader,
         interval=INTERVAL,
         err_after_failures=3,
@@ -92,7 +83,7 @@ def main() -> None:
         }
         spent_full = time.process_time() - started
         started = time.process_time()
-        asyncio.run(monitor.evaluate(fleet))  # type: ignore[arg-type]
+        asyncio.run(monitor.evaluate(fleet))
         spent_changed = time.process_time() - started
         assert monitor.statuses == statuses, "the kept statuses differ from evaluating all"
         if round_ > 10:

@@ -1,17 +1,19 @@
-"""The lag monitor evaluates only groups whose status can have changed (their commit,
-query, failures or log ends changed, or a partition lags: the time matters then), and
-the statuses it keeps are exactly those of evaluating every group every time."""
+"""The lag monitor, on a real ``Ledger`` whose groups the test sets, evaluates only
+groups whose status can have changed (their commit, query, failures or log ends changed,
+or a partition lags: the time matters then), and the statuses it keeps are exactly those
+of evaluating every group every time."""
 
 from __future__ import annotations
 
 import asyncio
 import random
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 import pytest
 
 from spark_offset_sidecar.core.group_status import CommitWindows, GroupStatus
-from spark_offset_sidecar.core.ledger_state import CommittedOffsets, GroupState, QueryState
+from spark_offset_sidecar.core.ledger import Ledger
+from spark_offset_sidecar.core.ledger_state import CommittedOffsets, GroupState
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.runtime.lag_monitor import LagMonitor
 from spark_offset_sidecar.testing import InMemoryLogEnds
@@ -20,19 +22,8 @@ GROUPS = 12
 PARTITIONS = 3
 
 
-@dataclass
-class Fleet:
-    """What the lag monitor reads of a ledger: its groups and queries."""
-
-    groups: dict[str, GroupState] = field(default_factory=dict)
-    queries: dict[str, QueryState] = field(default_factory=dict)
-
-    def commits(self, _group_id: str) -> bool:
-        return True
-
-
 def every_group_evaluated(
-    windows: CommitWindows, fleet: Fleet, ends: dict[TopicPartition, int], now: float
+    windows: CommitWindows, fleet: Ledger, ends: dict[TopicPartition, int], now: float
 ) -> dict[str, GroupStatus]:
     windows.observe(fleet.groups.values(), ends, now)
     return {g.group_id: windows.evaluate(g, ends, now, err_after=3) for g in fleet.groups.values()}
@@ -44,11 +35,11 @@ def test_the_kept_statuses_are_those_of_evaluating_every_group(seed: int) -> Non
     tps = {f"g{g}": [TopicPartition(f"t{g}", p) for p in range(PARTITIONS)] for g in range(GROUPS)}
     offsets = {tp: 0 for group in tps.values() for tp in group}
     ends = dict(offsets)
-    fleet = Fleet({g: GroupState(g, query_id=f"q-{g}") for g in tps})
+    fleet = Ledger(groups=[GroupState(g, query_id=f"q-{g}") for g in tps])
     reader = InMemoryLogEnds(ends)
     clock = [1_000.0]
     monitor = LagMonitor(
-        lambda: fleet,  # type: ignore[arg-type,return-value]
+        lambda: fleet,
         reader,
         interval=10,
         err_after_failures=3,
@@ -86,17 +77,15 @@ def test_the_kept_statuses_are_those_of_evaluating_every_group(seed: int) -> Non
 
 def test_a_caught_up_idle_group_is_not_evaluated_again_and_a_lagging_one_is() -> None:
     tp_idle, tp_lag = TopicPartition("idle", 0), TopicPartition("lag", 0)
-    fleet = Fleet(
-        {
-            "idle": GroupState(
-                "idle", "q1", committed=CommittedOffsets("q1", 1, {tp_idle: 5}, 1.0)
-            ),
-            "lag": GroupState("lag", "q2", committed=CommittedOffsets("q2", 1, {tp_lag: 5}, 1.0)),
-        }
+    fleet = Ledger(
+        groups=[
+            GroupState("idle", "q1", committed=CommittedOffsets("q1", 1, {tp_idle: 5}, 1.0)),
+            GroupState("lag", "q2", committed=CommittedOffsets("q2", 1, {tp_lag: 5}, 1.0)),
+        ]
     )
     clock = [10.0]
     monitor = LagMonitor(
-        lambda: fleet,  # type: ignore[arg-type,return-value]
+        lambda: fleet,
         InMemoryLogEnds({tp_idle: 5, tp_lag: 9}),
         interval=10,
         err_after_failures=3,
