@@ -212,7 +212,8 @@ class InMemoryStatusBoard:
 
     def windows(self, group_ids: Collection[str]) -> dict[str, StoredWindow]:
         self._raise()
-        return {g: entry.window for g, entry in self._board.entries.items() if g in set(group_ids)}
+        wanted = set(group_ids)
+        return {g: entry.window for g, entry in self._board.entries.items() if g in wanted}
 
     def _raise(self) -> None:
         if self._board.fail_with is not None:
