@@ -51,6 +51,8 @@ from spark_offset_sidecar.ports.status_board import BoardEntry, StatusBoard
 
 log = logging.getLogger(__name__)
 SLICE = 100  # groups evaluated between two yields to the event loop
+# A published report without its times: what, unchanged, need not be written again.
+_Content = tuple[GroupStatus, LiveCommits, int, tuple[FolderReport, ...], StoredWindow]
 
 
 @dataclass
@@ -79,9 +81,7 @@ class LagMonitor:
     folders: Callable[[], Mapping[str, tuple[FolderReport, ...]]] = dict
     # What was last published per group (all but the times): unchanged ones are not
     # written again.
-    _published: dict[
-        str, tuple[GroupStatus, LiveCommits, int, tuple[FolderReport, ...], StoredWindow]
-    ] = field(default_factory=dict)
+    _published: dict[str, _Content] = field(default_factory=dict)
 
     async def run(self) -> None:
         while True:
@@ -160,6 +160,7 @@ class LagMonitor:
         """Put the reports of this replica's groups that changed on the board."""
         assert self.board is not None
         entries: list[BoardEntry] = []
+        contents: dict[str, _Content] = {}
         folders = self.folders()
         for group_id, status in self.statuses.items():
             group = ledger.groups.get(group_id)
@@ -170,6 +171,7 @@ class LagMonitor:
             content = (report.status, report.live, report.pending, report.folders, entry.window)
             if self._published.get(group_id) != content:
                 entries.append(entry)
+                contents[group_id] = content
         for gone in self._published.keys() - self.statuses.keys():
             del self._published[gone]
         if not entries:
@@ -179,15 +181,7 @@ class LagMonitor:
         except StoreError as exc:
             log.warning("could not publish %d group reports: %s", len(entries), exc)
             return
-        for entry in entries:
-            report = entry.report
-            self._published[report.status.group_id] = (
-                report.status,
-                report.live,
-                report.pending,
-                report.folders,
-                entry.window,
-            )
+        self._published.update(contents)
 
     def report(
         self,
