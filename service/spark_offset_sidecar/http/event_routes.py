@@ -9,7 +9,6 @@ cannot take the write (retry).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any
@@ -309,9 +308,9 @@ async def _published_live(request: Request, group_ids: set[str]) -> dict[str, Li
     """With replicas, the live commit state of ``group_ids`` as their owners published it
     (every replica answers the same; a group not reported yet shows none); alone, none:
     the ledger's memory is the live state."""
-    board = runtime_of(request).board
-    if board is None or not group_ids:
+    runtime = runtime_of(request)
+    if runtime.board is None or not group_ids:
         return {}
-    reports = await asyncio.to_thread(board.read, group_ids)
+    reports = await runtime.published(group_ids)
     published = {r.status.group_id: r.live for r in reports}
     return {g: published.get(g, NOT_REPORTED) for g in group_ids}

@@ -62,7 +62,7 @@ async def reading(
         local = follower.reports() if follower is not None else {}
         return {f.path: (f, None) for reports in local.values() for f in reports}
     groups = {f.group_id for f in folders}
-    published = await asyncio.to_thread(runtime.board.read, groups) if groups else []
+    published = await runtime.published(groups)
     return {f.path: (f, r.reported_by) for r in published for f in r.folders}
 
 

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from spark_offset_sidecar.core.group_report import GroupReport
 from spark_offset_sidecar.http.auth import TokenRegistry
 from spark_offset_sidecar.observe.metrics import SidecarMetrics
 from spark_offset_sidecar.ports.checkpoints import FollowedFolders
@@ -47,6 +48,16 @@ class Runtime:
     # Why a folder path cannot be followed here (an unknown protocol, a missing extra).
     check_folder: Callable[[str], str | None] = lambda path: None
     ready: bool = False
+
+    async def published(self, group_ids: Collection[str] | None = None) -> list[GroupReport]:
+        """With replicas, the reports of ``group_ids`` (None: every group) as their owners
+        last published them, read in a worker thread (the board is a blocking database
+        read; the event loop keeps serving)."""
+        if self.board is None:
+            raise RuntimeError("no status board: the service runs alone")
+        if group_ids is not None and not group_ids:
+            return []
+        return await asyncio.to_thread(self.board.read, group_ids)
 
     def live_problem(self) -> str | None:
         task, loop = self.commit_task, self.commit_loop

@@ -11,7 +11,6 @@ when and by which replica it was evaluated.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Collection
 from typing import TYPE_CHECKING
 
@@ -113,9 +112,9 @@ async def group_reports(
     """The reports of ``group_ids`` (None: every group), by group: with replicas from the
     board (the same on every replica), else from the lag monitor's last evaluation."""
     ledger, monitor = monitor_of(request)
-    board = runtime_of(request).board
-    if board is not None:
-        return await asyncio.to_thread(board.read, group_ids)
+    runtime = runtime_of(request)
+    if runtime.board is not None:
+        return await runtime.published(group_ids)
     reports = []
     for group_id, status in sorted(monitor.statuses.items()):
         group = ledger.groups.get(group_id)
@@ -166,7 +165,7 @@ async def get_status(group_id: GroupId, request: Request) -> GroupStatusView | J
     ledger, monitor = monitor_of(request)
     runtime = runtime_of(request)
     if runtime.board is not None:
-        found = await asyncio.to_thread(runtime.board.read, [group_id])
+        found = await runtime.published([group_id])
         if not found:
             return refusal(
                 404,
