@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -15,7 +16,7 @@ from fastapi.testclient import TestClient
 
 from spark_offset_sidecar.app import create_app
 from spark_offset_sidecar.errors import StoreUnavailable
-from spark_offset_sidecar.http import progress_route
+from spark_offset_sidecar.http import access, progress_route
 from spark_offset_sidecar.testing import InMemoryCommitter, InMemoryLogEnds, InMemoryStore
 from tests.support.app import settings_for
 from tests.support.service import spark_progress
@@ -132,7 +133,12 @@ def hot_answers(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return answered
 
 
-def test_every_answer_of_the_hot_path_is_the_routes(tmp_path: Path, hot_answers: list[str]) -> None:
+def test_every_answer_of_the_hot_path_is_the_routes(
+    tmp_path: Path, hot_answers: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The token buckets' clock stands still: a refusal's "retry in 2.0 s" is then the same
+    # on both apps however long the machine takes between their requests.
+    monkeypatch.setattr(access, "time", SimpleNamespace(monotonic=lambda: 1_000.0))
     with _app(tmp_path / "hot") as hot, _app(tmp_path / "routed") as routed:
         for what, body, token in REQUESTS:
             through_hot = _send(hot, body, token, HOT)
