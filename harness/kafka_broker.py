@@ -62,6 +62,18 @@ def answers(bootstrap: str) -> bool:
         return False
 
 
+def brand_new(folder: Path, version: str | None = None) -> LocalBroker:
+    """A broker of its own on a free port, started in the empty ``folder``: Kafka
+    ``version`` (``LOCAL_KAFKA_VERSION``; default the POM's). The caller stops it."""
+    from harness.machine import free_port
+
+    port = free_port()
+    extra = () if version is None else (("LOCAL_KAFKA_VERSION", version),)
+    broker = LocalBroker(f"127.0.0.1:{port}", port, folder, started_here=True, extra_env=extra)
+    broker.start()
+    return broker
+
+
 def acquire() -> LocalBroker:
     port = int(os.environ.get("LOCAL_KAFKA_PORT", "9092"))
     bootstrap = f"127.0.0.1:{port}"

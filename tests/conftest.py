@@ -52,12 +52,7 @@ def spark() -> Iterator[object]:
 @pytest.fixture
 def private_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[kafka_broker.LocalBroker]:
     """A broker of this test's own, for tests that pause or stop it."""
-    from harness.machine import free_port
-
-    port = free_port()
-    state = tmp_path_factory.mktemp("kafka")
-    local = kafka_broker.LocalBroker(f"127.0.0.1:{port}", port, state, started_here=True)
-    local.start()
+    local = kafka_broker.brand_new(tmp_path_factory.mktemp("kafka"))
     yield local
     local.resume()
     local.stop()

@@ -27,15 +27,7 @@ VERSIONS = ["4.1.1", "3.9.1"]
 def broker(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[kafka_broker.LocalBroker]:
-    port = free_port()
-    local = kafka_broker.LocalBroker(
-        f"127.0.0.1:{port}",
-        port,
-        tmp_path_factory.mktemp("kafka"),
-        started_here=True,
-        extra_env=(("LOCAL_KAFKA_VERSION", request.param),),
-    )
-    local.start()
+    local = kafka_broker.brand_new(tmp_path_factory.mktemp("kafka"), request.param)
     yield local
     local.stop()
 

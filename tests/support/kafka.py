@@ -57,11 +57,23 @@ def unique_group(prefix: str = "g") -> str:
 
 
 async def read_committed(bootstrap: str, group: str) -> dict[tuple[str, int], tuple[int, str]]:
-    """The group's committed offsets and metadata, as the broker reports them."""
+    """The group's committed offsets and metadata, as the broker reports them. A brand-new
+    broker answers COORDINATOR_NOT_AVAILABLE until its ``__consumer_offsets`` is created
+    and loaded (the first FindCoordinator creates it): asked again for up to 60 s."""
+    from aiokafka.errors import KafkaError
+
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
+    deadline = asyncio.get_running_loop().time() + 60
     try:
-        found = await admin.list_consumer_group_offsets(group)
+        while True:
+            try:
+                found = await admin.list_consumer_group_offsets(group)
+                break
+            except KafkaError as error:
+                if not error.retriable or asyncio.get_running_loop().time() > deadline:
+                    raise
+                await asyncio.sleep(0.2)
     finally:
         await admin.close()
     return {(tp.topic, tp.partition): (meta.offset, meta.metadata) for tp, meta in found.items()}
