@@ -20,6 +20,12 @@ DRIVERS = ROOT / ".local" / "drivers"
 # Maven Central has spark-sql-kafka-0-10 and spark-token-provider-kafka-0-10 for each:
 # _2.12 for 3.5.7, _2.13 for 4.0.0 and 4.1.1). The project's own, 4.2.0, is .venv's.
 VERSIONS = ("3.5.7", "4.0.0", "4.1.1")
+# Every version a Spark Connect client is tested on, the project's own included.
+CONNECT_VERSIONS = (*VERSIONS, "4.2.0")
+# pyspark[connect] 3.5 requires numpy<2 but leaves pandas and pyarrow open, and pip then
+# picks releases that refuse NumPy 1 at import ("pyarrow requires NumPy 2.0 or newer",
+# pyarrow 26; seen 2026-11-23): the newest that still take NumPy 1.26.
+_CONNECT_PINS = {"3.5": ("pandas<2.3", "pyarrow<18")}
 
 
 def driver_python(version: str, *, connect: bool = False) -> Path:
@@ -33,6 +39,7 @@ def driver_python(version: str, *, connect: bool = False) -> Path:
             [
                 str(python), "-m", "pip", "install", "-q",
                 f"pyspark{'[connect]' if connect else ''}=={version}",
+                *(_CONNECT_PINS.get(version[:3], ()) if connect else ()),
             ],
             check=True,
             capture_output=True,
@@ -41,10 +48,17 @@ def driver_python(version: str, *, connect: bool = False) -> Path:
     return python
 
 
-def connector_jars(python: Path) -> list[str]:
-    """The Kafka connector jars for the pyspark that ``python`` has (fetched once)."""
+def connector_jars(python: Path, *, connect: bool = False) -> list[str]:
+    """The Kafka connector jars for the pyspark that ``python`` has (fetched once); with
+    ``connect``, also the Spark Connect server's jar where pyspark's wheel lacks it (3.5:
+    a 3.5 client's local server needs it in ``spark.jars``)."""
+    jars = _fetched("spark", python)
+    return sorted(jars + _fetched("spark-connect", python)) if connect else jars
+
+
+def _fetched(what: str, python: Path) -> list[str]:
     done = subprocess.run(
-        ["bash", str(ROOT / "scripts" / "fetch-jars.sh"), "spark", str(python)],
+        ["bash", str(ROOT / "scripts" / "fetch-jars.sh"), what, str(python)],
         check=True,
         capture_output=True,
         text=True,

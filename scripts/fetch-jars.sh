@@ -5,6 +5,10 @@
 #                                         default: the POM's version, 4.1.1)
 #   scripts/fetch-jars.sh spark [PYTHON]  Spark's Kafka connector for the pyspark that
 #                                         PYTHON (default .venv/bin/python) has installed
+#   scripts/fetch-jars.sh spark-connect [PYTHON]
+#                                         the Spark Connect server for that pyspark, when
+#                                         its wheel lacks it (3.5; 4.x wheels ship it:
+#                                         then an empty folder)
 #
 # Prints the folder that holds the jars.
 set -euo pipefail
@@ -59,8 +63,19 @@ case "${1:-}" in
     fi
     echo "$out"
     ;;
+  spark-connect)
+    python=${2:-$root/.venv/bin/python}
+    version=$("$python" -c 'import pyspark; print(pyspark.__version__)')
+    out="$jars_root/spark-connect-$version"
+    case "$version" in
+      3.*) fetch "$root/scripts/maven/spark-connect" "$out" "-Dspark.version=$version" \
+             "-Dscala.binary=2.12" -DexcludeTransitive=true >/dev/null ;;
+      *) mkdir -p "$out" ;;  # pyspark 4's wheel has jars/spark-connect_2.13-*.jar
+    esac
+    echo "$out"
+    ;;
   *)
-    echo "usage: $0 kafka [VERSION] | spark [PYTHON]" >&2
+    echo "usage: $0 kafka [VERSION] | spark [PYTHON] | spark-connect [PYTHON]" >&2
     exit 2
     ;;
 esac

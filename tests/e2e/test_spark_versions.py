@@ -1,33 +1,56 @@
-"""Both ways of attaching a job, on every Spark that users run: a real job in a driver of
-PySpark 3.5.7, 4.0.0 and 4.1.1 (each a clean environment with only pyspark and, for the
-listener, the listener's wheel; Spark's Kafka connector of that version from Maven
-Central), and a Spark Connect 4.0.0 client (``pyspark[connect]``, a local Connect
-server; its listener runs in the client, fed over gRPC), reads a real topic, and the
+"""Both ways of attaching a job, on every Spark that users run. A real job, in a driver
+that is a clean environment with only pyspark and, for the listener, the listener's wheel
+(Spark's Kafka connector of that version from Maven Central), reads a real topic, and the
 service commits the group exactly to the topic's end, then again after the job restarts
 on the same checkpoint: once reported by the listener, once followed through the
-checkpoint folder with no listener at all. With the listener, the job first runs with
-the service down (its address refuses connections): Spark finishes every batch all the
-same, and the next run, with the service up, is committed to the end. The project's own
-PySpark (4.2.0, classic) runs in every other Spark test."""
+checkpoint folder with no listener at all. With the listener, the job first runs with the
+service down (its address refuses connections): Spark finishes every batch all the same,
+and the next run, with the service up, is committed to the end.
+
+The cases, one per cell of the README's compatibility table:
+  - classic PySpark 3.5.7, 4.0.0 and 4.1.1 on the suite's Kafka 4.1.1 (the project's own
+    4.2.0 runs in every other Spark test);
+  - Spark Connect clients 3.5.7, 4.0.0, 4.1.1 and 4.2.0 (``pyspark[connect]``) with a
+    local Connect server that the client starts. A 4.x client runs the listener itself,
+    fed over gRPC; a 3.5 client pickles it and the server runs it in a Python worker of
+    its own (``PYSPARK_PYTHON``, where the wheel is installed, as on a real server), and
+    3.5's server jar comes from Maven Central (4.x wheels ship it);
+  - classic 3.5.7 to 4.2.0 with the listener on a brand-new Kafka 3.9.1 broker."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from harness import kafka_broker
 from harness.machine import free_port
 from harness.service_process import ServiceProcess
-from harness.spark_drivers import VERSIONS, connector_jars, driver_python
+from harness.spark_drivers import CONNECT_VERSIONS, VERSIONS, connector_jars, driver_python
 from tests.support.driver_job import JOB
-from tests.support.kafka import committed_offsets, log_ends, produce, run_sync, unique_group
+from tests.support.kafka import (
+    committed_offsets,
+    create_topics,
+    log_ends,
+    produce,
+    run_sync,
+    unique_group,
+)
 from tests.support.service import wait_for
 from tests.support.wheels import listener_wheel
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
+
+OLD_KAFKA = "3.9.1"
+CASES = [  # on the suite's broker (Kafka 4.1.1)
+    *(pytest.param(v, "classic", id=v) for v in VERSIONS),
+    *(pytest.param(v, "connect", id=f"{v}-connect") for v in CONNECT_VERSIONS),
+]
 
 
 @pytest.fixture(scope="module")
@@ -35,12 +58,16 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return listener_wheel(tmp_path_factory.mktemp("wheels"))
 
 
+@pytest.fixture(scope="module")
+def old_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A Kafka 3.9.1 broker of its own, started in an empty folder."""
+    broker = kafka_broker.brand_new(tmp_path_factory.mktemp("kafka-391"), OLD_KAFKA)
+    yield broker.bootstrap
+    broker.stop()
+
+
 @pytest.mark.parametrize("attach", ["listener", "follower"])
-@pytest.mark.parametrize(
-    ("version", "mode"),
-    [*((v, "classic") for v in VERSIONS), ("4.0.0", "connect")],
-    ids=[*VERSIONS, "4.0.0-connect"],
-)
+@pytest.mark.parametrize(("version", "mode"), CASES)
 def test_a_job_on_this_spark_is_committed(
     version: str,
     mode: str,
@@ -48,7 +75,19 @@ def test_a_job_on_this_spark_is_committed(
     wheel: Path,
     tmp_path: Path,
     kafka_bootstrap: str,
-    new_topic: Any,
+) -> None:
+    job_is_committed(version, mode, attach, wheel, tmp_path, kafka_bootstrap)
+
+
+@pytest.mark.parametrize("version", [*VERSIONS, "4.2.0"])
+def test_a_job_on_this_spark_is_committed_on_kafka_3_9(
+    version: str, wheel: Path, tmp_path: Path, old_kafka: str
+) -> None:
+    job_is_committed(version, "classic", "listener", wheel, tmp_path, old_kafka)
+
+
+def job_is_committed(
+    version: str, mode: str, attach: str, wheel: Path, tmp_path: Path, bootstrap: str
 ) -> None:
     python = driver_python(version, connect=mode == "connect")
     installed = subprocess.run(
@@ -57,12 +96,13 @@ def test_a_job_on_this_spark_is_committed(
         text=True,
     )
     assert installed.returncode == 0, installed.stderr
-    jars = ",".join(connector_jars(python))
-    topic, group = new_topic(2), unique_group(f"v{version}")
-    run_sync(produce(kafka_bootstrap, topic, 300))
-    ends = log_ends(kafka_bootstrap, [topic])
+    jars = ",".join(connector_jars(python, connect=mode == "connect"))
+    topic, group = f"spark-{version}-{free_port()}", unique_group(f"v{version}")
+    run_sync(create_topics(bootstrap, [topic], 2))
+    run_sync(produce(bootstrap, topic, 300))
+    ends = log_ends(bootstrap, [topic])
     checkpoint = tmp_path / "checkpoint"
-    service = ServiceProcess(tmp_path, kafka_bootstrap, follow_interval_seconds=0.3).start()
+    service = ServiceProcess(tmp_path, bootstrap, follow_interval_seconds=0.3).start()
     try:
         url = service.url if attach == "listener" else "-"
         if attach == "follower":
@@ -74,9 +114,11 @@ def test_a_job_on_this_spark_is_committed(
 
         def run_job(to: str = url) -> dict[str, Any]:
             job = subprocess.run(
-                [str(python), str(tmp_path / "job.py"), to, group, kafka_bootstrap, topic,
+                [str(python), str(tmp_path / "job.py"), to, group, bootstrap, topic,
                  str(checkpoint), jars, mode],
                 capture_output=True, text=True, timeout=300,
+                # the Python a Connect 3.5 server runs the unpickled listener in
+                env={**os.environ, "PYSPARK_PYTHON": str(python)},
             )  # fmt: skip
             assert job.returncode == 0, job.stderr[-3000:]
             ran: dict[str, Any] = json.loads(job.stdout.strip().splitlines()[-1])
@@ -86,23 +128,23 @@ def test_a_job_on_this_spark_is_committed(
         if attach == "listener":  # the service down: the job is not slowed or broken
             down = run_job(f"http://127.0.0.1:{free_port()}")
             assert down["batch"] >= 4, "every batch of the 300 records, 60 a batch"
-            assert committed_offsets(kafka_bootstrap, group) == {}
-            run_sync(produce(kafka_bootstrap, topic, 120, start=300))
-            ends = log_ends(kafka_bootstrap, [topic])
+            assert committed_offsets(bootstrap, group) == {}
+            run_sync(produce(bootstrap, topic, 120, start=300))
+            ends = log_ends(bootstrap, [topic])
         first = run_job()
         assert first["batch"] >= 2, "several batches"
-        wait_for(lambda: committed_offsets(kafka_bootstrap, group) == ends, 30, "the commit")
+        wait_for(lambda: committed_offsets(bootstrap, group) == ends, 30, "the commit")
         view = service.http.get(f"/v1/queries/{first['id']}").json()
         assert view["group_id"] == group
         assert view["last_completed_checkpoint"] == first["batch"]
 
         # Restarted on the same checkpoint: the same query, its batch ids going on.
-        run_sync(produce(kafka_bootstrap, topic, 130, start=500))
-        ends = log_ends(kafka_bootstrap, [topic])
+        run_sync(produce(bootstrap, topic, 130, start=500))
+        ends = log_ends(bootstrap, [topic])
         second = run_job()
         assert second["id"] == first["id"]
         assert second["batch"] > first["batch"]
-        wait_for(lambda: committed_offsets(kafka_bootstrap, group) == ends, 30, "the restart")
+        wait_for(lambda: committed_offsets(bootstrap, group) == ends, 30, "the restart")
         view = service.http.get(f"/v1/queries/{second['id']}").json()
         assert view["last_completed_checkpoint"] == second["batch"]
     finally:

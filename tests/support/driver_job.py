@@ -17,8 +17,9 @@ JOB = textwrap.dedent(
 
     url, group, bootstrap, topic, checkpoint, jars, mode = sys.argv[1:]
     builder = SparkSession.builder
-    # "connect": a Spark Connect session to a local server that the client starts; its
-    # listeners run on the client's listener bus (events over gRPC, never py4j).
+    # "connect": a Spark Connect session to a local server that the client starts. A 4.x
+    # client runs its listeners on its own listener bus (events over gRPC, never py4j); a
+    # 3.5 client pickles them and the server runs them in a Python worker (PYSPARK_PYTHON).
     builder = builder.remote("local[1]") if mode == "connect" else builder.master("local[1]")
     spark = (
         builder.config("spark.jars", jars)
