@@ -6,7 +6,8 @@
 -- RATE > 0 sends RATE requests/s in all (each thread its share, on a fixed schedule: a
 -- connection waits for its request's slot; a late answer does not push the schedule
 -- back while connections are free). Environment: TOPIC, QUERIES, PARTITIONS, RATE, RUN,
--- THREADS (wrk's -t).
+-- THREADS (wrk's -t), QUERY_BASE (the first query's number, 0 unless several wrk
+-- processes share a run: each then sends its own queries).
 -- Prints one JSON line at the end: counts by outcome and the latency percentiles.
 
 local topic = os.getenv("TOPIC") or "bench"
@@ -29,7 +30,7 @@ accepted, other, failed = 0, 0, 0  -- globals: done() reads them with thread:get
 
 function init(args)
   local per = math.floor(queries / tonumber(os.getenv("THREADS") or "2"))
-  first = index * per
+  first = tonumber(os.getenv("QUERY_BASE") or "0") + index * per
   last = first + per - 1
   next_query = first
   batches = {}
@@ -90,6 +91,9 @@ end
 function response(status, headers, body)
   if status >= 300 then
     failed = failed + 1
+    if failed == 1 then
+      io.stderr:write(string.format("first refusal: %d %s\n", status, string.sub(body, 1, 300)))
+    end
   elseif string.find(body, '"accepted"', 1, true) then
     accepted = accepted + 1
   else

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from sqlalchemy import select, text
@@ -99,3 +100,33 @@ def test_a_batch_locks_what_it_touches_and_loads_it_with_its_partners(stores: An
     assert _lock_is_free(b, "g", "g3")
     a.persist([])
     assert _lock_is_free(b, "g", "g1")
+
+
+def test_a_report_being_written_blocks_neither_a_fence_check_nor_a_renewal(
+    stores: Any,
+) -> None:
+    """A status report's insert checks its foreign key with a KEY SHARE lock on the group's
+    row until it commits; the fence check (and a renewal) must not wait for it: with
+    ``FOR UPDATE`` they did, and a publication of several groups in the other order
+    deadlocked with a batch (seen at 2 replicas under load: 503s "deadlock detected")."""
+    a, _ = stores
+    leases = LeaseStore(a.engine, "a", 30)
+    leases.renew()
+    epoch = leases.claim(1)["g0"]
+    with a.engine.connect() as reporting, ThreadPoolExecutor(1) as pool:
+        reporting.begin()
+        reporting.execute(  # what SqlStatusBoard.publish's insert does to g0's row
+            text("SELECT 1 FROM consumer_groups WHERE group_id = 'g0' FOR KEY SHARE")
+        )
+        batch = pool.submit(_fence_and_renew, a, leases, epoch)
+        try:
+            done = batch.result(timeout=10)  # waiting for the report's lock: TimeoutError
+        finally:
+            reporting.rollback()
+    assert done == ({"g0": epoch}, 3)
+
+
+def _fence_and_renew(store: SharedSqlStore, leases: LeaseStore, epoch: int) -> Any:
+    store.begin(set(), set())
+    store.persist([_success("g0", epoch, checkpoint=3)])
+    return leases.renew().held, _committed(store, "g0")

@@ -1,13 +1,17 @@
 """The database side of replica leases (``core.leases`` states the rules L1-L5).
 
-PostgreSQL only: leased rows are claimed with ``SELECT ... FOR UPDATE SKIP LOCKED``, and
-every expiry is set and judged by the database's clock, so the replicas' clocks never
-meet. Each method is one short transaction; methods block (call them from a thread).
+PostgreSQL only: leased rows are claimed with ``SELECT ... FOR NO KEY UPDATE SKIP
+LOCKED``, and every expiry is set and judged by the database's clock, so the replicas'
+clocks never meet. Each method is one short transaction; methods block (call them from a thread).
 
 No lease statement waits for a row lock: renewals, claims and releases skip rows that a
 batch of events is writing (``SKIP LOCKED``), so they never deadlock with batches, whose
 row locks follow their advisory locks. A skipped row is left for the next round: it is not
 renewed now, so this round does not count it as held (L3 holds only for renewed rows).
+Every row lock taken on ``consumer_groups`` is ``FOR NO KEY UPDATE`` (no statement changes
+a group's key): it does not conflict with the ``KEY SHARE`` lock that a foreign key check
+takes (a status report being written, ``status_board``), so neither a renewal skips a
+group nor a batch waits for one while its report is written.
 
 Why renew the group rows, not only a row per replica: a claim locks the rows it takes
 and re-checks their expiry on the row itself, so a renewal and a claim racing for a group
@@ -72,7 +76,7 @@ class LeaseStore:
                 .where(groups_c.owner_id.is_(None) | (groups_c.owner_expires_at < _DB_NOW))
                 .order_by(groups_c.group_id)
                 .limit(limit)
-                .with_for_update(skip_locked=True)
+                .with_for_update(skip_locked=True, key_share=True)
             )
             taken = conn.execute(
                 update(consumer_groups)
@@ -106,7 +110,7 @@ class LeaseStore:
         return (
             select(groups_c.group_id)
             .where(self._mine, which)
-            .with_for_update(skip_locked=True)
+            .with_for_update(skip_locked=True, key_share=True)
             .scalar_subquery()
         )
 

@@ -141,7 +141,7 @@ class SharedSqlStore(SqlStore):
                 consumer_groups.c.owner_id == self.replica_id,
                 consumer_groups.c.group_id.in_(list(fenced)),
             )
-            .with_for_update()
+            .with_for_update(key_share=True)  # NO KEY UPDATE: reports' foreign keys pass
         ).all()
         held = {group_id: epoch for group_id, epoch in rows}
         lost = {g for g, epoch in fenced.items() if held.get(g) != epoch}

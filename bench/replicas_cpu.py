@@ -1,0 +1,224 @@
+"""CPU per event with 1, 2 and 3 replicas on one PostgreSQL, side by side in one run
+(issue 18: "replicas pay for themselves").
+
+    scripts/local-kafka.sh start
+    .venv/bin/python bench/replicas_cpu.py --rounds 2 --seconds 10
+
+Each replica is a real ``offset-sidecar serve`` process with ``SIDECAR_REPLICATED=true``
+on one real PostgreSQL (started here, ``fsync=on``), committing to the real broker.
+Load: one ``wrk`` per replica (``bench/wrk/progress.lua``, ``-t1``, 32/N connections
+each, closed loop), each sending its own queries: a listener's keep-alive connection
+stays with one replica, as behind a Kubernetes Service. A group's owner is whichever
+replica claimed it first, so with N replicas about (N-1)/N of the events reach a replica
+that does not own their group: it records them, and the owner hears of it (``NOTIFY``)
+and takes the change in. Rounds alternate 1, 2, 3 replicas so that all see the same
+noise; each round starts from an empty database and is warmed up before it is measured.
+
+CPU from /proc over the measured seconds: every replica, every PostgreSQL process (its
+user's), every wrk (beside the figures: the load generator's own share). CPU per event =
+(replicas + PostgreSQL) / accepted events; the issue's target is three replicas' CPU per
+event <= 1.3 x one replicated process's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import pwd
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.bench_support import create_topic
+from bench.http_throughput import WRK_SCRIPT, cpu_seconds
+from harness.postgres_server import PostgresServer
+from harness.replica_cluster import ReplicaCluster
+
+
+def postgres_cpu() -> float:
+    """CPU seconds of every process of the ``postgres`` user (this bench's server only)."""
+    uid, total = pwd.getpwnam("postgres").pw_uid, 0.0
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+                if entry.stat().st_uid == uid:
+                    total += cpu_seconds(int(entry.name))
+    return total
+
+
+def wrk_each(
+    urls: list[str], *, seconds: float, topic: str, queries: int, partitions: int, run: str
+) -> dict[str, Any]:
+    """One closed-loop wrk per URL, at once, each with its own queries; the sums."""
+    per = queries // len(urls)
+    procs, cpu = [], {}
+    for index, url in enumerate(urls):
+        env = {
+            **os.environ, "TOPIC": topic, "QUERIES": str(per), "QUERY_BASE": str(index * per),
+            "PARTITIONS": str(partitions), "RATE": "0", "RUN": run, "THREADS": "1",
+        }  # fmt: skip
+        command = [
+            "wrk", "-t1", f"-c{32 // len(urls)}", f"-d{round(seconds)}s", "-s", str(WRK_SCRIPT),
+            url,
+        ]  # fmt: skip
+        procs.append(subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True))
+    while any(p.poll() is None for p in procs):
+        for p in procs:
+            with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+                cpu[p.pid] = cpu_seconds(p.pid)  # the last reading before it exits
+        time.sleep(0.2)
+    totals: dict[str, Any] = {"requests": 0, "accepted": 0, "errors": 0, "seconds": 0.0}
+    for p in procs:
+        out, _ = p.communicate()
+        summary = [line for line in out.splitlines() if line.startswith("{")]
+        if not summary:
+            raise RuntimeError(f"wrk printed no summary:\n{out}")
+        r = json.loads(summary[-1])
+        totals["requests"] += r["requests"]
+        totals["accepted"] += r["accepted"]
+        totals["errors"] += r["non2xx"] + r["socket_errors"]
+        totals["seconds"] = max(totals["seconds"], r["seconds"])
+    totals["wrk_cpu_s"] = sum(cpu.values())
+    return totals
+
+
+def batches(urls: list[str]) -> tuple[float, float]:
+    """The replicas' store batches so far: how many, and the items (events, commit results,
+    refreshes) they held (``sidecar_store_batch_items``)."""
+    count = items = 0.0
+    for url in urls:
+        for line in httpx.get(url.replace("/v1/progress", "/metrics")).text.splitlines():
+            if line.startswith("sidecar_store_batch_items_count"):
+                count += float(line.split()[-1])
+            elif line.startswith("sidecar_store_batch_items_sum"):
+                items += float(line.split()[-1])
+    return count, items
+
+
+def spy(pid: int, out: Path, seconds: float) -> list[str]:
+    """py-spy sampling ``pid`` 50 times a second without stopping it, collapsed stacks."""
+    return [
+        "py-spy", "record", "--nonblocking", "--rate", "50", "--format", "raw",
+        "--duration", str(round(seconds)), "--pid", str(pid), "--output", str(out),
+    ]  # fmt: skip
+
+
+def measure(
+    args: argparse.Namespace,
+    server: PostgresServer,
+    size: int,
+    folder: Path,
+    profile: Path | None = None,
+) -> Any:
+    """One round of ``size`` replicas; with ``profile``, py-spy samples every replica
+    through the measured seconds into ``profile/r<i>.txt`` (collapsed stacks)."""
+    server.reset()
+    cluster = ReplicaCluster(folder, args.bootstrap, server.url, size, log_level="WARNING")
+    cluster.start()
+    try:
+        urls = [f"{r.url}/v1/progress" for r in cluster.replicas.values()]
+        pids = [r.process.pid for r in cluster.replicas.values() if r.process is not None]
+        run = uuid.uuid4().hex[:6]
+        common = {"topic": args.topic, "queries": args.queries, "partitions": args.partitions}
+        wrk_each(urls, seconds=3, run=run, **common)  # warm-up: queries known, groups owned
+        spies = [
+            subprocess.Popen(spy(pid, out, args.seconds))
+            for i, pid in enumerate(pids)
+            if profile is not None and (out := profile / f"r{i}.txt")
+        ]
+        replicas_before, pg_before = sum(cpu_seconds(p) for p in pids), postgres_cpu()
+        batches_before = batches(urls)
+        result = wrk_each(urls, seconds=args.seconds, run=run, **common)
+        batches_after = batches(urls)
+        for sampler in spies:
+            sampler.wait()
+        result["replicas_cpu_s"] = sum(cpu_seconds(p) for p in pids) - replicas_before
+        result["postgres_cpu_s"] = postgres_cpu() - pg_before
+    finally:
+        cluster.stop()
+    events = max(1, result["accepted"])
+    made = batches_after[0] - batches_before[0]
+    result["items_per_batch"] = (batches_after[1] - batches_before[1]) / max(1, made)
+    result["batches_per_event"] = made / events
+    result["events_per_s"] = result["requests"] / result["seconds"]
+    result["replica_ms"] = 1000 * result["replicas_cpu_s"] / events
+    result["postgres_ms"] = 1000 * result["postgres_cpu_s"] / events
+    result["total_ms"] = result["replica_ms"] + result["postgres_ms"]
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--bootstrap", default="127.0.0.1:9092")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--seconds", type=float, default=10)
+    parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--partitions", type=int, default=8)
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        help="after the rounds, one more round of 3 replicas with py-spy (on PATH) sampling "
+        "each into this folder (not counted in the figures: py-spy takes CPU too)",
+    )
+    args = parser.parse_args()
+    args.topic = f"bench-replicas-cpu-{uuid.uuid4().hex[:8]}"
+    asyncio.run(create_topic(args.bootstrap, args.topic, args.partitions))
+    server = PostgresServer().start()
+    rows: list[str] = []
+    per_event: dict[int, list[dict[str, Any]]] = {}
+    try:
+        for round_ in range(args.rounds):
+            for size in (1, 2, 3):
+                with tempfile.TemporaryDirectory() as folder:
+                    r = measure(args, server, size, Path(folder))
+                per_event.setdefault(size, []).append(r)
+                rows.append(
+                    f"| {size} | {round_} | {r['accepted']:,} | {r['events_per_s']:,.0f} | "
+                    f"{r['errors']} | {r['replicas_cpu_s']:.1f} | {r['postgres_cpu_s']:.1f} | "
+                    f"{r['replica_ms']:.2f} | {r['postgres_ms']:.2f} | {r['total_ms']:.2f} | "
+                    f"{r['wrk_cpu_s']:.1f} | {r['batches_per_event']:.2f} | "
+                    f"{r['items_per_batch']:.1f} |"
+                )
+                print(rows[-1], flush=True)
+        if args.profile is not None:
+            args.profile.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryDirectory() as folder:
+                measure(args, server, 3, Path(folder), profile=args.profile)
+            print(f"profiles of 3 replicas in {args.profile}", flush=True)
+    finally:
+        server.stop()
+    print()
+    print(f"{os.cpu_count()} cores; {args.queries} queries x {args.partitions} partitions")
+    print(
+        "| replicas | round | events accepted | events/s | errors | replicas CPU s | "
+        "PostgreSQL CPU s | replicas ms/event | PostgreSQL ms/event | total ms/event | "
+        "wrk CPU s | store batches/event | items/batch |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("\n".join(rows))
+    medians = {n: statistics.median(r["total_ms"] for r in rs) for n, rs in per_event.items()}
+    replica_only = {
+        n: statistics.median(r["replica_ms"] for r in rs) for n, rs in per_event.items()
+    }
+    print()
+    for n in sorted(medians):
+        print(
+            f"{n} replicas: median {medians[n]:.2f} ms CPU/event (replicas alone "
+            f"{replica_only[n]:.2f}), ratio to 1 replica {medians[n] / medians[1]:.2f}"
+        )
+
+
+if __name__ == "__main__":
+    main()
