@@ -18,7 +18,8 @@ from harness.machine import ROOT
 DRIVERS = ROOT / ".local" / "drivers"
 # The versions the tests run (looked up 2026-11-23: PyPI has these pyspark releases, and
 # Maven Central has spark-sql-kafka-0-10 and spark-token-provider-kafka-0-10 for each:
-# _2.12 for 3.5.7, _2.13 for 4.0.0 and 4.1.1). The project's own, 4.2.0, is .venv's.
+# _2.12 for 3.5.7, _2.13 for 4.0.0 and 4.1.1). The project's own, 4.2.0, is .venv's for
+# the classic tests on the suite's broker; its Connect and Kafka 3.9 cases get drivers too.
 VERSIONS = ("3.5.7", "4.0.0", "4.1.1")
 # Every version a Spark Connect client is tested on, the project's own included.
 CONNECT_VERSIONS = (*VERSIONS, "4.2.0")

@@ -74,9 +74,13 @@ def test_apps_sharing_a_board_answer_alike_and_a_moved_group_keeps_its_window(
         # The group moves to b (its events now go there): b starts from a's window.
         board.owners[GROUP] = "b"
         post_progress(b, 4, {"orders": {"0": 40, "1": 7}})
-        moved = wait_for(
-            lambda: (s := b.get(f"/v1/status/{GROUP}").json())["reported_by"] == "b" and s,
-            what="b's report of the group",
+        moved = wait_for(  # b may report the group before its first commit: no partitions yet
+            lambda: (
+                (s := b.get(f"/v1/status/{GROUP}").json())["reported_by"] == "b"
+                and s["partitions"]
+                and s
+            ),
+            what="b's report of the group with its partitions",
         )
         assert min(p["samples"] for p in moved["partitions"]) == 5, moved  # 4 of a's + b's
         assert board_b.published >= 1  # and a, which still holds the group, no more:
