@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import statistics
@@ -58,6 +59,27 @@ def all_ticks() -> int:
     return sum(int(x) for x in Path("/proc/stat").read_text().split("\n")[0].split()[1:9])
 
 
+def cpu_until_exit(processes: list[subprocess.Popen[str]]) -> float:
+    """Wait for ``processes`` to exit; the CPU seconds they used, from each one's last
+    reading in /proc before it exited (a load generator's own share)."""
+    last: dict[int, float] = {}
+    while any(p.poll() is None for p in processes):
+        for p in processes:
+            with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+                last[p.pid] = cpu_seconds(p.pid)
+        time.sleep(0.2)
+    return sum(last.values())
+
+
+def wrk_summary(out: str) -> dict[str, Any]:
+    """The JSON line that ``bench/wrk/progress.lua`` prints when wrk is done."""
+    summary = [line for line in out.splitlines() if line.startswith("{")]
+    if not summary:
+        raise RuntimeError(f"wrk printed no summary:\n{out}")
+    result: dict[str, Any] = json.loads(summary[-1])
+    return result
+
+
 def run_wrk(
     url: str, pid: int, *, seconds: float, topic: str, queries: int, partitions: int,
     run: str, connections: int = 32, rate: int = 0,
@@ -88,20 +110,11 @@ def run_wrk(
         stdout=subprocess.PIPE,
         text=True,
     )
-    wrk_cpu = 0.0
-    while wrk.poll() is None:
-        try:
-            wrk_cpu = cpu_seconds(wrk.pid)  # the last reading before it exits
-        except (FileNotFoundError, ProcessLookupError):
-            break
-        time.sleep(0.2)
+    wrk_cpu = cpu_until_exit([wrk])
     out, _ = wrk.communicate()
     server_cpu = cpu_seconds(pid) - server_before
     steal = 100 * (steal_ticks() - steal_before) / max(1, all_ticks() - ticks_before)
-    summary = [line for line in out.splitlines() if line.startswith("{")]
-    if not summary:
-        raise RuntimeError(f"wrk printed no summary:\n{out}")
-    result: dict[str, Any] = json.loads(summary[-1])
+    result = wrk_summary(out)
     result.update(
         events_per_s=result["requests"] / result["seconds"],
         server_cpu_s=server_cpu,

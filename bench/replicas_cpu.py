@@ -25,14 +25,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import os
 import pwd
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -42,7 +40,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_support import create_topic
-from bench.http_throughput import WRK_SCRIPT, cpu_seconds
+from bench.http_throughput import WRK_SCRIPT, cpu_seconds, cpu_until_exit, wrk_summary
 from harness.postgres_server import PostgresServer
 from harness.replica_cluster import ReplicaCluster
 
@@ -59,47 +57,38 @@ def postgres_cpu() -> float:
 
 
 def wrk_each(
-    urls: list[str], *, seconds: float, topic: str, queries: int, partitions: int, run: str
+    bases: list[str], *, seconds: float, topic: str, queries: int, partitions: int, run: str
 ) -> dict[str, Any]:
-    """One closed-loop wrk per URL, at once, each with its own queries; the sums."""
-    per = queries // len(urls)
-    procs, cpu = [], {}
-    for index, url in enumerate(urls):
+    """One closed-loop wrk per replica, at once, each with its own queries; the sums."""
+    per = queries // len(bases)
+    procs = []
+    for index, base in enumerate(bases):
         env = {
             **os.environ, "TOPIC": topic, "QUERIES": str(per), "QUERY_BASE": str(index * per),
             "PARTITIONS": str(partitions), "RATE": "0", "RUN": run, "THREADS": "1",
         }  # fmt: skip
         command = [
-            "wrk", "-t1", f"-c{32 // len(urls)}", f"-d{round(seconds)}s", "-s", str(WRK_SCRIPT),
-            url,
+            "wrk", "-t1", f"-c{32 // len(bases)}", f"-d{round(seconds)}s", "-s", str(WRK_SCRIPT),
+            f"{base}/v1/progress",
         ]  # fmt: skip
         procs.append(subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True))
-    while any(p.poll() is None for p in procs):
-        for p in procs:
-            with contextlib.suppress(FileNotFoundError, ProcessLookupError):
-                cpu[p.pid] = cpu_seconds(p.pid)  # the last reading before it exits
-        time.sleep(0.2)
     totals: dict[str, Any] = {"requests": 0, "accepted": 0, "errors": 0, "seconds": 0.0}
+    totals["wrk_cpu_s"] = cpu_until_exit(procs)
     for p in procs:
-        out, _ = p.communicate()
-        summary = [line for line in out.splitlines() if line.startswith("{")]
-        if not summary:
-            raise RuntimeError(f"wrk printed no summary:\n{out}")
-        r = json.loads(summary[-1])
+        r = wrk_summary(p.communicate()[0])
         totals["requests"] += r["requests"]
         totals["accepted"] += r["accepted"]
         totals["errors"] += r["non2xx"] + r["socket_errors"]
         totals["seconds"] = max(totals["seconds"], r["seconds"])
-    totals["wrk_cpu_s"] = sum(cpu.values())
     return totals
 
 
-def batches(urls: list[str]) -> tuple[float, float]:
+def batches(bases: list[str]) -> tuple[float, float]:
     """The replicas' store batches so far: how many, and the items (events, commit results,
     refreshes) they held (``sidecar_store_batch_items``)."""
     count = items = 0.0
-    for url in urls:
-        for line in httpx.get(url.replace("/v1/progress", "/metrics")).text.splitlines():
+    for base in bases:
+        for line in httpx.get(f"{base}/metrics").text.splitlines():
             if line.startswith("sidecar_store_batch_items_count"):
                 count += float(line.split()[-1])
             elif line.startswith("sidecar_store_batch_items_sum"):
@@ -128,20 +117,23 @@ def measure(
     cluster = ReplicaCluster(folder, args.bootstrap, server.url, size, log_level="WARNING")
     cluster.start()
     try:
-        urls = [f"{r.url}/v1/progress" for r in cluster.replicas.values()]
+        bases = [r.url for r in cluster.replicas.values()]
         pids = [r.process.pid for r in cluster.replicas.values() if r.process is not None]
         run = uuid.uuid4().hex[:6]
         common = {"topic": args.topic, "queries": args.queries, "partitions": args.partitions}
-        wrk_each(urls, seconds=3, run=run, **common)  # warm-up: queries known, groups owned
-        spies = [
-            subprocess.Popen(spy(pid, out, args.seconds))
-            for i, pid in enumerate(pids)
-            if profile is not None and (out := profile / f"r{i}.txt")
-        ]
+        wrk_each(bases, seconds=3, run=run, **common)  # warm-up: queries known, groups owned
+        spies = (
+            []
+            if profile is None
+            else [
+                subprocess.Popen(spy(pid, profile / f"r{i}.txt", args.seconds))
+                for i, pid in enumerate(pids)
+            ]
+        )
         replicas_before, pg_before = sum(cpu_seconds(p) for p in pids), postgres_cpu()
-        batches_before = batches(urls)
-        result = wrk_each(urls, seconds=args.seconds, run=run, **common)
-        batches_after = batches(urls)
+        batches_before = batches(bases)
+        result = wrk_each(bases, seconds=args.seconds, run=run, **common)
+        batches_after = batches(bases)
         for sampler in spies:
             sampler.wait()
         result["replicas_cpu_s"] = sum(cpu_seconds(p) for p in pids) - replicas_before

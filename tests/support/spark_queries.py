@@ -43,8 +43,13 @@ def run_available_now(
 
 
 def last_end_offsets(query: Any) -> dict[tuple[str, int], int]:
+    return end_offsets(query.lastProgress)
+
+
+def end_offsets(progress: dict[str, Any]) -> dict[tuple[str, int], int]:
+    """Every Kafka source's end offsets in one progress, by (topic, partition)."""
     ends: dict[tuple[str, int], int] = {}
-    for source in query.lastProgress["sources"]:
+    for source in progress["sources"]:
         end = source["endOffset"]
         end = json.loads(end) if isinstance(end, str) else end
         for topic, partitions in end.items():
