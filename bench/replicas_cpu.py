@@ -31,6 +31,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,13 @@ def postgres_cpu() -> float:
                 if entry.stat().st_uid == uid:
                     total += cpu_seconds(int(entry.name))
     return total
+
+
+def main_thread_cpu(pid: int) -> float:
+    """User + system CPU of ``pid``'s main thread alone (the event loop's: HTTP, commits,
+    the ledger's decisions); the rest of the process's is its threads' (the store's)."""
+    fields = Path(f"/proc/{pid}/task/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return sum(int(f) for f in fields[11:13]) / os.sysconf("SC_CLK_TCK")
 
 
 def wrk_each(
@@ -122,6 +130,9 @@ def measure(
         run = uuid.uuid4().hex[:6]
         common = {"topic": args.topic, "queries": args.queries, "partitions": args.partitions}
         wrk_each(bases, seconds=3, run=run, **common)  # warm-up: queries known, groups owned
+        idle_before = sum(cpu_seconds(p) for p in pids), postgres_cpu()
+        time.sleep(args.idle_seconds)  # no load: what the replicas spend on their own
+        idle = sum(cpu_seconds(p) for p in pids), postgres_cpu()
         spies = (
             []
             if profile is None
@@ -131,11 +142,16 @@ def measure(
             ]
         )
         replicas_before, pg_before = sum(cpu_seconds(p) for p in pids), postgres_cpu()
+        loops_before = sum(main_thread_cpu(p) for p in pids)
         batches_before = batches(bases)
         result = wrk_each(bases, seconds=args.seconds, run=run, **common)
         batches_after = batches(bases)
         for sampler in spies:
             sampler.wait()
+        result["idle_cpu_per_s"] = (
+            idle[0] - idle_before[0] + idle[1] - idle_before[1]
+        ) / args.idle_seconds
+        result["loops_cpu_s"] = sum(main_thread_cpu(p) for p in pids) - loops_before
         result["replicas_cpu_s"] = sum(cpu_seconds(p) for p in pids) - replicas_before
         result["postgres_cpu_s"] = postgres_cpu() - pg_before
     finally:
@@ -147,6 +163,8 @@ def measure(
     result["events_per_s"] = result["requests"] / result["seconds"]
     result["replica_ms"] = 1000 * result["replicas_cpu_s"] / events
     result["postgres_ms"] = 1000 * result["postgres_cpu_s"] / events
+    result["loop_ms"] = 1000 * result["loops_cpu_s"] / events
+    result["threads_ms"] = result["replica_ms"] - result["loop_ms"]
     result["total_ms"] = result["replica_ms"] + result["postgres_ms"]
     return result
 
@@ -161,8 +179,18 @@ def main() -> None:
     parser.add_argument(
         "--profile",
         type=Path,
-        help="after the rounds, one more round of 3 replicas with py-spy (on PATH) sampling "
-        "each into this folder (not counted in the figures: py-spy takes CPU too)",
+        help="after the rounds, one more round with py-spy (on PATH) sampling each replica "
+        "into this folder (not counted in the figures: py-spy takes CPU too)",
+    )
+    parser.add_argument(
+        "--idle-seconds",
+        type=float,
+        default=5,
+        help="after the warm-up, seconds without load whose CPU (replicas + PostgreSQL) is "
+        "the replicas' own background work (leases, status, notices)",
+    )
+    parser.add_argument(
+        "--profile-replicas", type=int, default=3, help="how many replicas the profiled round has"
     )
     args = parser.parse_args()
     args.topic = f"bench-replicas-cpu-{uuid.uuid4().hex[:8]}"
@@ -179,26 +207,28 @@ def main() -> None:
                 rows.append(
                     f"| {size} | {round_} | {r['accepted']:,} | {r['events_per_s']:,.0f} | "
                     f"{r['errors']} | {r['replicas_cpu_s']:.1f} | {r['postgres_cpu_s']:.1f} | "
-                    f"{r['replica_ms']:.2f} | {r['postgres_ms']:.2f} | {r['total_ms']:.2f} | "
+                    f"{r['replica_ms']:.2f} | {r['loop_ms']:.2f} | {r['threads_ms']:.2f} | "
+                    f"{r['postgres_ms']:.2f} | {r['total_ms']:.2f} | "
                     f"{r['wrk_cpu_s']:.1f} | {r['batches_per_event']:.2f} | "
-                    f"{r['items_per_batch']:.1f} |"
+                    f"{r['items_per_batch']:.1f} | {100 * r['idle_cpu_per_s']:.0f} % |"
                 )
                 print(rows[-1], flush=True)
         if args.profile is not None:
             args.profile.mkdir(parents=True, exist_ok=True)
             with tempfile.TemporaryDirectory() as folder:
-                measure(args, server, 3, Path(folder), profile=args.profile)
-            print(f"profiles of 3 replicas in {args.profile}", flush=True)
+                measure(args, server, args.profile_replicas, Path(folder), profile=args.profile)
+            print(f"profiles of {args.profile_replicas} replicas in {args.profile}", flush=True)
     finally:
         server.stop()
     print()
     print(f"{os.cpu_count()} cores; {args.queries} queries x {args.partitions} partitions")
     print(
         "| replicas | round | events accepted | events/s | errors | replicas CPU s | "
-        "PostgreSQL CPU s | replicas ms/event | PostgreSQL ms/event | total ms/event | "
-        "wrk CPU s | store batches/event | items/batch |"
+        "PostgreSQL CPU s | replicas ms/event | of which event loops | of which threads | "
+        "PostgreSQL ms/event | total ms/event | wrk CPU s | store batches/event | items/batch | "
+        "CPU without load |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     print("\n".join(rows))
     medians = {n: statistics.median(r["total_ms"] for r in rs) for n, rs in per_event.items()}
     replica_only = {

@@ -13,6 +13,7 @@ from spark_offset_sidecar.adapters.sql.schema import consumer_groups
 from spark_offset_sidecar.adapters.sql.shared_store import SharedSqlStore, lock_key
 from spark_offset_sidecar.core.changes import (
     Checkpoint,
+    CheckpointAdded,
     CommitRequest,
     CommitSucceeded,
 )
@@ -100,6 +101,19 @@ def test_a_batch_locks_what_it_touches_and_loads_it_with_its_partners(stores: An
     assert _lock_is_free(b, "g", "g3")
     a.persist([])
     assert _lock_is_free(b, "g", "g1")
+
+
+def test_a_batch_loads_the_pending_checkpoints_of_its_own_queries_only(stores: Any) -> None:
+    """Another query's pending checkpoint (a followed folder's ``offsets/N`` waiting for
+    its ``commits/N``) is neither loaded nor in the way of a batch."""
+    a, b = stores
+    b.persist([
+        CheckpointAdded(Checkpoint("q0", "g0", 7, "run", {TopicPartition("t", 0): 5}, 1.0)),
+        CheckpointAdded(Checkpoint("q1", "g1", 3, "run", {TopicPartition("t", 0): 2}, 1.0)),
+    ])  # fmt: skip
+    loaded = a.begin({"q1"}, {"g1"})
+    a.persist([])
+    assert {q.query_id: list(q.pending) for q in loaded.stored.queries} == {"q1": [3]}
 
 
 def test_a_report_being_written_blocks_neither_a_fence_check_nor_a_renewal(

@@ -27,10 +27,11 @@ import hashlib
 import logging
 from collections.abc import Callable, Collection, Sequence
 
-from sqlalchemy import Connection, bindparam, select, text
+from sqlalchemy import Connection, String, any_, bindparam, or_, select, text
+from sqlalchemy.dialects import postgresql
 
 from spark_offset_sidecar.adapters.sql import change_notices
-from spark_offset_sidecar.adapters.sql.schema import consumer_groups, queries
+from spark_offset_sidecar.adapters.sql.schema import consumer_groups, pending_checkpoints, queries
 from spark_offset_sidecar.adapters.sql.store import SqlStore
 from spark_offset_sidecar.adapters.sql.writes import write_changes
 from spark_offset_sidecar.core.changes import (
@@ -44,7 +45,29 @@ from spark_offset_sidecar.core.changes import (
 from spark_offset_sidecar.ports.store import LoadedRows, StoredState
 
 log = logging.getLogger(__name__)
-_LOCK = text("SELECT pg_advisory_xact_lock(:key)")
+
+# A batch's statements have constant text, whatever its size (the ids go as arrays), so
+# SQLAlchemy compiles each once and PostgreSQL prepares it after a few uses.
+_IDS = postgresql.ARRAY(String)
+_NAMED_OR_PARTNER = or_(
+    queries.c.query_id == any_(bindparam("q", type_=_IDS)),
+    queries.c.group_id == any_(bindparam("g", type_=_IDS)),
+)
+_PARTNERS = select(queries.c.query_id, queries.c.group_id).where(_NAMED_OR_PARTNER)
+_QUERIES = select(queries).where(_NAMED_OR_PARTNER)
+_PENDING = (
+    select(pending_checkpoints)
+    .where(pending_checkpoints.c.query_id == any_(bindparam("q", type_=_IDS)))
+    .order_by(pending_checkpoints.c.query_id, pending_checkpoints.c.checkpoint_id)
+)
+_GROUPS = select(consumer_groups).where(
+    consumer_groups.c.group_id == any_(bindparam("g", type_=_IDS))
+)
+# One statement takes many locks in key order: PostgreSQL evaluates a volatile function of
+# the output after ORDER BY's sort (since 9.6), one row after another.
+_LOCK_KEYS = text(
+    "SELECT pg_advisory_xact_lock(k) FROM unnest(CAST(:keys AS bigint[])) AS k ORDER BY k"
+)
 
 
 def lock_key(kind: str, name: str) -> int:
@@ -74,7 +97,7 @@ class SharedSqlStore(SqlStore):
             locked: set[int] = set()
             _lock(conn, qids, gids, locked)
             while True:  # found a partner not locked yet (it moved meanwhile): lock it too
-                stored = self.load_rows(conn, qids, gids, partners=True)
+                stored = self._load_batch(conn, qids, gids)
                 for query in stored.queries:
                     qids.add(query.query_id)
                     gids.add(query.group_id)
@@ -101,7 +124,7 @@ class SharedSqlStore(SqlStore):
             self._errors("reading"),
             self.engine.connect().execution_options(isolation_level="REPEATABLE READ") as conn,
         ):
-            return self.load_rows(conn, None, None)
+            return self.load_rows(conn)
 
     def abort(self) -> None:
         conn, self._batch = self._batch, None
@@ -125,6 +148,17 @@ class SharedSqlStore(SqlStore):
         self._conn = None
         with contextlib.suppress(Exception):
             conn.close()
+
+    def _load_batch(self, conn: Connection, qids: set[str], gids: set[str]) -> StoredState:
+        """The rows of ``qids``, of the queries of ``gids`` (partners), their pending
+        checkpoints, and of ``gids``."""
+        query_rows = conn.execute(_QUERIES, {"q": list(qids), "g": list(gids)}).mappings().all()
+        loaded = [row["query_id"] for row in query_rows]
+        return self.assemble(
+            query_rows,
+            conn.execute(_PENDING, {"q": loaded}).mappings() if loaded else (),
+            conn.execute(_GROUPS, {"g": list(gids)}).mappings().all() if gids else (),
+        )
 
     def _fenced_out(self, conn: Connection, changes: Sequence[Change]) -> list[Change]:
         """L2: a success is recorded only while its commit's owner epoch still holds."""
@@ -181,7 +215,7 @@ def _lock(conn: Connection, qids: set[str], gids: set[str], locked: set[int]) ->
     keys = {lock_key("q", q) for q in qids} | {lock_key("g", g) for g in gids}
     new = sorted(keys - locked)
     if new:
-        conn.execute(_LOCK, [{"key": k} for k in new])
+        conn.execute(_LOCK_KEYS, {"keys": new}).all()
         locked.update(new)
     return bool(new)
 
@@ -190,14 +224,7 @@ def _reach(conn: Connection, qids: set[str], gids: set[str]) -> tuple[set[str], 
     """The queries and groups one batch may touch: those named, plus each one's partner."""
     if not qids and not gids:
         return qids, gids
-    rows = conn.execute(
-        select(queries.c.query_id, queries.c.group_id).where(
-            queries.c.query_id.in_(bindparam("q", expanding=True))
-            | queries.c.group_id.in_(bindparam("g", expanding=True))
-        ),
-        {"q": sorted(qids), "g": sorted(gids)},
-    ).all()
-    for query_id, group_id in rows:
+    for query_id, group_id in conn.execute(_PARTNERS, {"q": list(qids), "g": list(gids)}):
         qids.add(str(query_id))
         gids.add(str(group_id))
     return qids, gids

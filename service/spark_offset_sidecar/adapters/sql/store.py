@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, create_engine, event, select
+from sqlalchemy import Connection, Engine, RowMapping, create_engine, event, select
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, SQLAlchemyError
 
@@ -78,42 +78,30 @@ class SqlStore:
 
     def load(self) -> StoredState:
         with self._errors("loading"), self.engine.connect() as conn:
-            return self.load_rows(conn, None, None)
+            return self.load_rows(conn)
 
-    def load_rows(
-        self,
-        conn: Connection,
-        query_ids: Collection[str] | None,
-        group_ids: Collection[str] | None,
-        *,
-        partners: bool = False,
-    ) -> StoredState:
-        """The stored queries and groups (None: all of them), with ``partners`` also the
-        queries of ``group_ids``; a loaded group's owner is known only if its query is
-        among those loaded."""
-        query_select, pending_select, group_select = (
-            select(queries),
-            select(pending_checkpoints),
-            select(consumer_groups),
+    def load_rows(self, conn: Connection) -> StoredState:
+        """Every stored query (with its pending checkpoints) and group."""
+        return self.assemble(
+            conn.execute(select(queries)).mappings().all(),
+            conn.execute(
+                select(pending_checkpoints).order_by(
+                    pending_checkpoints.c.query_id, pending_checkpoints.c.checkpoint_id
+                )
+            ).mappings(),
+            conn.execute(select(consumer_groups)).mappings().all(),
         )
-        if query_ids is not None and partners and group_ids is not None:
-            query_select = query_select.where(
-                queries.c.query_id.in_(list(query_ids)) | queries.c.group_id.in_(list(group_ids))
-            )
-        elif query_ids is not None:
-            query_select = query_select.where(queries.c.query_id.in_(list(query_ids)))
-            pending_select = pending_select.where(
-                pending_checkpoints.c.query_id.in_(list(query_ids))
-            )
-        if group_ids is not None:
-            group_select = group_select.where(consumer_groups.c.group_id.in_(list(group_ids)))
-        query_rows = conn.execute(query_select).mappings().all()
-        pending_rows = conn.execute(
-            pending_select.order_by(
-                pending_checkpoints.c.query_id, pending_checkpoints.c.checkpoint_id
-            )
-        ).mappings()
-        group_rows = conn.execute(group_select).mappings().all()
+
+    @classmethod
+    def assemble(
+        cls,
+        query_rows: Iterable[RowMapping],
+        pending_rows: Iterable[RowMapping],
+        group_rows: Iterable[RowMapping],
+    ) -> StoredState:
+        """The state held by rows of the three tables; every pending row's query is among
+        ``query_rows`` (in checkpoint order per query); a group's owner is known only if
+        its query is among them."""
         loaded = {
             row["query_id"]: QueryState(
                 row["query_id"],
@@ -135,7 +123,7 @@ class SqlStore:
                 row["created_at"],
             )
         owners = {q.group_id: q.query_id for q in loaded.values()}
-        groups = [self._group(row, owners.get(row["group_id"])) for row in group_rows]
+        groups = [cls._group(row, owners.get(row["group_id"])) for row in group_rows]
         return StoredState(list(loaded.values()), groups)
 
     @staticmethod
