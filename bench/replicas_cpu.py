@@ -91,17 +91,25 @@ def wrk_each(
     return totals
 
 
-def batches(bases: list[str]) -> tuple[float, float]:
-    """The replicas' store batches so far: how many, and the items (events, commit results,
-    refreshes) they held (``sidecar_store_batch_items``)."""
+STEPS = ("reach", "lock", "load", "fence", "write", "notify", "commit")
+
+
+def batches(bases: list[str]) -> tuple[float, float, dict[str, float]]:
+    """The replicas' store batches so far: how many, the items (events, commit results,
+    refreshes) they held (``sidecar_store_batch_items``), and the store threads' CPU
+    seconds in each step of a batch (``sidecar_store_step_cpu_seconds``)."""
     count = items = 0.0
+    steps = dict.fromkeys(STEPS, 0.0)
     for base in bases:
         for line in httpx.get(f"{base}/metrics").text.splitlines():
             if line.startswith("sidecar_store_batch_items_count"):
                 count += float(line.split()[-1])
             elif line.startswith("sidecar_store_batch_items_sum"):
                 items += float(line.split()[-1])
-    return count, items
+            elif line.startswith("sidecar_store_step_cpu_seconds_total{"):
+                step = line.split('step="', 1)[1].split('"', 1)[0]
+                steps[step] = steps.get(step, 0.0) + float(line.split()[-1])
+    return count, items, steps
 
 
 def spy(pid: int, out: Path, seconds: float) -> list[str]:
@@ -160,6 +168,10 @@ def measure(
     made = batches_after[0] - batches_before[0]
     result["items_per_batch"] = (batches_after[1] - batches_before[1]) / max(1, made)
     result["batches_per_event"] = made / events
+    result["step_ms_per_batch"] = {
+        step: 1000 * (batches_after[2][step] - batches_before[2].get(step, 0.0)) / max(1, made)
+        for step in batches_after[2]
+    }
     result["events_per_s"] = result["requests"] / result["seconds"]
     result["replica_ms"] = 1000 * result["replicas_cpu_s"] / events
     result["postgres_ms"] = 1000 * result["postgres_cpu_s"] / events
@@ -230,6 +242,20 @@ def main() -> None:
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     print("\n".join(rows))
+    print()
+    print("The store threads' CPU in each step of a batch, ms per batch (medians of the rounds):")
+    print("| replicas | " + " | ".join(STEPS) + " | all steps | items/batch |")
+    print("|---|" + "---|" * (len(STEPS) + 2))
+    for n, rs in sorted(per_event.items()):
+        step_ms = {
+            s: statistics.median(r["step_ms_per_batch"].get(s, 0.0) for r in rs) for s in STEPS
+        }
+        items = statistics.median(r["items_per_batch"] for r in rs)
+        print(
+            f"| {n} | "
+            + " | ".join(f"{step_ms[s]:.2f}" for s in STEPS)
+            + f" | {sum(step_ms.values()):.2f} | {items:.1f} |"
+        )
     medians = {n: statistics.median(r["total_ms"] for r in rs) for n, rs in per_event.items()}
     replica_only = {
         n: statistics.median(r["replica_ms"] for r in rs) for n, rs in per_event.items()

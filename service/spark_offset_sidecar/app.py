@@ -256,7 +256,12 @@ def _sql_store(settings: Settings, replica_id: str | None, metrics: SidecarMetri
         return SqlStore(settings.database_url)
     from spark_offset_sidecar.adapters.sql.shared_store import SharedSqlStore
 
-    return SharedSqlStore(settings.database_url, replica_id, on_fenced=metrics.commits_fenced.inc)
+    return SharedSqlStore(
+        settings.database_url,
+        replica_id,
+        on_fenced=metrics.commits_fenced.inc,
+        on_step=lambda step, seconds: metrics.store_step_cpu.labels(step).inc(seconds),
+    )
 
 
 async def _leave(keeper: LeaseKeeper, *, clean: bool) -> None:

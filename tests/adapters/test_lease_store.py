@@ -16,6 +16,7 @@ from spark_offset_sidecar.core.changes import (
     CheckpointAdded,
     CommitRequest,
     CommitSucceeded,
+    QueryRegistered,
 )
 from spark_offset_sidecar.core.offsets import TopicPartition
 
@@ -101,6 +102,24 @@ def test_a_batch_locks_what_it_touches_and_loads_it_with_its_partners(stores: An
     assert _lock_is_free(b, "g", "g3")
     a.persist([])
     assert _lock_is_free(b, "g", "g1")
+
+
+def test_a_batch_tells_the_cpu_of_each_of_its_steps(postgres_server: Any) -> None:
+    postgres_server.reset()
+    told: list[tuple[str, float]] = []
+    store = SharedSqlStore(
+        postgres_server.url, "a", on_step=lambda step, seconds: told.append((step, seconds))
+    )
+    store.migrate()
+    try:
+        store.begin({"q0"}, set())
+        store.persist([QueryRegistered("q0", "g0", 0.0)])
+    finally:
+        store.close()
+    assert [step for step, _ in told] == [
+        "reach", "lock", "load", "fence", "write", "notify", "commit"
+    ]  # fmt: skip
+    assert all(seconds >= 0 for _, seconds in told)
 
 
 def test_a_batch_loads_the_pending_checkpoints_of_its_own_queries_only(stores: Any) -> None:

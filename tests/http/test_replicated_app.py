@@ -53,7 +53,12 @@ def test_a_replica_claims_new_groups_commits_them_and_hands_them_back_on_stop(
         (request,) = committer.commits
         assert (request.group_id, request.fence) == ("g", 1)
         assert _rows(postgres_server.url)[1] == [("g", replica[0])]
-        assert metric(client.get("/metrics").text, "sidecar_groups_owned") == 1.0
+        scraped = client.get("/metrics").text
+        assert metric(scraped, "sidecar_groups_owned") == 1.0
+        for step in ("reach", "lock", "load", "fence", "write", "notify", "commit"):
+            spent = metric(scraped, "sidecar_store_step_cpu_seconds_total", step=step)
+            assert spent is not None, step
+            assert spent >= 0, step
     assert _rows(postgres_server.url) == ([], [("g", None)])
 
 

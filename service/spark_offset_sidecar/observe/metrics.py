@@ -103,6 +103,13 @@ class SidecarMetrics:
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5),
             registry=registry,
         )
+        self.store_step_cpu = Counter(
+            "sidecar_store_step_cpu_seconds",
+            "With replicas: CPU of the store's thread in each step of its batches (reach, "
+            "lock, load, fence, write, notify, commit); waiting for the database not counted.",
+            ["step"],
+            registry=registry,
+        )
         self.store_unavailable = Counter(
             "sidecar_store_unavailable",
             "Events answered 503 because the database could not take the write.",

@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
+import time
 from collections.abc import Callable, Collection, Sequence
 
 from sqlalchemy import Connection, String, any_, bindparam, or_, select, text
@@ -78,31 +79,42 @@ def lock_key(kind: str, name: str) -> int:
 
 class SharedSqlStore(SqlStore):
     def __init__(
-        self, url: str, replica_id: str, *, on_fenced: Callable[[int], None] = lambda n: None
+        self,
+        url: str,
+        replica_id: str,
+        *,
+        on_fenced: Callable[[int], None] = lambda n: None,
+        on_step: Callable[[str, float], None] = lambda step, seconds: None,
     ) -> None:
         super().__init__(url)
         if self.engine.dialect.name != "postgresql":
             raise ValueError("several replicas need PostgreSQL")
         self.replica_id = replica_id
         self.on_fenced = on_fenced
+        self.on_step = on_step  # (step, CPU seconds of this thread in it), as each ends
         self._conn: Connection | None = None
         self._batch: Connection | None = None  # the open batch's, between begin and persist
 
     def begin(self, query_ids: Collection[str], group_ids: Collection[str]) -> LoadedRows:
         self.abort()
         with self._errors("locking"):
+            steps = _Steps(self.on_step)
             conn = self._batch = self._connection()
             conn.begin()
             qids, gids = _reach(conn, set(query_ids), set(group_ids))
+            steps.done("reach")
             locked: set[int] = set()
             _lock(conn, qids, gids, locked)
+            steps.done("lock")
             while True:  # found a partner not locked yet (it moved meanwhile): lock it too
                 stored = self._load_batch(conn, qids, gids)
+                steps.done("load")
                 for query in stored.queries:
                     qids.add(query.query_id)
                     gids.add(query.group_id)
                 if not _lock(conn, qids, gids, locked):
                     break
+                steps.done("lock")
         return LoadedRows(frozenset(qids), frozenset(gids), stored)
 
     def persist(self, changes: Sequence[Change]) -> None:
@@ -112,9 +124,15 @@ class SharedSqlStore(SqlStore):
             return
         try:
             with self._errors("writing"):
-                write_changes(conn, self._fenced_out(conn, changes))
+                steps = _Steps(self.on_step)
+                held = self._fenced_out(conn, changes)
+                steps.done("fence")
+                write_changes(conn, held)
+                steps.done("write")
                 self._notify(conn, changes)
+                steps.done("notify")
                 conn.commit()
+                steps.done("commit")
         except BaseException:
             self._drop(conn)
             raise
@@ -207,6 +225,20 @@ class SharedSqlStore(SqlStore):
             conn.execute(text("SELECT pg_notify(:channel, :payload)"), {
                 "channel": change_notices.CHANNEL, "payload": notice
             })  # fmt: skip
+
+
+class _Steps:
+    """The CPU this thread spends in each step of a batch, told to ``on_step`` as each
+    ends (``time.thread_time``: waiting for PostgreSQL is not counted)."""
+
+    def __init__(self, on_step: Callable[[str, float], None]) -> None:
+        self.on_step = on_step
+        self.mark = time.thread_time()
+
+    def done(self, step: str) -> None:
+        now = time.thread_time()
+        self.on_step(step, now - self.mark)
+        self.mark = now
 
 
 def _lock(conn: Connection, qids: set[str], gids: set[str], locked: set[int]) -> bool:
