@@ -17,7 +17,7 @@ from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.errors import StoreUnavailable
 from spark_offset_sidecar.testing import InMemoryCommitter, InMemoryLogEnds, InMemoryStatusBoard
 from tests.support.app import post_progress, settings_for
-from tests.support.service import wait_for
+from tests.support.service import settled_reads, wait_for
 
 GROUP = "orders-app"
 FAST = {"lag_read_interval_seconds": 0.05}
@@ -59,9 +59,9 @@ def test_apps_sharing_a_board_answer_alike_and_a_moved_group_keeps_its_window(
         for batch in range(4):
             post_progress(a, batch, {"orders": {"0": 10 * batch, "1": 7}})
             wait_for(lambda n=batch + 1: samples(a) >= n, what=f"batch {batch} sampled")
-        wait_for(lambda: reads(a) == reads(a), what="the board to settle")
-        seen_by_a = reads(a)
-        assert reads(b) == seen_by_a  # b never saw the group: it reads what a published
+        answers = settled_reads({"a": lambda: reads(a), "b": lambda: reads(b)})
+        seen_by_a = answers["a"]
+        assert answers["b"] == seen_by_a  # b never saw the group: it reads what a published
         status = seen_by_a[f"/v1/status/{GROUP}"]
         assert (status["reported_by"], status["totallag"], status["partition_count"]) == (
             "a",
@@ -85,8 +85,8 @@ def test_apps_sharing_a_board_answer_alike_and_a_moved_group_keeps_its_window(
         assert min(p["samples"] for p in moved["partitions"]) == 5, moved  # 4 of a's + b's
         assert board_b.published >= 1  # and a, which still holds the group, no more:
         assert b.get(f"/v1/status/{GROUP}").json()["reported_by"] == "b"
-        wait_for(lambda: reads(b) == reads(b), what="the board to settle")
-        assert reads(a) == reads(b)
+        answers = settled_reads({"b": lambda: reads(b), "a": lambda: reads(a)})
+        assert answers["a"] == answers["b"]
 
 
 def test_a_board_that_cannot_be_reached_answers_503_and_publishes_when_back(

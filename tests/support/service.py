@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 QUERY = "7d8c1a0e-1f7f-4a51-bb71-8f2c0b7d6b1e"
 
@@ -54,6 +56,25 @@ def wait_for(condition: Callable[[], Any], timeout: float = 20.0, what: str = "c
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
         time.sleep(0.05)
+
+
+def settled_reads(
+    readers: Mapping[str, Callable[[], T]], timeout: float = 20.0, what: str = "the reads"
+) -> dict[str, T]:
+    """Every reader's answer, all taken while nothing was published: the first reader
+    answers alike before and after the others read (a status may change with the clock
+    alone, OK becoming STOP; reads that straddle such a change are taken again).
+
+    The answers are returned, not compared: the caller asserts they agree."""
+    first = next(iter(readers.values()))
+
+    def quiet() -> dict[str, T] | None:
+        before = first()
+        answers = {name: read() for name, read in readers.items()}
+        return answers if first() == before else None
+
+    answers: dict[str, T] = wait_for(quiet, timeout, f"{what} to settle")
+    return answers
 
 
 def metric(text: str, name: str, **labels: str) -> float | None:
