@@ -66,12 +66,11 @@ def settled_reads(
     alone, OK becoming STOP; reads that straddle such a change are taken again).
 
     The answers are returned, not compared: the caller asserts they agree."""
-    first = next(iter(readers.values()))
+    first = next(iter(readers))
 
     def quiet() -> dict[str, T] | None:
-        before = first()
-        answers = {name: read() for name, read in readers.items()}
-        return answers if first() == before else None
+        answers = {name: read() for name, read in readers.items()}  # the first one first
+        return answers if readers[first]() == answers[first] else None
 
     answers: dict[str, T] = wait_for(quiet, timeout, f"{what} to settle")
     return answers

@@ -1,0 +1,213 @@
+"""The CPU one SQL statement of a store batch costs in this process, through SQLAlchemy
+Core (as the store runs it) and through the driver alone (the same SQL text, compiled
+once by SQLAlchemy), side by side in one run (issue 18: where a replicated batch's fixed
+cost goes).
+
+    .venv/bin/python bench/statement_cost.py [--calls 2000] [--repeats 5]
+
+PostgreSQL (started here, ``fsync=on``; the replicas' store) and SQLite (a file in WAL
+mode with ``synchronous=FULL``; the default store) with the service's own schema from its
+migrations: 300 queries and their groups, a checkpoint pending for each query. The
+statements are the store's own objects (``adapters.sql.shared_store`` and
+``adapters.sql.writes``) with a batch's parameters: 9 queries and their 9 groups (the
+batch size of three replicas under load, bench/README.md). The calls of one repeat run in
+one transaction, rolled back at its end (a batch is one transaction of many statements;
+the advisory locks are re-entrant, and the writes set the same values each time), the
+same for both ways.
+
+CPU is this thread's ``time.thread_time`` (waiting for the server is not counted): the
+median over ``--repeats`` of the mean over ``--calls`` calls, the two ways alternating
+within each repeat so that both see the same noise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from sqlalchemy import Connection, insert, text
+
+from harness.postgres_server import PostgresServer
+from spark_offset_sidecar.adapters.sql import shared_store, writes
+from spark_offset_sidecar.adapters.sql.schema import consumer_groups, pending_checkpoints, queries
+from spark_offset_sidecar.adapters.sql.store import SqlStore
+
+QUERIES = 300
+BATCH = [10 * i for i in range(9)]  # the batch's query (and group) numbers
+OFFSETS = '{"orders":{"0":100,"1":200,"2":300,"3":400,"4":500,"5":600,"6":700,"7":800}}'
+
+
+def seed(store: SqlStore) -> None:
+    store.migrate()
+    with store.engine.begin() as conn:
+        conn.execute(
+            insert(consumer_groups),
+            [{"group_id": f"g{i}", "rewind_allowed": False} for i in range(QUERIES)],
+        )
+        conn.execute(
+            insert(queries),
+            [
+                {"query_id": f"q{i}", "group_id": f"g{i}", "registered_at": 1.0}
+                for i in range(QUERIES)
+            ],
+        )
+        conn.execute(
+            insert(pending_checkpoints),
+            [
+                {"query_id": f"q{i}", "checkpoint_id": 7, "offsets": OFFSETS, "created_at": 1.0}
+                for i in range(QUERIES)
+            ],
+        )
+
+
+def slot_rows() -> list[dict[str, Any]]:
+    return [
+        {
+            "b_group": f"g{i}",
+            "b_query": f"q{i}",
+            "b_id": 8,
+            "b_run": "run-1",
+            "b_offsets": OFFSETS,
+            "b_at": 2.0,
+        }
+        for i in BATCH
+    ]
+
+
+def statements(dialect: str) -> list[tuple[str, Any, Any]]:
+    """(name, statement, parameters: a dict, or a list for executemany)."""
+    qids, gids = [f"q{i}" for i in BATCH], [f"g{i}" for i in BATCH]
+    found: list[tuple[str, Any, Any]] = [("floor: SELECT 1", text("SELECT 1"), {})]
+    if dialect == "postgresql":
+        keys = sorted(shared_store.lock_key("q", q) for q in qids)
+        found += [
+            ("reach: partners", shared_store._PARTNERS, {"q": qids, "g": gids}),
+            ("lock: 18 advisory locks", shared_store._LOCK_KEYS, {"keys": keys}),
+            ("load: queries", shared_store._QUERIES, {"q": qids, "g": gids}),
+            ("load: pending", shared_store._PENDING, {"q": qids}),
+            ("load: groups", shared_store._GROUPS, {"g": gids}),
+            ("notify", text("SELECT pg_notify('bench', :p)"), {"p": "x" * 200}),
+        ]
+    rows = slot_rows()
+    found += [
+        ("write: slots (executemany 9)", writes._SET_SLOT, rows),
+        (
+            "write: completed (executemany 9)",
+            writes._SET_COMPLETED,
+            [{k: r[k] for k in ("b_query", "b_id", "b_run")} for r in rows],
+        ),
+    ]
+    return found
+
+
+Way = tuple[Callable[[], None], Callable[[], None]]  # (one call, end the transaction)
+
+
+def by_sqlalchemy(conn: Connection, statement: Any, params: Any) -> Way:
+    def call() -> None:
+        result = conn.execute(statement, params)
+        if result.returns_rows:
+            result.mappings().all()
+
+    return call, conn.rollback
+
+
+def by_driver(conn: Connection, statement: Any, params: Any) -> Way:
+    """The same SQL text on the driver's own cursor (rows as dicts, as the store reads
+    them by column name)."""
+    compiled = statement.compile(dialect=conn.dialect)
+    sql = str(compiled)
+    raw = conn.connection.driver_connection
+    assert raw is not None
+    positional = compiled.positiontup  # SQLite's "?" parameters: their names in order
+    if positional and isinstance(params, list):
+        params = [tuple(p[name] for name in positional) for p in params]
+    elif positional:
+        params = tuple(params[name] for name in positional)
+
+    def call() -> None:
+        cursor = raw.cursor()
+        try:
+            if isinstance(params, list):
+                cursor.executemany(sql, params)
+            else:
+                cursor.execute(sql, params)
+                if cursor.description is not None:
+                    names = [d[0] for d in cursor.description]
+                    [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+        finally:
+            cursor.close()
+
+    return call, raw.rollback
+
+
+def cpu_per_call(way: Way, calls: int) -> float:
+    call, end = way
+    started = time.thread_time()
+    for _ in range(calls):
+        call()
+    spent = time.thread_time() - started
+    end()
+    return spent / calls
+
+
+def compare(url: str, calls: int, repeats: int) -> list[tuple[str, float, float]]:
+    store = SqlStore(url)
+    seed(store)
+    results: list[tuple[str, float, float]] = []
+    try:
+        with store.engine.connect() as conn:
+            for name, statement, params in statements(conn.dialect.name):
+                ways = (by_sqlalchemy(conn, statement, params), by_driver(conn, statement, params))
+                for way in ways:  # warm: compiled caches, prepared statements
+                    cpu_per_call(way, 100)
+                samples: list[list[float]] = [[], []]
+                for _ in range(repeats):
+                    for index, way in enumerate(ways):
+                        samples[index].append(cpu_per_call(way, calls))
+                results.append((name, statistics.median(samples[0]), statistics.median(samples[1])))
+    finally:
+        store.close()
+    return results
+
+
+def table(database: str, rows: Sequence[tuple[str, float, float]]) -> str:
+    lines = [
+        f"| {database} statement | SQLAlchemy Core us/call | driver alone us/call | ratio |",
+        "|---|---|---|---|",
+    ]
+    for name, core, driver in rows:
+        lines.append(f"| {name} | {core * 1e6:.0f} | {driver * 1e6:.0f} | {core / driver:.2f} |")
+    core_sum, driver_sum = sum(r[1] for r in rows), sum(r[2] for r in rows)
+    lines.append(
+        f"| all of the above | {core_sum * 1e6:.0f} | {driver_sum * 1e6:.0f} "
+        f"| {core_sum / driver_sum:.2f} |"
+    )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    server = PostgresServer().start()
+    try:
+        print(table("PostgreSQL", compare(server.url, args.calls, args.repeats)))
+    finally:
+        server.stop()
+    with tempfile.TemporaryDirectory() as folder:
+        print()
+        print(table("SQLite", compare(f"sqlite:///{folder}/bench.db", args.calls, args.repeats)))
+
+
+if __name__ == "__main__":
+    main()
