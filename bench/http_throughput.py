@@ -15,8 +15,10 @@ The bare endpoint (``bench/bare_endpoint.py --json-only``) is FastAPI on uvicorn
 only ``json.loads`` the body and answers a small JSON. The service runs as shipped:
 SQLite with ``synchronous=FULL`` (every 2xx on disk), committing to the real broker.
 
-Every figure has beside it the CPU seconds of the server process and of wrk itself
-(from /proc), and CPU per event (server CPU / events). At the end, Kafka is read back
+Every figure has beside it the CPU seconds of the server process (and of its main thread,
+the event loop, alone), of wrk itself and of the local broker (``scripts/local-kafka.sh``'s;
+the bare endpoint does not use it, the service commits to it), from /proc, and CPU per
+event (server CPU / events). At the end, Kafka is read back
 for a sample of groups: what the service said it accepted is what is committed.
 """
 
@@ -49,6 +51,25 @@ def cpu_seconds(pid: int) -> float:
     """User + system CPU of a process and its waited-for children, from /proc."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return sum(int(f) for f in fields[11:15]) / TICKS
+
+
+def main_thread_cpu(pid: int) -> float:
+    """User + system CPU of ``pid``'s main thread alone (the service's event loop: HTTP,
+    Kafka commits, the ledger's decisions); the rest of the process's is its threads' (the
+    store's)."""
+    fields = Path(f"/proc/{pid}/task/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return sum(int(f) for f in fields[11:13]) / TICKS
+
+
+def broker_pid() -> int | None:
+    """The local broker's pid (``scripts/local-kafka.sh``'s pid file), if it runs: its CPU
+    is beside the service's, as the bare endpoint makes no use of it."""
+    folder = ROOT / os.environ.get("LOCAL_KAFKA_DIR", ".local/kafka")  # relative: to ROOT
+    with contextlib.suppress(FileNotFoundError, ValueError):
+        pid = int((folder / "kafka.pid").read_text())
+        if Path(f"/proc/{pid}").exists():
+            return pid
+    return None
 
 
 def steal_ticks() -> int:
@@ -93,7 +114,9 @@ def run_wrk(
         "RUN": run,
         "THREADS": "2",
     }
-    server_before = cpu_seconds(pid)
+    server_before, loop_before = cpu_seconds(pid), main_thread_cpu(pid)
+    broker = broker_pid()
+    broker_before = cpu_seconds(broker) if broker else 0.0
     steal_before, ticks_before = steal_ticks(), all_ticks()
     wrk = subprocess.Popen(
         [
@@ -113,13 +136,17 @@ def run_wrk(
     wrk_cpu = cpu_until_exit([wrk])
     out, _ = wrk.communicate()
     server_cpu = cpu_seconds(pid) - server_before
+    loop_cpu = main_thread_cpu(pid) - loop_before
+    broker_cpu = cpu_seconds(broker) - broker_before if broker else float("nan")
     steal = 100 * (steal_ticks() - steal_before) / max(1, all_ticks() - ticks_before)
     result = wrk_summary(out)
     result.update(
         events_per_s=result["requests"] / result["seconds"],
         server_cpu_s=server_cpu,
         wrk_cpu_s=wrk_cpu,
+        broker_cpu_s=broker_cpu,
         cpu_ms_per_event=1000 * server_cpu / max(1, result["requests"]),
+        loop_ms_per_event=1000 * loop_cpu / max(1, result["requests"]),
         steal_pct=steal,
     )
     return result
@@ -129,7 +156,8 @@ def line(target: str, mode: str, r: dict[str, Any]) -> str:
     return (
         f"| {target} | {mode} | {r['requests']:,} | {r['events_per_s']:,.0f} | "
         f"{r['p50_ms']:.2f} | {r['p99_ms']:.2f} | {r['non2xx'] + r['socket_errors']} | "
-        f"{r['server_cpu_s']:.1f} | {r['cpu_ms_per_event']:.3f} | {r['wrk_cpu_s']:.1f} | "
+        f"{r['server_cpu_s']:.1f} | {r['cpu_ms_per_event']:.3f} | {r['loop_ms_per_event']:.3f} | "
+        f"{r['wrk_cpu_s']:.1f} | {r['broker_cpu_s']:.1f} | "
         f"{r['steal_pct']:.0f} |"
     )
 
@@ -201,9 +229,9 @@ def main() -> None:
     print()
     print(
         "| target | load | events | events/s | p50 ms | p99 ms | errors | server CPU s | "
-        "CPU ms/event | wrk CPU s | steal % |"
+        "CPU ms/event | of which main thread | wrk CPU s | broker CPU s | steal % |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     print("\n".join(rows))
     print(
         f"\nclosed loop medians: bare {bare_rate:,.0f}/s, service {service_rate:,.0f}/s, "

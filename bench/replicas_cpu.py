@@ -41,7 +41,13 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_support import create_topic
-from bench.http_throughput import WRK_SCRIPT, cpu_seconds, cpu_until_exit, wrk_summary
+from bench.http_throughput import (
+    WRK_SCRIPT,
+    cpu_seconds,
+    cpu_until_exit,
+    main_thread_cpu,
+    wrk_summary,
+)
 from harness.postgres_server import PostgresServer
 from harness.replica_cluster import ReplicaCluster
 
@@ -55,13 +61,6 @@ def postgres_cpu() -> float:
                 if entry.stat().st_uid == uid:
                     total += cpu_seconds(int(entry.name))
     return total
-
-
-def main_thread_cpu(pid: int) -> float:
-    """User + system CPU of ``pid``'s main thread alone (the event loop's: HTTP, commits,
-    the ledger's decisions); the rest of the process's is its threads' (the store's)."""
-    fields = Path(f"/proc/{pid}/task/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return sum(int(f) for f in fields[11:13]) / os.sysconf("SC_CLK_TCK")
 
 
 def wrk_each(

@@ -13,7 +13,8 @@ statements are the store's own objects (``adapters.sql.shared_store`` and
 batch size of three replicas under load, bench/README.md). The calls of one repeat run in
 one transaction, rolled back at its end (a batch is one transaction of many statements;
 the advisory locks are re-entrant, and the writes set the same values each time), the
-same for both ways.
+same for both ways. Two rows are floors, not the store's statements: ``SELECT 1``, and a
+whole transaction of it (BEGIN, ``SELECT 1``, COMMIT: the least any batch costs).
 
 CPU is this thread's ``time.thread_time`` (waiting for the server is not counted): the
 median over ``--repeats`` of the mean over ``--calls`` calls, the two ways alternating
@@ -149,6 +150,30 @@ def by_driver(conn: Connection, statement: Any, params: Any) -> Way:
     return call, raw.rollback
 
 
+def transaction_ways(conn: Connection) -> tuple[Way, Way]:
+    """A whole transaction of one ``SELECT 1``: BEGIN, the statement and COMMIT (three
+    round trips with psycopg), the floor of any batch; both ways end committed."""
+    conn.rollback()
+    raw = conn.connection.driver_connection
+    assert raw is not None
+    select_1 = text("SELECT 1")
+
+    def by_core() -> None:
+        conn.execute(select_1).all()
+        conn.commit()
+
+    def by_raw() -> None:
+        cursor = raw.cursor()
+        try:
+            cursor.execute("SELECT 1")
+            cursor.fetchall()
+        finally:
+            cursor.close()
+        raw.commit()
+
+    return (by_core, lambda: None), (by_raw, lambda: None)
+
+
 def cpu_per_call(way: Way, calls: int) -> float:
     call, end = way
     started = time.thread_time()
@@ -167,16 +192,30 @@ def compare(url: str, calls: int, repeats: int) -> list[tuple[str, float, float]
         with store.engine.connect() as conn:
             for name, statement, params in statements(conn.dialect.name):
                 ways = (by_sqlalchemy(conn, statement, params), by_driver(conn, statement, params))
-                for way in ways:  # warm: compiled caches, prepared statements
-                    cpu_per_call(way, 100)
-                samples: list[list[float]] = [[], []]
-                for _ in range(repeats):
-                    for index, way in enumerate(ways):
-                        samples[index].append(cpu_per_call(way, calls))
-                results.append((name, statistics.median(samples[0]), statistics.median(samples[1])))
+                results.append((name, *side_by_side(ways, calls, repeats)))
+            results.append(
+                (
+                    "transaction: BEGIN, SELECT 1, COMMIT",
+                    *side_by_side(transaction_ways(conn), calls, repeats),
+                )
+            )
     finally:
         store.close()
     return results
+
+
+def side_by_side(ways: tuple[Way, Way], calls: int, repeats: int) -> tuple[float, float]:
+    """Each way's median CPU per call, the two alternating within each repeat."""
+    for way in ways:  # warm: compiled caches, prepared statements
+        cpu_per_call(way, 100)
+    samples: list[list[float]] = [[], []]
+    for _ in range(repeats):
+        for index, way in enumerate(ways):
+            samples[index].append(cpu_per_call(way, calls))
+    return statistics.median(samples[0]), statistics.median(samples[1])
+
+
+FLOORS = ("floor:", "transaction:")  # rows that are not the store's own statements
 
 
 def table(database: str, rows: Sequence[tuple[str, float, float]]) -> str:
@@ -186,10 +225,11 @@ def table(database: str, rows: Sequence[tuple[str, float, float]]) -> str:
     ]
     for name, core, driver in rows:
         lines.append(f"| {name} | {core * 1e6:.0f} | {driver * 1e6:.0f} | {core / driver:.2f} |")
-    core_sum, driver_sum = sum(r[1] for r in rows), sum(r[2] for r in rows)
+    store_rows = [r for r in rows if not r[0].startswith(FLOORS)]
+    core_sum, driver_sum = sum(r[1] for r in store_rows), sum(r[2] for r in store_rows)
     lines.append(
-        f"| all of the above | {core_sum * 1e6:.0f} | {driver_sum * 1e6:.0f} "
-        f"| {core_sum / driver_sum:.2f} |"
+        f"| the store's {len(store_rows)} statements | {core_sum * 1e6:.0f} "
+        f"| {driver_sum * 1e6:.0f} | {core_sum / driver_sum:.2f} |"
     )
     return "\n".join(lines)
 

@@ -4,15 +4,18 @@ per group, retries without new events, clean stop."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import Counter
 
+import pytest
 from prometheus_client import CollectorRegistry
 
 from spark_offset_sidecar.core.changes import CommitRequest
 from spark_offset_sidecar.core.ledger import Backoff, Ledger
-from spark_offset_sidecar.core.offsets import TopicPartition
+from spark_offset_sidecar.core.offsets import OffsetMap, TopicPartition, describe
 from spark_offset_sidecar.errors import BrokerUnavailable
 from spark_offset_sidecar.observe.metrics import SidecarMetrics
+from spark_offset_sidecar.runtime import commit_loop
 from spark_offset_sidecar.runtime.commit_loop import CommitLoop
 from spark_offset_sidecar.runtime.durable_ledger import DurableLedger
 from spark_offset_sidecar.testing import InMemoryStore
@@ -115,3 +118,27 @@ async def test_stop_cancels_commits_past_the_grace_and_keeps_their_offsets() -> 
     assert committer.done == []
     persisted = durable.store.persisted  # type: ignore[attr-defined]
     assert not any(type(c).__name__ == "CommitSucceeded" for c in persisted)
+
+
+async def test_a_commit_is_logged_at_info_and_its_text_is_built_only_when_shown(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    described: list[object] = []
+
+    def counting_describe(offsets: OffsetMap) -> str:
+        described.append(offsets)
+        return describe(offsets)
+
+    monkeypatch.setattr(commit_loop, "describe", counting_describe)
+    committer = RecordingCommitter(delay=0.0)
+    durable, loop, task = await running(committer)
+    with caplog.at_level(logging.WARNING, logger=commit_loop.__name__):
+        await progress(durable, loop, "quiet", 1)
+        await drained(durable)
+    assert described == [], "a commit's description was built while INFO was off"
+    with caplog.at_level(logging.INFO, logger=commit_loop.__name__):
+        await progress(durable, loop, "loud", 1)
+        await drained(durable)
+    assert "group loud committed checkpoint 1: t/0@1" in caplog.messages
+    await loop.stop(grace=1)
+    task.cancel()

@@ -134,13 +134,14 @@ class CommitLoop:
                     [f"{tp.topic}/{tp.partition}" for tp in request.held_back],
                     extra=context,
                 )
-            log.info(
-                "group %s committed checkpoint %s: %s",
-                request.group_id,
-                request.checkpoint_id,
-                describe(request.offsets),
-                extra=context,
-            )
+            if log.isEnabledFor(logging.INFO):  # one a commit: its text only when shown
+                log.info(
+                    "group %s committed checkpoint %s: %s",
+                    request.group_id,
+                    request.checkpoint_id,
+                    describe(request.offsets),
+                    extra=context,
+                )
         finally:
             self.metrics.commit_duration.labels(request.group_id).observe(
                 time.monotonic() - started
