@@ -14,7 +14,8 @@ batch size of three replicas under load, bench/README.md). The calls of one repe
 one transaction, rolled back at its end (a batch is one transaction of many statements;
 the advisory locks are re-entrant, and the writes set the same values each time), the
 same for both ways. Two rows are floors, not the store's statements: ``SELECT 1``, and a
-whole transaction of it (BEGIN, ``SELECT 1``, COMMIT: the least any batch costs).
+whole transaction of it (BEGIN, ``SELECT 1``, COMMIT: the least any batch costs), whose
+user and system CPU are also printed apart.
 
 CPU is this thread's ``time.thread_time`` (waiting for the server is not counted): the
 median over ``--repeats`` of the mean over ``--calls`` calls, the two ways alternating
@@ -24,6 +25,7 @@ within each repeat so that both see the same noise.
 from __future__ import annotations
 
 import argparse
+import resource
 import statistics
 import sys
 import tempfile
@@ -218,6 +220,30 @@ def side_by_side(ways: tuple[Way, Way], calls: int, repeats: int) -> tuple[float
 FLOORS = ("floor:", "transaction:")  # rows that are not the store's own statements
 
 
+def kernel_share(url: str, calls: int) -> str:
+    """Of the driver's empty transaction (BEGIN, ``SELECT 1``, COMMIT): the user and the
+    system CPU and the context switches of this thread, per transaction."""
+    store = SqlStore(url)
+    try:
+        with store.engine.connect() as conn:
+            (_, _), (by_raw, _) = transaction_ways(conn)
+            for _ in range(100):
+                by_raw()
+            before = resource.getrusage(resource.RUSAGE_THREAD)
+            for _ in range(calls):
+                by_raw()
+            after = resource.getrusage(resource.RUSAGE_THREAD)
+    finally:
+        store.close()
+    user = (after.ru_utime - before.ru_utime) / calls * 1e6
+    system = (after.ru_stime - before.ru_stime) / calls * 1e6
+    switches = (after.ru_nvcsw - before.ru_nvcsw) / calls
+    return (
+        f"driver's empty transaction: {user:.0f} us user + {system:.0f} us system CPU, "
+        f"{switches:.1f} waits (voluntary context switches) a transaction"
+    )
+
+
 def table(database: str, rows: Sequence[tuple[str, float, float]]) -> str:
     lines = [
         f"| {database} statement | SQLAlchemy Core us/call | driver alone us/call | ratio |",
@@ -242,6 +268,7 @@ def main() -> None:
     server = PostgresServer().start()
     try:
         print(table("PostgreSQL", compare(server.url, args.calls, args.repeats)))
+        print(kernel_share(server.url, args.calls))
     finally:
         server.stop()
     with tempfile.TemporaryDirectory() as folder:
