@@ -12,6 +12,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+from pathlib import Path
 
 from harness.machine import ROOT, free_port
 
@@ -60,9 +61,11 @@ def produce_in_background(
 
 
 class Sidecar:
-    """``offset-sidecar serve`` on a free port with a throw-away SQLite database."""
+    """``offset-sidecar serve`` on a free port with a throw-away SQLite database; from
+    ``source``'s ``service/`` folder (another checkout, e.g. a ``git worktree`` of an
+    earlier commit) instead of this one's when given."""
 
-    def __init__(self, bootstrap: str, **settings: object) -> None:
+    def __init__(self, bootstrap: str, source: Path | None = None, **settings: object) -> None:
         self.folder = tempfile.mkdtemp(prefix="sidecar-bench-")
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -74,6 +77,8 @@ class Sidecar:
             "SIDECAR_LOG_LEVEL": "WARNING",
             **{f"SIDECAR_{k.upper()}": str(v) for k, v in settings.items()},
         }
+        if source is not None:  # ahead of the virtualenv's editable install of this one
+            env["PYTHONPATH"] = str(source / "service")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "spark_offset_sidecar.cli", "serve"], env=env, cwd=ROOT
         )

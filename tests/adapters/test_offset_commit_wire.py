@@ -1,14 +1,22 @@
 """The committer's hand-encoded OffsetCommit request is byte for byte aiokafka's own, for
 any group, topics, partitions, offsets and metadata, on every broker version range, and
-is answered through aiokafka's own response type. (A real broker takes it: the
-committer's tests in tests/adapters/test_committer.py and every end-to-end test commit
-through it.)"""
+its hand-decoded answer reads as aiokafka's response type of that version reads it. (A
+real broker takes both: the committer's tests in tests/adapters/test_committer.py, its
+refusals included, and every end-to-end test commit through them.)"""
 
 from __future__ import annotations
 
+import struct
+from io import BytesIO
+from typing import Any
+
 import pytest
 from aiokafka.errors import IncompatibleBrokerVersion
-from aiokafka.protocol.commit import OffsetCommitRequest
+from aiokafka.protocol.commit import (
+    OffsetCommitRequest,
+    OffsetCommitResponse_v2,
+    OffsetCommitResponse_v3,
+)
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -43,10 +51,49 @@ def test_the_same_bytes_as_aiokafka(
             ours.build_request_header(correlation_id, client).encode()
             == theirs.build_request_header(correlation_id, client).encode()
         )
-        assert (ours.API_VERSION, ours.RESPONSE_TYPE) == (theirs.API_VERSION, theirs.RESPONSE_TYPE)
+        assert ours.API_VERSION == theirs.API_VERSION
+        assert theirs.RESPONSE_TYPE in (OffsetCommitResponse_v2, OffsetCommitResponse_v3)
         assert ours.FLEXIBLE_VERSION is theirs.FLEXIBLE_VERSION is False
 
 
 def test_a_broker_without_v2_or_v3_is_refused_by_name() -> None:
     with pytest.raises(IncompatibleBrokerVersion, match="OffsetCommit v4-v9"):
         OffsetCommit("g", [("t", [(0, 1, "")])]).prepare({8: (4, 9)})
+
+
+answered_topics = st.lists(
+    st.tuples(
+        st.none() | names,
+        st.none() | st.lists(st.tuples(st.integers(0, 2**31 - 1), st.integers(-1, 120))),
+    ),
+    max_size=4,
+)
+
+
+def prepared(version: int) -> Any:
+    return OffsetCommit("g", [("t", [(0, 1, "")])]).prepare({8: (version, version)})
+
+
+@given(topics=st.none() | answered_topics, throttle=st.integers(0, 2**31 - 1))
+def test_an_answer_reads_as_aiokafka_reads_it(
+    topics: list[tuple[str | None, list[tuple[int, int]] | None]] | None, throttle: int
+) -> None:
+    for version, response in ((2, OffsetCommitResponse_v2(topics)),
+                              (3, OffsetCommitResponse_v3(throttle, topics))):  # fmt: skip
+        body = response.encode()
+        theirs = type(response).decode(BytesIO(body))
+        ours = prepared(version).RESPONSE_TYPE.decode(BytesIO(body))
+        assert ours.topics == theirs.topics
+        assert repr(ours).startswith("OffsetCommitAnswer(")
+
+
+@given(topics=answered_topics.filter(bool))
+def test_a_cut_answer_is_an_error_both_ways(
+    topics: list[tuple[str | None, list[tuple[int, int]] | None]],
+) -> None:
+    body = OffsetCommitResponse_v3(0, topics).encode()
+    for cut in range(len(body)):
+        with pytest.raises((struct.error, ValueError)):  # aiokafka's two ways to say it
+            OffsetCommitResponse_v3.decode(BytesIO(body[:cut]))
+        with pytest.raises(ValueError, match="underrun"):
+            prepared(3).RESPONSE_TYPE.decode(BytesIO(body[:cut]))

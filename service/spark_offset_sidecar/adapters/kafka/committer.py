@@ -2,9 +2,10 @@
 (``ports.kafka``; the in-memory double is ``testing.InMemoryCommitter``).
 
 ``KafkaOffsetCommitter`` sends each commit as a plain OffsetCommit request (v2 or v3, as
-aiokafka would choose: generation -1, no member id, broker-default retention; encoded by
-``offset_commit_wire``) to the group's coordinator, over one of a
-fixed number of *lanes* (connections) per coordinator; a group always uses the same lane.
+aiokafka would choose: generation -1, no member id, broker-default retention; encoded,
+and its answer decoded, by ``offset_commit_wire``) to the group's coordinator, over one
+of a fixed number of *lanes* (connections) per coordinator; a group always uses the same
+lane.
 One shared ``AIOKafkaClient`` finds coordinators. Broker connections therefore depend on
 the number of brokers and lanes, never on the number of groups. Facts this relies on
 (Kafka protocol and broker, aiokafka 0.14 read in source):

@@ -1,22 +1,27 @@
-"""OffsetCommit requests encoded by hand, for the committer's hot path.
+"""OffsetCommit requests encoded, and their answers decoded, by hand, for the committer's
+hot path.
 
-aiokafka encodes requests through its generic ``Struct``/``Schema`` machinery, one Python
-call per field: for one group's commit of 8 partitions that is most of the committer's
-CPU per commit (bench/README.md, issue 18). The OffsetCommit request the committer sends
-has a fixed shape (generation -1, no member id, broker-default retention: v2 and v3 share
-it), so here it is packed with ``struct`` in one pass.
+aiokafka encodes requests and decodes responses through its generic ``Struct``/``Schema``
+machinery, one Python call per field: for one group's commit of 8 partitions that was most
+of the committer's CPU per commit (bench/README.md, issue 18). The OffsetCommit request the
+committer sends has a fixed shape (generation -1, no member id, broker-default retention:
+v2 and v3 share it), so here it is packed with ``struct`` in one pass; its answer (per
+topic, each partition's error code; v3 adds a throttle time before them) is read the same
+way.
 
 Invariants
   - Byte for byte what aiokafka's ``OffsetCommitRequest`` encodes for the same arguments
     and broker versions, header included (``tests/adapters/test_offset_commit_wire.py``
     compares them on generated requests).
   - The version is chosen as aiokafka chooses it (the highest of v2/v3 the broker
-    supports), so the answer is decoded by aiokafka's own response type.
+    supports), and an answer decodes to the same ``topics`` as aiokafka's response type
+    of that version gives (the test compares them on generated answers).
 """
 
 from __future__ import annotations
 
 import struct
+from io import BytesIO
 from typing import Any
 
 from aiokafka.errors import IncompatibleBrokerVersion
@@ -25,6 +30,8 @@ from aiokafka.protocol.commit import OffsetCommitRequest_v2, OffsetCommitRequest
 GENERATION = -1  # a commit from outside the group (no member)
 RETENTION = -1  # the broker's offsets.retention.minutes
 _I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_PARTITION_ANSWER = struct.Struct(">ih")  # partition, error code
 _HEADER = struct.Struct(">hhih")  # api key, api version, correlation id, client id length
 _FIXED = struct.Struct(">ihqi")  # generation, member id length (0), retention, topics
 _PARTITION = struct.Struct(">iqh")  # partition, offset, metadata length
@@ -59,9 +66,68 @@ class _Header:
         return self._bytes
 
 
+Topics = list[tuple[str | None, list[tuple[int, int]] | None]] | None
+
+
+class Answer:
+    """An OffsetCommit answer: ``topics`` as aiokafka's response has them (a list of
+    ``(topic, [(partition, error_code), ...])``; None where the wire says null)."""
+
+    __slots__ = ("topics",)
+
+    def __init__(self, topics: Topics) -> None:
+        self.topics = topics
+
+    def __repr__(self) -> str:
+        return f"OffsetCommitAnswer(topics={self.topics!r})"
+
+
+class _AnswerReader:
+    """``RESPONSE_TYPE`` of a prepared request: ``AIOKafkaConnection`` calls its
+    ``decode`` on the answer's body (after the response header)."""
+
+    def __init__(self, throttle_time: bool) -> None:
+        self.skip = 4 if throttle_time else 0  # v3: throttle_time_ms comes first
+
+    def decode(self, buffer: BytesIO) -> Answer:
+        data = buffer.read()
+        at = self.skip
+        if len(data) < at:
+            raise ValueError("Buffer underrun decoding an OffsetCommit answer")
+        topic_count, at = _read(_I32, data, at)
+        if topic_count == -1:
+            return Answer(None)
+        topics: list[tuple[str | None, list[tuple[int, int]] | None]] = []
+        for _ in range(topic_count):
+            length, at = _read(_I16, data, at)
+            topic: str | None = None
+            if length >= 0:
+                if len(data) < at + length:
+                    raise ValueError("Buffer underrun decoding string")
+                topic, at = data[at : at + length].decode(), at + length
+            count, at = _read(_I32, data, at)
+            if count == -1:
+                topics.append((topic, None))
+                continue
+            end = at + _PARTITION_ANSWER.size * max(count, 0)
+            if len(data) < end:
+                raise ValueError("Buffer underrun decoding an OffsetCommit answer")
+            topics.append((topic, list(_PARTITION_ANSWER.iter_unpack(data[at:end]))))
+            at = end
+        return Answer(topics)
+
+
+def _read(field: struct.Struct, data: bytes, at: int) -> tuple[int, int]:
+    if len(data) < at + field.size:
+        raise ValueError("Buffer underrun decoding an OffsetCommit answer")
+    (value,) = field.unpack_from(data, at)
+    return value, at + field.size
+
+
 class _Encoded:
     """What ``AIOKafkaConnection.send`` needs of a prepared request: its header, its body,
-    and (from the aiokafka class it stands for) how to read the answer."""
+    and how to read the answer (the rest, e.g. the response header's parsing, from the
+    aiokafka class it stands for)."""
 
     _body: bytes
 
@@ -76,11 +142,15 @@ class _Encoded:
 
 
 class _EncodedV2(_Encoded, OffsetCommitRequest_v2):  # type: ignore[misc]
+    RESPONSE_TYPE = _AnswerReader(throttle_time=False)
+
     def __init__(self, body: bytes) -> None:  # aiokafka's fields are not kept
         self._body = body
 
 
 class _EncodedV3(_Encoded, OffsetCommitRequest_v3):  # type: ignore[misc]
+    RESPONSE_TYPE = _AnswerReader(throttle_time=True)
+
     def __init__(self, body: bytes) -> None:
         self._body = body
 

@@ -1,0 +1,97 @@
+"""What one change to the hot path is worth: the service from two source trees, side by
+side in one run (issue 18's "each lever measured alone").
+
+    git worktree add /tmp/before <commit before the change>
+    scripts/local-kafka.sh start
+    .venv/bin/python bench/lever_ab.py /tmp/before --rounds 2 --seconds 10
+
+The same load as ``http_throughput.py`` (``wrk`` with ``bench/wrk/progress.lua``: 500
+queries x 8 partitions, every request a new batch of its query), on two services started
+the same way (SQLite ``synchronous=FULL``, the real broker), one from ``BEFORE``'s
+``service/`` folder and one from this checkout: in each round a closed loop (``-t2
+-c32``) and a fixed rate (``--rate`` events/s, 16 connections) on each, the two
+alternating so that both see the same noise. CPU per event is the server's (and its
+event loop's, the main thread) from /proc, beside wrk's own CPU; the medians at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.bench_support import Sidecar, create_topic
+from bench.http_throughput import run_wrk
+from harness.machine import ROOT
+
+MODES = {"closed": {"connections": 32, "rate": 0}, "rate": {"connections": 16}}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("before", type=Path, help="a checkout of the earlier commit")
+    parser.add_argument("--bootstrap", default="127.0.0.1:9092")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--seconds", type=float, default=10)
+    parser.add_argument("--rate", type=int, default=1000)
+    args = parser.parse_args()
+    if not (args.before / "service" / "spark_offset_sidecar").is_dir():
+        parser.error(f"{args.before} has no service/spark_offset_sidecar: not a checkout")
+
+    topic = f"bench-ab-{uuid.uuid4().hex[:8]}"
+    asyncio.run(create_topic(args.bootstrap, topic, 8))
+    services = {"before": Sidecar(args.bootstrap, source=args.before)}
+    services["after"] = Sidecar(args.bootstrap, source=ROOT)
+    results: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    print("| tree | load | events/s | p50 ms | p99 ms | errors | CPU ms/event | of which "
+          "main thread | wrk CPU s | steal % |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    try:
+        for round_ in range(args.rounds):
+            for mode, load in MODES.items():
+                for name, service in services.items():
+                    result = run_wrk(
+                        service.url, service.process.pid, seconds=args.seconds, topic=topic,
+                        queries=500, partitions=8, run=f"{name[0]}{mode[0]}{round_}-"
+                        f"{uuid.uuid4().hex[:4]}", connections=load["connections"],
+                        rate=load.get("rate", args.rate),
+                    )  # fmt: skip
+                    results.setdefault((name, mode), []).append(result)
+                    print(
+                        f"| {name} | {mode} | {result['events_per_s']:,.0f} | "
+                        f"{result['p50_ms']:.2f} | {result['p99_ms']:.2f} | "
+                        f"{result['non2xx'] + result['socket_errors']} | "
+                        f"{result['cpu_ms_per_event']:.3f} | {result['loop_ms_per_event']:.3f} | "
+                        f"{result['wrk_cpu_s']:.1f} | {result['steal_pct']:.0f} |",
+                        flush=True,
+                    )
+    finally:
+        for service in services.values():
+            service.stop()
+    print()
+    for mode in MODES:
+        medians = {
+            name: {
+                key: statistics.median(r[key] for r in results[(name, mode)])
+                for key in ("events_per_s", "cpu_ms_per_event", "loop_ms_per_event")
+            }
+            for name in services
+        }
+        before, after = medians["before"], medians["after"]
+        print(
+            f"{mode}: events/s {before['events_per_s']:,.0f} -> {after['events_per_s']:,.0f}, "
+            f"CPU ms/event {before['cpu_ms_per_event']:.3f} -> {after['cpu_ms_per_event']:.3f} "
+            f"(main thread {before['loop_ms_per_event']:.3f} -> "
+            f"{after['loop_ms_per_event']:.3f}), after / before "
+            f"{after['cpu_ms_per_event'] / before['cpu_ms_per_event']:.2f}"
+        )
+
+
+if __name__ == "__main__":
+    main()
