@@ -1,7 +1,8 @@
-"""The CPU one SQL statement of a store batch costs in this process, through SQLAlchemy
-Core (as the store runs it) and through the driver alone (the same SQL text, compiled
-once by SQLAlchemy), side by side in one run (issue 18: where a replicated batch's fixed
-cost goes).
+"""The CPU one SQL statement of a store batch costs in this process, three ways side by
+side in one run (issue 18: where a replicated batch's fixed cost goes): as the store runs
+it (its writes as their driver's SQL text through ``Connection.exec_driver_sql``, the
+rest through SQLAlchemy Core), through SQLAlchemy Core, and through the driver alone (the
+same SQL text, compiled once by SQLAlchemy).
 
     .venv/bin/python bench/statement_cost.py [--calls 2000] [--repeats 5]
 
@@ -13,13 +14,13 @@ statements are the store's own objects (``adapters.sql.shared_store`` and
 batch size of three replicas under load, bench/README.md). The calls of one repeat run in
 one transaction, rolled back at its end (a batch is one transaction of many statements;
 the advisory locks are re-entrant, and the writes set the same values each time), the
-same for both ways. Two rows are floors, not the store's statements: ``SELECT 1``, and a
+same for every way. Two rows are floors, not the store's statements: ``SELECT 1``, and a
 whole transaction of it (BEGIN, ``SELECT 1``, COMMIT: the least any batch costs), whose
 user and system CPU are also printed apart.
 
 CPU is this thread's ``time.thread_time`` (waiting for the server is not counted): the
-median over ``--repeats`` of the mean over ``--calls`` calls, the two ways alternating
-within each repeat so that both see the same noise.
+median over ``--repeats`` of the mean over ``--calls`` calls, the ways alternating
+within each repeat so that all see the same noise.
 """
 
 from __future__ import annotations
@@ -114,7 +115,25 @@ def statements(dialect: str) -> list[tuple[str, Any, Any]]:
 Way = tuple[Callable[[], None], Callable[[], None]]  # (one call, end the transaction)
 
 
+def by_store(conn: Connection, statement: Any, params: Any) -> Way:
+    """As the store runs it: a write (``writes._Write``) as its driver's SQL text through
+    ``exec_driver_sql``, anything else through SQLAlchemy Core."""
+    if not isinstance(statement, writes._Write):
+        return by_sqlalchemy(conn, statement, params)
+
+    def call() -> None:
+        statement.run(conn, params)
+
+    return call, conn.rollback
+
+
+def core_of(statement: Any) -> Any:
+    return statement.statement if isinstance(statement, writes._Write) else statement
+
+
 def by_sqlalchemy(conn: Connection, statement: Any, params: Any) -> Way:
+    statement = core_of(statement)
+
     def call() -> None:
         result = conn.execute(statement, params)
         if result.returns_rows:
@@ -126,7 +145,7 @@ def by_sqlalchemy(conn: Connection, statement: Any, params: Any) -> Way:
 def by_driver(conn: Connection, statement: Any, params: Any) -> Way:
     """The same SQL text on the driver's own cursor (rows as dicts, as the store reads
     them by column name)."""
-    compiled = statement.compile(dialect=conn.dialect)
+    compiled = core_of(statement).compile(dialect=conn.dialect)
     sql = str(compiled)
     raw = conn.connection.driver_connection
     assert raw is not None
@@ -152,9 +171,9 @@ def by_driver(conn: Connection, statement: Any, params: Any) -> Way:
     return call, raw.rollback
 
 
-def transaction_ways(conn: Connection) -> tuple[Way, Way]:
+def transaction_ways(conn: Connection) -> tuple[Way, Way, Way]:
     """A whole transaction of one ``SELECT 1``: BEGIN, the statement and COMMIT (three
-    round trips with psycopg), the floor of any batch; both ways end committed."""
+    round trips with psycopg), the floor of any batch; every way ends committed."""
     conn.rollback()
     raw = conn.connection.driver_connection
     assert raw is not None
@@ -173,7 +192,7 @@ def transaction_ways(conn: Connection) -> tuple[Way, Way]:
             cursor.close()
         raw.commit()
 
-    return (by_core, lambda: None), (by_raw, lambda: None)
+    return (by_core, lambda: None), (by_core, lambda: None), (by_raw, lambda: None)
 
 
 def cpu_per_call(way: Way, calls: int) -> float:
@@ -186,35 +205,37 @@ def cpu_per_call(way: Way, calls: int) -> float:
     return spent / calls
 
 
-def compare(url: str, calls: int, repeats: int) -> list[tuple[str, float, float]]:
+Row = tuple[str, float, float, float]  # name; CPU a call: the store's way, Core, driver
+
+
+def compare(url: str, calls: int, repeats: int) -> list[Row]:
     store = SqlStore(url)
     seed(store)
-    results: list[tuple[str, float, float]] = []
+    results: list[Row] = []
     try:
         with store.engine.connect() as conn:
             for name, statement, params in statements(conn.dialect.name):
-                ways = (by_sqlalchemy(conn, statement, params), by_driver(conn, statement, params))
-                results.append((name, *side_by_side(ways, calls, repeats)))
-            results.append(
-                (
-                    "transaction: BEGIN, SELECT 1, COMMIT",
-                    *side_by_side(transaction_ways(conn), calls, repeats),
+                ways = tuple(
+                    way(conn, statement, params) for way in (by_store, by_sqlalchemy, by_driver)
                 )
-            )
+                store_way, core, driver = side_by_side(ways, calls, repeats)
+                results.append((name, store_way, core, driver))
+            store_way, core, driver = side_by_side(transaction_ways(conn), calls, repeats)
+            results.append(("transaction: BEGIN, SELECT 1, COMMIT", store_way, core, driver))
     finally:
         store.close()
     return results
 
 
-def side_by_side(ways: tuple[Way, Way], calls: int, repeats: int) -> tuple[float, float]:
-    """Each way's median CPU per call, the two alternating within each repeat."""
+def side_by_side(ways: tuple[Way, ...], calls: int, repeats: int) -> tuple[float, ...]:
+    """Each way's median CPU per call, the ways alternating within each repeat."""
     for way in ways:  # warm: compiled caches, prepared statements
         cpu_per_call(way, 100)
-    samples: list[list[float]] = [[], []]
+    samples: list[list[float]] = [[] for _ in ways]
     for _ in range(repeats):
         for index, way in enumerate(ways):
             samples[index].append(cpu_per_call(way, calls))
-    return statistics.median(samples[0]), statistics.median(samples[1])
+    return tuple(statistics.median(of_way) for of_way in samples)
 
 
 FLOORS = ("floor:", "transaction:")  # rows that are not the store's own statements
@@ -226,7 +247,7 @@ def kernel_share(url: str, calls: int) -> str:
     store = SqlStore(url)
     try:
         with store.engine.connect() as conn:
-            (_, _), (by_raw, _) = transaction_ways(conn)
+            *_, (by_raw, _) = transaction_ways(conn)
             for _ in range(100):
                 by_raw()
             before = resource.getrusage(resource.RUSAGE_THREAD)
@@ -244,19 +265,24 @@ def kernel_share(url: str, calls: int) -> str:
     )
 
 
-def table(database: str, rows: Sequence[tuple[str, float, float]]) -> str:
+def table(database: str, rows: Sequence[Row]) -> str:
     lines = [
-        f"| {database} statement | SQLAlchemy Core us/call | driver alone us/call | ratio |",
-        "|---|---|---|---|",
+        f"| {database} statement | as the store runs it us/call | SQLAlchemy Core us/call "
+        "| driver alone us/call | Core / driver |",
+        "|---|---|---|---|---|",
     ]
-    for name, core, driver in rows:
-        lines.append(f"| {name} | {core * 1e6:.0f} | {driver * 1e6:.0f} | {core / driver:.2f} |")
     store_rows = [r for r in rows if not r[0].startswith(FLOORS)]
-    core_sum, driver_sum = sum(r[1] for r in store_rows), sum(r[2] for r in store_rows)
-    lines.append(
-        f"| the store's {len(store_rows)} statements | {core_sum * 1e6:.0f} "
-        f"| {driver_sum * 1e6:.0f} | {core_sum / driver_sum:.2f} |"
+    total: Row = (
+        f"the store's {len(store_rows)} statements",
+        sum(r[1] for r in store_rows),
+        sum(r[2] for r in store_rows),
+        sum(r[3] for r in store_rows),
     )
+    for name, store, core, driver in [*rows, total]:
+        lines.append(
+            f"| {name} | {store * 1e6:.0f} | {core * 1e6:.0f} | {driver * 1e6:.0f} "
+            f"| {core / driver:.2f} |"
+        )
     return "\n".join(lines)
 
 

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from spark_offset_sidecar.adapters.sql.store import SqlStore
-from spark_offset_sidecar.core.changes import Decision
+from spark_offset_sidecar.core.changes import Decision, QueryRegistered
 from spark_offset_sidecar.core.ledger import Ledger
 from spark_offset_sidecar.core.offsets import TopicPartition
-from spark_offset_sidecar.errors import StoreUnavailable
+from spark_offset_sidecar.errors import StoreError, StoreUnavailable
 
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
 
@@ -140,3 +140,19 @@ def test_committed_offsets_keep_partitions_the_newest_checkpoint_does_not_name(
     committed = reload(store).groups["g"].committed
     assert committed is not None
     assert (committed.checkpoint_id, committed.offsets) == (2, {T0: 20, T1: 11})
+
+
+def test_a_write_the_database_refuses_is_a_store_error_and_leaves_no_trace(
+    store: SqlStore,
+) -> None:
+    """A query registered twice breaks the primary key: on either database the batch is
+    refused by name, rolled back whole (its other changes are not kept either)."""
+    ledger = Ledger()
+    record(ledger, store, ledger.decide_progress("q", "g", "r", 1, {T0: 10}, 1.0))
+    again = QueryRegistered("q", "g2", 2.0)
+    other = ledger.decide_progress("q2", "g3", "r", 1, {T0: 5}, 2.0)
+    with pytest.raises(StoreError, match=r"refused writing: .*(UNIQUE|unique|duplicate)"):
+        store.persist([*other.changes, again])
+    stored = reload(store)
+    assert set(stored.queries) == {"q"}
+    assert set(stored.groups) == {"g"}

@@ -10,6 +10,13 @@ their order does not matter. Layer of a change = 1 + the highest layer of an ear
 change sharing a key with it.
 
 ``CommitStarted`` and ``CommitFailed`` are not written: the slot row stays until a success.
+
+Each statement is a ``_Write``: built once with SQLAlchemy Core, compiled once per dialect,
+and run as its driver's SQL text with ``Connection.exec_driver_sql``: in the caller's
+transaction and through SQLAlchemy's error wrapping as any statement, without its per-call
+work on the compiled statement and on every row's parameters (about half an
+``executemany``'s CPU: bench/statement_cost.py). Sound because no written column's type
+converts values on the way in (strings, integers, floats, booleans; JSON goes as text).
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from typing import Any
 
 from sqlalchemy import Connection, bindparam, delete, insert, update
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.sql.dml import UpdateBase
 
 from spark_offset_sidecar.adapters.sql.schema import consumer_groups, pending_checkpoints, queries
 from spark_offset_sidecar.core.changes import (
@@ -76,18 +84,42 @@ def _keys(change: Change) -> tuple[tuple[str, str], ...]:
     raise TypeError(f"no keys for {type(change).__name__}")
 
 
-def _run(conn: Connection, statement: Any, params: Params) -> None:
-    if params:
-        conn.execute(statement, params)
+class _Write:
+    """One write statement; its rows' parameters are named ``b_*``, every other parameter
+    of it is a constant of the statement (e.g. the NULLs of an emptied slot)."""
+
+    def __init__(self, statement: UpdateBase) -> None:
+        self.statement = statement
+        self._compiled: dict[str, tuple[str, dict[str, Any], tuple[str, ...] | None]] = {}
+
+    def run(self, conn: Connection, rows: Params) -> None:
+        if not rows:
+            return
+        sql, constants, positions = self._compiled.get(conn.dialect.name) or self._compile(conn)
+        if constants:
+            rows = [{**constants, **row} for row in rows]
+        if positions is None:  # named parameters (psycopg): the rows as they are
+            conn.exec_driver_sql(sql, rows)
+        else:  # positional parameters (sqlite3's "?"): in the text's order
+            conn.exec_driver_sql(sql, [tuple(row[name] for name in positions) for row in rows])
+
+    def _compile(self, conn: Connection) -> tuple[str, dict[str, Any], tuple[str, ...] | None]:
+        compiled = self.statement.compile(dialect=conn.dialect)
+        constants = {k: v for k, v in compiled.params.items() if not k.startswith("b_")}
+        positions = tuple(compiled.positiontup) if compiled.positiontup else None
+        found = self._compiled[conn.dialect.name] = (str(compiled), constants, positions)
+        return found
 
 
-def _insert_group_if_new(conn: Connection) -> Any:
-    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-    return (
+def _group_if_new(dialect: Any) -> _Write:
+    return _Write(
         dialect.insert(consumer_groups)
         .values(group_id=bindparam("b_group"), rewind_allowed=False)
         .on_conflict_do_nothing(index_elements=["group_id"])
     )
+
+
+_INSERT_GROUP_IF_NEW = {"postgresql": _group_if_new(postgresql), "sqlite": _group_if_new(sqlite)}
 
 
 _EMPTY_SLOT = {
@@ -98,25 +130,42 @@ _EMPTY_SLOT = {
     "slot_completed_at": None,
 }
 
-_DELETE_PENDING_UP_TO = delete(pending_checkpoints).where(
-    pending_c.query_id == bindparam("b_query"), pending_c.checkpoint_id <= bindparam("b_id")
+_DELETE_PENDING_UP_TO = _Write(
+    delete(pending_checkpoints).where(
+        pending_c.query_id == bindparam("b_query"), pending_c.checkpoint_id <= bindparam("b_id")
+    )
 )
-_DELETE_PENDING_ONE = delete(pending_checkpoints).where(
-    pending_c.query_id == bindparam("b_query"), pending_c.checkpoint_id == bindparam("b_id")
+_DELETE_PENDING_ONE = _Write(
+    delete(pending_checkpoints).where(
+        pending_c.query_id == bindparam("b_query"), pending_c.checkpoint_id == bindparam("b_id")
+    )
 )
-_INSERT_PENDING = insert(pending_checkpoints).values(
-    query_id=bindparam("b_query"),
-    checkpoint_id=bindparam("b_id"),
-    run_id=bindparam("b_run"),
-    offsets=bindparam("b_offsets"),
-    created_at=bindparam("b_at"),
+_DELETE_PENDING_OF_QUERY = _Write(
+    delete(pending_checkpoints).where(pending_c.query_id == bindparam("b_query"))
 )
-_SET_COMPLETED = (
+_INSERT_PENDING = _Write(
+    insert(pending_checkpoints).values(
+        query_id=bindparam("b_query"),
+        checkpoint_id=bindparam("b_id"),
+        run_id=bindparam("b_run"),
+        offsets=bindparam("b_offsets"),
+        created_at=bindparam("b_at"),
+    )
+)
+_INSERT_QUERY = _Write(
+    insert(queries).values(
+        query_id=bindparam("b_query"),
+        group_id=bindparam("b_group"),
+        registered_at=bindparam("b_at"),
+    )
+)
+_DELETE_QUERY = _Write(delete(queries).where(queries_c.query_id == bindparam("b_query")))
+_SET_COMPLETED = _Write(
     update(queries)
     .where(queries_c.query_id == bindparam("b_query"))
     .values(last_completed_id=bindparam("b_id"), last_run_id=bindparam("b_run"))
 )
-_SET_SLOT = (
+_SET_SLOT = _Write(
     update(consumer_groups)
     .where(groups_c.group_id == bindparam("b_group"))
     .values(
@@ -133,16 +182,16 @@ _COMMITTED: dict[str, Any] = {
     "committed_offsets": bindparam("b_offsets"),
     "committed_at": bindparam("b_at"),
 }
-_SET_COMMITTED = (
+_SET_COMMITTED = _Write(
     update(consumer_groups).where(groups_c.group_id == bindparam("b_group")).values(_COMMITTED)
 )
-_SET_COMMITTED_REWOUND = (
+_SET_COMMITTED_REWOUND = _Write(
     update(consumer_groups)
     .where(groups_c.group_id == bindparam("b_group"))
     .values({**_COMMITTED, "rewind_allowed": False})
 )
 # The slot keeps a newer entry that arrived while the commit was in flight.
-_CLEAR_COMMITTED_SLOT = (
+_CLEAR_COMMITTED_SLOT = _Write(
     update(consumer_groups)
     .where(
         groups_c.group_id == bindparam("b_group"),
@@ -151,26 +200,27 @@ _CLEAR_COMMITTED_SLOT = (
     )
     .values(_EMPTY_SLOT)
 )
-_CLEAR_RELEASED_SLOT = (
+_CLEAR_RELEASED_SLOT = _Write(
     update(consumer_groups)
     .where(
         groups_c.group_id == bindparam("b_group"), groups_c.slot_query_id == bindparam("b_query")
     )
     .values(_EMPTY_SLOT)
 )
+_ALLOW_REWIND = _Write(
+    update(consumer_groups)
+    .where(groups_c.group_id == bindparam("b_group"))
+    .values(rewind_allowed=True)
+)
 
 
 def _registered(conn: Connection, changes: list[QueryRegistered]) -> None:
-    _run(
+    _INSERT_QUERY.run(
         conn,
-        insert(queries).values(
-            query_id=bindparam("b_query"),
-            group_id=bindparam("b_group"),
-            registered_at=bindparam("b_at"),
-        ),
         [{"b_query": c.query_id, "b_group": c.group_id, "b_at": c.at} for c in changes],
     )
-    _run(conn, _insert_group_if_new(conn), [{"b_group": c.group_id} for c in changes])
+    groups = [{"b_group": c.group_id} for c in changes]
+    _INSERT_GROUP_IF_NEW[conn.dialect.name].run(conn, groups)
 
 
 def _added(conn: Connection, changes: list[CheckpointAdded]) -> None:
@@ -179,10 +229,9 @@ def _added(conn: Connection, changes: list[CheckpointAdded]) -> None:
         for c in changes
         for checkpoint_id in c.dropped
     ]
-    _run(conn, _DELETE_PENDING_ONE, dropped)
-    _run(
+    _DELETE_PENDING_ONE.run(conn, dropped)
+    _INSERT_PENDING.run(
         conn,
-        _INSERT_PENDING,
         [
             {
                 "b_query": c.checkpoint.query_id,
@@ -208,9 +257,9 @@ def _completed(conn: Connection, changes: list[CheckpointCompleted]) -> None:
         }
         for c in changes
     ]
-    _run(conn, _DELETE_PENDING_UP_TO, [{k: p[k] for k in ("b_query", "b_id")} for p in params])
-    _run(conn, _SET_COMPLETED, [{k: p[k] for k in ("b_query", "b_id", "b_run")} for p in params])
-    _run(conn, _SET_SLOT, params)
+    _DELETE_PENDING_UP_TO.run(conn, [{k: p[k] for k in ("b_query", "b_id")} for p in params])
+    _SET_COMPLETED.run(conn, [{k: p[k] for k in ("b_query", "b_id", "b_run")} for p in params])
+    _SET_SLOT.run(conn, params)
 
 
 def _succeeded(conn: Connection, changes: list[CommitSucceeded]) -> None:
@@ -227,37 +276,22 @@ def _succeeded(conn: Connection, changes: list[CommitSucceeded]) -> None:
     ]
     fields = ("b_group", "b_query", "b_id", "b_offsets", "b_at")
     for statement, rewind in ((_SET_COMMITTED, False), (_SET_COMMITTED_REWOUND, True)):
-        _run(conn, statement, [{k: p[k] for k in fields} for p in params if p["rewind"] is rewind])
-    _run(
+        statement.run(conn, [{k: p[k] for k in fields} for p in params if p["rewind"] is rewind])
+    _CLEAR_COMMITTED_SLOT.run(
         conn,
-        _CLEAR_COMMITTED_SLOT,
         [{k: p[k] for k in ("b_group", "b_query", "b_id")} for p in params],
     )
 
 
 def _released(conn: Connection, changes: list[QueryReleased]) -> None:
     params = [{"b_query": c.query_id, "b_group": c.group_id} for c in changes]
-    _run(
-        conn,
-        delete(pending_checkpoints).where(pending_c.query_id == bindparam("b_query")),
-        [{"b_query": p["b_query"]} for p in params],
-    )
-    _run(
-        conn,
-        delete(queries).where(queries_c.query_id == bindparam("b_query")),
-        [{"b_query": p["b_query"]} for p in params],
-    )
-    _run(conn, _CLEAR_RELEASED_SLOT, params)
+    _DELETE_PENDING_OF_QUERY.run(conn, [{"b_query": p["b_query"]} for p in params])
+    _DELETE_QUERY.run(conn, [{"b_query": p["b_query"]} for p in params])
+    _CLEAR_RELEASED_SLOT.run(conn, params)
 
 
 def _rewind_allowed(conn: Connection, changes: list[RewindAllowed]) -> None:
-    _run(
-        conn,
-        update(consumer_groups)
-        .where(groups_c.group_id == bindparam("b_group"))
-        .values(rewind_allowed=True),
-        [{"b_group": c.group_id} for c in changes],
-    )
+    _ALLOW_REWIND.run(conn, [{"b_group": c.group_id} for c in changes])
 
 
 _WRITERS: dict[type[Any], Callable[[Connection, Any], None]] = {
