@@ -15,9 +15,11 @@ and takes the change in. Rounds alternate 1, 2, 3 replicas so that all see the s
 noise; each round starts from an empty database and is warmed up before it is measured.
 
 CPU from /proc over the measured seconds: every replica, every PostgreSQL process (its
-user's), every wrk (beside the figures: the load generator's own share). CPU per event =
-(replicas + PostgreSQL) / accepted events; the issue's target is three replicas' CPU per
-event <= 1.3 x one replicated process's.
+user's), every wrk (beside the figures: the load generator's own share), and the share
+of the host's time that other tenants took (steal, from /proc/stat: it moves these
+figures from one day to the next). CPU per event = (replicas + PostgreSQL) / accepted
+events; the issue's target is three replicas' CPU per event <= 1.3 x one replicated
+process's.
 """
 
 from __future__ import annotations
@@ -43,9 +45,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.bench_support import create_topic
 from bench.http_throughput import (
     WRK_SCRIPT,
+    all_ticks,
     cpu_seconds,
     cpu_until_exit,
     main_thread_cpu,
+    steal_ticks,
     wrk_summary,
 )
 from harness.postgres_server import PostgresServer
@@ -151,7 +155,10 @@ def measure(
         replicas_before, pg_before = sum(cpu_seconds(p) for p in pids), postgres_cpu()
         loops_before = sum(main_thread_cpu(p) for p in pids)
         batches_before = batches(bases)
+        steal_before, ticks_before = steal_ticks(), all_ticks()
         result = wrk_each(bases, seconds=args.seconds, run=run, **common)
+        steal, ticks = steal_ticks() - steal_before, all_ticks() - ticks_before
+        result["steal_pct"] = 100 * steal / max(1, ticks)
         batches_after = batches(bases)
         for sampler in spies:
             sampler.wait()
@@ -221,7 +228,8 @@ def main() -> None:
                     f"{r['replica_ms']:.2f} | {r['loop_ms']:.2f} | {r['threads_ms']:.2f} | "
                     f"{r['postgres_ms']:.2f} | {r['total_ms']:.2f} | "
                     f"{r['wrk_cpu_s']:.1f} | {r['batches_per_event']:.2f} | "
-                    f"{r['items_per_batch']:.1f} | {100 * r['idle_cpu_per_s']:.0f} % |"
+                    f"{r['items_per_batch']:.1f} | {100 * r['idle_cpu_per_s']:.0f} % | "
+                    f"{r['steal_pct']:.1f} |"
                 )
                 print(rows[-1], flush=True)
         if args.profile is not None:
@@ -237,9 +245,9 @@ def main() -> None:
         "| replicas | round | events accepted | events/s | errors | replicas CPU s | "
         "PostgreSQL CPU s | replicas ms/event | of which event loops | of which threads | "
         "PostgreSQL ms/event | total ms/event | wrk CPU s | store batches/event | items/batch | "
-        "CPU without load |"
+        "CPU without load | steal % |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     print("\n".join(rows))
     print()
     print("The store threads' CPU in each step of a batch, ms per batch (medians of the rounds):")
