@@ -91,10 +91,7 @@ class _AnswerReader:
 
     def decode(self, buffer: BytesIO) -> Answer:
         data = buffer.read()
-        at = self.skip
-        if len(data) < at:
-            raise ValueError("Buffer underrun decoding an OffsetCommit answer")
-        topic_count, at = _read(_I32, data, at)
+        topic_count, at = _read(_I32, data, self.skip)
         if topic_count == -1:
             return Answer(None)
         topics: list[tuple[str | None, list[tuple[int, int]] | None]] = []
