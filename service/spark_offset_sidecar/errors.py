@@ -7,9 +7,12 @@ SidecarError
 │   ├── Unauthenticated        no token, or not a known one (401)
 │   ├── Forbidden              a known token outside its grant (403)
 │   └── RateLimited            a token over its events per second (429, Retry-After)
-├── StoreError             the database failed
-│   └── StoreUnavailable   cannot read or write now (full, read-only, connection lost):
-│                          callers get 503 and retry; nothing was half-written
+├── StoreError             the database failed (a bug: a constraint the ledger should keep)
+│   ├── StoreUnavailable   cannot read or write now (full, read-only, connection lost):
+│   │                      callers get 503 and retry; nothing was half-written
+│   └── StoreRefused       the database cannot hold a value of the write (an event that
+│                          passed every check at the edge all the same): 422, only the
+│                          event at fault (``runtime.durable_ledger`` settles it alone)
 ├── OffsetsNotFound        Kafka holds no committed offsets where some were needed
 ├── KafkaReadError         reading from Kafka failed (admin reads, log ends); says why
 ├── UnreadableCheckpoint   a Spark checkpoint file is not what Spark writes (half-written,
@@ -32,9 +35,17 @@ SidecarError
     └── UnknownTopicPartition  a committed partition does not exist
 
 How each becomes an HTTP answer is one table: ``http.refusals.exception_answers``.
+Every message that quotes input passes it through ``shown`` first, so that an error can be
+answered as JSON, logged and stored whatever the input held.
 """
 
 from __future__ import annotations
+
+
+def shown(text: str) -> str:
+    """``text`` as every answer, log line and database can hold it: each lone surrogate
+    (not Unicode text; UTF-8 cannot encode it) written as its escape, ``\\udc80``."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 class SidecarError(Exception):
@@ -43,6 +54,7 @@ class SidecarError(Exception):
 
 class ConfigError(SidecarError):
     def __init__(self, variable: str, problem: str) -> None:
+        problem = shown(problem)
         super().__init__(f"{variable}: {problem}")
         self.variable = variable
         self.problem = problem
@@ -50,6 +62,7 @@ class ConfigError(SidecarError):
 
 class InvalidEvent(SidecarError):
     def __init__(self, field: str, problem: str) -> None:
+        field, problem = shown(field), shown(problem)
         super().__init__(f"{field}: {problem}")
         self.field = field
         self.problem = problem
@@ -86,6 +99,10 @@ class StoreUnavailable(StoreError):
     pass
 
 
+class StoreRefused(StoreError):
+    pass
+
+
 class OffsetsNotFound(SidecarError):
     pass
 
@@ -98,6 +115,7 @@ class UnreadableCheckpoint(SidecarError):
     reason = "unreadable_file"
 
     def __init__(self, path: str, line: int, problem: str) -> None:
+        path, problem = shown(path), shown(problem)
         super().__init__(f"{path}, line {line}: {problem}")
         self.path = path
         self.line = line
@@ -112,7 +130,8 @@ class CheckpointReadError(SidecarError):
     """``reason``: ``unreachable`` (network, server, timeouts) or ``denied``."""
 
     def __init__(self, path: str, reason: str, detail: str) -> None:
-        super().__init__(f"{path}: {detail}")
+        path = shown(path)
+        super().__init__(f"{path}: {shown(detail)}")
         self.path = path
         self.reason = reason
 

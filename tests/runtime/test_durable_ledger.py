@@ -20,7 +20,7 @@ from spark_offset_sidecar.core.changes import (
 )
 from spark_offset_sidecar.core.ledger import Ledger
 from spark_offset_sidecar.core.offsets import TopicPartition
-from spark_offset_sidecar.errors import StoreUnavailable
+from spark_offset_sidecar.errors import StoreRefused, StoreUnavailable
 from spark_offset_sidecar.runtime.durable_ledger import DurableLedger
 from spark_offset_sidecar.testing import InMemoryStore
 from tests.support.kafka import run_sync
@@ -204,6 +204,96 @@ def test_results_are_written_with_events() -> None:
         durable, request = await committing(store)
         await durable.finish_commit(request, 1.0, None)
         assert isinstance(store.transactions[-1][0], CommitSucceeded)
+        await durable.close()
+
+    run_sync(scenario())
+
+
+# One caller's event never fails another's: a batch that fails for any reason but
+# StoreUnavailable is settled again event by event, on the real databases. The values
+# below never pass the HTTP edge (core.names); here they are decided directly, as a bug
+# or a new edge without the check would let them through.
+UNSTORABLE = {
+    "surrogate": ("g-evil-\ud800", ("sqlite", "postgresql")),
+    "nul": ("g-evil-\x00", ("postgresql",)),  # SQLite's text holds NUL
+    "long": ("g-" + "e" * 300, ("postgresql",)),  # over consumer_groups.group_id's 255
+}
+CASES = [
+    pytest.param(
+        kind, database, shared, id=f"{kind}-{database}-{'replicas' if shared else 'alone'}"
+    )
+    for kind, (_, databases) in UNSTORABLE.items()
+    for database in databases
+    for shared in ([False, True] if database == "postgresql" else [False])
+]
+
+
+def _odd_progress(durable: DurableLedger, group: str) -> asyncio.Task[Decision]:
+    def decide(ledger: Ledger) -> Decision:
+        return ledger.decide_progress("q-odd", group, "r", 0, {T0: 1}, 0.0)
+
+    return asyncio.ensure_future(durable.record(decide))
+
+
+@pytest.mark.parametrize(("kind", "database", "shared"), CASES)
+def test_an_unstorable_value_fails_only_its_own_event(
+    request: pytest.FixtureRequest, tmp_path: object, kind: str, database: str, shared: bool
+) -> None:
+    from spark_offset_sidecar.adapters.sql.shared_store import SharedSqlStore
+
+    group = UNSTORABLE[kind][0]
+    if database == "sqlite":
+        database_url = f"sqlite:///{tmp_path}/ledger.db"
+    else:
+        server = request.getfixturevalue("postgres_server")
+        server.reset()
+        database_url = str(server.url)
+    store = SharedSqlStore(database_url, "a") if shared else SqlStore(database_url)
+    store.migrate()
+
+    async def scenario() -> None:
+        durable = DurableLedger(Ledger(), store)
+        await progress(durable, "committed", 0)
+        request = durable.start_commit("g-committed", 0.0)
+        assert request is not None
+        before = durable.batches_written
+        # All enqueued before the writer runs: one batch of 10 events and a commit result.
+        good = [progress(durable, f"q{i}", 3) for i in range(5)]
+        odd = _odd_progress(durable, group)
+        good += [progress(durable, f"q{i}", 3) for i in range(5, 10)]
+        result = asyncio.ensure_future(durable.finish_commit(request, 1.0, None))
+        answers = await asyncio.gather(*good, odd, result, return_exceptions=True)
+        assert durable.batches_written == before + 1 + 1 + 11, "one batch, then each alone"
+        assert [getattr(a, "outcome", a) for a in answers[:10]] == [Outcome.ACCEPTED] * 10
+        assert isinstance(answers[10], StoreRefused), answers[10]
+        assert "q-odd" not in durable.ledger.queries, "memory keeps nothing refused"
+        assert group not in durable.ledger.groups
+        await durable.close()
+
+    run_sync(scenario())
+    loaded = SqlStore(database_url).load()
+    assert sorted(q.query_id for q in loaded.queries) == sorted(
+        ["committed", *(f"q{i}" for i in range(10))]
+    )
+    groups = {g.group_id: g for g in loaded.groups}
+    committed = groups["g-committed"].committed
+    assert committed is not None, "the neighbour's commit result was written too"
+    assert committed.offsets == {T0: 0}
+    assert all(groups[f"g-q{i}"].slot is not None for i in range(10))
+
+
+def test_unavailable_fails_the_whole_batch_without_settling_each_alone() -> None:
+    async def scenario() -> None:
+        store = GatedStore()
+        durable = DurableLedger(Ledger(), store)
+        first = await held_write(store, durable)
+        store.fail_with = StoreUnavailable("disk full")
+        later = [progress(durable, f"q{i}", 0) for i in range(5)]
+        await asyncio.sleep(0.01)
+        store.gate.set()
+        results = await asyncio.gather(first, *later, return_exceptions=True)
+        assert all(isinstance(r, StoreUnavailable) for r in results)
+        assert durable.batches_written == 2, "503 for all: the database takes no writes now"
         await durable.close()
 
     run_sync(scenario())

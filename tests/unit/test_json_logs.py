@@ -59,3 +59,12 @@ def test_uvicorn_lines_go_through_the_json_handler(capsys: pytest.CaptureFixture
     finally:
         root.handlers[:] = saved[0]
         root.setLevel(saved[1])
+
+
+def test_a_line_quoting_odd_input_is_still_utf8_json() -> None:
+    """A message or context field holding a lone surrogate (input no rule let in, quoted
+    by an error) is written as its escape: the line encodes, and reads back as text."""
+    text = JsonFormatter().format(record("refused 'evil-\ud800'", group_id="g-\udc80"))
+    line = json.loads(text.encode("utf-8"))
+    assert line["message"] == "refused 'evil-\\ud800'"
+    assert line["group_id"] == "g-\\udc80"

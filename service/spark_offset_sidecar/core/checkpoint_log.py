@@ -33,8 +33,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from spark_offset_sidecar.core.names import QUERY_ID
 from spark_offset_sidecar.core.offsets import TopicPartition
-from spark_offset_sidecar.core.spark_progress import identifier_problem, kafka_offsets
+from spark_offset_sidecar.core.spark_progress import kafka_offsets
 from spark_offset_sidecar.errors import InvalidEvent, UnreadableCheckpoint
 
 # The offset- and commit-log versions this reader understands (Spark 3.5 to 4.2 write
@@ -71,8 +72,8 @@ def parse_metadata(text: str, where: str) -> str:
     if not isinstance(document, Mapping) or "id" not in document:
         raise UnreadableCheckpoint(where, 1, 'is not {"id": "<query id>"}')
     query_id = document["id"]
-    if problem := identifier_problem(query_id):
-        raise UnreadableCheckpoint(where, 1, f"query id {problem}")
+    if problem := QUERY_ID.problem(query_id):
+        raise UnreadableCheckpoint(where, 1, problem)
     return str(query_id)
 
 

@@ -10,16 +10,13 @@ strings; offsets may exceed 2**31).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import NamedTuple
 
-MAX_TOPIC_LENGTH = 249
 # Kafka's protocol: a partition id is an int32 >= 0, an offset (and so a batch id, which
 # is stored beside offsets) an int64 >= 0. Anything else could never be committed.
 MAX_PARTITION = 2**31 - 1
 MAX_OFFSET = 2**63 - 1
-_TOPIC_CHARS = re.compile(r"[a-zA-Z0-9._-]+")
 
 
 class TopicPartition(NamedTuple):
@@ -29,19 +26,6 @@ class TopicPartition(NamedTuple):
 
 OffsetMap = Mapping[TopicPartition, int]
 OffsetJson = dict[str, dict[str, int]]
-
-
-def topic_name_problem(topic: str) -> str | None:
-    """Why ``topic`` is not a legal Kafka topic name, or None if it is."""
-    if not topic:
-        return "topic name is empty"
-    if len(topic) > MAX_TOPIC_LENGTH:
-        return f"topic name is longer than {MAX_TOPIC_LENGTH} characters"
-    if topic in {".", ".."}:
-        return f"topic name cannot be {topic!r}"
-    if not _TOPIC_CHARS.fullmatch(topic):
-        return f"topic name {topic!r} may only have ASCII letters, digits, '.', '_' and '-'"
-    return None
 
 
 def to_json(offsets: OffsetMap) -> OffsetJson:

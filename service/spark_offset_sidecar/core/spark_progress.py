@@ -21,19 +21,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
-from spark_offset_sidecar.core.offsets import (
-    MAX_OFFSET,
-    MAX_PARTITION,
-    TopicPartition,
-    topic_name_problem,
-)
+from spark_offset_sidecar.core.names import QUERY_ID, RUN_ID, TOPIC
+from spark_offset_sidecar.core.offsets import MAX_OFFSET, MAX_PARTITION, TopicPartition
 from spark_offset_sidecar.errors import InvalidEvent
 
-# Query and run ids (Spark's are UUIDs): the one definition, also used by the HTTP layer's
-# path and body validation.
-MAX_ID_LENGTH = 200
-ID_PATTERN = r"[A-Za-z0-9._:-]+"
-_ID_CHARS = re.compile(ID_PATTERN)
 _PARTITION = re.compile(r"0|[1-9][0-9]{0,9}")
 
 
@@ -46,16 +37,6 @@ class ProgressReport:
     kafka_sources: int
 
 
-def identifier_problem(value: object) -> str | None:
-    if not isinstance(value, str):
-        return "must be a string"
-    if not value or len(value) > MAX_ID_LENGTH:
-        return f"must have 1 to {MAX_ID_LENGTH} characters"
-    if not _ID_CHARS.fullmatch(value):
-        return "may only have ASCII letters, digits, '.', '_', ':' and '-'"
-    return None
-
-
 def checkpoint_id_problem(value: object) -> str | None:
     if isinstance(value, bool) or not isinstance(value, int):
         return "must be an integer"
@@ -66,11 +47,10 @@ def checkpoint_id_problem(value: object) -> str | None:
 
 def parse_progress(progress: Mapping[str, Any], field: str = "progress") -> ProgressReport:
     query_id = progress.get("id")
-    problem = identifier_problem(query_id)
-    if problem:
+    if problem := QUERY_ID.problem(query_id):
         raise InvalidEvent(f"{field}.id", problem)
     run_id = progress.get("runId")
-    if run_id is not None and (problem := identifier_problem(run_id)):
+    if run_id is not None and (problem := RUN_ID.problem(run_id)):
         raise InvalidEvent(f"{field}.runId", problem)
     batch_id = progress.get("batchId")
     if problem := checkpoint_id_problem(batch_id):
@@ -98,7 +78,7 @@ def kafka_offsets(nested: Mapping[str, Any], field: str) -> dict[TopicPartition,
     """Validate ``{"topic": {"0": 42}}`` and flatten it."""
     flat: dict[TopicPartition, int] = {}
     for topic, partitions in nested.items():
-        if problem := topic_name_problem(topic):
+        if problem := TOPIC.problem(topic):
             raise InvalidEvent(f"{field}.{topic}", problem)
         if not isinstance(partitions, Mapping):
             raise InvalidEvent(f"{field}.{topic}", "must be an object of partition -> offset")

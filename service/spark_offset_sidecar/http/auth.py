@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
+from spark_offset_sidecar.core.names import GRANT_PATTERN, TOKEN_NAME
 from spark_offset_sidecar.core.patterns import matches_any
 from spark_offset_sidecar.errors import ConfigError, Forbidden, RateLimited, Unauthenticated
 
@@ -181,8 +182,8 @@ def _grant(entry: Any, index: int) -> TokenGrant:
     if unknown:
         raise fail(f"unknown keys {sorted(unknown)}; known: {sorted(_KEYS)}")
     name, secret = entry.get("name"), entry.get("token")
-    if not isinstance(name, str) or not name:
-        raise fail("name must be a non-empty string")
+    if problem := TOKEN_NAME.problem(name):
+        raise fail(f"name: {problem}")
     if not isinstance(secret, str) or len(secret) < MIN_TOKEN_LENGTH:
         raise fail(f"token must be a string of at least {MIN_TOKEN_LENGTH} characters")
     write, read = entry.get("write"), entry.get("read")
@@ -192,13 +193,13 @@ def _grant(entry: Any, index: int) -> TokenGrant:
             'may read (e.g. "read": ["*"])'
         )
     for key, value in (("write", write), ("read", read)):
-        if value is not None and not _patterns(value):
-            raise fail(f"{key}, when given, must be a non-empty list of group names or patterns")
+        if value is not None and (problem := _patterns_problem(value)):
+            raise fail(f"{key}, when given, must be a non-empty list of group patterns: {problem}")
     if write is None and read is None:
         raise fail('grants nothing: give "write" and/or "read" (lists of group patterns)')
     topics = entry.get("topics")
-    if topics is not None and not _patterns(topics):
-        raise fail("topics, when given, must be a non-empty list of names or patterns")
+    if topics is not None and (problem := _patterns_problem(topics)):
+        raise fail(f"topics, when given, must be a non-empty list of topic patterns: {problem}")
     rate = entry.get("events_per_second")
     if rate is not None and (
         isinstance(rate, bool)
@@ -212,14 +213,19 @@ def _grant(entry: Any, index: int) -> TokenGrant:
             if value is not None:
                 raise fail(f'{key} limits what a token writes, and this one has no "write"')
     return TokenGrant(
-        name,
+        cast(str, name),  # TOKEN_NAME checked it
         secret.encode(),
-        write=tuple(cast(list[str], write or ())),  # _patterns checked both
+        write=tuple(cast(list[str], write or ())),  # _patterns_problem checked both
         read=tuple(cast(list[str], read or ())),
         topics=tuple(cast(list[str], topics)) if topics is not None else None,
         events_per_second=float(rate) if rate is not None else None,
     )
 
 
-def _patterns(value: Any) -> bool:
-    return isinstance(value, list) and bool(value) and all(isinstance(v, str) and v for v in value)
+def _patterns_problem(value: Any) -> str | None:
+    if not isinstance(value, list) or not value:
+        return "not a non-empty list"
+    for index, pattern in enumerate(value):
+        if problem := GRANT_PATTERN.problem(pattern):
+            return f"[{index}]: {problem}"
+    return None

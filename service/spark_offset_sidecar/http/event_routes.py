@@ -19,8 +19,9 @@ from fastapi.responses import JSONResponse, Response
 from spark_offset_sidecar.core.changes import Decision, Outcome
 from spark_offset_sidecar.core.group_report import NOT_REPORTED, LiveCommits
 from spark_offset_sidecar.core.ledger import unknown_query
-from spark_offset_sidecar.core.offsets import MAX_OFFSET, OffsetMap, from_json, topic_name_problem
-from spark_offset_sidecar.core.spark_progress import ID_PATTERN, MAX_ID_LENGTH, parse_progress
+from spark_offset_sidecar.core.names import TOPIC
+from spark_offset_sidecar.core.offsets import MAX_OFFSET, OffsetMap, from_json
+from spark_offset_sidecar.core.spark_progress import parse_progress
 from spark_offset_sidecar.errors import InvalidEvent
 from spark_offset_sidecar.http.access import allow_read, allow_write, caller, may_see, runtime_of
 from spark_offset_sidecar.http.auth import TokenGrant
@@ -30,6 +31,7 @@ from spark_offset_sidecar.http.models import (
     EventAnswer,
     GroupId,
     ProgressEvent,
+    QueryId,
     QueryView,
     StartingOffsetsAnswer,
 )
@@ -41,11 +43,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 router = APIRouter(prefix="/v1", tags=["events"])
-
-QueryId = Annotated[
-    str,
-    Path(min_length=1, max_length=MAX_ID_LENGTH, pattern=f"^{ID_PATTERN}$", description="query id"),
-]
 
 STATUS = {
     Outcome.ACCEPTED: 200,
@@ -257,7 +254,7 @@ async def get_starting_offsets(
     allow_read(caller(request, event=False), group_id)
     _limit_topics(len(topic or ()), "topic", request)
     for name in topic or ():
-        if problem := topic_name_problem(name):
+        if problem := TOPIC.problem(name):
             raise InvalidEvent("topic", problem)
     found = await runtime_of(request).starting_offsets(group_id, topic or ())
     return StartingOffsetsAnswer(

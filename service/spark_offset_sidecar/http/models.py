@@ -4,20 +4,43 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+)
 
+from spark_offset_sidecar.core import names
 from spark_offset_sidecar.core.group_report import LiveCommits, live_of
 from spark_offset_sidecar.core.ledger import GroupState, QueryState
 from spark_offset_sidecar.core.offsets import MAX_OFFSET, OffsetJson, to_json
-from spark_offset_sidecar.core.spark_progress import ID_PATTERN, MAX_ID_LENGTH, kafka_offsets
+from spark_offset_sidecar.core.spark_progress import kafka_offsets
 from spark_offset_sidecar.errors import InvalidEvent
 
-GroupId = Annotated[
-    str, StringConstraints(min_length=1, max_length=255, pattern=r"^[^\x00-\x1f\x7f]+$")
-]
-RunId = Annotated[
-    str, StringConstraints(min_length=1, max_length=MAX_ID_LENGTH, pattern=f"^{ID_PATTERN}$")
-]
+# A name of each kind (``core.names``) as the type of a body field, a path or a query
+# string: the rule checks the value first, in its own words; the constraints beside it draw
+# the OpenAPI schema (they cannot name every problem, lone surrogates least).
+
+
+def checked_by(rule: names.NameRule) -> BeforeValidator:
+    def check(value: object) -> object:
+        if problem := rule.problem(value):
+            raise ValueError(problem)
+        return value
+
+    return BeforeValidator(check)
+
+
+def schema_of(rule: names.NameRule) -> StringConstraints:
+    return StringConstraints(min_length=1, max_length=rule.max_length, pattern=rule.pattern)
+
+
+GroupId = Annotated[str, schema_of(names.GROUP_ID), checked_by(names.GROUP_ID)]
+RunId = Annotated[str, schema_of(names.RUN_ID), checked_by(names.RUN_ID)]
+QueryId = Annotated[str, schema_of(names.QUERY_ID), checked_by(names.QUERY_ID)]
 CheckpointId = Annotated[int, Field(strict=True, ge=0, le=MAX_OFFSET)]
 
 
@@ -187,7 +210,8 @@ class StartingOffsetsAnswer(BaseModel):
 
 FolderPath = Annotated[
     str,
-    StringConstraints(min_length=1, max_length=2048, pattern=r"^[^\x00-\x1f\x7f]+$"),
+    schema_of(names.FOLDER_PATH),
+    checked_by(names.FOLDER_PATH),
     Field(description="the checkpoint folder: /absolute/path, file://..., s3://bucket/key"),
 ]
 

@@ -19,18 +19,17 @@ Invariants
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from typing import Any
 
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from spark_offset_sidecar.core.names import GROUP_ID
 from spark_offset_sidecar.http.event_routes import record_progress
 from spark_offset_sidecar.http.refusals import Handler
 
 PATH = "/v1/progress"
-_GROUP_ID = re.compile(r"[^\x00-\x1f\x7f]{1,255}")  # http.models.GroupId
 
 
 class ProgressRoute:
@@ -105,7 +104,7 @@ def _well_formed(scope: Scope, body: bytes) -> dict[str, Any] | None:
     if type(event) is not dict or event.keys() != {"group_id", "progress"}:
         return None
     group_id, progress = event["group_id"], event["progress"]
-    if type(group_id) is not str or not _GROUP_ID.fullmatch(group_id):
+    if not GROUP_ID.is_valid(group_id):
         return None
     if type(progress) is not dict:
         return None

@@ -28,8 +28,10 @@ from spark_offset_sidecar.errors import (
     OffsetsNotFound,
     RateLimited,
     StoreError,
+    StoreRefused,
     StoreUnavailable,
     Unauthenticated,
+    shown,
 )
 from spark_offset_sidecar.observe.metrics import SidecarMetrics
 
@@ -82,7 +84,7 @@ def _field_problem(error: Mapping[str, Any]) -> tuple[str, str]:
         why = error.get("ctx", {}).get("error", "")
         return "body", f"is not JSON ({why} at position {error['loc'][-1]})"
     field = ".".join(str(part) for part in error["loc"] if part != "body")
-    return field or "body", str(error["msg"])
+    return shown(field) or "body", shown(str(error["msg"]))
 
 
 def _body_problem(exc: HTTPException) -> str | None:
@@ -144,6 +146,12 @@ def exception_answers(metrics: SidecarMetrics) -> dict[type[Exception], Handler]
     async def kafka_read_error(_request: Request, exc: KafkaReadError) -> Response:
         return refusal(503, "unavailable", str(exc), headers={"Retry-After": "1"})
 
+    async def store_refused(_request: Request, exc: StoreRefused) -> Response:
+        metrics.invalid_events.labels("validation").inc()
+        log.warning("refused: %s", exc)
+        problem = "holds a value the database cannot store"
+        return refusal(422, "invalid", f"not stored: {exc}", errors=[("body", problem)])
+
     async def store_error(_request: Request, exc: StoreError) -> Response:
         log.error("answering 500: %s", exc)
         return refusal(500, "error", f"not stored: {exc}")
@@ -157,6 +165,7 @@ def exception_answers(metrics: SidecarMetrics) -> dict[type[Exception], Handler]
         InvalidEvent: invalid_event,
         HTTPException: http_exception,
         StoreUnavailable: store_unavailable,
+        StoreRefused: store_refused,
         Unauthenticated: unauthenticated,
         Forbidden: forbidden,
         RateLimited: rate_limited,

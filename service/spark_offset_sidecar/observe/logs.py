@@ -5,7 +5,8 @@ A line about a query, a group or a checkpoint carries them as fields, not only i
 message: log calls pass ``extra=about(query_id=..., group_id=..., checkpoint_id=...)`` and
 the formatter writes every one of ``CONTEXT`` that the record has. Fields of a JSON line:
 ``time`` (UTC, ISO 8601, milliseconds), ``level``, ``logger``, ``message``, the context
-fields, and ``exception`` when there is one.
+fields, and ``exception`` when there is one. A line is UTF-8 JSON whatever a message quotes:
+text that UTF-8 cannot encode (a lone surrogate) is written as its escape (``errors.shown``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import logging
 import sys
 from datetime import UTC, datetime
 from typing import Any
+
+from spark_offset_sidecar.errors import shown
 
 CONTEXT = (
     "query_id",
@@ -45,14 +48,14 @@ class JsonFormatter(logging.Formatter):
             "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
             "level": record.levelname,
             "logger": record.name,
-            "message": record.getMessage(),
+            "message": shown(record.getMessage()),
         }
         for key in CONTEXT:
             value = record.__dict__.get(key)
             if value is not None:
-                line[key] = value
+                line[key] = shown(value) if isinstance(value, str) else value
         if record.exc_info:
-            line["exception"] = self.formatException(record.exc_info)
+            line["exception"] = shown(self.formatException(record.exc_info))
         return json.dumps(line, default=str, ensure_ascii=False)
 
 

@@ -4,7 +4,14 @@ Invariants
   - An event is answered only after the store holds its changes: a 2xx means durable.
   - Memory never keeps an event the store refused: events are decided and applied in
     arrival order under savepoints (ledger R10) and, if their batch's write fails, rolled
-    back newest first, as if they never happened; each is answered ``StoreUnavailable``.
+    back newest first, as if they never happened.
+  - One caller's event never fails another's: a batch holds many callers' events, so
+    when one fails for any reason but ``StoreUnavailable`` (a value the database refused,
+    a bug in one decision's rows), its events are rolled back and settled again, each
+    alone in a transaction of its own, in arrival order: only the event at fault hears
+    the failure. (Deciding them after the batch's commit results is a legal order: the
+    results stand whatever happens.) ``StoreUnavailable`` (the database cannot take
+    writes now) fails every event of the batch: each is answered 503 and retried.
   - Group commit: events that arrive while a batch is being written wait and form the
     next batch, written in one transaction (one fsync). Batches grow with load on their
     own; at low load a batch is a single event and nothing waits for company.
@@ -41,6 +48,7 @@ from spark_offset_sidecar.core.changes import (
     Decision,
 )
 from spark_offset_sidecar.core.ledger import Backoff, Ledger, Savepoint
+from spark_offset_sidecar.errors import StoreUnavailable
 from spark_offset_sidecar.ports.store import LedgerStore, SharedLedgerStore, StoredState
 
 log = logging.getLogger(__name__)
@@ -67,6 +75,7 @@ class _Refresh:
 class _Result:
     change: CommitSucceeded | CommitFailed
     recorded: asyncio.Future[None]
+    applied: bool = False  # written again after its batch failed: memory holds it already
 
 
 @dataclass
@@ -79,6 +88,15 @@ class _Batch:
     # Results applied after a savepoint of their group in this batch: a rollback undoes
     # them with it, so they are applied again after it.
     undone_by_rollback: list[_Result] = field(default_factory=list)
+
+
+def _decided_again(event: _Event) -> _Event:
+    """``event``, to be decided again: one already decided is written even if its caller
+    has gone (as it would have been with its batch), so it gets an answer of its own."""
+    if not event.answer.cancelled():
+        return event
+    answer: asyncio.Future[Decision] = asyncio.get_running_loop().create_future()
+    return _Event(event.decide, answer, event.query_id, event.group_id)
 
 
 class DurableLedger:
@@ -185,31 +203,59 @@ class DurableLedger:
     async def _write_batches(self) -> None:
         while self._queue:
             items, self._queue = self._queue, []
-            started = time.monotonic()
-            failure = await self._begin(items) if self._shared else None
-            batch = self._decide(items)
-            if failure is None and (batch.changes or self._shared):
-                try:
-                    await self._in_worker(self.store.persist, batch.changes)
-                except Exception as exc:  # StoreError, or anything the driver raised
-                    failure = exc
-            if failure is not None and self._shared:
-                assert isinstance(self.store, SharedLedgerStore)
-                with contextlib.suppress(Exception):
-                    await self._in_worker(self.store.abort)
-            self.batches_written += 1
+            await self._write(items)
+
+    async def _write(
+        self, items: list[_Event | _Result | _Refresh], *, alone: bool = False
+    ) -> None:
+        """Decide ``items`` and write them as one transaction, then answer them; a batch
+        whose failure may be one event's is settled again event by event."""
+        started = time.monotonic()
+        failure = await self._begin(items) if self._shared else None
+        batch = self._decide(items)
+        if failure is None and (batch.changes or self._shared):
+            try:
+                await self._in_worker(self.store.persist, batch.changes)
+            except Exception as exc:  # StoreError, or anything the driver raised
+                failure = exc
+        if failure is not None and self._shared:
+            assert isinstance(self.store, SharedLedgerStore)
+            with contextlib.suppress(Exception):
+                await self._in_worker(self.store.abort)
+        self.batches_written += 1
+        isolate = (
+            failure is not None
+            and not isinstance(failure, StoreUnavailable)
+            and len(batch.events) > 1
+            and not alone
+        )
+        if failure is None:
+            self._settle(batch)
+        elif isolate:
+            self._roll_back(batch, failure, answer=False)
+        else:
+            self._roll_back(batch, failure)
+        refreshes = [item for item in items if isinstance(item, _Refresh)]
+        for refresh in refreshes if not isolate else ():
+            if refresh.done.done():
+                continue
             if failure is None:
-                self._settle(batch)
+                refresh.done.set_result(None)
             else:
-                self._roll_back(batch, failure)
-            for item in items:
-                if not isinstance(item, _Refresh) or item.done.done():
-                    continue
-                if failure is None:
-                    item.done.set_result(None)
-                else:
-                    item.done.set_exception(failure)
-            self.on_settled(len(items), time.monotonic() - started)
+                refresh.done.set_exception(failure)
+        self.on_settled(len(items), time.monotonic() - started)
+        if isolate:
+            log.warning(
+                "a batch of %d events failed (%s); settling each alone", len(batch.events), failure
+            )
+            loop = asyncio.get_running_loop()
+            again: list[_Event | _Result | _Refresh] = [
+                _Result(r.change, loop.create_future(), applied=True) for r in batch.results
+            ]
+            if refreshes or again:
+                await self._write([*refreshes, *again], alone=True)
+            for event, _, _ in batch.events:
+                await self._write([_decided_again(event)], alone=True)
 
     async def _begin(self, items: list[_Event | _Result | _Refresh]) -> BaseException | None:
         """Shared store: lock and load what ``items`` touch, and refresh it (R11)."""
@@ -241,7 +287,8 @@ class DurableLedger:
             if isinstance(item, _Refresh):
                 continue
             if isinstance(item, _Result):
-                self.ledger.apply_change(item.change)
+                if not item.applied:
+                    self.ledger.apply_change(item.change)
                 batch.results.append(item)
                 batch.changes.append(item.change)
                 if item.change.request.group_id in saved_groups:
@@ -270,7 +317,9 @@ class DurableLedger:
             if not result.recorded.done():
                 result.recorded.set_result(None)
 
-    def _roll_back(self, batch: _Batch, failure: BaseException) -> None:
+    def _roll_back(self, batch: _Batch, failure: BaseException, *, answer: bool = True) -> None:
+        """Undo ``batch``'s events in memory; answer them ``failure`` unless ``answer`` is
+        False (they are to be settled again). Its commit results stand either way."""
         for _, _, savepoint in reversed(batch.events):
             self.ledger.rollback(savepoint)
         # Results stand (Kafka holds them). Those the rollback undid are redone on the
@@ -280,14 +329,14 @@ class DurableLedger:
         for result in batch.results:
             if not result.recorded.done():
                 result.recorded.set_result(None)
-        if batch.results:
+        if batch.results and answer:
             log.warning(
                 "could not record %d commit results (%s); they will be committed again "
                 "after a restart",
                 len(batch.results),
                 failure,
             )
-        for event, _, _ in batch.events:
+        for event, _, _ in batch.events if answer else ():
             if not event.answer.done():
                 event.answer.set_exception(failure)
 

@@ -27,7 +27,7 @@ from spark_offset_sidecar.core.changes import (
 )
 from spark_offset_sidecar.core.ledger import CommittedOffsets, GroupState, QueryState
 from spark_offset_sidecar.core.offsets import from_json
-from spark_offset_sidecar.errors import StoreError, StoreUnavailable
+from spark_offset_sidecar.errors import StoreError, StoreRefused, StoreUnavailable
 from spark_offset_sidecar.ports.store import StoredState
 
 log = logging.getLogger(__name__)
@@ -159,10 +159,15 @@ class SqlStore:
 
 @contextmanager
 def _database_errors(doing: str, url: str) -> Iterator[None]:
-    """Database errors become ``StoreUnavailable`` (retry later) or ``StoreError``."""
+    """Database errors become ``StoreRefused`` (a value it cannot hold), ``StoreUnavailable``
+    (retry later) or ``StoreError`` (a constraint broken: a bug)."""
     try:
         yield
-    except (IntegrityError, DataError) as exc:
+    except DataError as exc:  # NUL in PostgreSQL's text, a value over a column's size, ...
+        raise StoreRefused(f"database {_safe(url)} refused a value: {_first_line(exc)}") from exc
+    except UnicodeError as exc:  # the driver could not encode a value (a lone surrogate)
+        raise StoreRefused(f"database {_safe(url)} refused a value: {exc}") from exc
+    except IntegrityError as exc:
         raise StoreError(f"database {_safe(url)} refused {doing}: {_first_line(exc)}") from exc
     except DBAPIError as exc:
         raise StoreUnavailable(
