@@ -193,6 +193,7 @@ def create_app(
                 runtime.durable,
                 interval=settings.follow_interval_seconds,
                 relist_every=settings.follow_relist_every,
+                read_timeout=settings.follow_read_timeout_seconds,
                 clock=clock,
             )
             runtime.follower = follower

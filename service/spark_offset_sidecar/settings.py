@@ -188,6 +188,9 @@ class Settings:
     follow_relist_every: int = _setting(
         60, _positive_int, "list a followed folder every N polls (between: probe the next batch)"
     )
+    follow_read_timeout_seconds: float = _setting(
+        30.0, _positive_float, "a folder's read taking longer fails its poll; the others go on"
+    )
     checkpoint_storage_options: Mapping[str, Mapping[str, Any]] | None = _setting(
         None,
         _storage_options,

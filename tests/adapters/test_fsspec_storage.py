@@ -3,8 +3,10 @@ server process (moto's server mode): the port's contract on both."""
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -14,7 +16,7 @@ from spark_offset_sidecar.adapters.checkpoints.fsspec_storage import (
     FsspecCheckpointStorage,
     check_path,
 )
-from spark_offset_sidecar.errors import CheckpointReadError
+from spark_offset_sidecar.errors import CheckpointReadError, UnreadableCheckpoint
 
 Write = Callable[[str, str], None]
 
@@ -85,3 +87,40 @@ def test_paths_the_service_cannot_read_are_named() -> None:
     assert check_path("/var/checkpoints/job") is None
     assert check_path("s3a://bucket/job") is None
     assert "not a filesystem this service knows" in (check_path("nope://x/y") or "")
+
+
+# Hostile local files cost their own read only, at once: each call runs in a thread
+# with a bound, so a regression (a read that waits for a pipe's writer) fails the test
+# instead of hanging the suite.
+def _within(seconds: float, call: Callable[[], object]) -> object:
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(call).result(timeout=seconds)
+
+
+def test_a_pipe_or_a_folder_in_place_of_a_file_is_refused_without_waiting(tmp_path: Path) -> None:
+    storage = FsspecCheckpointStorage()
+    os.mkfifo(tmp_path / "offsets-pipe")
+    (tmp_path / "offsets-folder").mkdir()
+    for name, kind in (("offsets-pipe", "a pipe"), ("offsets-folder", "a folder")):
+        path = str(tmp_path / name)
+        assert _within(5, lambda p=path: storage.exists(p)) is True  # type: ignore[misc]
+        with pytest.raises(UnreadableCheckpoint, match=kind):
+            _within(5, lambda p=path: storage.read_text(p))  # type: ignore[misc]
+
+
+def test_a_huge_file_is_refused_after_reading_its_limit_only(tmp_path: Path) -> None:
+    huge = tmp_path / "offsets" / "7"
+    huge.parent.mkdir()
+    with huge.open("wb") as sparse:  # a 4 GiB file that takes no disk
+        sparse.truncate(4 * 2**30)
+    with pytest.raises(UnreadableCheckpoint, match=r"over 16 MiB"):
+        _within(30, lambda: FsspecCheckpointStorage().read_text(str(huge)))
+
+
+def test_a_symlink_loop_is_the_systems_error_named(tmp_path: Path) -> None:
+    (tmp_path / "offsets").symlink_to(tmp_path / "offsets")
+    storage = FsspecCheckpointStorage()
+    with pytest.raises(CheckpointReadError, match="symbolic links"):
+        _within(5, lambda: storage.batch_ids(str(tmp_path / "offsets")))
+    with pytest.raises(CheckpointReadError, match="symbolic links"):
+        _within(5, lambda: storage.read_text(str(tmp_path / "offsets" / "0")))

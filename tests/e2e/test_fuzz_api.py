@@ -1,21 +1,34 @@
 """Property-based fuzz of the HTTP API from its own OpenAPI document (schemathesis), on a
 real service process: never a 5xx, and a refused request changes no state.
 
-Kafka is unreachable here on purpose: this is about the HTTP surface, and commits that
-cannot land keep the commit loop busy in the background, as in production trouble.
+The first tests have Kafka unreachable on purpose: they are about the HTTP surface, and
+commits that cannot land keep the commit loop busy in the background, as in production
+trouble. The last one fuzzes beside well-formed neighbours, with the real broker, on
+SQLite and on PostgreSQL: every neighbour is accepted and committed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
 from typing import Any
+from urllib.parse import quote
 
+import httpx
 import pytest
 import schemathesis
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, given, seed, settings
+from hypothesis import strategies as st
+from schemathesis import GenerationMode
 
 from harness.machine import free_port
 from harness.service_process import ServiceProcess
+from tests.support.fuzz import FUZZ_EXAMPLES, FUZZ_SEED, HOSTILE_TEXT, KAFKA_OFFSETS, NAMES
+from tests.support.kafka import committed_offsets, unique_group
+from tests.support.service import spark_progress, wait_for
 
 pytestmark = pytest.mark.faults
 
@@ -139,3 +152,170 @@ def test_progress_from_older_spark_and_non_kafka_sources(fuzzed_service: Service
         "/v1/progress", json={"group_id": "files", "progress": only_files}
     )
     assert (ignored.status_code, ignored.json()["outcome"]) == (200, "ignored")
+
+
+# Fuzzing beside well-formed traffic: the fuzzer's requests (valid by the schema, invalid
+# by it, and valid ones with hostile text put into one of their body's strings) go to the
+# real service on SQLite and on PostgreSQL, with the real broker, while neighbours post
+# well-formed events of their own groups. Seeded and bounded here; ``make fuzz`` runs it
+# longer (SIDECAR_FUZZ_EXAMPLES, SIDECAR_FUZZ_SEED).
+NEIGHBOUR_GROUPS = 8
+JSON_CONTENT = {"content-type": "application/json"}
+
+
+class Neighbours(threading.Thread):
+    """Well-formed progress events of their own groups, posted one after another until
+    stopped (at most ``limit`` rounds); every answer is kept."""
+
+    def __init__(self, url: str, topic: str, limit: int = 10_000) -> None:
+        super().__init__(daemon=True)
+        self.url, self.topic, self.limit = url, topic, limit
+        self.groups = [unique_group("fuzz-neighbour") for _ in range(NEIGHBOUR_GROUPS)]
+        self.answers: list[tuple[str, int, int, str | None]] = []
+        self.stopping = threading.Event()
+        self.last_batch = 0
+
+    def run(self) -> None:
+        with httpx.Client(base_url=self.url, timeout=30) as client:
+            for batch in range(1, self.limit + 1):
+                if self.stopping.is_set():
+                    return
+                for group in self.groups:
+                    offsets = {self.topic: {"0": batch}}
+                    answer = client.post(
+                        "/v1/progress",
+                        json={
+                            "group_id": group,
+                            "progress": spark_progress(batch, offsets, query=f"q-{group}"),
+                        },
+                    )
+                    self.answers.append((group, batch, answer.status_code, _outcome(answer)))
+                self.last_batch = batch
+
+
+@st.composite
+def spark_events(draw: st.DrawFn) -> tuple[str, str, Any]:
+    """(method, path, body) of a Spark-shaped event whose names may be hostile: the
+    grammar the schema does not know (a progress's sources, a checkpoint's offsets)."""
+    offsets = draw(KAFKA_OFFSETS)
+    query, group, run = draw(NAMES), draw(NAMES), draw(NAMES)
+    if draw(st.booleans()):
+        end = json.dumps(offsets) if draw(st.booleans()) else offsets  # listener's form
+        progress = {"id": query, "runId": run, "batchId": draw(st.integers(0, 9)),
+                    "sources": [{"endOffset": end}]}  # fmt: skip
+        return "POST", "/v1/progress", {"group_id": group, "progress": progress}
+    body = {"checkpoint_id": draw(st.integers(0, 9)), "group_id": group, "offsets": offsets,
+            "run_id": run}  # fmt: skip
+    return "POST", f"/v1/queries/{quote(query, safe='', errors='surrogatepass')}/checkpoints", body
+
+
+def _hostile(case: Any, data: st.DataObject) -> str | None:
+    """Put hostile text into one string of ``case``'s JSON body (a value or a key);
+    returns where, or None if the body has no string."""
+    places: list[tuple[Any, Any, bool]] = []  # (container, key, is_key)
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                places.append((node, key, True))
+                if isinstance(value, str):
+                    places.append((node, key, False))
+                walk(value)
+        elif isinstance(node, list):
+            for index, value in enumerate(node):
+                if isinstance(value, str):
+                    places.append((node, index, False))
+                walk(value)
+
+    walk(case.body)
+    if not places:
+        return None
+    container, key, is_key = data.draw(st.sampled_from(places), label="place")
+    text = data.draw(HOSTILE_TEXT, label="hostile text")
+    if is_key:
+        container[text] = container.pop(key)
+    else:
+        container[key] = text
+    return f"{'key' if is_key else 'value'} {key!r}"
+
+
+@pytest.fixture
+def fuzz_target(tmp_path: Any, kafka_bootstrap: str, database_url: str) -> Iterator[ServiceProcess]:
+    service = ServiceProcess(
+        tmp_path, kafka_bootstrap, database_url=database_url, max_body_bytes=65536
+    )
+    yield service.start()
+    service.stop()
+
+
+def _not_neighbours(service: ServiceProcess, neighbours: Neighbours) -> list[tuple[Any, ...]]:
+    mine = {f"q-{g}" for g in neighbours.groups}
+    return [state for state in _event_state(service) if state[0] not in mine]
+
+
+def test_fuzzing_beside_well_formed_traffic(
+    fuzz_target: ServiceProcess,
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+) -> None:
+    service = fuzz_target
+    api = schemathesis.openapi.from_url(f"{service.url}/openapi.json")
+    cases = st.one_of(
+        api.as_strategy(GenerationMode.POSITIVE), api.as_strategy(GenerationMode.NEGATIVE)
+    )
+    neighbours = Neighbours(service.url, new_topic(1))
+    statuses: Counter[int] = Counter()
+    started = time.monotonic()
+
+    @seed(FUZZ_SEED)
+    @settings(
+        max_examples=FUZZ_EXAMPLES,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(case=st.one_of(cases, spark_events()), data=st.data())
+    def fuzz(case: Any, data: st.DataObject) -> None:
+        before = _not_neighbours(service, neighbours)
+        if isinstance(case, tuple):  # a Spark-shaped event, sent as JSON text with escapes
+            method, path, body = case
+            response = service.http.request(
+                method, path, content=json.dumps(body), headers=JSON_CONTENT
+            )
+            where = f"{method} {path}: {json.dumps(body)[:300]}"
+        else:
+            hostile = _hostile(case, data) if data.draw(st.booleans(), label="hostile") else None
+            response = case.call(base_url=service.url)
+            method, where = case.method, f"{case.method} {case.path} (hostile {hostile})"
+        statuses[response.status_code] += 1
+        assert response.status_code < 500, f"{where}: {response.text[:500]}"
+        if method == "GET" or response.status_code >= 300 or _outcome(response) != "accepted":
+            assert _not_neighbours(service, neighbours) == before, f"{where} changed state"
+        assert service.process is not None
+        assert service.process.poll() is None, "the service is still running"
+
+    neighbours.start()
+    try:
+        fuzz()
+    finally:
+        neighbours.stopping.set()
+        neighbours.join(60)
+    elapsed = time.monotonic() - started
+
+    failed = [a for a in neighbours.answers if (a[2], a[3]) != (200, "accepted")]
+    assert not failed, f"{len(failed)} of {len(neighbours.answers)} neighbours failed: {failed[:5]}"
+    assert neighbours.last_batch >= 1
+    want = {(neighbours.topic, 0): neighbours.last_batch}
+    for group in neighbours.groups:
+        wait_for(
+            lambda g=group: committed_offsets(kafka_bootstrap, g) == want,  # type: ignore[misc]
+            what=f"neighbour {group}'s offsets in Kafka",
+        )
+    for read in ("/v1/queries", "/v1/status", "/v1/followed-folders", "/ui", "/metrics"):
+        answer = service.http.get(read)
+        assert answer.status_code == 200, f"{read}: {answer.status_code} {answer.text[:300]}"
+    print(  # the figures ``make fuzz`` records
+        f"\nfuzz: {sum(statuses.values())} requests in {elapsed:.1f} s, statuses "
+        f"{dict(sorted(statuses.items()))}; neighbours {len(neighbours.answers)} events, "
+        f"{neighbours.last_batch} batches each, all accepted and committed"
+    )

@@ -5,6 +5,9 @@ and real Spark are in ``tests/adapters/test_fsspec_storage.py`` and
 
 from __future__ import annotations
 
+import asyncio
+import threading
+
 from spark_offset_sidecar.core.changes import Outcome
 from spark_offset_sidecar.core.ledger import Backoff
 from spark_offset_sidecar.core.offsets import TopicPartition
@@ -287,3 +290,43 @@ async def test_an_unexpected_error_is_counted_and_the_other_folders_still_read()
     await follower.poll_all()
     assert errors(follower) == {"internal_error": 1}
     assert follower.durable.ledger.queries["other-query"].last_completed_id == 0
+
+
+async def test_a_read_that_never_returns_fails_its_poll_and_the_others_go_on() -> None:
+    """A hung mount: the folder's read does not return. Its poll fails in the read
+    timeout, the other folder is read every round, and the hung folder holds one thread
+    at most (its next poll does not start another read)."""
+    follower, folder, _ = await setup()
+    follower.read_timeout = 0.2
+    other = "/mnt/other"
+    follower.folders.add(FollowedFolder(other, "other-group"))  # type: ignore[attr-defined]
+    other_folder = Folder(follower.storage, other)  # type: ignore[arg-type]
+    other_folder.start("other-query")
+    folder.start()
+    folder.run(0)
+    hung, reads = threading.Event(), []
+    read_text = follower.storage.read_text
+
+    def hanging(path: str) -> str | None:
+        if path.startswith(PATH):
+            reads.append(path)
+            hung.wait(30)
+        return read_text(path)
+
+    follower.storage.read_text = hanging  # type: ignore[method-assign]
+    try:
+        seen = []
+        for batch in range(3):
+            other_folder.run(batch)
+            await asyncio.wait_for(follower.poll_all(), 5)
+            assert follower.durable.ledger.queries["other-query"].last_completed_id == batch
+            seen.append(follower.states[PATH].last_error or "")
+        assert errors(follower) == {"unreachable": 3}
+        assert "no answer within 0.2 s" in seen[0]
+        assert all("the read before has not returned" in error for error in seen[1:])
+        assert len(reads) == 1, "one stuck read, not one a round"
+    finally:
+        hung.set()
+    await asyncio.sleep(0.1)  # the stuck read returns; the next poll reads again
+    await follower.poll_all()
+    assert recorded(follower)[0] == 0

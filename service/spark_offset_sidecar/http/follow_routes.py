@@ -23,6 +23,7 @@ from fastapi.responses import JSONResponse
 from spark_offset_sidecar.core.group_report import FolderReport
 from spark_offset_sidecar.errors import InvalidEvent
 from spark_offset_sidecar.http.access import allow_write, caller, runtime_of
+from spark_offset_sidecar.http.auth import TokenGrant
 from spark_offset_sidecar.http.models import ErrorAnswer, FolderPath, FolderView, FollowRequest
 from spark_offset_sidecar.http.state import Runtime
 from spark_offset_sidecar.ports.checkpoints import FollowedFolder, FollowedFolders
@@ -119,7 +120,12 @@ async def follow(body: FollowRequest, request: Request) -> FolderView | JSONResp
 @router.get("", response_model=list[FolderView], responses=ERRORS)
 async def followed(request: Request) -> list[FolderView]:
     """Every followed folder (with a token: those whose groups it may read)."""
-    grant = caller(request, event=False)
+    return await readable_folders(request, caller(request, event=False))
+
+
+async def readable_folders(request: Request, grant: TokenGrant | None) -> list[FolderView]:
+    """The followed folders ``grant`` may read, with how reading each goes (the JSON route
+    and the status page)."""
     runtime = runtime_of(request)
     folders = [
         f

@@ -2,9 +2,10 @@
 
 What ``GET /v1/status`` says, arranged to be read at a glance: the worst groups first, each
 with its Burrow-style status, total lag, last commit, failed commits by reason, pending
-checkpoints, and its partitions (committed offset, log end, lag). No JavaScript and
-nothing fetched from elsewhere (the Content-Security-Policy forbids both); the page
-reloads itself every lag read (at least every 5 s).
+checkpoints, and its partitions (committed offset, log end, lag); then the followed
+checkpoint folders (``GET /v1/followed-folders``), those failing first, with their errors.
+No JavaScript and nothing fetched from elsewhere (the Content-Security-Policy forbids
+both); the page reloads itself every lag read (at least every 5 s).
 
 With replicas, every replica renders the reports the groups' owners publish
 (``ports.status_board``): the same page whichever replica serves it.
@@ -17,6 +18,7 @@ token as the password, and asks for it with a Basic challenge.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from html import escape
 from typing import TYPE_CHECKING
 
@@ -26,11 +28,13 @@ from fastapi.responses import HTMLResponse
 from spark_offset_sidecar.core.group_status import SEVERITY, severity
 from spark_offset_sidecar.errors import Unauthenticated
 from spark_offset_sidecar.http.access import caller, runtime_of
+from spark_offset_sidecar.http.follow_routes import readable_folders
 from spark_offset_sidecar.http.status_routes import as_of, readable_reports
 
 if TYPE_CHECKING:
     from spark_offset_sidecar.core.group_report import GroupReport
     from spark_offset_sidecar.core.group_status import GroupStatus
+    from spark_offset_sidecar.http.models import FolderView
 
 router = APIRouter(tags=["status"])
 
@@ -56,9 +60,10 @@ async def status_page(request: Request) -> HTMLResponse:
     reports.sort(
         key=lambda r: (-severity(r.status.status), -(r.status.total_lag or 0), r.status.group_id)
     )
+    folders = await readable_folders(request, grant) if runtime.followed is not None else []
     refresh = max(5, round(runtime.settings.lag_read_interval_seconds))
     _, read_at = as_of(request, reports)
-    html = render_page(reports, runtime.clock(), read_at, refresh)
+    html = render_page(reports, runtime.clock(), read_at, refresh, folders)
     return HTMLResponse(html, headers=HEADERS)
 
 
@@ -67,6 +72,7 @@ def render_page(
     now: float,
     read_at: float | None,
     refresh: int,
+    folders: Sequence[FolderView] = (),
 ) -> str:
     counts = {status: 0 for status in SEVERITY}
     for report in reports:
@@ -101,6 +107,7 @@ def render_page(
 <th>Last commit</th><th>Failed commits</th><th class="num">Pending</th></tr></thead>
 {rows}
 </table>
+{_folders(folders, now)}
 </body>
 </html>
 """
@@ -136,6 +143,43 @@ def _group(report: GroupReport, now: float) -> str:
 <tr class="partitions"><td colspan="6">{_partitions(status)}</td></tr>
 </tbody>
 """
+
+
+def _folders(folders: Sequence[FolderView], now: float) -> str:
+    """The followed folders, failing ones first; nothing when none is followed."""
+    if not folders:
+        return ""
+    rows = "".join(
+        f"""<tr class="{"failing" if f.last_error else ""}">
+<td><b>{escape(f.path)}</b><div class="sub">group {escape(f.group_id)}</div></td>
+<td>{_reading(f)}</td>
+<td class="num">{_batch(f.last_batch_recorded)} / {_batch(f.newest_batch_in_folder)}</td>
+<td>{_ago(now, f.last_poll_at) if f.last_poll_at else "never"}</td>
+<td>{_folder_errors(f)}</td></tr>"""
+        for f in sorted(folders, key=lambda f: (f.last_error is None, f.path))
+    )
+    return f"""<h2>Followed checkpoint folders</h2>
+<table class="groups folders">
+<thead><tr><th>Folder</th><th>Reading</th><th class="num">Batch recorded / newest</th>
+<th>Last good poll</th><th>Errors</th></tr></thead>
+<tbody>{rows}</tbody>
+</table>"""
+
+
+def _reading(folder: FolderView) -> str:
+    if not folder.reading:
+        return "not read here" if folder.read_by is None else "no"
+    return "yes" if folder.read_by is None else f"by {escape(folder.read_by)}"
+
+
+def _batch(batch: int | None) -> str:
+    return "&ndash;" if batch is None else f"{batch:,}"
+
+
+def _folder_errors(folder: FolderView) -> str:
+    counts = ", ".join(f"{escape(r)} &times;{n}" for r, n in sorted(folder.errors.items()))
+    last = f'<div class="error">{escape(folder.last_error)}</div>' if folder.last_error else ""
+    return (counts or "none") + last
 
 
 def _partitions(status: GroupStatus) -> str:
@@ -206,4 +250,8 @@ table.parts td { padding: 1px 12px 1px 0; }
 .badge.STOP { background: #cf222e; }
 .badge.REWIND { background: #8250df; }
 .badge.ERR { background: #82071e; }
+h2 { font-size: 18px; margin: 24px 0 8px; }
+table.folders td { padding: 8px 12px; border-top: 1px solid #d1d9e0; vertical-align: top; }
+table.folders tr.failing { background: #fff5f5; }
+.error { color: #82071e; font-size: 12px; max-width: 60ch; overflow-wrap: anywhere; }
 """

@@ -50,7 +50,7 @@ from spark_offset_sidecar.ports.checkpoints import (
     FollowedFolders,
 )
 from spark_offset_sidecar.runtime.durable_ledger import DurableLedger
-from spark_offset_sidecar.runtime.folder_reader import ReadPosition, read_news
+from spark_offset_sidecar.runtime.folder_reader import FolderNews, ReadPosition, read_news
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +89,7 @@ class FolderState:
     behind_since: float | None = None  # monotonic: when a batch not yet recorded was seen
     polled_at: float | None = None  # wall clock of the last poll that succeeded
     polls: int = 0
+    reading: asyncio.Future[FolderNews] | None = None  # the read under way, if any
 
     def behind_seconds(self, now: float) -> float:
         return 0.0 if self.behind_since is None else max(0.0, now - self.behind_since)
@@ -117,6 +118,7 @@ class CheckpointFollower:
         *,
         interval: float,
         relist_every: int = 60,
+        read_timeout: float = 30.0,
         concurrency: int = 8,
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
@@ -126,6 +128,10 @@ class CheckpointFollower:
         self.durable = durable
         self.interval = interval
         self.relist_every = relist_every
+        # A read that does not return in time (a hung mount) fails its folder's poll; the
+        # round goes on. Its thread cannot be stopped: the folder's next read waits for it
+        # (one stuck thread a folder at most).
+        self.read_timeout = read_timeout
         self.clock = clock  # the ledger's clock
         self.monotonic = monotonic
         self.states: dict[str, FolderState] = {}
@@ -241,10 +247,21 @@ class CheckpointFollower:
 
     async def _read_and_record(self, state: FolderState) -> None:
         folder, position = state.folder, state.position
-        news = await asyncio.get_running_loop().run_in_executor(
+        if state.reading is not None and not state.reading.done():
+            raise PollFailed(
+                "unreachable", f"{folder.path}: the read before has not returned (hung storage?)"
+            )
+        state.reading = asyncio.get_running_loop().run_in_executor(
             self._worker,
             lambda: read_news(self.storage, folder.path, position, relist_every=self.relist_every),
         )
+        try:
+            async with asyncio.timeout(self.read_timeout):
+                news = await asyncio.shield(state.reading)
+        except TimeoutError:
+            raise PollFailed(
+                "unreachable", f"{folder.path}: no answer within {self.read_timeout:g} s"
+            ) from None
         if news.query_changed:
             log.warning(
                 "checkpoint folder %s was re-created: query %s is now %s; release %s "

@@ -6,6 +6,11 @@ Foreign errors are mapped here and nowhere else: a missing file is None (or an e
 listing); ``PermissionError`` and S3's access errors are ``denied``; anything else the
 filesystem or its client raises (connection refused, timeouts, 5xx) is ``unreachable``.
 
+Hostile folders cost their own poll only: a read takes at most ``MAX_FILE_BYTES`` (a file
+over it is refused, never read whole), and a local file that is not a regular file (a
+pipe, whose read would wait for a writer forever; a device; a folder) is refused without
+waiting. A symlink loop is the operating system's error, named.
+
 Listings are never cached (s3fs caches them by default): a poll must see new batches.
 One filesystem object per protocol, made on first use with that protocol's options
 (``SIDECAR_CHECKPOINT_STORAGE_OPTIONS``, e.g. ``{"s3": {"endpoint_url": "..."}}``);
@@ -15,17 +20,22 @@ instance's role, ...).
 
 from __future__ import annotations
 
+import os
+import stat
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import fsspec
 from fsspec.core import split_protocol
+from fsspec.implementations.local import LocalFileSystem
 
 from spark_offset_sidecar.core.checkpoint_log import batch_id_of
-from spark_offset_sidecar.errors import CheckpointReadError, ConfigError
+from spark_offset_sidecar.errors import CheckpointReadError, ConfigError, UnreadableCheckpoint
 
 T = TypeVar("T")
+# Spark's offset log of a query reading 100,000 partitions is about 3 MB.
+MAX_FILE_BYTES = 16 * 2**20
 # Protocol-specific defaults: a poll sees new files (no listing cache), and an outage
 # fails a poll in seconds rather than after botocore's retries (~12 s a call by default).
 _FRESH: dict[str, dict[str, Any]] = {
@@ -72,15 +82,24 @@ class FsspecCheckpointStorage:
     def read_text(self, path: str) -> str | None:
         fs, inner = self._resolve(path)
         try:
-            data = self._call(path, lambda: fs.cat_file(inner))
+            if isinstance(fs, LocalFileSystem):
+                data = self._call(path, lambda: _read_regular_file(inner, MAX_FILE_BYTES + 1))
+            else:  # one ranged GET on object stores
+                data = self._call(path, lambda: fs.cat_file(inner, start=0, end=MAX_FILE_BYTES + 1))
         except FileNotFoundError:
             return None
+        if len(data) > MAX_FILE_BYTES:
+            raise UnreadableCheckpoint(
+                path, 1, f"is over {MAX_FILE_BYTES // 2**20} MiB: not a file Spark writes"
+            )
         return bytes(data).decode("utf-8", errors="replace")
 
     def exists(self, path: str) -> bool:
+        fs, inner = self._resolve(path)
+        if isinstance(fs, LocalFileSystem):  # a stat: reading a pipe's first byte would wait
+            return self._call(path, lambda: os.path.exists(inner))
         # One ranged read of the first byte: on S3 one request, where s3fs's ``exists``
         # follows a missing key's HEAD with a listing (is it a "directory"?).
-        fs, inner = self._resolve(path)
         try:
             self._call(path, lambda: fs.cat_file(inner, start=0, end=1))
         except FileNotFoundError:
@@ -117,7 +136,7 @@ class FsspecCheckpointStorage:
         self.requests += 1
         try:
             return call()
-        except FileNotFoundError:
+        except (FileNotFoundError, UnreadableCheckpoint):
             raise
         except PermissionError as exc:
             raise CheckpointReadError(path, "denied", f"access denied: {exc}") from None
@@ -125,3 +144,21 @@ class FsspecCheckpointStorage:
             text = f"{type(exc).__name__}: {exc}"
             reason = "denied" if any(code in text for code in _DENIED_CODES) else "unreachable"
             raise CheckpointReadError(path, reason, text) from None
+
+
+def _read_regular_file(path: str, limit: int) -> bytes:
+    """At most ``limit`` bytes of the local file ``path``; refuses anything but a regular
+    file without waiting (opened non-blocking: a pipe with no writer opens at once)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = "a folder" if stat.S_ISDIR(mode) else "a pipe, socket or device"
+            raise UnreadableCheckpoint(path, 1, f"is {kind}, not a file Spark writes")
+        chunks, size = [], 0
+        while size < limit and (chunk := os.read(fd, min(limit - size, 2**20))):
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
