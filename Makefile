@@ -12,7 +12,7 @@ HELM := .local/bin/helm
 # Go module proxy (GitHub is not reachable from everywhere).
 PROMETHEUS_OPERATOR := github.com/prometheus-operator/prometheus-operator@v0.78.2
 
-.PHONY: test demo lint typecheck venv jars tools system-deps kafka-start kafka-stop clean
+.PHONY: test demo fuzz lint typecheck venv jars tools system-deps kafka-start kafka-stop clean
 
 $(STAMP): pyproject.toml jobs/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -49,6 +49,13 @@ test: jars tools lint typecheck
 
 demo: jars
 	$(PY) -m jobs.demo
+
+# The fuzz tests, longer than in `make test` (120 examples a test there); prints figures.
+FUZZ_EXAMPLES ?= 2000
+FUZZ_SEED ?= 30
+fuzz: jars
+	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) FUZZ_SEED=$(FUZZ_SEED) $(PY) -m pytest -s \
+	  --hypothesis-show-statistics tests/e2e/test_fuzz_api.py tests/unit/test_parsers_fuzz.py
 
 kafka-start: jars
 	scripts/local-kafka.sh start

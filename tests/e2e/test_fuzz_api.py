@@ -158,7 +158,7 @@ def test_progress_from_older_spark_and_non_kafka_sources(fuzzed_service: Service
 # by it, and valid ones with hostile text put into one of their body's strings) go to the
 # real service on SQLite and on PostgreSQL, with the real broker, while neighbours post
 # well-formed events of their own groups. Seeded and bounded here; ``make fuzz`` runs it
-# longer (SIDECAR_FUZZ_EXAMPLES, SIDECAR_FUZZ_SEED).
+# longer (FUZZ_EXAMPLES, FUZZ_SEED).
 NEIGHBOUR_GROUPS = 8
 JSON_CONTENT = {"content-type": "application/json"}
 

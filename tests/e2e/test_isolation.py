@@ -32,6 +32,15 @@ NEIGHBOURS = 30
 UNSTORABLE = {"surrogate": "evil-\ud800", "nul": "evil-\x00", "long": "e" * 5000}
 
 
+# Reads with a name in the URL: an unstorable one is a 4xx, never a 5xx.
+ODD_READS = [
+    "/v1/queries/{v}",
+    "/v1/status/{v}",
+    "/v1/groups/{v}/starting-offsets",
+    "/v1/groups/odd-group/starting-offsets?topic={v}",
+]
+
+
 @pytest.fixture
 def service(tmp_path: Path, kafka_bootstrap: str, database_url: str) -> Iterator[ServiceProcess]:
     process = ServiceProcess(tmp_path, kafka_bootstrap, database_url=database_url)
@@ -195,6 +204,11 @@ def test_an_unstorable_value_fails_only_its_own_request(
             lambda g=group: committed_offsets(kafka_bootstrap, g) == want,  # type: ignore[misc]
             what=f"{group}'s offsets in Kafka",
         )
+    for template in ODD_READS:
+        for kind, value in UNSTORABLE.items():
+            path = template.replace("{v}", quote(value, safe="", errors="surrogatepass"))
+            answer = service.http.get(path)
+            assert 400 <= answer.status_code < 500, f"GET {template} ({kind}): {answer.text[:300]}"
     for read in ("/v1/queries", "/v1/status", "/v1/followed-folders", "/ui", "/metrics"):
         answer = service.http.get(read)
         assert answer.status_code == 200, f"{read}: {answer.status_code} {answer.text[:300]}"

@@ -7,6 +7,7 @@ import asyncio
 import json
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -270,3 +271,27 @@ def test_an_idle_groups_offsets_are_committed_again_before_retention_drops_them(
         assert json.loads(raw[(topic, 0)][1])["batch_id"] == 9
     finally:
         service.stop()
+
+
+def test_a_read_naming_an_unknown_topic_creates_no_topic(
+    service: ServiceProcess, kafka_bootstrap: str, new_topic: Callable[..., str]
+) -> None:
+    """The test broker auto-creates topics (Kafka's default): a Metadata request that
+    allowed it (aiokafka's default) would create the topic a read only named."""
+    topic, group, typo = new_topic(1), unique_group(), f"typo-{uuid.uuid4().hex[:8]}"
+    assert service.post_progress(group, spark_progress(1, {topic: {"0": 5}})).status_code == 200
+    wait_for(lambda: committed_offsets(kafka_bootstrap, group) == {(topic, 0): 5})
+    answer = service.http.get(f"/v1/groups/{group}/starting-offsets", params={"topic": typo})
+    assert answer.status_code == 404, answer.text
+    assert f"topic {typo!r} is unknown to Kafka" in answer.json()["detail"]
+
+    async def topics() -> list[str]:
+        admin = AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap)
+        await admin.start()
+        try:
+            return await admin.list_topics()  # all topics: creates none
+        finally:
+            await admin.close()
+
+    assert topic in run_sync(topics())
+    assert typo not in run_sync(topics()), "a read created the topic it named"

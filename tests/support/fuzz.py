@@ -1,7 +1,7 @@
 """What the fuzz tests draw from: hostile text, names that may be hostile, and the budget.
 
-Seeded and bounded in ``make test``; ``make fuzz`` sets ``SIDECAR_FUZZ_EXAMPLES`` (and may
-set ``SIDECAR_FUZZ_SEED``) for a longer run."""
+Seeded and bounded in ``make test``; ``make fuzz`` sets ``FUZZ_EXAMPLES`` (and may
+set ``FUZZ_SEED``) for a longer run."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import os
 
 from hypothesis import strategies as st
 
-FUZZ_EXAMPLES = int(os.environ.get("SIDECAR_FUZZ_EXAMPLES", "120"))
-FUZZ_SEED = int(os.environ.get("SIDECAR_FUZZ_SEED", "30"))
+FUZZ_EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "120"))
+FUZZ_SEED = int(os.environ.get("FUZZ_SEED", "30"))
 
 # Values no store can hold or no rule allows: a lone surrogate (valid JSON text, not
 # Unicode text), NUL and other control characters, over-long names; and any code point.

@@ -81,6 +81,17 @@ def _entry(**fields: Any) -> dict[str, Any]:
         (_entry(token="short", write=["*"]), "at least 16"),
         (_entry(write=[]), "write, when given, must be"),
         (_entry(read=[""]), "read, when given, must be"),
+        # Names and patterns keep core.names' rules (Unicode text, no control characters).
+        (
+            _entry(write=["orders-\ud800"]),
+            "group patterns: [0]: pattern has a lone surrogate (U+D800)",
+        ),
+        (_entry(write=["*"], topics=["t\x00"]), "[0]: pattern has a control character (U+0000)"),
+        (_entry(read=["g" * 256]), "pattern must have 1 to 255 characters"),
+        (
+            {"tokens": [{"name": "a\nb", "token": ETL, "write": ["*"]}]},
+            "name: token name has a control character",
+        ),
         (_entry(write=["*"], x=1), "unknown keys"),
         (_entry(write=["*"], events_per_second=0), "events_per_second"),
         (_entry(write=["*"], events_per_second=float("nan")), "events_per_second"),

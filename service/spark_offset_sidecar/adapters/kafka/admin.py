@@ -1,5 +1,6 @@
 """Reads of a consumer group from Kafka with the admin client: its coordinator, its
-committed offsets, its state and members, its topics' partitions. Shared by
+committed offsets, its state and members, its topics' partitions (never creating a topic:
+``topic_metadata``). Shared by
 ``describe-group`` (``adapters.kafka.group_report``) and ``starting-offsets``
 (``adapters.kafka.starting_offsets``), so that every read takes the same care:
 
@@ -38,6 +39,7 @@ from aiokafka.errors import (
 from aiokafka.protocol.admin import DescribeGroupsRequest
 from aiokafka.protocol.commit import OffsetFetchRequest
 
+from spark_offset_sidecar.adapters.kafka.topic_metadata import metadata_request, partition_leaders
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.errors import KafkaReadError
 from spark_offset_sidecar.ports.kafka import Committed
@@ -140,17 +142,15 @@ class GroupAdmin:
             return {}
         try:
             async with asyncio.timeout(self.wait_seconds):
-                described = await self._admin.describe_topics(list(topics))
+                answer = await self._admin._send_request(metadata_request(topics))
         except (KafkaError, TimeoutError, OSError) as exc:
             raise KafkaReadError(
                 f"describing topics {list(topics)} from Kafka failed: {exc!r}"
             ) from exc
-        return {
-            topic["topic"]: sorted(p["partition"] for p in topic["partitions"])
-            if topic["error_code"] == 0
-            else []
-            for topic in described
-        }
+        found: dict[str, list[int]] = {topic: [] for topic in topics}
+        for tp in sorted(partition_leaders(answer)[0]):
+            found[tp.topic].append(tp.partition)
+        return found
 
     async def _on_coordinator(
         self, group_id: str, what: str, request: Callable[[int], Awaitable[T]]

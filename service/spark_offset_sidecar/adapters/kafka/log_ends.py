@@ -1,14 +1,12 @@
 """Read the brokers' log-end offsets: aiokafka's implementation of the ``LogEndReader`` port
 (``ports.kafka``; the in-memory double is ``testing.InMemoryLogEnds``).
 
-``KafkaLogEndReader`` asks for the topics' metadata with ``allow_auto_topic_creation`` off,
+``KafkaLogEndReader`` asks for the topics' metadata with auto-creation off
+(``topic_metadata``: the consumer's ``end_offsets`` would create a deleted topic again),
 then sends ListOffsets(latest) to each partition's leader, over one shared
-``AIOKafkaClient``. Facts this relies on (aiokafka 0.14, read in source; checked on the
-broker by tests/e2e/test_lag_tools.py): the consumer's ``end_offsets`` cannot be used, because
-its metadata request always allows auto-creation, so asking for the log end of a deleted
-topic would create it again on a broker with ``auto.create.topics.enable`` (the default).
-A topic that does not exist, or a partition without a leader, is reported in
-``LogEnds.failed_topics`` and leaves the other topics' answers intact."""
+``AIOKafkaClient`` (checked on the broker by tests/e2e/test_lag_tools.py). A topic that
+does not exist, or a partition without a leader, is reported in ``LogEnds.failed_topics``
+and leaves the other topics' answers intact."""
 
 from __future__ import annotations
 
@@ -20,9 +18,9 @@ from typing import Any
 
 from aiokafka.client import AIOKafkaClient
 from aiokafka.errors import KafkaError
-from aiokafka.protocol.metadata import MetadataRequest
 from aiokafka.protocol.offset import OffsetRequest
 
+from spark_offset_sidecar.adapters.kafka.topic_metadata import metadata_request, partition_leaders
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.errors import KafkaReadError
 from spark_offset_sidecar.ports.kafka import LogEnds
@@ -77,18 +75,9 @@ class KafkaLogEndReader:
     async def _leaders(
         self, client: AIOKafkaClient, topics: set[str]
     ) -> tuple[dict[TopicPartition, int], set[str]]:
-        request = MetadataRequest(sorted(topics), allow_auto_topic_creation=False)
-        metadata = (await client.send(client.get_random_node(), request)).to_object()
-        leaders: dict[TopicPartition, int] = {}
-        failed: set[str] = set()
-        for topic in metadata["topics"]:
-            name = topic.get("topic", topic.get("name"))
-            if topic["error_code"] != 0:
-                failed.add(name)
-                continue
-            for partition in topic["partitions"]:
-                leaders[TopicPartition(name, partition["partition"])] = partition["leader"]
-        return leaders, failed
+        return partition_leaders(
+            await client.send(client.get_random_node(), metadata_request(topics))
+        )
 
     async def _started(self) -> AIOKafkaClient:
         if self._client is None:

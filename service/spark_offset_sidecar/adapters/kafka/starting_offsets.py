@@ -16,7 +16,7 @@ from typing import Any
 
 from spark_offset_sidecar.adapters.kafka.admin import GroupAdmin
 from spark_offset_sidecar.core.offsets import TopicPartition
-from spark_offset_sidecar.errors import KafkaReadError, OffsetsNotFound
+from spark_offset_sidecar.errors import OffsetsNotFound
 from spark_offset_sidecar.ports.kafka import StartingOffsets
 
 EARLIEST = -2
@@ -45,7 +45,7 @@ async def starting_offsets(
     for name in wanted:
         partitions = described.get(name)
         if not partitions:
-            raise KafkaReadError(f"topic {name!r} is unknown to Kafka")
+            raise OffsetsNotFound(f"topic {name!r} is unknown to Kafka: no offsets to start from")
         for partition in partitions:
             found = committed.get(TopicPartition(name, partition))
             offset = found.offset if found is not None else EARLIEST
