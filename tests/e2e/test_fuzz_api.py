@@ -27,8 +27,8 @@ from schemathesis import GenerationMode
 from harness.machine import free_port
 from harness.service_process import ServiceProcess
 from tests.support.fuzz import FUZZ_EXAMPLES, FUZZ_SEED, HOSTILE_TEXT, KAFKA_OFFSETS, NAMES
-from tests.support.kafka import committed_offsets, unique_group
-from tests.support.service import spark_progress, wait_for
+from tests.support.kafka import unique_group, wait_for_committed
+from tests.support.service import assert_state_reads_answer, spark_progress
 
 pytestmark = pytest.mark.faults
 
@@ -306,14 +306,8 @@ def test_fuzzing_beside_well_formed_traffic(
     assert not failed, f"{len(failed)} of {len(neighbours.answers)} neighbours failed: {failed[:5]}"
     assert neighbours.last_batch >= 1
     want = {(neighbours.topic, 0): neighbours.last_batch}
-    for group in neighbours.groups:
-        wait_for(
-            lambda g=group: committed_offsets(kafka_bootstrap, g) == want,  # type: ignore[misc]
-            what=f"neighbour {group}'s offsets in Kafka",
-        )
-    for read in ("/v1/queries", "/v1/status", "/v1/followed-folders", "/ui", "/metrics"):
-        answer = service.http.get(read)
-        assert answer.status_code == 200, f"{read}: {answer.status_code} {answer.text[:300]}"
+    wait_for_committed(kafka_bootstrap, neighbours.groups, want)
+    assert_state_reads_answer(service.http)
     print(  # the figures ``make fuzz`` records
         f"\nfuzz: {sum(statuses.values())} requests in {elapsed:.1f} s, statuses "
         f"{dict(sorted(statuses.items()))}; neighbours {len(neighbours.answers)} events, "

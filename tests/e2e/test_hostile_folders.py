@@ -22,8 +22,8 @@ import pytest
 
 from harness.service_process import ServiceProcess
 from tests.support.checkpoints import COMMIT_LOG, offset_log, write_batch
-from tests.support.kafka import committed_offsets, unique_group
-from tests.support.service import spark_progress, wait_for
+from tests.support.kafka import committed_offsets, unique_group, wait_for_committed
+from tests.support.service import assert_state_reads_answer, spark_progress, wait_for
 
 pytestmark = pytest.mark.kafka
 
@@ -167,11 +167,8 @@ def test_hostile_folders_fail_alone(
     assert not writers.is_alive()
 
     last = {(topic, 0): (writers.rounds - 1) * 10}
-    for group in [*writers.good.values(), writers.rewritten[1], *writers.callers]:
-        wait_for(
-            lambda g=group: committed_offsets(kafka_bootstrap, g) == last,  # type: ignore[misc]
-            what=f"{group}'s offsets in Kafka",
-        )
+    groups = [*writers.good.values(), writers.rewritten[1], *writers.callers]
+    wait_for_committed(kafka_bootstrap, groups, last)
     assert all(status == 200 for status, _ in writers.answers), writers.answers[:5]
 
     def folders() -> dict[str, Any]:
@@ -195,5 +192,4 @@ def test_hostile_folders_fail_alone(
     for folder in writers.good:
         assert listed[folder.name]["last_error"] is None
         assert listed[folder.name]["last_batch_recorded"] == writers.rounds - 1
-    for read in ("/v1/queries", "/v1/status", "/metrics"):
-        assert service.http.get(read).status_code == 200, read
+    assert_state_reads_answer(service.http)

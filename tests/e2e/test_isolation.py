@@ -21,8 +21,8 @@ import httpx
 import pytest
 
 from harness.service_process import ServiceProcess
-from tests.support.kafka import committed_offsets, unique_group
-from tests.support.service import spark_progress, wait_for
+from tests.support.kafka import unique_group, wait_for_committed
+from tests.support.service import assert_state_reads_answer, spark_progress
 
 pytestmark = pytest.mark.kafka
 
@@ -198,20 +198,13 @@ def test_an_unstorable_value_fails_only_its_own_request(
             assert {a.json()["outcome"] for a in neighbours} == {"accepted"}, where
             refused.append(f"{case} ({kind}): {odd.status_code}")
 
-    want = {(topic, 0): batch}
-    for group in groups:
-        wait_for(
-            lambda g=group: committed_offsets(kafka_bootstrap, g) == want,  # type: ignore[misc]
-            what=f"{group}'s offsets in Kafka",
-        )
+    wait_for_committed(kafka_bootstrap, groups, {(topic, 0): batch})
     for template in ODD_READS:
         for kind, value in UNSTORABLE.items():
             path = template.replace("{v}", quote(value, safe="", errors="surrogatepass"))
             answer = service.http.get(path)
             assert 400 <= answer.status_code < 500, f"GET {template} ({kind}): {answer.text[:300]}"
-    for read in ("/v1/queries", "/v1/status", "/v1/followed-folders", "/ui", "/metrics"):
-        answer = service.http.get(read)
-        assert answer.status_code == 200, f"{read}: {answer.status_code} {answer.text[:300]}"
+    assert_state_reads_answer(service.http)
     queries = service.http.get("/v1/queries").json()
     assert {q["query_id"] for q in queries} == {f"q-{g}" for g in groups}, "nothing odd stored"
     assert {q["last_completed_checkpoint"] for q in queries} == {batch}

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+from tests.support.service import wait_for
 
 T = TypeVar("T")
 
@@ -104,3 +106,14 @@ async def read_log_ends(bootstrap: str, topics: list[str]) -> dict[tuple[str, in
 
 def log_ends(bootstrap: str, topics: list[str]) -> dict[tuple[str, int], int]:
     return run_sync(read_log_ends(bootstrap, topics))
+
+
+def wait_for_committed(
+    bootstrap: str, groups: Iterable[str], want: dict[tuple[str, int], int]
+) -> None:
+    """Wait until each of ``groups`` has exactly ``want`` committed in Kafka."""
+    for group in groups:
+        wait_for(
+            lambda g=group: committed_offsets(bootstrap, g) == want,  # type: ignore[misc]
+            what=f"{group}'s offsets in Kafka",
+        )

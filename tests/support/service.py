@@ -97,3 +97,14 @@ def metric_sum(text: str, name: str, **labels: str) -> float:
         for sample in family.samples
         if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items())
     )
+
+
+# Every read of the service's state: after any input it accepted, each answers 200.
+STATE_READS = ("/v1/queries", "/v1/status", "/v1/followed-folders", "/ui", "/metrics")
+
+
+def assert_state_reads_answer(http: Any) -> None:
+    """Each of ``STATE_READS`` answers 200 (``http``: an httpx client on the service)."""
+    for read in STATE_READS:
+        answer = http.get(read)
+        assert answer.status_code == 200, f"{read}: {answer.status_code} {answer.text[:300]}"
