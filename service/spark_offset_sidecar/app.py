@@ -112,8 +112,9 @@ def create_app(
             max_pending=settings.max_pending_checkpoints,
             backoff=Backoff(settings.retry_initial_seconds, settings.retry_max_seconds),
             refresh_after=settings.recommit_idle_after_seconds,
+            commit_interval=settings.min_commit_interval_seconds,
         )
-        metrics.watch(lambda: runtime.durable.ledger)  # type: ignore[union-attr]
+        metrics.watch(lambda: runtime.durable.ledger, clock)  # type: ignore[union-attr]
         kafka = committer or KafkaOffsetCommitter(
             kafka_client_options(settings),
             timeout=settings.commit_timeout_seconds,

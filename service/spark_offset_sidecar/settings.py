@@ -54,10 +54,21 @@ def _database_url(value: str) -> str:
     return value
 
 
+# A commit interval longer than this would leave lag tools minutes behind the jobs.
+MAX_COMMIT_INTERVAL = 3600.0
+
+
 def _positive_float(value: str) -> float:
     number = float(value)
     if not math.isfinite(number) or not number > 0:
         raise ValueError("must be a finite number greater than 0")
+    return number
+
+
+def _commit_interval(value: str) -> float:
+    number = float(value)
+    if not math.isfinite(number) or not 0 <= number <= MAX_COMMIT_INTERVAL:
+        raise ValueError(f"must be a number of seconds from 0 to {MAX_COMMIT_INTERVAL:g}")
     return number
 
 
@@ -145,6 +156,9 @@ class Settings:
     max_pending_checkpoints: int = _setting(100, _positive_int, "pending checkpoints per query")
     retry_initial_seconds: float = _setting(0.5, _positive_float, "first retry delay")
     retry_max_seconds: float = _setting(10.0, _positive_float, "longest retry delay")
+    min_commit_interval_seconds: float = _setting(
+        0.0, _commit_interval, "commit a group at most once per this long (0: every checkpoint)"
+    )
     recommit_idle_after_seconds: float = _setting(
         86_400.0, _positive_float, "commit an idle group's offsets again after this long"
     )

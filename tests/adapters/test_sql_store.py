@@ -156,3 +156,17 @@ def test_a_write_the_database_refuses_is_a_store_error_and_leaves_no_trace(
     stored = reload(store)
     assert set(stored.queries) == {"q"}
     assert set(stored.groups) == {"g"}
+
+
+def test_a_groups_own_commit_interval_is_kept_and_can_return_to_the_default(
+    store: SqlStore,
+) -> None:
+    ledger = Ledger()
+    record(ledger, store, ledger.decide_progress("q1", "g1", "r", 1, {T0: 1}, 1.0))
+    record(ledger, store, ledger.decide_progress("q2", "g2", "r", 1, {T0: 1}, 1.0))
+    record(ledger, store, ledger.decide_commit_interval("g1", 2.5))
+    record(ledger, store, ledger.decide_commit_interval("g2", 0.0))
+    again = reload(store)
+    assert (again.groups["g1"].commit_interval, again.groups["g2"].commit_interval) == (2.5, 0.0)
+    record(ledger, store, ledger.decide_commit_interval("g1", None))
+    assert reload(store).groups["g1"].commit_interval is None

@@ -154,6 +154,22 @@ def test_production_values_postgresql_from_a_secret_and_monitoring() -> None:
     assert json.loads(dashboard["data"]["spark-offset-sidecar.json"])["panels"]
 
 
+def test_the_commit_interval_reaches_the_service_and_is_bounded() -> None:
+    def config(*args: str) -> dict[str, str]:
+        kinds = by_kind(render(*args))
+        data: dict[str, str] = next(c for c in kinds["ConfigMap"] if "SIDECAR_PORT" in c["data"])[
+            "data"
+        ]
+        return data
+
+    assert config()["SIDECAR_MIN_COMMIT_INTERVAL_SECONDS"] == "0"
+    set_one = config("--set-json", "settings.minCommitIntervalSeconds=1.5")
+    assert set_one["SIDECAR_MIN_COMMIT_INTERVAL_SECONDS"] == "1.5"
+    assert "settings.minCommitIntervalSeconds" in refused(
+        "--set", "settings.minCommitIntervalSeconds=7200"
+    )
+
+
 def test_a_changed_setting_changes_the_pods_checksum() -> None:
     def checksum(*args: str) -> str:
         deployment = by_kind(render(*args))["Deployment"][0]

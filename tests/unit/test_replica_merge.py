@@ -94,3 +94,12 @@ def test_a_replica_takes_only_the_groups_it_commits() -> None:
     assert request.fence == 5
     ledger.commit_only(None)
     assert ledger.ready_groups(0.0) == ["other"]
+
+
+def test_the_stored_commit_interval_stands_and_this_replicas_timing_stays() -> None:
+    mine = _stored(slot=3)
+    mine.interval_from = 7.0
+    stored = _stored(slot=3)
+    stored.commit_interval = 5.0
+    merged = merge_group(mine, stored)
+    assert (merged.commit_interval, merged.interval_from) == (5.0, 7.0)

@@ -139,6 +139,15 @@ class RewindAllowed:
     group_id: str
 
 
+@dataclass(frozen=True)
+class CommitIntervalSet:
+    """An operator sets ``group_id``'s minimum time between commits (None: the service's
+    default, ``SIDECAR_MIN_COMMIT_INTERVAL_SECONDS``)."""
+
+    group_id: str
+    seconds: float | None
+
+
 Change = (
     QueryRegistered
     | CheckpointAdded
@@ -148,6 +157,7 @@ Change = (
     | CommitFailed
     | QueryReleased
     | RewindAllowed
+    | CommitIntervalSet
 )
 
 

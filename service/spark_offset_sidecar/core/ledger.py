@@ -41,6 +41,12 @@ Rules
                  this replica's own (commit in flight, retry timing, counters) stays
                  (``core.replica_merge``). A replica takes only the groups it owns
                  (``commit_only``).
+  R13 interval   A group's slot is taken at most once per commit interval (its own, else
+                 the ledger's ``commit_interval``; 0: every checkpoint, Flink's contract),
+                 counted from when its last commit was taken; meanwhile newer completions
+                 replace the slot (R5, counted skipped), so the newest offsets are always
+                 the ones committed, at most one interval late. ``take(flush=True)`` (at
+                 shutdown) does not wait for the interval.
   R12 repair     After a takeover, a group whose offsets in Kafka differ from its stored
                  committed offsets (a late commit of the old owner landed) is ``repair``ed:
                  it commits its stored offsets again at once (taken like R9), unless a
@@ -70,6 +76,7 @@ from spark_offset_sidecar.core.changes import (
     CheckpointAdded,
     CheckpointCompleted,
     CommitFailed,
+    CommitIntervalSet,
     CommitRequest,
     CommitStarted,
     CommitSucceeded,
@@ -105,6 +112,16 @@ def unknown_query(query_id: str, **where: Any) -> Decision:
     )
 
 
+def checkpoints_behind(group: GroupState) -> int:
+    """R13: how many completed checkpoints the group's committed offsets trail the newest
+    completed one by (0 when nothing waits in the slot, or nothing was committed yet)."""
+    if group.slot is None or group.committed is None:
+        return 0
+    if group.committed.query_id != group.slot.query_id:
+        return 0
+    return max(0, group.slot.checkpoint_id - group.committed.checkpoint_id)
+
+
 @dataclass(frozen=True)
 class Savepoint:
     """What one decision may change, as it was before (None: did not exist)."""
@@ -123,6 +140,7 @@ class Ledger:
         max_pending: int = DEFAULT_MAX_PENDING,
         backoff: Backoff | None = None,
         refresh_after: float | None = None,
+        commit_interval: float = 0.0,
         queries: Iterable[QueryState] = (),
         groups: Iterable[GroupState] = (),
     ) -> None:
@@ -131,6 +149,7 @@ class Ledger:
         self.max_pending = max_pending
         self.backoff = backoff or Backoff()
         self.refresh_after = refresh_after
+        self.commit_interval = commit_interval
         self.queries: dict[str, QueryState] = {q.query_id: q for q in queries}
         self.groups: dict[str, GroupState] = {g.group_id: g for g in groups}
         self.unattributed: Counter[str] = Counter()  # outcomes with no known group
@@ -256,6 +275,18 @@ class Ledger:
             changes=(QueryReleased(query_id, query.group_id),),
         )
 
+    def decide_commit_interval(self, group_id: str, seconds: float | None) -> Decision:
+        """R13: ``group_id``'s own commit interval (None: back to the default)."""
+        if group_id not in self.groups:
+            return _nothing(Outcome.UNKNOWN_QUERY, f"no group {group_id} is known")
+        said = "the default" if seconds is None else f"{seconds:g} s"
+        return Decision(
+            Outcome.ACCEPTED,
+            f"group {group_id} commits at most once per {said}",
+            group_id=group_id,
+            changes=(CommitIntervalSet(group_id, seconds),),
+        )
+
     def decide_allow_rewind(self, group_id: str) -> Decision:
         if group_id not in self.groups:
             return _nothing(Outcome.UNKNOWN_QUERY, f"no group {group_id} is known")
@@ -324,7 +355,9 @@ class Ledger:
         """Groups whose slot may be taken now (R6), and idle groups due a refresh (R9);
         never a held group (R10). Costs O(groups with a slot + refreshes due)."""
         ready = [
-            g for g in self._takeable if self.groups[g].retry_at <= now and g not in self._held
+            g
+            for g in self._takeable
+            if self.ready_at(self.groups[g]) <= now and g not in self._held
         ]
         due_now: list[tuple[float, str]] = []
         while self._refresh_heap and self._refresh_heap[0][0] <= now:
@@ -337,11 +370,20 @@ class Ledger:
 
     def next_retry_at(self) -> float | None:
         """The earliest time a group not yet ready becomes ready (None: no such group)."""
-        waiting = [self.groups[g].retry_at for g in self._takeable if g not in self._held]
+        waiting = [self.ready_at(self.groups[g]) for g in self._takeable if g not in self._held]
         while self._refresh_heap and not self._refresh_valid(self._refresh_heap[0]):
             heapq.heappop(self._refresh_heap)
         refresh = [self._refresh_heap[0][0]] if self._refresh_heap else []
         return min(waiting + refresh, default=None)
+
+    def interval_of(self, group: GroupState) -> float:
+        """R13: the group's commit interval (its own, else the default)."""
+        return self.commit_interval if group.commit_interval is None else group.commit_interval
+
+    def ready_at(self, group: GroupState) -> float:
+        """When ``group``'s slot may be taken: after its retry time (R8) and its commit
+        interval (R13)."""
+        return max(group.retry_at, group.interval_from + self.interval_of(group))
 
     def _refresh_valid(self, entry: tuple[float, str]) -> bool:
         due, group_id = entry
@@ -413,9 +455,12 @@ class Ledger:
         self._reindex(group)
         return True
 
-    def take(self, group_id: str, now: float, fence: int | None = None) -> CommitRequest | None:
-        """Hand out ``group_id``'s slot as a commit, or None if R6 says not now; ``fence``
-        is the owner epoch the commit is taken under (R11), None for a single replica.
+    def take(
+        self, group_id: str, now: float, fence: int | None = None, *, flush: bool = False
+    ) -> CommitRequest | None:
+        """Hand out ``group_id``'s slot as a commit, or None if R6 (or R13, unless
+        ``flush``) says not now; ``fence`` is the owner epoch the commit is taken under
+        (R11), None for a single replica.
 
         Applied at once and never persisted: until a success is recorded, the store keeps
         the entry in the slot (a crash mid-commit means committing it again)."""
@@ -424,6 +469,7 @@ class Ledger:
             group is None
             or group.in_flight is not None
             or now < group.retry_at
+            or (not flush and now < self.ready_at(group))
             or group_id in self._held
             or not self.commits(group_id)
         ):
@@ -453,7 +499,18 @@ class Ledger:
             fence=fence,
         )
         self.apply_change(CommitStarted(request))
+        group.interval_from = now  # R13
         return request
+
+    def waiting_for_interval(self, now: float) -> list[str]:
+        """Groups whose slot waits only for its commit interval (R13): what a shutdown
+        flushes (``take(flush=True)``)."""
+        return [
+            g
+            for g in self._takeable
+            if g not in self._held
+            and self.groups[g].retry_at <= now < self.ready_at(self.groups[g])
+        ]
 
     def commit_result(
         self, request: CommitRequest, now: float, failure: str | None = None
@@ -637,6 +694,9 @@ class Ledger:
             group.slot = None
             self._reindex(group)
 
+    def _commit_interval_set(self, change: CommitIntervalSet) -> None:
+        self.groups[change.group_id].commit_interval = change.seconds
+
     def _rewind_allowed(self, change: RewindAllowed) -> None:
         self.groups[change.group_id].rewind_allowed = True
 
@@ -650,6 +710,7 @@ _APPLY: Mapping[type[Any], Callable[[Ledger, Any], None]] = {
     CommitFailed: Ledger._commit_failed,
     QueryReleased: Ledger._released,
     RewindAllowed: Ledger._rewind_allowed,
+    CommitIntervalSet: Ledger._commit_interval_set,
 }
 
 __all__ = [

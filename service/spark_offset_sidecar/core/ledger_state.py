@@ -4,6 +4,7 @@ derived ``GroupPhase`` (see the transition table in ``core.ledger``)."""
 from __future__ import annotations
 
 import enum
+import math
 from collections import Counter
 from dataclasses import dataclass, field, replace
 
@@ -76,6 +77,9 @@ class GroupState:
     retry_at: float = 0.0
     last_failure: str | None = None
     rewind_allowed: bool = False
+    commit_interval: float | None = None  # R13: this group's own; None: the ledger's default
+    # R13: when its last commit was taken (memory only; -inf: none yet, the next is not held)
+    interval_from: float = -math.inf
     counters: GroupCounters = field(default_factory=GroupCounters)
 
     def copy(self) -> GroupState:

@@ -6,8 +6,8 @@ therefore a cache of the store for what events decided, and the truth for what i
 own: the commit in flight, its retry timing, its counters.
 
 Rules, for a group's stored row ``stored`` and memory's ``mine``:
-  M1 owner, rewind  The stored query and rewind permission stand (a rewind already handed
-                    to the commit in flight is not handed out again).
+  M1 owner, rewind  The stored query, rewind permission and commit interval stand (a rewind
+                    already handed to the commit in flight is not handed out again).
   M2 committed      The newer of the two committed offsets stands: memory may be ahead of
                     the store (a success whose write failed, ledger R8), never behind it
                     once merged.
@@ -31,6 +31,7 @@ def merge_group(mine: GroupState | None, stored: GroupState) -> GroupState:
     flying = mine.in_flight
     merged.query_id = stored.query_id  # M1
     merged.rewind_allowed = stored.rewind_allowed and not (flying is not None and flying.rewind)
+    merged.commit_interval = stored.commit_interval
     merged.committed = _newer(mine.committed, stored.committed)  # M2
     slot = stored.slot  # M3
     in_flight = flying is not None and _same(slot, flying.checkpoint) if slot else False

@@ -27,6 +27,7 @@ from spark_offset_sidecar.http.access import allow_read, allow_write, caller, ma
 from spark_offset_sidecar.http.auth import TokenGrant
 from spark_offset_sidecar.http.models import (
     CheckpointEvent,
+    CommitIntervalRequest,
     ErrorAnswer,
     EventAnswer,
     GroupId,
@@ -237,6 +238,19 @@ async def allow_rewind(group_id: GroupId, request: Request) -> JSONResponse:
     return _answer(decision)
 
 
+@router.put("/groups/{group_id}/commit-interval", response_model=EventAnswer, responses=ERRORS)
+async def set_commit_interval(
+    group_id: GroupId, body: CommitIntervalRequest, request: Request
+) -> JSONResponse:
+    """Commit the group at most once per ``seconds`` (its newest offsets, at most that
+    late); ``null`` returns it to the service's default. Needs write on the group."""
+    allow_write(caller(request, event=True), group_id)
+    decision = await _durable(request).record(
+        lambda ledger: ledger.decide_commit_interval(group_id, body.seconds), group_id=group_id
+    )
+    return _answer(decision)
+
+
 @router.get(
     "/groups/{group_id}/starting-offsets",
     response_model=StartingOffsetsAnswer,
@@ -281,8 +295,9 @@ async def list_queries(request: Request) -> list[QueryView]:
         if q.group_id in groups and (grant is None or grant.may_read(q.group_id))
     ]
     live = await _published_live(request, {q.group_id for q in visible})
+    default = runtime_of(request).settings.min_commit_interval_seconds
     return [
-        QueryView.of(q, groups[q.group_id], live.get(q.group_id))
+        QueryView.of(q, groups[q.group_id], live.get(q.group_id), default_interval=default)
         for q in sorted(visible, key=lambda q: q.query_id)
     ]
 
@@ -298,7 +313,12 @@ async def get_query(query_id: QueryId, request: Request) -> QueryView | JSONResp
     if query is None or not may_see(request, grant, query.group_id, write=False):
         return _answer(unknown_query(query_id))
     live = await _published_live(request, {query.group_id})
-    return QueryView.of(query, ledger.groups[query.group_id], live.get(query.group_id))
+    return QueryView.of(
+        query,
+        ledger.groups[query.group_id],
+        live.get(query.group_id),
+        default_interval=runtime_of(request).settings.min_commit_interval_seconds,
+    )
 
 
 async def _published_live(request: Request, group_ids: set[str]) -> dict[str, LiveCommits]:

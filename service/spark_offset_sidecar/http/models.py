@@ -15,10 +15,11 @@ from pydantic import (
 
 from spark_offset_sidecar.core import names
 from spark_offset_sidecar.core.group_report import LiveCommits, live_of
-from spark_offset_sidecar.core.ledger import GroupState, QueryState
+from spark_offset_sidecar.core.ledger import GroupState, QueryState, checkpoints_behind
 from spark_offset_sidecar.core.offsets import MAX_OFFSET, OffsetJson, to_json
 from spark_offset_sidecar.core.spark_progress import kafka_offsets
 from spark_offset_sidecar.errors import InvalidEvent
+from spark_offset_sidecar.settings import MAX_COMMIT_INTERVAL
 
 # A name of each kind (``core.names``) as the type of a body field, a path or a query
 # string: the rule checks the value first, in its own words; the constraints beside it draw
@@ -81,6 +82,19 @@ class CheckpointEvent(BaseModel):
         if not flat:
             raise ValueError("offsets: at least one topic partition is needed")
         return value
+
+
+class CommitIntervalRequest(BaseModel):
+    """A group's own minimum time between commits (ledger R13)."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"example": {"seconds": 1.0}})
+    seconds: float | None = Field(
+        ge=0,
+        le=MAX_COMMIT_INTERVAL,
+        allow_inf_nan=False,
+        description="at most one commit per this long; 0: every checkpoint; null: the "
+        "service's default (SIDECAR_MIN_COMMIT_INTERVAL_SECONDS)",
+    )
 
 
 class FieldProblem(BaseModel):
@@ -149,10 +163,24 @@ class QueryView(BaseModel):
     retry_at: float | None
     last_failure: str | None
     rewind_allowed: bool
+    commit_interval_seconds: float = Field(
+        description="the group's minimum time between commits (its own, else the default)"
+    )
+    committed_behind_checkpoints: int = Field(
+        description="completed checkpoints the committed offsets trail the newest by "
+        "(0: the newest is committed or being committed)"
+    )
     counters: CountersView
 
     @classmethod
-    def of(cls, query: QueryState, group: GroupState, live: LiveCommits | None = None) -> QueryView:
+    def of(
+        cls,
+        query: QueryState,
+        group: GroupState,
+        live: LiveCommits | None = None,
+        *,
+        default_interval: float = 0.0,
+    ) -> QueryView:
         """The query's stored state with the live state of its group's commits: ``live``
         (with replicas, as its owner published it) or this process's memory of them."""
         slot, committed = group.slot, group.committed
@@ -190,6 +218,10 @@ class QueryView(BaseModel):
             retry_at=live.retry_at,
             last_failure=live.last_failure,
             rewind_allowed=group.rewind_allowed,
+            commit_interval_seconds=(
+                default_interval if group.commit_interval is None else group.commit_interval
+            ),
+            committed_behind_checkpoints=checkpoints_behind(group),
             counters=CountersView(
                 commits_succeeded=counters.succeeded,
                 commits_failed=dict(counters.failed),

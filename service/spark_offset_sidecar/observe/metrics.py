@@ -14,6 +14,7 @@ kafka_exporter already runs, it reports these groups too and the sums would doub
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
@@ -25,7 +26,7 @@ from prometheus_client.registry import Collector
 
 from spark_offset_sidecar.core.changes import Outcome
 from spark_offset_sidecar.core.group_status import SEVERITY, GroupStatus
-from spark_offset_sidecar.core.ledger import Ledger
+from spark_offset_sidecar.core.ledger import Ledger, checkpoints_behind
 from spark_offset_sidecar.errors import COMMIT_FAILURE_REASONS
 
 OUTCOMES = [o.value for o in Outcome]
@@ -139,8 +140,8 @@ class SidecarMetrics:
         )
         build.labels(package_version()).set(1)
 
-    def watch(self, ledger: Callable[[], Ledger]) -> None:
-        self.registry.register(LedgerCollector(ledger))
+    def watch(self, ledger: Callable[[], Ledger], clock: Callable[[], float] = time.time) -> None:
+        self.registry.register(LedgerCollector(ledger, clock))
 
     def watch_lag(self, monitor: LagView, *, export_kafka_lag: bool) -> None:
         self.registry.register(LagCollector(monitor, export_kafka_lag=export_kafka_lag))
@@ -155,8 +156,9 @@ class SidecarMetrics:
 
 
 class LedgerCollector(Collector):
-    def __init__(self, ledger: Callable[[], Ledger]) -> None:
+    def __init__(self, ledger: Callable[[], Ledger], clock: Callable[[], float]) -> None:
         self._ledger = ledger
+        self._clock = clock
 
     def collect(self) -> Iterator[Metric]:
         ledger = self._ledger()
@@ -212,6 +214,18 @@ class LedgerCollector(Collector):
             "Offset last committed (the next offset the query reads).",
             labels=["consumergroup", "topic", "partition"],
         )
+        behind = GaugeMetricFamily(
+            "sidecar_commit_behind_checkpoints",
+            "Completed checkpoints the committed offsets trail the newest by (a commit "
+            "interval, or commits failing).",
+            labels=group_label,
+        )
+        behind_seconds = GaugeMetricFamily(
+            "sidecar_commit_behind_seconds",
+            "How long the newest completed checkpoint has waited uncommitted (0: none waits).",
+            labels=group_label,
+        )
+        now = self._clock()
         for outcome, count in ledger.unattributed.items():
             events.add_metric(["", outcome], count)
         for group in ledger.groups.values():
@@ -231,12 +245,16 @@ class LedgerCollector(Collector):
             query = ledger.queries.get(group.query_id or "")
             pending.add_metric([g], len(query.pending) if query else 0)
             in_flight.add_metric([g], 1 if group.in_flight else 0)
+            behind.add_metric([g], checkpoints_behind(group))
+            behind_seconds.add_metric(
+                [g], max(0.0, now - group.slot.created_at) if group.slot else 0
+            )
             if group.committed is not None:
                 last_success.add_metric([g], group.committed.at)
                 for tp, offset in sorted(group.committed.offsets.items()):
                     committed.add_metric([g, tp.topic, str(tp.partition)], offset)
         yield from (succeeded, failed, skipped, events, dropped, held_back, refreshed)
-        yield from (pending, in_flight, last_success, committed)
+        yield from (pending, in_flight, last_success, committed, behind, behind_seconds)
 
 
 class LagCollector(Collector):

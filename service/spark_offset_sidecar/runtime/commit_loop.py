@@ -68,17 +68,30 @@ class CommitLoop:
             for group_id in self._ready(now):
                 if len(self._commits) >= self.max_concurrent:
                     break
-                fence = None
-                if self.ownership is not None:
-                    fence = self.ownership.epoch_for_commit(group_id, time.monotonic())
-                    if fence is None:
-                        continue
-                request = self.durable.start_commit(group_id, now, fence)
-                if request is not None:
-                    task = asyncio.create_task(self._commit(request), name=f"commit {group_id}")
-                    self._commits.add(task)
-                    task.add_done_callback(self._commits.discard)
+                self._start(group_id, now)
             await self._sleep(now)
+
+    def _start(self, group_id: str, now: float, *, flush: bool = False) -> None:
+        """Take ``group_id``'s slot, if it may be taken, and commit it in a task of its own."""
+        fence = None
+        if self.ownership is not None:
+            fence = self.ownership.epoch_for_commit(group_id, time.monotonic())
+            if fence is None:
+                return
+        request = self.durable.start_commit(group_id, now, fence, flush=flush)
+        if request is not None:
+            task = asyncio.create_task(self._commit(request), name=f"commit {group_id}")
+            self._commits.add(task)
+            task.add_done_callback(self._commits.discard)
+
+    def _flush(self) -> None:
+        """At shutdown, commit what waits only for its commit interval (ledger R13): the
+        newest offsets reach Kafka now, not after the restart."""
+        if not self._leased():
+            return
+        now = self.clock()
+        for group_id in self.durable.ledger.waiting_for_interval(now):
+            self._start(group_id, now, flush=True)
 
     def _leased(self) -> bool:
         """False while ``ownership`` lets nothing be committed (L3: lease not renewed)."""
@@ -152,6 +165,7 @@ class CommitLoop:
     async def stop(self, grace: float) -> None:
         self._stopping = True
         self.wake()
+        self._flush()
         if not self._commits:
             return
         _, unfinished = await asyncio.wait(set(self._commits), timeout=grace)

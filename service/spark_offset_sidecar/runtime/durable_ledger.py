@@ -126,6 +126,7 @@ class DurableLedger:
         max_pending: int,
         backoff: Backoff,
         refresh_after: float | None = None,
+        commit_interval: float = 0.0,
     ) -> DurableLedger:
         """A ledger started from what ``store`` holds."""
         worker = ThreadPoolExecutor(1, thread_name_prefix="ledger-store")
@@ -134,6 +135,7 @@ class DurableLedger:
             max_pending=max_pending,
             backoff=backoff,
             refresh_after=refresh_after,
+            commit_interval=commit_interval,
             queries=stored.queries,
             groups=stored.groups,
         )
@@ -173,10 +175,10 @@ class DurableLedger:
         return await asyncio.to_thread(self.store.snapshot)
 
     def start_commit(
-        self, group_id: str, now: float, fence: int | None = None
+        self, group_id: str, now: float, fence: int | None = None, *, flush: bool = False
     ) -> CommitRequest | None:
         """Take the group's slot if it may commit now (see ``Ledger.take``)."""
-        return self.ledger.take(group_id, now, fence)
+        return self.ledger.take(group_id, now, fence, flush=flush)
 
     async def finish_commit(self, request: CommitRequest, now: float, failure: str | None) -> None:
         """Record a commit's result; returns once it is applied (and written, if it could

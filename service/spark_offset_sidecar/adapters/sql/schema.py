@@ -62,6 +62,7 @@ consumer_groups = Table(
     metadata,
     Column("group_id", String(255), primary_key=True),
     Column("rewind_allowed", Boolean, nullable=False, default=False),
+    Column("commit_interval_seconds", Float, nullable=True),  # None: the service's default
     Column("slot_query_id", String(200), nullable=True),
     Column("slot_checkpoint_id", BigInteger, nullable=True),
     Column("slot_run_id", String(200), nullable=True),

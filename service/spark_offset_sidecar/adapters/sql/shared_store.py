@@ -38,6 +38,7 @@ from spark_offset_sidecar.adapters.sql.writes import write_changes
 from spark_offset_sidecar.core.changes import (
     Change,
     CheckpointCompleted,
+    CommitIntervalSet,
     CommitSucceeded,
     QueryRegistered,
     QueryReleased,
@@ -219,7 +220,7 @@ class SharedSqlStore(SqlStore):
                 changed.add(c.checkpoint.group_id)
             elif isinstance(c, QueryRegistered):
                 new.add(c.group_id)
-            elif isinstance(c, QueryReleased | RewindAllowed):
+            elif isinstance(c, QueryReleased | RewindAllowed | CommitIntervalSet):
                 changed.add(c.group_id)
         for notice in change_notices.encode(self.replica_id, sorted(changed), sorted(new)):
             conn.execute(text("SELECT pg_notify(:channel, :payload)"), {

@@ -128,7 +128,12 @@ class SqlStore:
 
     @staticmethod
     def _group(row: Any, owner: str | None) -> GroupState:
-        group = GroupState(row["group_id"], query_id=owner, rewind_allowed=row["rewind_allowed"])
+        group = GroupState(
+            row["group_id"],
+            query_id=owner,
+            rewind_allowed=row["rewind_allowed"],
+            commit_interval=row["commit_interval_seconds"],
+        )
         if row["slot_checkpoint_id"] is not None:
             group.slot = Checkpoint(
                 row["slot_query_id"],

@@ -35,6 +35,7 @@ from spark_offset_sidecar.core.changes import (
     Change,
     CheckpointAdded,
     CheckpointCompleted,
+    CommitIntervalSet,
     CommitSucceeded,
     QueryRegistered,
     QueryReleased,
@@ -79,7 +80,7 @@ def _keys(change: Change) -> tuple[tuple[str, str], ...]:
         return ("q", change.checkpoint.query_id), ("g", change.checkpoint.group_id)
     if isinstance(change, CommitSucceeded):
         return (("g", change.request.group_id),)
-    if isinstance(change, RewindAllowed):
+    if isinstance(change, RewindAllowed | CommitIntervalSet):
         return (("g", change.group_id),)
     raise TypeError(f"no keys for {type(change).__name__}")
 
@@ -207,6 +208,11 @@ _CLEAR_RELEASED_SLOT = _Write(
     )
     .values(_EMPTY_SLOT)
 )
+_SET_COMMIT_INTERVAL = _Write(
+    update(consumer_groups)
+    .where(groups_c.group_id == bindparam("b_group"))
+    .values(commit_interval_seconds=bindparam("b_seconds"))
+)
 _ALLOW_REWIND = _Write(
     update(consumer_groups)
     .where(groups_c.group_id == bindparam("b_group"))
@@ -294,6 +300,12 @@ def _rewind_allowed(conn: Connection, changes: list[RewindAllowed]) -> None:
     _ALLOW_REWIND.run(conn, [{"b_group": c.group_id} for c in changes])
 
 
+def _commit_interval_set(conn: Connection, changes: list[CommitIntervalSet]) -> None:
+    _SET_COMMIT_INTERVAL.run(
+        conn, [{"b_group": c.group_id, "b_seconds": c.seconds} for c in changes]
+    )
+
+
 _WRITERS: dict[type[Any], Callable[[Connection, Any], None]] = {
     QueryRegistered: _registered,
     CheckpointAdded: _added,
@@ -301,5 +313,6 @@ _WRITERS: dict[type[Any], Callable[[Connection, Any], None]] = {
     CommitSucceeded: _succeeded,
     QueryReleased: _released,
     RewindAllowed: _rewind_allowed,
+    CommitIntervalSet: _commit_interval_set,
 }
 WRITTEN = frozenset(_WRITERS)
