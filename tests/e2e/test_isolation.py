@@ -133,6 +133,12 @@ def _odd_requests(
         ("release.query_id", "DELETE", "/v1/queries/{v}", no_body),
         ("allow_rewind.group_id", "POST", "/v1/groups/{v}/allow-rewind", no_body),
         (
+            "commit_interval.group_id",
+            "PUT",
+            "/v1/groups/{v}/commit-interval",
+            lambda _v: {"seconds": 1},
+        ),
+        (
             "follow.path",
             "POST",
             "/v1/followed-folders",

@@ -1,0 +1,199 @@
+"""A commit interval against committing every checkpoint, and both against a bare FastAPI
+endpoint, side by side in one run (issue 33).
+
+    scripts/local-kafka.sh start
+    .venv/bin/python bench/commit_interval.py --queries 500 5000 --rounds 2 --seconds 10
+
+Three servers run at once: the bare endpoint (``bench/bare_endpoint.py --json-only``), the
+service committing every checkpoint (``SIDECAR_MIN_COMMIT_INTERVAL_SECONDS=0``, as
+shipped) and the service with a 1 s interval; each on SQLite with ``synchronous=FULL``,
+committing to the local broker. For each number of queries, closed-loop rounds of wrk
+(``-t2 -c32``, Spark-shaped bodies, ``bench/wrk/progress.lua``) alternate between them;
+beside every row the CPU of the server, of its event loop, of wrk and of the broker
+(``http_throughput.run_wrk``), and for the services the commits they made a second
+(``sidecar_commits_succeeded_total``, read before and after the round).
+
+Then each service takes ``--rate`` events/s on a fixed schedule while a probe posts
+batches of 4 groups of its own, one batch of a group at a time, and reads the group's
+committed offset from Kafka every 20 ms: batch end (the 2xx) -> committed, p50/p99.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import threading
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from bench.bench_support import Sidecar, create_topic, percentiles
+from bench.callback_throughput import Bare
+from bench.http_throughput import run_wrk
+
+PROBE_GROUPS = 4
+
+
+def commits_made(url: str) -> float:
+    """The service's successful commits so far, all groups."""
+    with urllib.request.urlopen(url + "/metrics", timeout=60) as answer:
+        text = answer.read().decode()
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "sidecar_commits_succeeded_total"
+    )
+
+
+class Probe(threading.Thread):
+    """Batches of ``PROBE_GROUPS`` groups of its own, one at a time per group: the time
+    from the 2xx to the batch's offset read back from Kafka."""
+
+    def __init__(self, url: str, bootstrap: str, topic: str) -> None:
+        super().__init__(daemon=True)
+        self.url, self.bootstrap, self.topic = url, bootstrap, topic
+        self.latencies: list[float] = []
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        asyncio.run(self._run())
+
+    async def _run(self) -> None:
+        import httpx
+        from aiokafka.admin import AIOKafkaAdminClient
+
+        admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap)
+        await admin.start()
+        try:
+            async with httpx.AsyncClient(base_url=self.url, timeout=30) as client:
+                tag = uuid.uuid4().hex[:6]
+                groups = [f"probe-{tag}-{i}" for i in range(PROBE_GROUPS)]
+                await asyncio.gather(*(self._group(client, admin, g) for g in groups))
+        finally:
+            await admin.close()
+
+    async def _group(self, client: Any, admin: Any, group: str) -> None:
+        batch = 0
+        while not self.stopping.is_set():
+            batch += 1
+            progress = {
+                "id": f"q-{group}",
+                "batchId": batch,
+                "sources": [{"endOffset": {self.topic: {"0": batch}}}],
+            }
+            answer = await client.post(
+                "/v1/progress", json={"group_id": group, "progress": progress}
+            )
+            answered = time.monotonic()
+            if answer.status_code != 200:
+                raise RuntimeError(f"probe event refused: {answer.text}")
+            while not self.stopping.is_set():
+                found = await admin.list_consumer_group_offsets(group)
+                if any(meta.offset >= batch for meta in found.values()):
+                    self.latencies.append(time.monotonic() - answered)
+                    break
+                await asyncio.sleep(0.02)
+            await asyncio.sleep(0.05)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--bootstrap", default="127.0.0.1:9092")
+    parser.add_argument("--queries", type=int, nargs="+", default=[500, 5000])
+    parser.add_argument("--partitions", type=int, default=8)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--seconds", type=float, default=10)
+    parser.add_argument("--rate", type=int, default=1000)
+    parser.add_argument("--interval", type=float, default=1.0)
+    args = parser.parse_args()
+
+    topic = f"bench-interval-{uuid.uuid4().hex[:8]}"
+    probe_topic = f"bench-probe-{uuid.uuid4().hex[:8]}"
+    asyncio.run(create_topic(args.bootstrap, topic, args.partitions))
+    asyncio.run(create_topic(args.bootstrap, probe_topic, 1))
+    bare = Bare(json_only=True)
+    every = Sidecar(args.bootstrap, min_commit_interval_seconds=0)
+    interval = Sidecar(args.bootstrap, min_commit_interval_seconds=args.interval)
+    services = {"service, interval 0": every, f"service, interval {args.interval:g} s": interval}
+    targets = {"bare FastAPI": (bare.url, bare.process.pid)}
+    targets.update({name: (s.url, s.process.pid) for name, s in services.items()})
+    rows: list[str] = []
+    rates: dict[tuple[int, str], list[float]] = {}
+    try:
+        for queries in args.queries:
+            for round_ in range(args.rounds):
+                for index, (name, (url, pid)) in enumerate(targets.items()):
+                    before = commits_made(url) if name in services else 0.0
+                    run = f"t{index}r{round_}-{uuid.uuid4().hex[:4]}"
+                    result = run_wrk(
+                        url, pid, seconds=args.seconds, topic=topic, queries=queries,
+                        partitions=args.partitions, run=run,
+                    )  # fmt: skip
+                    commits = (commits_made(url) - before) if name in services else None
+                    rates.setdefault((queries, name), []).append(result["events_per_s"])
+                    rows.append(row(queries, name, "closed -t2 -c32", result, commits))
+                    print(rows[-1], flush=True)
+            for index, (name, service) in enumerate(services.items()):
+                probe = Probe(service.url, args.bootstrap, probe_topic)
+                before = commits_made(service.url)
+                probe.start()
+                result = run_wrk(
+                    service.url, service.process.pid, seconds=args.seconds, topic=topic,
+                    queries=queries, partitions=args.partitions, connections=16,
+                    rate=args.rate, run=f"rate{index}-{uuid.uuid4().hex[:4]}",
+                )  # fmt: skip
+                probe.stopping.set()
+                probe.join(30)
+                commits = commits_made(service.url) - before
+                p50, p99, _ = percentiles(probe.latencies) if probe.latencies else (0, 0, 0)
+                rows.append(
+                    row(queries, name, f"{args.rate}/s scheduled", result, commits)
+                    + f" batch end -> committed p50 {1000 * p50:.0f} ms, p99 {1000 * p99:.0f}"
+                    f" ms ({len(probe.latencies)} probes)"
+                )
+                print(rows[-1], flush=True)
+    finally:
+        bare.stop()
+        for service in services.values():
+            service.stop()
+
+    print()
+    print(
+        "| queries | target | load | events/s | p50 ms | p99 ms | errors | server CPU ms/event "
+        "| of which event loop | broker CPU ms/event | wrk CPU s | commits/s | steal % |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("\n".join(rows))
+    print()
+    for queries in args.queries:
+        base = statistics.median(rates[(queries, "bare FastAPI")])
+        for name in services:
+            median = statistics.median(rates[(queries, name)])
+            print(
+                f"{queries} queries, {name}: closed-loop median {median:,.0f} events/s, "
+                f"ratio to bare FastAPI ({base:,.0f}/s) {median / base:.2f}"
+            )
+
+
+def row(queries: int, target: str, load: str, r: dict[str, Any], commits: float | None) -> str:
+    per_s = "" if commits is None else f"{commits / r['seconds']:,.0f}"
+    broker = 1000 * r["broker_cpu_s"] / max(1, r["requests"])
+    return (
+        f"| {queries:,} | {target} | {load} | {r['events_per_s']:,.0f} | {r['p50_ms']:.2f} | "
+        f"{r['p99_ms']:.2f} | {r['non2xx'] + r['socket_errors']} | "
+        f"{r['cpu_ms_per_event']:.3f} | {r['loop_ms_per_event']:.3f} | {broker:.3f} | "
+        f"{r['wrk_cpu_s']:.1f} | {per_s} | {r['steal_pct']:.0f} |"
+    )
+
+
+if __name__ == "__main__":
+    main()
