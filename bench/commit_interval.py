@@ -42,16 +42,27 @@ from bench.http_throughput import run_wrk
 PROBE_GROUPS = 4
 
 
-def commits_made(url: str) -> float:
-    """The service's successful commits so far, all groups."""
-    with urllib.request.urlopen(url + "/metrics", timeout=60) as answer:
+def commits_made(url: str) -> tuple[float, float]:
+    """The service's successful commits so far, all groups, and when they were counted:
+    the middle of the scrape's exchange (at 5,000 groups /metrics takes seconds to render
+    and parse; parsing is after the exchange, so it does not count)."""
+    sent = time.monotonic()
+    with urllib.request.urlopen(url + "/metrics", timeout=120) as answer:
         text = answer.read().decode()
-    return sum(
+    at = (sent + time.monotonic()) / 2
+    total = sum(
         sample.value
         for family in text_string_to_metric_families(text)
         for sample in family.samples
         if sample.name == "sidecar_commits_succeeded_total"
     )
+    return total, at
+
+
+def commit_rate(url: str, before: tuple[float, float]) -> float:
+    """Commits a second since ``before`` (a ``commits_made`` reading)."""
+    total, at = commits_made(url)
+    return (total - before[0]) / (at - before[1])
 
 
 class Probe(threading.Thread):
@@ -132,13 +143,13 @@ def main() -> None:
         for queries in args.queries:
             for round_ in range(args.rounds):
                 for index, (name, (url, pid)) in enumerate(targets.items()):
-                    before = commits_made(url) if name in services else 0.0
+                    before = commits_made(url) if name in services else (0.0, 0.0)
                     run = f"t{index}r{round_}-{uuid.uuid4().hex[:4]}"
                     result = run_wrk(
                         url, pid, seconds=args.seconds, topic=topic, queries=queries,
                         partitions=args.partitions, run=run,
                     )  # fmt: skip
-                    commits = (commits_made(url) - before) if name in services else None
+                    commits = commit_rate(url, before) if name in services else None
                     rates.setdefault((queries, name), []).append(result["events_per_s"])
                     rows.append(row(queries, name, "closed -t2 -c32", result, commits))
                     print(rows[-1], flush=True)
@@ -153,7 +164,7 @@ def main() -> None:
                 )  # fmt: skip
                 probe.stopping.set()
                 probe.join(30)
-                commits = commits_made(service.url) - before
+                commits = commit_rate(service.url, before)
                 p50, p99, _ = percentiles(probe.latencies) if probe.latencies else (0, 0, 0)
                 rows.append(
                     row(queries, name, f"{args.rate}/s scheduled", result, commits)
@@ -184,8 +195,12 @@ def main() -> None:
             )
 
 
-def row(queries: int, target: str, load: str, r: dict[str, Any], commits: float | None) -> str:
-    per_s = "" if commits is None else f"{commits / r['seconds']:,.0f}"
+def row(
+    queries: int, target: str, load: str, r: dict[str, Any], commits_per_s: float | None
+) -> str:
+    """A table row; ``commits_per_s`` over the time between the two reads of the
+    service's counter (wrk's start-up and the probe's end included), not wrk's seconds."""
+    per_s = "" if commits_per_s is None else f"{commits_per_s:,.0f}"
     broker = 1000 * r["broker_cpu_s"] / max(1, r["requests"])
     return (
         f"| {queries:,} | {target} | {load} | {r['events_per_s']:,.0f} | {r['p50_ms']:.2f} | "

@@ -156,9 +156,15 @@ class Ledger:
         self._held: Counter[str] = Counter()  # R10: group -> open savepoints
         # Indexes kept by ``_reindex`` after every change to a group:
         #   _takeable      groups with a slot and no commit in flight (R6 but retry time)
+        #   _ready_heap    (ready_at, group) of takeable groups, lazily cleaned: an entry
+        #                  counts only while its group is takeable and ``_ready_due`` holds
+        #                  its time; every takeable group has one entry that counts
         #   _refresh_heap  (due, group) for R9, lazily cleaned: an entry counts only while
         #                  it still equals the group's ``_refresh_due``.
+        # So the committer's questions cost O(ready groups x log n), not O(groups).
         self._takeable: set[str] = set()
+        self._ready_heap: list[tuple[float, str]] = []
+        self._ready_due: dict[str, float] = {}
         self._refresh_heap: list[tuple[float, str]] = []
         self._committing: set[str] | None = None  # R11: groups this replica commits
         self._repairs: set[str] = set()  # R12: groups due their stored offsets again now
@@ -351,14 +357,26 @@ class Ledger:
 
     # --- decisions of the committer -----------------------------------------------------
 
-    def ready_groups(self, now: float) -> list[str]:
-        """Groups whose slot may be taken now (R6), and idle groups due a refresh (R9);
-        never a held group (R10). Costs O(groups with a slot + refreshes due)."""
-        ready = [
-            g
-            for g in self._takeable
-            if self.ready_at(self.groups[g]) <= now and g not in self._held
-        ]
+    def ready_groups(self, now: float, limit: int | None = None) -> list[str]:
+        """Groups whose slot may be taken now (R6, R13), soonest due first, then idle
+        groups due a refresh (R9); never a held group (R10). At most ``limit`` slots
+        (refreshes are not limited). Costs O((ready groups + held) x log groups)."""
+        due_now: list[tuple[float, str]] = []
+        ready: list[str] = []
+        while self._ready_heap and self._ready_heap[0][0] <= now:
+            if limit is not None and len(ready) >= limit:
+                break
+            entry = heapq.heappop(self._ready_heap)
+            if not self._ready_valid(entry) or (due_now and due_now[-1] == entry):
+                continue  # stale, or a twin of the entry just kept (one is enough)
+            due_now.append(entry)  # still due until taken
+            if entry[1] not in self._held:
+                ready.append(entry[1])
+        for entry in due_now:
+            heapq.heappush(self._ready_heap, entry)
+        return ready + self._refreshes_due(now, exclude=set(ready))
+
+    def _refreshes_due(self, now: float, exclude: set[str]) -> list[str]:
         due_now: list[tuple[float, str]] = []
         while self._refresh_heap and self._refresh_heap[0][0] <= now:
             entry = heapq.heappop(self._refresh_heap)
@@ -366,15 +384,33 @@ class Ledger:
                 due_now.append(entry)
         for entry in due_now:  # still due until taken
             heapq.heappush(self._refresh_heap, entry)
-        return ready + sorted({g for _, g in due_now if g not in self._held and g not in ready})
+        return sorted({g for _, g in due_now if g not in self._held and g not in exclude})
 
     def next_retry_at(self) -> float | None:
-        """The earliest time a group not yet ready becomes ready (None: no such group)."""
-        waiting = [self.ready_at(self.groups[g]) for g in self._takeable if g not in self._held]
+        """The earliest time a group not held becomes ready (None: no such group); a time
+        already past when a ready group was not taken."""
+        held: list[tuple[float, str]] = []
+        waiting: list[float] = []
+        while self._ready_heap:
+            entry = self._ready_heap[0]
+            if not self._ready_valid(entry):
+                heapq.heappop(self._ready_heap)
+            elif entry[1] in self._held:  # R10: not before its savepoint settles
+                held.append(heapq.heappop(self._ready_heap))
+            else:
+                waiting.append(entry[0])
+                break
+        for entry in held:
+            heapq.heappush(self._ready_heap, entry)
         while self._refresh_heap and not self._refresh_valid(self._refresh_heap[0]):
             heapq.heappop(self._refresh_heap)
-        refresh = [self._refresh_heap[0][0]] if self._refresh_heap else []
-        return min(waiting + refresh, default=None)
+        if self._refresh_heap:
+            waiting.append(self._refresh_heap[0][0])
+        return min(waiting, default=None)
+
+    def _ready_valid(self, entry: tuple[float, str]) -> bool:
+        due, group_id = entry
+        return group_id in self._takeable and self._ready_due.get(group_id) == due
 
     def interval_of(self, group: GroupState) -> float:
         """R13: the group's commit interval (its own, else the default)."""
@@ -403,7 +439,7 @@ class Ledger:
             if group_id in self.groups:
                 self._reindex(self.groups[group_id])
             else:
-                self._takeable.discard(group_id)
+                self._untake(group_id)
 
     def commits(self, group_id: str) -> bool:
         """Whether this replica commits ``group_id`` (R11; always, for a single replica)."""
@@ -411,12 +447,19 @@ class Ledger:
 
     def _reindex(self, group: GroupState) -> None:
         if not self.commits(group.group_id):
-            self._takeable.discard(group.group_id)
+            self._untake(group.group_id)
             return
         if group.slot is not None and group.in_flight is None:
             self._takeable.add(group.group_id)
+            ready_at = self.ready_at(group)
+            if self._ready_due.get(group.group_id) != ready_at:
+                self._ready_due[group.group_id] = ready_at
+                heapq.heappush(self._ready_heap, (ready_at, group.group_id))
+                if len(self._ready_heap) > 2 * len(self.groups) + 64:  # drop stale entries
+                    self._ready_heap = [e for e in self._ready_heap if self._ready_valid(e)]
+                    heapq.heapify(self._ready_heap)
         else:
-            self._takeable.discard(group.group_id)
+            self._untake(group.group_id)
         due = self._refresh_due(group)
         if due is None:
             return
@@ -424,6 +467,11 @@ class Ledger:
         if len(self._refresh_heap) > 2 * len(self.groups) + 64:  # drop stale entries
             self._refresh_heap = [e for e in set(self._refresh_heap) if self._refresh_valid(e)]
             heapq.heapify(self._refresh_heap)
+
+    def _untake(self, group_id: str) -> None:
+        """``group_id`` is not takeable: its ready entry stops counting."""
+        self._takeable.discard(group_id)
+        self._ready_due.pop(group_id, None)
 
     def _refresh_due(self, group: GroupState) -> float | None:
         """When ``group`` commits its last offsets again (R9, or at once for R12): only an
@@ -546,7 +594,7 @@ class Ledger:
                 self._reindex(self.groups[group_id])
             elif mine is not None and mine.in_flight is None:
                 del self.groups[group_id]
-                self._takeable.discard(group_id)
+                self._untake(group_id)
 
     # --- savepoints (R10) ---------------------------------------------------------------
 
@@ -587,7 +635,7 @@ class Ledger:
         if savepoint.group_id is not None:
             if savepoint.group is None:
                 self.groups.pop(savepoint.group_id, None)
-                self._takeable.discard(savepoint.group_id)
+                self._untake(savepoint.group_id)
             else:
                 self.groups[savepoint.group_id] = savepoint.group
                 self._reindex(savepoint.group)
@@ -695,7 +743,9 @@ class Ledger:
             self._reindex(group)
 
     def _commit_interval_set(self, change: CommitIntervalSet) -> None:
-        self.groups[change.group_id].commit_interval = change.seconds
+        group = self.groups[change.group_id]
+        group.commit_interval = change.seconds
+        self._reindex(group)  # its ready time moves with its interval
 
     def _rewind_allowed(self, change: RewindAllowed) -> None:
         self.groups[change.group_id].rewind_allowed = True

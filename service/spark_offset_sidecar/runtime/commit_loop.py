@@ -65,7 +65,7 @@ class CommitLoop:
         while not self._stopping:
             self.heartbeat = time.monotonic()
             now = self.clock()
-            for group_id in self._ready(now):
+            for group_id in self._ready(now, self.max_concurrent - len(self._commits)):
                 if len(self._commits) >= self.max_concurrent:
                     break
                 self._start(group_id, now)
@@ -97,8 +97,8 @@ class CommitLoop:
         """False while ``ownership`` lets nothing be committed (L3: lease not renewed)."""
         return self.ownership is None or self.ownership.leased(time.monotonic())
 
-    def _ready(self, now: float) -> list[str]:
-        return self.durable.ledger.ready_groups(now) if self._leased() else []
+    def _ready(self, now: float, limit: int) -> list[str]:
+        return self.durable.ledger.ready_groups(now, limit) if self._leased() else []
 
     async def _sleep(self, now: float) -> None:
         delay = self.tick
