@@ -1,18 +1,25 @@
 # Two commands do all the set-up on a fresh machine:
 #   make demo   local Kafka + the service (SQLite) + a demo PySpark job whose lag goes to zero
 #   make test   virtualenv, jars, lint, type checks and the whole test suite
+# The inner loop (CONTRIBUTING.md): make check   lint, types, tests without broker/Spark/podman
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
+# Jars, Spark driver environments and tools are kept outside the clone, shared by every
+# checkout on the machine, each in a folder keyed by what it is made of.
+CACHE ?= $(or $(SPARK_OFFSET_SIDECAR_CACHE),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/spark-offset-sidecar)
+export SPARK_OFFSET_SIDECAR_CACHE := $(CACHE)
+
 HELM_VERSION := v3.16.4
 HELM := .local/bin/helm
+HELM_CACHED := $(CACHE)/tools/helm-$(HELM_VERSION)/helm
 # Prometheus Operator's CRDs (ServiceMonitor, PrometheusRule) for the chart's tests, from the
 # Go module proxy (GitHub is not reachable from everywhere).
 PROMETHEUS_OPERATOR := github.com/prometheus-operator/prometheus-operator@v0.78.2
 
-.PHONY: test demo fuzz lint typecheck venv jars tools system-deps kafka-start kafka-stop clean
+.PHONY: test check demo fuzz lint typecheck venv jars tools system-deps kafka-start kafka-stop clean
 
 $(STAMP): pyproject.toml jobs/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -29,9 +36,13 @@ jars: venv system-deps
 	scripts/fetch-jars.sh kafka >/dev/null
 	scripts/fetch-jars.sh spark $(PY) >/dev/null
 
-$(HELM):
+$(HELM_CACHED):
+	mkdir -p $(dir $@)
+	GOBIN=$(dir $@) GOFLAGS=-mod=mod go install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+
+$(HELM): $(HELM_CACHED)
 	mkdir -p .local/bin
-	GOBIN=$(abspath .local/bin) GOFLAGS=-mod=mod go install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+	ln -sf $(HELM_CACHED) $(HELM)
 
 tools: $(HELM)
 	go mod download -json $(PROMETHEUS_OPERATOR) >/dev/null
@@ -46,6 +57,11 @@ typecheck: venv
 
 test: jars tools lint typecheck
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# Every test that needs no broker, Spark or container (markers read from the fixtures a test
+# uses, tests/conftest.py); INNER_LOOP=1 makes an unmarked test that reaches for one fail.
+check: venv tools lint typecheck
+	INNER_LOOP=1 $(PY) -m pytest -q -m "not kafka and not spark and not container" $(PYTEST_ARGS)
 
 demo: jars
 	$(PY) -m jobs.demo

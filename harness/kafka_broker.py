@@ -41,6 +41,7 @@ class LocalBroker:
         subprocess.run([str(SCRIPT), "stop"], env=self.env(), check=True, capture_output=True)
 
     def start(self) -> None:
+        refuse_in_inner_loop("starts a Kafka broker")
         subprocess.run([str(SCRIPT), "start"], env=self.env(), check=True, capture_output=True)
 
     def pid(self) -> int:
@@ -74,7 +75,18 @@ def brand_new(folder: Path, version: str | None = None) -> LocalBroker:
     return broker
 
 
+def refuse_in_inner_loop(what: str) -> None:
+    """``make check`` (``INNER_LOOP=1``) runs only tests that need no broker, Spark or
+    container: one that reaches for them anyway lacks its marker, and says so."""
+    if os.environ.get("INNER_LOOP") == "1":
+        raise RuntimeError(
+            f"this test {what}, but `make check` runs without one: mark it "
+            "(pytest.mark.kafka, .spark or .container; see CONTRIBUTING.md)"
+        )
+
+
 def acquire() -> LocalBroker:
+    refuse_in_inner_loop("uses the Kafka broker")
     port = int(os.environ.get("LOCAL_KAFKA_PORT", "9092"))
     bootstrap = f"127.0.0.1:{port}"
     state_dir = Path(os.environ.get("LOCAL_KAFKA_DIR", ROOT / ".local" / "kafka"))

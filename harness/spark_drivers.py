@@ -3,11 +3,19 @@ with nothing but ``pyspark==<version>`` (the listener wheel is installed by the 
 and Spark's Kafka connector jars for that version from Maven Central
 (``scripts/fetch-jars.sh``; Scala 2.12 for Spark 3.5, 2.13 for Spark 4).
 
-Made once per checkout, in ``.local/drivers/pyspark-<version>`` (about 400 MB each).
+Made once per machine, in a cache shared by every checkout (``SPARK_OFFSET_SIDECAR_CACHE``,
+default ``~/.cache/spark-offset-sidecar``): ``drivers/pyspark-<version>[-connect]-<key>``,
+about 400 MB each, where the key is a hash of what the environment is made of (the
+requirements and the Python that made it). A second clone rebuilds nothing it already has;
+a change to the pins makes a new folder. Made under a lock, so two checkouts making the
+same one at once make it once.
 """
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
+import os
 import subprocess
 import sys
 import venv
@@ -15,7 +23,11 @@ from pathlib import Path
 
 from harness.machine import ROOT
 
-DRIVERS = ROOT / ".local" / "drivers"
+CACHE = Path(
+    os.environ.get("SPARK_OFFSET_SIDECAR_CACHE")
+    or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "spark-offset-sidecar"
+)
+DRIVERS = CACHE / "drivers"
 # The versions the tests run (looked up 2026-11-23: PyPI has these pyspark releases, and
 # Maven Central has spark-sql-kafka-0-10 and spark-token-provider-kafka-0-10 for each:
 # _2.12 for 3.5.7, _2.13 for 4.0.0 and 4.1.1). The project's own, 4.2.0, is .venv's for
@@ -32,20 +44,25 @@ _CONNECT_PINS = {"3.5": ("pandas<2.3", "pyarrow<18")}
 def driver_python(version: str, *, connect: bool = False) -> Path:
     """The Python of a virtual environment that has pyspark ``version`` and nothing else
     (with ``connect``: ``pyspark[connect]``, the Spark Connect client's dependencies)."""
-    folder = DRIVERS / f"pyspark-{version}{'-connect' if connect else ''}"
+    requirements = [
+        f"pyspark{'[connect]' if connect else ''}=={version}",
+        *(_CONNECT_PINS.get(version[:3], ()) if connect else ()),
+    ]
+    made_of = "\n".join([*requirements, sys.version, os.path.realpath(sys.base_prefix)])
+    key = hashlib.sha256(made_of.encode()).hexdigest()[:12]
+    folder = DRIVERS / f"pyspark-{version}{'-connect' if connect else ''}-{key}"
     python = folder / "bin" / "python"
-    if not (folder / ".complete").exists():
-        venv.create(folder, with_pip=True, clear=True)
-        subprocess.run(
-            [
-                str(python), "-m", "pip", "install", "-q",
-                f"pyspark{'[connect]' if connect else ''}=={version}",
-                *(_CONNECT_PINS.get(version[:3], ()) if connect else ()),
-            ],
-            check=True,
-            capture_output=True,
-        )  # fmt: skip
-        (folder / ".complete").touch()
+    DRIVERS.mkdir(parents=True, exist_ok=True)
+    with open(f"{folder}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not (folder / ".complete").exists():
+            venv.create(folder, with_pip=True, clear=True)
+            subprocess.run(
+                [str(python), "-m", "pip", "install", "-q", *requirements],
+                check=True,
+                capture_output=True,
+            )
+            (folder / ".complete").write_text(made_of + "\n")
     return python
 
 

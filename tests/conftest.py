@@ -11,6 +11,22 @@ import pytest
 from harness import kafka_broker
 from tests.support.kafka import create_topics, run_sync
 
+# What a test needs, read from the fixtures it uses: ``make check`` deselects these
+# markers (``-m "not kafka and not spark and not container"``), so a test that uses a
+# broker through a fixture cannot be left unmarked by mistake.
+NEEDS = {
+    "kafka": {"broker", "kafka_bootstrap", "new_topic", "private_broker"},
+    "spark": {"spark"},
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        used = set(getattr(item, "fixturenames", ()))
+        for marker, fixtures in NEEDS.items():
+            if used & fixtures:
+                item.add_marker(marker)
+
 
 @pytest.fixture(scope="session")
 def broker() -> Iterator[kafka_broker.LocalBroker]:
@@ -44,6 +60,7 @@ def spark() -> Iterator[object]:
     """A real local SparkSession with Spark's own Kafka connector (shared per session)."""
     from jobs.spark_session import kafka_spark_session
 
+    kafka_broker.refuse_in_inner_loop("starts Spark")
     session = kafka_spark_session("sidecar-tests")
     yield session
     session.stop()

@@ -32,6 +32,8 @@ from tests.support.cli import describe_group
 from tests.support.kafka import create_topics, run_sync, unique_group
 from tests.support.service import metric, spark_progress, wait_for
 
+pytestmark = pytest.mark.kafka
+
 LEGACY_KAFKA = "3.9.1"
 BURROW = ROOT / "scripts" / "local-burrow.sh"
 

@@ -13,7 +13,7 @@ The cases, one per cell of the README's compatibility table:
   - Spark Connect clients 3.5.7, 4.0.0, 4.1.1 and 4.2.0 (``pyspark[connect]``) with a
     local Connect server that the client starts. A 4.x client runs the listener itself,
     fed over gRPC; a 3.5 client pickles it and the server runs it in a Python worker of
-    its own (``PYSPARK_PYTHON``, where the wheel is installed, as on a real server), and
+    its own (``PYSPARK_PYTHON``, the wheel pip-installed on its PYTHONPATH), and
     3.5's server jar comes from Maven Central (4.x wheels ship it);
   - classic 3.5.7 to 4.2.0 with the listener on a brand-new Kafka 3.9.1 broker."""
 
@@ -90,11 +90,16 @@ def job_is_committed(
     version: str, mode: str, attach: str, wheel: Path, tmp_path: Path, bootstrap: str
 ) -> None:
     python = driver_python(version, connect=mode == "connect")
+    # pip installs the wheel into a folder of this test's own, on the job's PYTHONPATH (a
+    # Connect 3.5 server's Python workers inherit it): the cached driver environment,
+    # shared by every checkout, stays pyspark alone
+    site = tmp_path / "site-packages"
     installed = subprocess.run(
-        [str(python), "-m", "pip", "install", "-q", "--force-reinstall", str(wheel)],
+        [str(python), "-m", "pip", "install", "-q", "--no-deps", "--target", str(site),
+         str(wheel)],
         capture_output=True,
         text=True,
-    )
+    )  # fmt: skip
     assert installed.returncode == 0, installed.stderr
     jars = ",".join(connector_jars(python, connect=mode == "connect"))
     topic, group = f"spark-{version}-{free_port()}", unique_group(f"v{version}")
@@ -118,7 +123,7 @@ def job_is_committed(
                  str(checkpoint), jars, mode],
                 capture_output=True, text=True, timeout=300,
                 # the Python a Connect 3.5 server runs the unpickled listener in
-                env={**os.environ, "PYSPARK_PYTHON": str(python)},
+                env={**os.environ, "PYSPARK_PYTHON": str(python), "PYTHONPATH": str(site)},
             )  # fmt: skip
             assert job.returncode == 0, job.stderr[-3000:]
             ran: dict[str, Any] = json.loads(job.stdout.strip().splitlines()[-1])
