@@ -35,6 +35,7 @@ system-deps:
 jars: venv system-deps
 	scripts/fetch-jars.sh kafka >/dev/null
 	scripts/fetch-jars.sh spark $(PY) >/dev/null
+	scripts/build-jvm-listener.sh >/dev/null
 
 $(HELM_CACHED):
 	mkdir -p $(dir $@)

@@ -1,12 +1,14 @@
-"""Batch end -> offsets committed in Kafka, for a job followed through its checkpoint
-folder, side by side with the same job reported by the listener.
+"""Batch end -> offsets committed in Kafka, for one job attached the three ways side by
+side: followed through its checkpoint folder, reported by the Python listener, reported
+by the JVM listener (attached by configuration alone).
 
 One real streaming query (Spark's Kafka connector, a 1-second trigger, 4 partitions, a
-producer writing continuously) with its checkpoint in a local folder. Two sidecar
+producer writing continuously) with its checkpoint in a local folder. Three sidecar
 processes: one follows the folder into group F (no listener involved, polling every
-``--interval`` s), the other gets the listener's events for group L. A poller reads both
-groups' committed offsets from the broker every 5 ms and notes when each batch id (from
-the commit metadata) first appears. Batch end = progress timestamp + ``triggerExecution``.
+``--interval`` s), one gets the Python listener's events for group L, one the JVM
+listener's (``scripts/build-jvm-listener.sh``) for group J. A poller reads every group's
+committed offsets from the broker every 5 ms and notes when each batch id (from the commit
+metadata) first appears. Batch end = progress timestamp + ``triggerExecution``.
 
     scripts/local-kafka.sh start
     .venv/bin/python bench/follow_latency.py [--seconds 60] [--interval 1]
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import subprocess
 import sys
 import tempfile
 import threading
@@ -27,8 +30,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_support import Sidecar, create_topic, percentiles, produce_in_background
 from bench.commit_latency import batch_end, watch_commits
-from jobs.spark_session import kafka_spark_session
+from harness.machine import ROOT
+from jobs.spark_session import kafka_connector_jars, kafka_spark_session
 from spark_offset_listener.listener import OffsetCommitListener
+
+PATHS = {"follower (checkpoint)": "f", "listener (events)": "l", "JVM listener (conf)": "j"}
 
 
 def main() -> int:
@@ -40,13 +46,29 @@ def main() -> int:
     args = parser.parse_args()
 
     topic = f"bench-follow-{uuid.uuid4().hex[:8]}"
-    followed, listened = f"bench-f-{uuid.uuid4().hex[:8]}", f"bench-l-{uuid.uuid4().hex[:8]}"
+    groups = {name: f"bench-{short}-{uuid.uuid4().hex[:8]}" for name, short in PATHS.items()}
+    followed, listened, jvm = groups.values()
     asyncio.run(create_topic(args.bootstrap, topic, 4))
     follower = Sidecar(args.bootstrap, follow_interval_seconds=args.interval)
     reporter = Sidecar(args.bootstrap)
-    spark = kafka_spark_session("bench-follow-latency")
+    jvm_reporter = Sidecar(args.bootstrap)
+    jar = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "build-jvm-listener.sh")],
+        check=True, capture_output=True, text=True,
+    ).stdout.strip().splitlines()[-1]  # fmt: skip
+    spark = kafka_spark_session(
+        "bench-follow-latency",
+        conf={
+            "spark.jars": ",".join([*kafka_connector_jars(), jar]),
+            "spark.sql.streaming.streamingQueryListeners": (
+                "dev.sparkoffsetsidecar.listener.OffsetCommitListener"
+            ),
+            "spark.offsetSidecar.url": jvm_reporter.url,
+            "spark.offsetSidecar.group": jvm,
+        },
+    )
     spark.streams.addListener(OffsetCommitListener(reporter.url, group_id=listened))
-    seen: dict[str, dict[int, float]] = {followed: {}, listened: {}}
+    seen: dict[str, dict[int, float]] = {group: {} for group in groups.values()}
     stop = threading.Event()
     watchers = [watch_commits(args.bootstrap, g, seen[g], stop) for g in seen]
     with tempfile.TemporaryDirectory() as work:
@@ -73,6 +95,7 @@ def main() -> int:
     spark.stop()
     follower.stop()
     reporter.stop()
+    jvm_reporter.stop()
 
     print(
         f"batch end -> offsets committed in Kafka; {len(progresses)} progress events, "
@@ -83,11 +106,11 @@ def main() -> int:
         "it or of a newer batch (the follower commits the newest batch of each poll)"
     )
     print(
-        f"{'path':>22} {'own':>4} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} "
+        f"{'path':>21} {'own':>4} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} "
         f"{'covered':>8} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}"
     )
     figures = {}
-    for name, group in (("follower (checkpoint)", followed), ("listener (events)", listened)):
+    for name, group in groups.items():
         batches = [p for p in progresses if p["numInputRows"] > 0]
         own = [
             (seen[group][p["batchId"]] - batch_end(p)) * 1000
@@ -103,11 +126,13 @@ def main() -> int:
         c50, c99, _ = percentiles(covered)
         figures[name] = c50
         print(
-            f"{name:>22} {len(own):4d} {o50:8.1f} {o99:8.1f} {max(own):8.1f} "
+            f"{name:>21} {len(own):4d} {o50:8.1f} {o99:8.1f} {max(own):8.1f} "
             f"{len(covered):8d} {c50:8.1f} {c99:8.1f} {max(covered):8.1f}"
         )
     ratio = figures["follower (checkpoint)"] / figures["listener (events)"]
     print(f"follower / listener p50 (covered): {ratio:.1f}x")
+    ratio = figures["JVM listener (conf)"] / figures["listener (events)"]
+    print(f"JVM listener / Python listener p50 (covered): {ratio:.2f}x")
     return 0
 
 

@@ -1,0 +1,375 @@
+"""The JVM listener (``jobs/jvm-listener``): jobs attached by Spark configuration alone, no
+line of the job changed. One jar, built with Maven against Spark 3.5, on the classpath by
+``--jars``; ``spark.sql.streaming.streamingQueryListeners`` names it; ``spark.offsetSidecar.*``
+configures it. Real Spark reads a real topic, the real service commits, and the committed
+offsets are read back from Kafka:
+
+  - a PySpark job with no listener code, under ``spark-submit``, on Spark 3.5.7 (Scala
+    2.12) and 4.2.0 (Scala 2.13): the same jar;
+  - a Scala job run by ``spark-shell -i`` (4.2.0);
+  - a Spark Connect server started with the configuration, with two Connect clients whose
+    queries land in their own groups (the group template on the query's name);
+  - the Python and the JVM listener in one job send the same bytes for the same progress;
+  - a bad setting is one clear line in the driver's log, and the job runs on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.machine import ROOT, free_port
+from harness.service_process import ServiceProcess
+from harness.spark_drivers import connector_jars, driver_python
+from tests.support.kafka import (
+    committed_offsets,
+    create_topics,
+    log_ends,
+    produce,
+    run_sync,
+    unique_group,
+)
+from tests.support.service import wait_for
+
+pytestmark = [pytest.mark.kafka, pytest.mark.spark]
+
+LISTENER_CLASS = "dev.sparkoffsetsidecar.listener.OffsetCommitListener"
+
+# A plain PySpark job: nothing of the sidecar in it.
+PLAIN_JOB = """
+import json, sys
+from pyspark.sql import SparkSession
+bootstrap, topic, checkpoint, name = sys.argv[1:5]
+spark = SparkSession.builder.master("local[2]").appName("plain").getOrCreate()
+spark.sparkContext.setLogLevel("WARN")
+frame = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
+         .option("subscribe", topic).option("startingOffsets", "earliest")
+         .option("maxOffsetsPerTrigger", 60).load())
+query = (frame.writeStream.format("noop").queryName(name)
+         .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
+query.awaitTermination()
+print(json.dumps({"id": str(query.id), "batch": query.lastProgress["batchId"],
+                  "spark": spark.version}))
+spark.stop()
+"""
+
+SCALA_JOB = """
+import org.apache.spark.sql.streaming.Trigger
+val query = spark.readStream.format("kafka")
+  .option("kafka.bootstrap.servers", sys.env("JOB_BOOTSTRAP"))
+  .option("subscribe", sys.env("JOB_TOPIC")).option("startingOffsets", "earliest")
+  .option("maxOffsetsPerTrigger", "60").load()
+  .writeStream.format("noop").queryName(sys.env("JOB_NAME"))
+  .option("checkpointLocation", sys.env("JOB_CHECKPOINT"))
+  .trigger(Trigger.AvailableNow()).start()
+query.awaitTermination()
+println("JOB-RESULT " + query.id + " " + query.lastProgress.batchId)
+spark.stop()
+System.exit(0)
+"""
+
+
+@pytest.fixture(scope="session")
+def listener_jar() -> str:
+    built = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "build-jvm-listener.sh")],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return built.stdout.strip().splitlines()[-1]
+
+
+@pytest.fixture
+def service(tmp_path: Path, kafka_bootstrap: str) -> Iterator[ServiceProcess]:
+    process = ServiceProcess(tmp_path, kafka_bootstrap).start()
+    yield process
+    process.stop()
+
+
+def attach_conf(url: str, group: str, **more: str) -> list[str]:
+    """spark-submit's arguments that attach the JVM listener: nothing else is needed."""
+    conf = {
+        "spark.sql.streaming.streamingQueryListeners": LISTENER_CLASS,
+        "spark.offsetSidecar.url": url,
+        "spark.offsetSidecar.group": group,
+        **{f"spark.offsetSidecar.{k}": v for k, v in more.items()},
+    }
+    return [arg for key, value in conf.items() for arg in ("--conf", f"{key}={value}")]
+
+
+def spark_bin(python: Path, tool: str) -> str:
+    found = subprocess.run(
+        [str(python), "-c", "import os, pyspark; print(os.path.dirname(pyspark.__file__))"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    return str(Path(found) / "bin" / tool)
+
+
+def topic_with_records(bootstrap: str, prefix: str, count: int = 200) -> str:
+    topic = f"{prefix}-{free_port()}"
+    run_sync(create_topics(bootstrap, [topic], 2))
+    run_sync(produce(bootstrap, topic, count))
+    return topic
+
+
+def submit(
+    python: Path, args: list[str], tmp_path: Path, **env: str
+) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(
+        [spark_bin(python, "spark-submit"), "--master", "local[2]", *args],
+        cwd=tmp_path,
+        env={**os.environ, "PYSPARK_PYTHON": str(python), **env},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    return done
+
+
+@pytest.mark.parametrize("version", ["3.5.7", "4.2.0"])
+def test_a_pyspark_job_without_listener_code_is_committed_by_configuration_alone(
+    version: str,
+    listener_jar: str,
+    service: ServiceProcess,
+    kafka_bootstrap: str,
+    tmp_path: Path,
+) -> None:
+    python = Path(sys.executable) if version == "4.2.0" else driver_python(version)
+    topic = topic_with_records(kafka_bootstrap, f"jvm-{version}")
+    name = unique_group(f"plain{version.replace('.', '')}")
+    (tmp_path / "job.py").write_text(PLAIN_JOB)
+    ends = log_ends(kafka_bootstrap, [topic])
+    jars = ",".join([*connector_jars(python), listener_jar])
+    done = submit(
+        python,
+        ["--jars", jars, *attach_conf(service.url, "jvm-{queryName}"),
+         str(tmp_path / "job.py"), kafka_bootstrap, topic, str(tmp_path / "checkpoint"), name],
+        tmp_path,
+    )  # fmt: skip
+    ran = json.loads(done.stdout.strip().splitlines()[-1])
+    assert ran["spark"] == version
+    group = f"jvm-{name}"
+    wait_for(lambda: committed_offsets(kafka_bootstrap, group) == ends, 60, "the commit")
+    view = service.http.get(f"/v1/queries/{ran['id']}").json()
+    assert view["group_id"] == group
+    assert view["last_completed_checkpoint"] == ran["batch"] >= 3  # 200 records, 60 a batch
+
+
+@pytest.mark.parametrize("version", ["3.5.7", "4.2.0"])
+def test_a_scala_job_in_spark_shell_is_committed_by_configuration_alone(
+    version: str,
+    listener_jar: str,
+    service: ServiceProcess,
+    kafka_bootstrap: str,
+    tmp_path: Path,
+) -> None:
+    python = Path(sys.executable) if version == "4.2.0" else driver_python(version)
+    topic = topic_with_records(kafka_bootstrap, "jvm-scala")
+    name = unique_group("scala")
+    (tmp_path / "job.scala").write_text(SCALA_JOB)
+    ends = log_ends(kafka_bootstrap, [topic])
+    jars = ",".join([*connector_jars(python), listener_jar])
+    shell = subprocess.run(
+        [spark_bin(python, "spark-shell"), "--master", "local[2]", "--jars", jars,
+         *attach_conf(service.url, "{queryName}"), "-i", str(tmp_path / "job.scala")],
+        cwd=tmp_path, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "JOB_BOOTSTRAP": kafka_bootstrap, "JOB_TOPIC": topic,
+             "JOB_NAME": name, "JOB_CHECKPOINT": str(tmp_path / "checkpoint")},
+    )  # fmt: skip
+    result = [line for line in shell.stdout.splitlines() if line.startswith("JOB-RESULT ")]
+    assert result, shell.stdout[-3000:] + shell.stderr[-3000:]
+    query_id, batch = result[-1].split()[1:3]
+    wait_for(lambda: committed_offsets(kafka_bootstrap, name) == ends, 60, "the commit")
+    view = service.http.get(f"/v1/queries/{query_id}").json()
+    assert view["group_id"] == name
+    assert view["last_completed_checkpoint"] == int(batch)
+
+
+CONNECT_JOB = PLAIN_JOB.replace(
+    'SparkSession.builder.master("local[2]").appName("plain").getOrCreate()',
+    "SparkSession.builder.remote(sys.argv[5]).getOrCreate()",
+).replace('spark.sparkContext.setLogLevel("WARN")', "")
+
+
+@contextlib.contextmanager
+def connect_server(version: str, jar: str, service_url: str, folder: Path) -> Iterator[str]:
+    """A Spark Connect server of ``version`` started with the listener's configuration:
+    every client session gets the listener, none of them knows it. (4.x wheels ship the
+    server's jar; 3.5's comes from Maven Central.)"""
+    python = Path(sys.executable) if version == "4.2.0" else driver_python(version)
+    port = free_port()
+    jars = ",".join([*connector_jars(python, connect=True), jar])
+    log_path = folder / "connect-server.log"
+    with log_path.open("w") as log:
+        server = subprocess.Popen(
+            [spark_bin(python, "spark-submit"), "--master", "local[2]",
+             "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
+             "--conf", f"spark.connect.grpc.binding.port={port}", "--jars", jars,
+             *attach_conf(service_url, "connect-{queryName}"), "spark-internal"],
+            cwd=folder, stdout=log, stderr=subprocess.STDOUT,
+            env={**os.environ, "PYSPARK_PYTHON": str(python)},
+        )  # fmt: skip
+        try:
+            wait_for(lambda: _answers(port) or server.poll() is not None, 180, "Connect server")
+            assert server.poll() is None, log_path.read_text()[-3000:]
+            yield f"sc://127.0.0.1:{port}"
+        finally:
+            server.terminate()
+            server.wait(60)
+
+
+def _answers(port: int) -> bool:
+    import socket
+
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    except OSError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("version", ["3.5.7", "4.2.0"])
+def test_a_connect_server_started_with_the_configuration_commits_each_clients_group(
+    version: str,
+    listener_jar: str,
+    service: ServiceProcess,
+    kafka_bootstrap: str,
+    tmp_path: Path,
+) -> None:
+    """Two Connect clients (``pyspark[connect]`` of the server's version, nothing of the
+    sidecar installed), each with its own named query on its own topic, at once: each
+    lands in its own group."""
+    client = driver_python(version, connect=True)
+    (tmp_path / "job.py").write_text(CONNECT_JOB)
+    with connect_server(version, listener_jar, service.url, tmp_path) as remote:
+        runs = []
+        for which in ("a", "b"):
+            topic = topic_with_records(
+                kafka_bootstrap, f"jvm-connect-{which}", 120 + 60 * len(runs)
+            )
+            name = unique_group(f"client{which}")
+            job = subprocess.Popen(
+                [str(client), str(tmp_path / "job.py"), kafka_bootstrap, topic,
+                 str(tmp_path / f"checkpoint-{which}"), name, remote],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            )  # fmt: skip
+            runs.append((topic, name, job))
+        finished = [(topic, name, *job.communicate(timeout=300), job.returncode)
+                    for topic, name, job in runs]  # fmt: skip
+    for topic, name, out, err, code in finished:
+        assert code == 0, err[-3000:]
+        ran = json.loads(out.strip().splitlines()[-1])
+        assert ran["spark"] == version
+        ends = log_ends(kafka_bootstrap, [topic])
+        group = f"connect-{name}"
+        wait_for(lambda g=group, e=ends: committed_offsets(kafka_bootstrap, g) == e, 60, group)
+        view = service.http.get(f"/v1/queries/{ran['id']}").json()
+        assert view["group_id"] == group
+        assert view["last_completed_checkpoint"] == ran["batch"]
+
+
+class Capture(ThreadingHTTPServer):
+    """A stand-in service that keeps every body posted to /v1/progress, in arrival order."""
+
+    def __init__(self) -> None:
+        self.bodies: list[bytes] = []
+        capture = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                capture.bodies.append(self.rfile.read(int(self.headers["Content-Length"])))
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(b'{"outcome":"accepted"}')
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        super().__init__(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+BOTH_LISTENERS_JOB = PLAIN_JOB.replace(
+    'spark.sparkContext.setLogLevel("WARN")',
+    'spark.sparkContext.setLogLevel("WARN")\n'
+    "from spark_offset_listener.listener import OffsetCommitListener\n"
+    "spark.streams.addListener(OffsetCommitListener(sys.argv[5], group_prefix='same-'))",
+)
+
+
+def test_the_python_and_the_jvm_listener_send_the_same_body_for_the_same_progress(
+    listener_jar: str, kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """One job with both listeners, each posting to its own capture server: for every
+    batch the two bodies are the same bytes (a group name with quotes, a backslash and
+    non-ASCII text shows the JSON escaping matches too)."""
+    python_side, jvm_side = Capture(), Capture()
+    try:
+        topic = topic_with_records(kafka_bootstrap, "jvm-same")
+        name = 'q "café" \\ ' + unique_group("same")
+        (tmp_path / "job.py").write_text(BOTH_LISTENERS_JOB)
+        python = Path(sys.executable)
+        jars = ",".join([*connector_jars(python), listener_jar])
+        submit(
+            python,
+            ["--jars", jars, *attach_conf(jvm_side.url, "same-{queryName}"),
+             str(tmp_path / "job.py"), kafka_bootstrap, topic, str(tmp_path / "checkpoint"),
+             name, python_side.url],
+            tmp_path,
+            PYTHONPATH=str(ROOT / "jobs"),
+        )  # fmt: skip
+        # each sender keeps only a query's newest unsent event, so either may skip a
+        # batch; the last one both deliver (a terminated query is flushed)
+        python_bodies = {json.loads(b)["progress"]["batchId"]: b for b in python_side.bodies}
+        jvm_bodies = {json.loads(b)["progress"]["batchId"]: b for b in jvm_side.bodies}
+        last = max(jvm_bodies)
+        assert last >= 3, sorted(jvm_bodies)
+        assert max(python_bodies) == last, (sorted(python_bodies), sorted(jvm_bodies))
+        for batch in python_bodies.keys() & jvm_bodies.keys():
+            assert python_bodies[batch] == jvm_bodies[batch], f"batch {batch}"
+        assert json.loads(jvm_bodies[last])["group_id"] == f"same-{name}"
+    finally:
+        python_side.shutdown()
+        jvm_side.shutdown()
+
+
+def test_a_bad_setting_is_one_clear_line_and_the_job_runs_on(
+    listener_jar: str, kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    python = Path(sys.executable)
+    topic = topic_with_records(kafka_bootstrap, "jvm-bad", 50)
+    (tmp_path / "job.py").write_text(PLAIN_JOB)
+    jars = ",".join([*connector_jars(python), listener_jar])
+    done = submit(
+        python,
+        ["--jars", jars,
+         *attach_conf("http://127.0.0.1:1", "g", timeoutMs="soon"),
+         str(tmp_path / "job.py"), kafka_bootstrap, topic, str(tmp_path / "checkpoint"), "bad"],
+        tmp_path,
+    )  # fmt: skip
+    assert json.loads(done.stdout.strip().splitlines()[-1])["batch"] >= 0
+    lines = [line for line in done.stderr.splitlines() if "spark-offset-sidecar" in line]
+    assert any(
+        "listener disabled: spark.offsetSidecar.timeoutMs must be a whole number above 0, "
+        "got 'soon'" in line
+        for line in lines
+    ), done.stderr[-3000:]
