@@ -4,6 +4,9 @@
 # runtime that runs as a non-root user and writes only to /data (SQLite) and /tmp.
 
 FROM python:3.11-slim AS build
+# The optional extras installed: PostgreSQL and S3 by default; add azure (abfs://, abfss://)
+# and gcs (gs://) for followed folders there: --build-arg EXTRAS=postgres,s3,azure,gcs
+ARG EXTRAS=postgres,s3
 WORKDIR /src
 RUN python -m venv /opt/sidecar
 COPY pyproject.toml README.md ./
@@ -11,7 +14,7 @@ COPY service ./service
 COPY migrations ./migrations
 RUN /opt/sidecar/bin/pip install --no-cache-dir --upgrade pip \
  && /opt/sidecar/bin/pip wheel --no-cache-dir --no-deps --wheel-dir /wheels . \
- && /opt/sidecar/bin/pip install --no-cache-dir "$(ls /wheels/*.whl)[postgres,s3]"
+ && /opt/sidecar/bin/pip install --no-cache-dir "$(ls /wheels/*.whl)[${EXTRAS}]"
 
 FROM python:3.11-slim
 RUN groupadd --system --gid 10001 sidecar \

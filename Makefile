@@ -12,6 +12,12 @@ STAMP := $(VENV)/.installed
 CACHE ?= $(or $(SPARK_OFFSET_SIDECAR_CACHE),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/spark-offset-sidecar)
 export SPARK_OFFSET_SIDECAR_CACHE := $(CACHE)
 
+# Azurite, Microsoft's Azure Storage emulator (npm; looked up 2026-11-25: 3.37.0 is the
+# newest), for the follower's abfs:// tests.
+AZURITE_VERSION := 3.37.0
+AZURITE := .local/bin/azurite-blob
+AZURITE_CACHED := $(CACHE)/tools/azurite-$(AZURITE_VERSION)/node_modules/.bin/azurite-blob
+
 HELM_VERSION := v3.16.4
 HELM := .local/bin/helm
 HELM_CACHED := $(CACHE)/tools/helm-$(HELM_VERSION)/helm
@@ -24,7 +30,7 @@ PROMETHEUS_OPERATOR := github.com/prometheus-operator/prometheus-operator@v0.78.
 $(STAMP): pyproject.toml jobs/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[spark,dev,postgres,s3]' -e ./jobs
+	$(PY) -m pip install -q -e '.[spark,dev,postgres,s3,azure,gcs]' -e ./jobs
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -45,7 +51,14 @@ $(HELM): $(HELM_CACHED)
 	mkdir -p .local/bin
 	ln -sf $(HELM_CACHED) $(HELM)
 
-tools: $(HELM)
+$(AZURITE_CACHED):
+	npm install --silent --no-audit --no-fund --prefix $(CACHE)/tools/azurite-$(AZURITE_VERSION) azurite@$(AZURITE_VERSION)
+
+$(AZURITE): $(AZURITE_CACHED)
+	mkdir -p .local/bin
+	ln -sf $(AZURITE_CACHED) $(AZURITE)
+
+tools: system-deps $(HELM) $(AZURITE)
 	go mod download -json $(PROMETHEUS_OPERATOR) >/dev/null
 
 lint: venv

@@ -7,6 +7,8 @@
 #   prometheus  a real Prometheus and promtool, for the chart's alerts (tests/e2e/test_alerts.py)
 #   chromium    a real headless browser, for the status page (tests/e2e/test_status_page.py)
 #   wrk         a light HTTP load generator in C, for bench/http_throughput.py
+#   npm         Node's package manager (and Node): Azurite, the Azure Storage emulator of the
+#               follower's abfs:// tests, comes from npm (make tools)
 # Java 17+ and Maven must already be there (they fetch and run the Kafka and Spark jars).
 set -euo pipefail
 missing=()
@@ -19,6 +21,7 @@ command -v Burrow >/dev/null || missing+=(burrow)
 command -v promtool >/dev/null || missing+=(prometheus)
 command -v chromium >/dev/null || missing+=(chromium)
 command -v wrk >/dev/null || missing+=(wrk)
+command -v npm >/dev/null || missing+=(npm)
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ] && ! command -v sudo >/dev/null; then
   echo "please install these Debian packages: ${missing[*]}" >&2

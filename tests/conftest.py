@@ -103,3 +103,23 @@ def s3_server() -> Iterator[object]:
     server = S3Server().start()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def azurite_server() -> Iterator[object]:
+    """Azurite's blob service (Azure Blob / ADLS Gen2), one per session."""
+    from harness.object_stores import AzuriteServer
+
+    server = AzuriteServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def gcs_server() -> Iterator[object]:
+    """fake-gcs-server (Google Cloud Storage's JSON API), one per session."""
+    from harness.object_stores import FakeGcsServer
+
+    server = FakeGcsServer().start()
+    yield server
+    server.stop()

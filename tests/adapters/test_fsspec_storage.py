@@ -1,5 +1,7 @@
-"""``FsspecCheckpointStorage`` against a real local folder and a real S3-compatible
-server process (moto's server mode): the port's contract on both."""
+"""``FsspecCheckpointStorage`` against a real local folder and real object store server
+processes: S3 (moto's server mode), Azure Blob / ADLS Gen2 (Azurite, as ``abfs://`` and
+Hadoop's ``abfss://container@account...``) and Google Cloud Storage (fake-gcs-server, as
+``gs://``): the port's contract on each."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.object_stores import AzuriteServer, FakeGcsServer
 from harness.s3_server import S3Server
 from spark_offset_sidecar.adapters.checkpoints.fsspec_storage import (
     FsspecCheckpointStorage,
@@ -21,7 +24,7 @@ from spark_offset_sidecar.errors import CheckpointReadError, UnreadableCheckpoin
 Write = Callable[[str, str], None]
 
 
-@pytest.fixture(params=["local", "s3"])
+@pytest.fixture(params=["local", "s3", "abfs", "abfss", "gs"])
 def place(
     request: pytest.FixtureRequest, tmp_path: Path
 ) -> tuple[FsspecCheckpointStorage, str, Write]:
@@ -33,15 +36,31 @@ def place(
             (tmp_path / name).write_text(text)
 
         return FsspecCheckpointStorage(), str(tmp_path), write_local
-    server: S3Server = request.getfixturevalue("s3_server")
     bucket = f"ckpt-{uuid.uuid4().hex[:10]}"
-    client = server.client()
-    client.create_bucket(Bucket=bucket)
+    if request.param == "s3":
+        server: S3Server = request.getfixturevalue("s3_server")
+        client = server.client()
+        client.create_bucket(Bucket=bucket)
 
-    def write_s3(name: str, text: str) -> None:
-        client.put_object(Bucket=bucket, Key=f"job/{name}", Body=text.encode())
+        def write_s3(name: str, text: str) -> None:
+            client.put_object(Bucket=bucket, Key=f"job/{name}", Body=text.encode())
 
-    return FsspecCheckpointStorage(server.storage_options()), f"s3://{bucket}/job", write_s3
+        return FsspecCheckpointStorage(server.storage_options()), f"s3://{bucket}/job", write_s3
+    store: AzuriteServer | FakeGcsServer = request.getfixturevalue(
+        "gcs_server" if request.param == "gs" else "azurite_server"
+    )
+    fs = store.filesystem()
+    fs.mkdir(bucket)
+
+    def write(name: str, text: str) -> None:
+        fs.pipe_file(f"{bucket}/job/{name}", text.encode())
+
+    url = {
+        "abfs": f"abfs://{bucket}/job",
+        "abfss": f"abfss://{bucket}@devstoreaccount1.dfs.core.windows.net/job",
+        "gs": f"gs://{bucket}/job",
+    }[request.param]
+    return FsspecCheckpointStorage(store.storage_options()), url, write
 
 
 def test_reads_lists_and_probes_what_is_there(
@@ -57,7 +76,8 @@ def test_reads_lists_and_probes_what_is_there(
     assert not storage.exists(f"{folder}/offsets/11")
     assert sorted(storage.batch_ids(f"{folder}/offsets")) == [0, 1, 10]
     assert storage.batch_ids(f"{folder}/commits") == []  # no folder yet
-    assert storage.requests == 6
+    # and on an object store, once: is the bucket there? (after the first missing file)
+    assert storage.requests == 6 + (not folder.startswith("/"))
 
 
 def test_a_new_file_is_seen_by_the_next_listing(
@@ -124,3 +144,37 @@ def test_a_symlink_loop_is_the_systems_error_named(tmp_path: Path) -> None:
         _within(5, lambda: storage.batch_ids(str(tmp_path / "offsets")))
     with pytest.raises(CheckpointReadError, match="symbolic links"):
         _within(5, lambda: storage.read_text(str(tmp_path / "offsets" / "0")))
+
+
+@pytest.mark.parametrize("where", ["s3", "abfs", "gs"])
+def test_a_bucket_or_container_that_does_not_exist_is_an_error_not_an_empty_folder(
+    where: str, request: pytest.FixtureRequest
+) -> None:
+    """A folder in a missing bucket can never get Spark's files: the read names the bucket
+    (a folder still to be written in a bucket that exists stays "not there yet")."""
+    server = request.getfixturevalue({"s3": "s3_server", "abfs": "azurite_server",
+                                      "gs": "gcs_server"}[where])  # fmt: skip
+    storage = FsspecCheckpointStorage(server.storage_options())
+    missing = f"nothere-{uuid.uuid4().hex[:8]}"
+    for read in (
+        lambda: storage.read_text(f"{where}://{missing}/job/metadata"),
+        lambda: storage.batch_ids(f"{where}://{missing}/job/commits"),
+    ):
+        with pytest.raises(CheckpointReadError) as refused:
+            read()
+        assert refused.value.reason == "unreachable"
+        assert f"no bucket or container '{missing}'" in str(refused.value)
+
+
+def test_a_wrong_azure_key_is_denied(azurite_server: AzuriteServer) -> None:
+    """Azurite checks the account key as Azure does: a wrong one is ``denied``, and the
+    key itself is not in the message."""
+    wrong_key = (
+        "QUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQQ=="
+    )
+    storage = FsspecCheckpointStorage(azurite_server.storage_options(wrong_key))
+    azurite_server.filesystem().mkdir("keyed")
+    with pytest.raises(CheckpointReadError) as refused:
+        storage.read_text("abfs://keyed/job/metadata")
+    assert refused.value.reason == "denied", refused.value
+    assert wrong_key not in str(refused.value)

@@ -1,11 +1,12 @@
 """Spark jobs with no listener, committed through their checkpoint folders: real PySpark
 over real topics, the service as a real process following the folder (a local one, and
-one on a real S3-compatible server), the group read back from the broker.
+ones on real S3, Azure Blob / ADLS Gen2 and Google Cloud Storage servers: moto, Azurite,
+fake-gcs-server), the group read back from the broker.
 
 Spark writes its checkpoint to a local folder; for S3 the folder is copied into the
-S3-compatible server as it grows (``CheckpointSync``, the way ``aws s3 sync`` would):
-Spark's own ``s3a://`` writer needs hadoop-aws and the AWS SDK bundle, which this project
-does not download (harness/s3_server.py says why)."""
+object store as it grows (``CheckpointSync``, the way ``aws s3 sync`` or ``azcopy sync``
+would): Spark's own ``s3a://``, ``abfss://`` and ``gs://`` writers need Hadoop connectors
+of hundreds of MB, which this project does not download (harness/s3_server.py says why)."""
 
 from __future__ import annotations
 
@@ -103,16 +104,24 @@ def test_a_job_without_a_listener_is_committed_through_its_local_checkpoint(
 
 
 class CheckpointSync:
-    """Copies a local checkpoint folder into a bucket as Spark writes it (metadata, then
-    each new ``offsets/N``, then each new ``commits/N``), from a thread."""
+    """Copies a local checkpoint folder into an object store as Spark writes it (metadata,
+    then each new ``offsets/N``, then each new ``commits/N``), from a thread; ``put(key,
+    body)`` writes one object under the folder."""
 
-    def __init__(self, local: Path, server: S3Server, bucket: str, prefix: str) -> None:
-        self.local, self.bucket, self.prefix = local, bucket, prefix
-        self.client = server.client()
-        self.client.create_bucket(Bucket=bucket)
+    def __init__(self, local: Path, put: Callable[[str, bytes], None]) -> None:
+        self.local, self.put = local, put
         self.copied: set[str] = set()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
+
+    @classmethod
+    def to_s3(cls, local: Path, server: S3Server, bucket: str, prefix: str) -> CheckpointSync:
+        client = server.client()
+        client.create_bucket(Bucket=bucket)
+        return cls(
+            local,
+            lambda key, body: client.put_object(Bucket=bucket, Key=f"{prefix}/{key}", Body=body),
+        )
 
     def __enter__(self) -> CheckpointSync:
         self._thread.start()
@@ -132,10 +141,7 @@ class CheckpointSync:
             for file in files:
                 key = str(file.relative_to(self.local))
                 if key not in self.copied:
-                    body = file.read_bytes()
-                    self.client.put_object(
-                        Bucket=self.bucket, Key=f"{self.prefix}/{key}", Body=body
-                    )
+                    self.put(key, file.read_bytes())
                     self.copied.add(key)
 
     def _run(self) -> None:
@@ -161,6 +167,9 @@ def test_a_spark_sql_job_is_committed_through_its_checkpoint_on_s3(
         checkpoint_storage_options=json.dumps(s3_server.storage_options()),
     ).start()
     try:
+        # the bucket is there before the folder is followed (a missing one is an error)
+        local = tmp_path / "checkpoint"
+        sync = CheckpointSync.to_s3(local, s3_server, bucket, "orders-sql")
         follow(service, f"s3a://{bucket}/orders-sql", group)
         view = f"orders_{uuid.uuid4().hex[:8]}"
         (
@@ -176,8 +185,7 @@ def test_a_spark_sql_job_is_committed_through_its_checkpoint_on_s3(
             f"SELECT partition, COUNT(*) AS records, MAX(offset) AS last "
             f"FROM {view} GROUP BY partition"
         )
-        local = tmp_path / "checkpoint"
-        with CheckpointSync(local, s3_server, bucket, "orders-sql") as sync:
+        with sync:
             query = (
                 job.writeStream.format("memory")
                 .queryName(f"{view}_out")
@@ -375,3 +383,47 @@ def test_an_s3_outage_and_garbage_files_commit_nothing_and_are_counted(
     finally:
         service.stop()
         server.stop()
+
+
+@pytest.mark.parametrize("where", ["abfss", "gs"])
+def test_a_job_is_committed_through_its_checkpoint_on_azure_or_google_storage(
+    where: str,
+    spark: Any,
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+) -> None:
+    """ADLS Gen2 as Spark names it (``abfss://container@account.dfs.core.windows.net/``)
+    on Azurite, and ``gs://`` on fake-gcs-server, with the same job and checks as on S3."""
+    store = request.getfixturevalue("azurite_server" if where == "abfss" else "gcs_server")
+    fs = store.filesystem()
+    bucket = f"ckpt-{uuid.uuid4().hex[:10]}"
+    fs.mkdir(bucket)
+    url = {
+        "abfss": f"abfss://{bucket}@devstoreaccount1.dfs.core.windows.net/orders",
+        "gs": f"gs://{bucket}/orders",
+    }[where]
+    topic = new_topic(2)
+    run_sync(produce(kafka_bootstrap, topic, 700))
+    group = unique_group(where)
+    service = ServiceProcess(
+        tmp_path,
+        kafka_bootstrap,
+        follow_interval_seconds=0.5,
+        checkpoint_storage_options=json.dumps(store.storage_options()),
+    ).start()
+    try:
+        follow(service, url, group)
+        put = lambda key, body: fs.pipe_file(f"{bucket}/orders/{key}", body)  # noqa: E731
+        with CheckpointSync(tmp_path / "checkpoint", put) as sync:
+            query = run_available_now(spark, kafka_bootstrap, [topic], tmp_path)
+        assert sync.copied, "the checkpoint reached the store"
+        ends = last_end_offsets(query)
+        assert sum(ends.values()) == 700
+        wait_for(lambda: committed_offsets(kafka_bootstrap, group) == ends, 30, "commit")
+        status = folder_status(service, url)
+        assert status["last_batch_recorded"] == query.lastProgress["batchId"] >= 2
+        assert status["errors"] == {}
+    finally:
+        service.stop()

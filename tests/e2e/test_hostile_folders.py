@@ -9,6 +9,7 @@ commits nothing; every good folder and every HTTP caller is committed."""
 from __future__ import annotations
 
 import html
+import json
 import os
 import threading
 import time
@@ -193,3 +194,70 @@ def test_hostile_folders_fail_alone(
         assert listed[folder.name]["last_error"] is None
         assert listed[folder.name]["last_batch_recorded"] == writers.rounds - 1
     assert_state_reads_answer(service.http)
+
+
+@pytest.mark.parametrize(
+    ("where", "wrong"),
+    [("s3", "bucket"), ("abfs", "bucket"), ("gs", "bucket"), ("abfs", "key")],
+)
+def test_a_missing_bucket_or_wrong_credentials_show_on_the_first_poll(
+    where: str,
+    wrong: str,
+    kafka_bootstrap: str,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+) -> None:
+    """A folder on a bucket or container that does not exist, or read with credentials
+    the store refuses, is registered (201: the bucket may be made later) and its error is
+    on ``GET /v1/followed-folders`` and ``/ui`` from the first poll on, never "no
+    checkpoint yet" in silence; the credentials are in neither."""
+    server = request.getfixturevalue(
+        {"s3": "s3_server", "abfs": "azurite_server", "gs": "gcs_server"}[where]
+    )
+    bucket = f"nothere-{uuid.uuid4().hex[:8]}"
+    options = server.storage_options()
+    if wrong == "key":
+        bucket = f"there-{uuid.uuid4().hex[:8]}"
+        server.filesystem().mkdir(bucket)
+        options = server.storage_options("QUFB" * 21 + "QQ==")  # well formed, not the key
+    service = ServiceProcess(
+        tmp_path,
+        kafka_bootstrap,
+        follow_interval_seconds=0.5,
+        checkpoint_storage_options=json.dumps(options),
+    ).start()
+    try:
+        path = f"{where}://{bucket}/job"
+        answer = service.http.post(
+            "/v1/followed-folders", json={"path": path, "group_id": unique_group("nb")}
+        )
+        assert answer.status_code == 201, answer.text
+
+        def status() -> dict[str, Any]:
+            return next(f for f in service.http.get("/v1/followed-folders").json())
+
+        # the first poll's outcome, whichever it is: a poll that fails counts an error, one
+        # that reads the folder (no checkpoint yet included) sets last_poll_at
+        wait_for(
+            lambda: status()["errors"] or status()["last_poll_at"] is not None,
+            what="the first poll",
+        )
+        first = status()
+        expected = {"bucket": ("unreachable", f"no bucket or container '{bucket}'"),
+                    "key": ("denied", "failed to authenticate")}[wrong]  # fmt: skip
+        assert expected[0] in first["errors"], first
+        assert expected[1] in (first["last_error"] or ""), first
+        page = service.http.get("/ui")
+        assert page.status_code == 200
+        assert html.escape(first["last_error"]) in page.text
+        settings = options[next(iter(options))]
+        secrets = [settings.get("secret"), *_account_keys(settings.get("connection_string"))]
+        for shown in (json.dumps(first), page.text, service.log.read_text()):
+            assert not [s for s in secrets if s and s in shown], "credentials shown"
+    finally:
+        service.stop()
+
+
+def _account_keys(connection_string: str | None) -> list[str]:
+    parts = (connection_string or "").split(";")
+    return [p.split("=", 1)[1] for p in parts if p.startswith("AccountKey=")]

@@ -1,9 +1,12 @@
 """``CheckpointStorage`` on fsspec: ``/local/path``, ``file://``, ``s3://`` (S3 and
-S3-compatible stores: MinIO, Ceph, ...), and any other fsspec protocol whose package is
-installed.
+S3-compatible stores: MinIO, Ceph, ...), ``abfs://`` / ``abfss://`` (Azure Data Lake
+Storage Gen2 and Blob Storage, adlfs), ``gs://`` (Google Cloud Storage, gcsfs), and any
+other fsspec protocol whose package is installed.
 
 Foreign errors are mapped here and nowhere else: a missing file is None (or an empty
-listing); ``PermissionError`` and S3's access errors are ``denied``; anything else the
+listing), unless its bucket or container is missing too: then the folder can never
+appear and the read is ``unreachable``, naming the bucket; ``PermissionError`` and the
+stores' access errors (S3's, Azure's, Google's) are ``denied``; anything else the
 filesystem or its client raises (connection refused, timeouts, 5xx) is ``unreachable``.
 
 Hostile folders cost their own poll only: a read takes at most ``MAX_FILE_BYTES`` (a file
@@ -14,8 +17,10 @@ waiting. A symlink loop is the operating system's error, named.
 Listings are never cached (s3fs caches them by default): a poll must see new batches.
 One filesystem object per protocol, made on first use with that protocol's options
 (``SIDECAR_CHECKPOINT_STORAGE_OPTIONS``, e.g. ``{"s3": {"endpoint_url": "..."}}``);
-credentials come from the usual places of each client (for S3: ``AWS_*`` variables, the
-instance's role, ...).
+credentials come from the usual places of each client (S3: ``AWS_*`` variables, the
+pod's role; Azure: ``AZURE_STORAGE_*`` variables, workload identity through
+``DefaultAzureCredential``; Google: ``GOOGLE_APPLICATION_CREDENTIALS``, workload identity
+through the metadata server). Options and credentials are never logged.
 """
 
 from __future__ import annotations
@@ -47,26 +52,49 @@ _FRESH: dict[str, dict[str, Any]] = {
             "read_timeout": 10,
             "retries": {"max_attempts": 2, "mode": "standard"},
         },
-    }
+    },
+    # adlfs and gcsfs: no listings cache either
+    "abfs": {"use_listings_cache": False},
+    "gcs": {"use_listings_cache": False},
 }
-_DENIED_CODES = ("AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "Forbidden")
+_DENIED_CODES = (
+    "AccessDenied",  # S3
+    "InvalidAccessKeyId",
+    "SignatureDoesNotMatch",
+    "Forbidden",
+    "AuthorizationFailure",  # Azure
+    "AuthenticationFailed",
+    "AuthorizationPermissionMismatch",
+)
+_DENIED_STATUS = (401, 403)  # Google's (gcsfs HttpError.code) and Azure's (status_code)
+# One name per filesystem: Spark's s3a:// is s3; Hadoop's abfss:// (TLS) and Azure's az://
+# are adlfs's abfs; gs:// is gcsfs's gcs.
+_SAME = {None: "file", "local": "file", "s3a": "s3", "abfss": "abfs", "az": "abfs", "gs": "gcs"}
+_EXTRAS = {"s3": "s3", "abfs": "azure", "gcs": "gcs"}
 
 
 def protocol_of(path: str) -> str:
     """The fsspec protocol, one name per filesystem (Spark's ``s3a://`` is ``s3``)."""
     protocol, _ = split_protocol(path)
-    return str({None: "file", "local": "file", "s3a": "s3"}.get(protocol, protocol))
+    return str(_SAME.get(protocol, protocol))
 
 
 def check_path(path: str) -> str | None:
     """Why ``path`` cannot be followed here (unknown protocol, its package missing), or
     None. The message names what to install."""
     protocol = protocol_of(path)
+    if protocol == "gcs":
+        # Read by gcsfs when it is first imported: gcsfs 2026.x, unless told otherwise,
+        # looks up each bucket's layout over gRPC (its experimental HNS support), 60 s a
+        # read where that API does not answer (an emulator, a narrow role). Plain object
+        # reads are all a follower needs; an operator's own setting wins.
+        os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
     try:
         fsspec.get_filesystem_class(protocol)
     except ImportError:
-        extra = " (pip install 'spark-offset-sidecar[s3]')" if protocol == "s3" else ""
-        return f"{protocol}:// needs a package that is not installed{extra}"
+        extra = _EXTRAS.get(protocol)
+        how = f" (pip install 'spark-offset-sidecar[{extra}]')" if extra else ""
+        return f"{protocol}:// needs a package that is not installed{how}"
     except ValueError:
         return f"{protocol}:// is not a filesystem this service knows"
     return None
@@ -77,6 +105,7 @@ class FsspecCheckpointStorage:
         self.options = {k: dict(v) for k, v in (options or {}).items()}
         self.requests = 0
         self._filesystems: dict[str, fsspec.AbstractFileSystem] = {}
+        self._buckets: set[str] = set()  # (protocol, bucket) seen to exist, as "p://b"
         self._lock = threading.Lock()
 
     def read_text(self, path: str) -> str | None:
@@ -87,6 +116,7 @@ class FsspecCheckpointStorage:
             else:  # one ranged GET on object stores
                 data = self._call(path, lambda: fs.cat_file(inner, start=0, end=MAX_FILE_BYTES + 1))
         except FileNotFoundError:
+            self._bucket_exists(fs, inner, path)
             return None
         if len(data) > MAX_FILE_BYTES:
             raise UnreadableCheckpoint(
@@ -111,6 +141,7 @@ class FsspecCheckpointStorage:
         try:
             names = self._call(directory, lambda: fs.ls(inner, detail=False))
         except FileNotFoundError:
+            self._bucket_exists(fs, inner, directory)
             return []
         found = (batch_id_of(str(name).rstrip("/").rsplit("/", 1)[-1]) for name in names)
         return [batch for batch in found if batch is not None]
@@ -132,6 +163,22 @@ class FsspecCheckpointStorage:
                 self._filesystems[protocol] = fs
         return fs, fs._strip_protocol(path)
 
+    def _bucket_exists(self, fs: fsspec.AbstractFileSystem, inner: str, path: str) -> None:
+        """After a missing file on an object store: is its bucket (container) there? A
+        missing one is an error of the folder's, not "no checkpoint yet": Spark's files
+        can never appear there. Asked once per bucket that exists."""
+        if isinstance(fs, LocalFileSystem):
+            return
+        bucket = inner.split("/", 1)[0]
+        key = f"{protocol_of(path)}://{bucket}"
+        if key in self._buckets:
+            return
+        if not self._call(path, lambda: fs.exists(bucket)):
+            raise CheckpointReadError(
+                path, "unreachable", f"no bucket or container {bucket!r} ({key}) exists"
+            )
+        self._buckets.add(key)
+
     def _call(self, path: str, call: Callable[[], T]) -> T:
         self.requests += 1
         try:
@@ -142,7 +189,9 @@ class FsspecCheckpointStorage:
             raise CheckpointReadError(path, "denied", f"access denied: {exc}") from None
         except Exception as exc:  # the client's own errors: botocore's, aiohttp's, OSError
             text = f"{type(exc).__name__}: {exc}"
-            reason = "denied" if any(code in text for code in _DENIED_CODES) else "unreachable"
+            status = getattr(exc, "code", None) or getattr(exc, "status_code", None)
+            denied = status in _DENIED_STATUS or any(code in text for code in _DENIED_CODES)
+            reason = "denied" if denied else "unreachable"
             raise CheckpointReadError(path, reason, text) from None
 
 
