@@ -3,7 +3,11 @@
 # Multi-stage: build a wheel, install it into a virtualenv, copy only that into a slim
 # runtime that runs as a non-root user and writes only to /data (SQLite) and /tmp.
 
-FROM python:3.11-slim AS build
+# The base image: Python 3.11 on Debian. The tests build from one made of Debian packages
+# (mmdebstrap, tests/support/image.py) where no registry is reachable: --build-arg BASE=...
+ARG BASE=python:3.11-slim
+
+FROM ${BASE} AS build
 # The optional extras installed: PostgreSQL and S3 by default; add azure (abfs://, abfss://)
 # and gcs (gs://) for followed folders there: --build-arg EXTRAS=postgres,s3,azure,gcs
 ARG EXTRAS=postgres,s3
@@ -16,7 +20,7 @@ RUN /opt/sidecar/bin/pip install --no-cache-dir --upgrade pip \
  && /opt/sidecar/bin/pip wheel --no-cache-dir --no-deps --wheel-dir /wheels . \
  && /opt/sidecar/bin/pip install --no-cache-dir "$(ls /wheels/*.whl)[${EXTRAS}]"
 
-FROM python:3.11-slim
+FROM ${BASE}
 RUN groupadd --system --gid 10001 sidecar \
  && useradd --system --uid 10001 --gid sidecar --home-dir /data --shell /usr/sbin/nologin sidecar \
  && mkdir -p /data && chown sidecar:sidecar /data

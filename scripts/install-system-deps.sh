@@ -9,6 +9,9 @@
 #   wrk         a light HTTP load generator in C, for bench/http_throughput.py
 #   npm         Node's package manager (and Node): Azurite, the Azure Storage emulator of the
 #               follower's abfs:// tests, comes from npm (make tools)
+#   podman, runc, mmdebstrap
+#               build the project's image and run the chart's pod (tests/e2e/test_container.py);
+#               mmdebstrap makes the base image from Debian packages (no registry needed)
 # Java 17+ and Maven must already be there (they fetch and run the Kafka and Spark jars).
 set -euo pipefail
 missing=()
@@ -22,6 +25,9 @@ command -v promtool >/dev/null || missing+=(prometheus)
 command -v chromium >/dev/null || missing+=(chromium)
 command -v wrk >/dev/null || missing+=(wrk)
 command -v npm >/dev/null || missing+=(npm)
+command -v podman >/dev/null || missing+=(podman)
+command -v runc >/dev/null || [ -x /usr/sbin/runc ] || missing+=(runc)
+command -v mmdebstrap >/dev/null || missing+=(mmdebstrap)
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ] && ! command -v sudo >/dev/null; then
   echo "please install these Debian packages: ${missing[*]}" >&2
