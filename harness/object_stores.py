@@ -15,15 +15,13 @@ into them as it grows, which is what the follower reads.
 from __future__ import annotations
 
 import shutil
-import signal
-import socket
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from harness.machine import ROOT, free_port
+from harness.machine import ROOT, answers, free_port, stop_process
 
 # Azurite's documented development account (public, the same in every Azurite).
 AZURE_ACCOUNT = "devstoreaccount1"
@@ -48,21 +46,13 @@ class _Server:
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"{command[0]} exited with {self.process.returncode}")
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+            if answers(self.port):
                 return
-            except OSError:
-                time.sleep(0.1)
+            time.sleep(0.1)
         raise RuntimeError(f"{command[0]} did not answer on port {self.port}")
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process)
         self.process = None
         shutil.rmtree(self.folder, ignore_errors=True)
 

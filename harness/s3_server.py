@@ -12,14 +12,13 @@ way a sync job would), which is what the follower reads.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
 import urllib.request
 from pathlib import Path
 
-from harness.machine import free_port
+from harness.machine import free_port, stop_process
 
 ACCESS = {"AWS_ACCESS_KEY_ID": "sidecar", "AWS_SECRET_ACCESS_KEY": "sidecar-secret"}
 
@@ -49,13 +48,7 @@ class S3Server:
         raise RuntimeError(f"moto_server did not answer on {self.endpoint}")
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process)
         self.process = None
 
     def storage_options(self) -> dict[str, dict[str, str]]:

@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from harness.machine import ROOT, free_port
+from harness.machine import ROOT, answers, free_port
 from harness.service_process import ServiceProcess
 from harness.spark_drivers import connector_jars, driver_python
 from tests.support.kafka import (
@@ -224,22 +224,12 @@ def connect_server(version: str, jar: str, service_url: str, folder: Path) -> It
             env={**os.environ, "PYSPARK_PYTHON": str(python)},
         )  # fmt: skip
         try:
-            wait_for(lambda: _answers(port) or server.poll() is not None, 180, "Connect server")
+            wait_for(lambda: answers(port) or server.poll() is not None, 180, "Connect server")
             assert server.poll() is None, log_path.read_text()[-3000:]
             yield f"sc://127.0.0.1:{port}"
         finally:
             server.terminate()
             server.wait(60)
-
-
-def _answers(port: int) -> bool:
-    import socket
-
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=1).close()
-    except OSError:
-        return False
-    return True
 
 
 @pytest.mark.parametrize("version", ["3.5.7", "4.2.0"])

@@ -456,7 +456,7 @@ class Ledger:
                 self._ready_due[group.group_id] = ready_at
                 heapq.heappush(self._ready_heap, (ready_at, group.group_id))
                 if len(self._ready_heap) > 2 * len(self.groups) + 64:  # drop stale entries
-                    self._ready_heap = [e for e in self._ready_heap if self._ready_valid(e)]
+                    self._ready_heap = [e for e in set(self._ready_heap) if self._ready_valid(e)]
                     heapq.heapify(self._ready_heap)
         else:
             self._untake(group.group_id)
