@@ -118,6 +118,32 @@ def spark_bin(python: Path, tool: str) -> str:
     return str(Path(found) / "bin" / tool)
 
 
+def driver(version: str) -> Path:
+    """The Python of a Spark driver of ``version``: the project's own 4.2.0, else a clean
+    driver environment of that version."""
+    return Path(sys.executable) if version == "4.2.0" else driver_python(version)
+
+
+def jars_with(python: Path, listener_jar: str, *, connect: bool = False) -> str:
+    """``--jars``: the Kafka connector of ``python``'s pyspark, and the listener."""
+    return ",".join([*connector_jars(python, connect=connect), listener_jar])
+
+
+def assert_committed(
+    service: ServiceProcess,
+    bootstrap: str,
+    group: str,
+    ends: dict[tuple[str, int], int],
+    query_id: str,
+    batch: int,
+) -> None:
+    """The group at the topic's end in Kafka, and the service's view of the query."""
+    wait_for(lambda: committed_offsets(bootstrap, group) == ends, 60, f"{group}'s commit")
+    view = service.http.get(f"/v1/queries/{query_id}").json()
+    assert view["group_id"] == group
+    assert view["last_completed_checkpoint"] == batch
+
+
 def topic_with_records(bootstrap: str, prefix: str, count: int = 200) -> str:
     topic = f"{prefix}-{free_port()}"
     run_sync(create_topics(bootstrap, [topic], 2))
@@ -148,12 +174,12 @@ def test_a_pyspark_job_without_listener_code_is_committed_by_configuration_alone
     kafka_bootstrap: str,
     tmp_path: Path,
 ) -> None:
-    python = Path(sys.executable) if version == "4.2.0" else driver_python(version)
+    python = driver(version)
     topic = topic_with_records(kafka_bootstrap, f"jvm-{version}")
     name = unique_group(f"plain{version.replace('.', '')}")
     (tmp_path / "job.py").write_text(PLAIN_JOB)
     ends = log_ends(kafka_bootstrap, [topic])
-    jars = ",".join([*connector_jars(python), listener_jar])
+    jars = jars_with(python, listener_jar)
     done = submit(
         python,
         ["--jars", jars, *attach_conf(service.url, "jvm-{queryName}"),
@@ -162,11 +188,8 @@ def test_a_pyspark_job_without_listener_code_is_committed_by_configuration_alone
     )  # fmt: skip
     ran = json.loads(done.stdout.strip().splitlines()[-1])
     assert ran["spark"] == version
-    group = f"jvm-{name}"
-    wait_for(lambda: committed_offsets(kafka_bootstrap, group) == ends, 60, "the commit")
-    view = service.http.get(f"/v1/queries/{ran['id']}").json()
-    assert view["group_id"] == group
-    assert view["last_completed_checkpoint"] == ran["batch"] >= 3  # 200 records, 60 a batch
+    assert ran["batch"] >= 3  # 200 records, 60 a batch
+    assert_committed(service, kafka_bootstrap, f"jvm-{name}", ends, ran["id"], ran["batch"])
 
 
 @pytest.mark.parametrize("version", ["3.5.7", "4.2.0"])
@@ -177,12 +200,12 @@ def test_a_scala_job_in_spark_shell_is_committed_by_configuration_alone(
     kafka_bootstrap: str,
     tmp_path: Path,
 ) -> None:
-    python = Path(sys.executable) if version == "4.2.0" else driver_python(version)
+    python = driver(version)
     topic = topic_with_records(kafka_bootstrap, "jvm-scala")
     name = unique_group("scala")
     (tmp_path / "job.scala").write_text(SCALA_JOB)
     ends = log_ends(kafka_bootstrap, [topic])
-    jars = ",".join([*connector_jars(python), listener_jar])
+    jars = jars_with(python, listener_jar)
     shell = subprocess.run(
         [spark_bin(python, "spark-shell"), "--master", "local[2]", "--jars", jars,
          *attach_conf(service.url, "{queryName}"), "-i", str(tmp_path / "job.scala")],
@@ -193,10 +216,7 @@ def test_a_scala_job_in_spark_shell_is_committed_by_configuration_alone(
     result = [line for line in shell.stdout.splitlines() if line.startswith("JOB-RESULT ")]
     assert result, shell.stdout[-3000:] + shell.stderr[-3000:]
     query_id, batch = result[-1].split()[1:3]
-    wait_for(lambda: committed_offsets(kafka_bootstrap, name) == ends, 60, "the commit")
-    view = service.http.get(f"/v1/queries/{query_id}").json()
-    assert view["group_id"] == name
-    assert view["last_completed_checkpoint"] == int(batch)
+    assert_committed(service, kafka_bootstrap, name, ends, query_id, int(batch))
 
 
 CONNECT_JOB = PLAIN_JOB.replace(
@@ -210,9 +230,9 @@ def connect_server(version: str, jar: str, service_url: str, folder: Path) -> It
     """A Spark Connect server of ``version`` started with the listener's configuration:
     every client session gets the listener, none of them knows it. (4.x wheels ship the
     server's jar; 3.5's comes from Maven Central.)"""
-    python = Path(sys.executable) if version == "4.2.0" else driver_python(version)
+    python = driver(version)
     port = free_port()
-    jars = ",".join([*connector_jars(python, connect=True), jar])
+    jars = jars_with(python, jar, connect=True)
     log_path = folder / "connect-server.log"
     with log_path.open("w") as log:
         server = subprocess.Popen(
@@ -265,11 +285,7 @@ def test_a_connect_server_started_with_the_configuration_commits_each_clients_gr
         ran = json.loads(out.strip().splitlines()[-1])
         assert ran["spark"] == version
         ends = log_ends(kafka_bootstrap, [topic])
-        group = f"connect-{name}"
-        wait_for(lambda g=group, e=ends: committed_offsets(kafka_bootstrap, g) == e, 60, group)
-        view = service.http.get(f"/v1/queries/{ran['id']}").json()
-        assert view["group_id"] == group
-        assert view["last_completed_checkpoint"] == ran["batch"]
+        assert_committed(service, kafka_bootstrap, f"connect-{name}", ends, ran["id"], ran["batch"])
 
 
 class Capture(ThreadingHTTPServer):
@@ -318,7 +334,7 @@ def test_the_python_and_the_jvm_listener_send_the_same_body_for_the_same_progres
         name = 'q "café" \\ ' + unique_group("same")
         (tmp_path / "job.py").write_text(BOTH_LISTENERS_JOB)
         python = Path(sys.executable)
-        jars = ",".join([*connector_jars(python), listener_jar])
+        jars = jars_with(python, listener_jar)
         submit(
             python,
             ["--jars", jars, *attach_conf(jvm_side.url, "same-{queryName}"),
@@ -348,7 +364,7 @@ def test_a_bad_setting_is_one_clear_line_and_the_job_runs_on(
     python = Path(sys.executable)
     topic = topic_with_records(kafka_bootstrap, "jvm-bad", 50)
     (tmp_path / "job.py").write_text(PLAIN_JOB)
-    jars = ",".join([*connector_jars(python), listener_jar])
+    jars = jars_with(python, listener_jar)
     done = submit(
         python,
         ["--jars", jars,
