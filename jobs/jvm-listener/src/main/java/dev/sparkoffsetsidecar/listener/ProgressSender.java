@@ -103,9 +103,18 @@ final class ProgressSender implements Runnable {
       waiting.put(queryId, new Outgoing(queryId, body));
       while (waiting.size() > settings.maxQueries()) {
         Iterator<String> oldest = waiting.keySet().iterator();
-        oldest.next();
+        String query = oldest.next();
         oldest.remove();
-        dropped.incrementAndGet();
+        long count = dropped.incrementAndGet();
+        if (Long.bitCount(count) == 1) { // the 1st, 2nd, 4th, 8th, ...: said, not flooded
+          LOG.warn(
+              "spark-offset-sidecar: more than spark.offsetSidecar.maxQueries={} queries wait;"
+                  + " dropped query {}'s event ({} dropped so far; {})",
+              settings.maxQueries(),
+              query,
+              count,
+              lastError);
+        }
       }
       notifyAll();
     }
