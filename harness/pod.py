@@ -214,7 +214,14 @@ class Pod:
 
     def start(self, timeout: float = 120.0) -> Pod:
         """Init containers to their end, then the container, until its startup probe
-        answers 200."""
+        answers 200. A start that fails leaves no container behind."""
+        try:
+            return self._start(timeout)
+        except BaseException:
+            self.stop(grace=1)
+            raise
+
+    def _start(self, timeout: float) -> Pod:
         for init in self.spec.get("initContainers", []):
             done = podman("run", "--rm", *self._run_args(init), self.image, *init.get("args", []),
                           check=False)  # fmt: skip
