@@ -41,16 +41,17 @@ CONNECT_VERSIONS = (*VERSIONS, "4.2.0")
 _CONNECT_PINS = {"3.5": ("pandas<2.3", "pyarrow<18")}
 
 
-def driver_python(version: str, *, connect: bool = False) -> Path:
-    """The Python of a virtual environment that has pyspark ``version`` and nothing else
-    (with ``connect``: ``pyspark[connect]``, the Spark Connect client's dependencies)."""
+def driver_python(version: str, extra: str | None = None) -> Path:
+    """The Python of a virtual environment that has pyspark ``version`` and nothing else,
+    or ``pyspark[extra]``: ``connect`` (the Spark Connect client's dependencies) or
+    ``pipelines`` (``spark-pipelines``, Spark Declarative Pipelines, 4.1 and later)."""
     requirements = [
-        f"pyspark{'[connect]' if connect else ''}=={version}",
-        *(_CONNECT_PINS.get(version[:3], ()) if connect else ()),
+        f"pyspark{f'[{extra}]' if extra else ''}=={version}",
+        *(_CONNECT_PINS.get(version[:3], ()) if extra == "connect" else ()),
     ]
     made_of = "\n".join([*requirements, sys.version, os.path.realpath(sys.base_prefix)])
     key = hashlib.sha256(made_of.encode()).hexdigest()[:12]
-    folder = DRIVERS / f"pyspark-{version}{'-connect' if connect else ''}-{key}"
+    folder = DRIVERS / f"pyspark-{version}{f'-{extra}' if extra else ''}-{key}"
     python = folder / "bin" / "python"
     DRIVERS.mkdir(parents=True, exist_ok=True)
     with open(f"{folder}.lock", "w") as lock:

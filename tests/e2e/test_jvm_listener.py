@@ -6,7 +6,11 @@ offsets are read back from Kafka:
 
   - a PySpark job with no listener code, under ``spark-submit``, on Spark 3.5.7 (Scala
     2.12) and 4.2.0 (Scala 2.13): the same jar;
-  - a Scala job run by ``spark-shell -i`` (4.2.0);
+  - a Scala job run by ``spark-shell -i`` (3.5.7 and 4.2.0);
+  - a SQL-only job: a Spark Declarative Pipeline of one SQL file, ``spark-pipelines run``
+    on a Connect server started with the configuration (4.2.0: Spark 3.5 cannot start a
+    stream from SQL, and 4.1.1's pipelines drop the read's options, so its stream fails
+    with "One of the following options must be specified for Kafka source");
   - a Spark Connect server started with the configuration, with two Connect clients whose
     queries land in their own groups (the group template on the query's name);
   - the Python and the JVM listener in one job send the same bytes for the same progress;
@@ -226,10 +230,13 @@ CONNECT_JOB = PLAIN_JOB.replace(
 
 
 @contextlib.contextmanager
-def connect_server(version: str, jar: str, service_url: str, folder: Path) -> Iterator[str]:
-    """A Spark Connect server of ``version`` started with the listener's configuration:
-    every client session gets the listener, none of them knows it. (4.x wheels ship the
-    server's jar; 3.5's comes from Maven Central.)"""
+def connect_server(
+    version: str, jar: str, service_url: str, folder: Path, *more_conf: str
+) -> Iterator[str]:
+    """A Spark Connect server of ``version`` started with the listener's configuration
+    (and ``more_conf``, spark-submit arguments), in ``folder``: every client session gets
+    the listener, none of them knows it. (4.x wheels ship the server's jar; 3.5's comes
+    from Maven Central.)"""
     python = driver(version)
     port = free_port()
     jars = jars_with(python, jar, connect=True)
@@ -239,7 +246,7 @@ def connect_server(version: str, jar: str, service_url: str, folder: Path) -> It
             [spark_bin(python, "spark-submit"), "--master", "local[2]",
              "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
              "--conf", f"spark.connect.grpc.binding.port={port}", "--jars", jars,
-             *attach_conf(service_url, "connect-{queryName}"), "spark-internal"],
+             *attach_conf(service_url, "connect-{queryName}"), *more_conf, "spark-internal"],
             cwd=folder, stdout=log, stderr=subprocess.STDOUT,
             env={**os.environ, "PYSPARK_PYTHON": str(python)},
         )  # fmt: skip
@@ -263,7 +270,7 @@ def test_a_connect_server_started_with_the_configuration_commits_each_clients_gr
     """Two Connect clients (``pyspark[connect]`` of the server's version, nothing of the
     sidecar installed), each with its own named query on its own topic, at once: each
     lands in its own group."""
-    client = driver_python(version, connect=True)
+    client = driver_python(version, "connect")
     (tmp_path / "job.py").write_text(CONNECT_JOB)
     with connect_server(version, listener_jar, service.url, tmp_path) as remote:
         runs = []
@@ -286,6 +293,83 @@ def test_a_connect_server_started_with_the_configuration_commits_each_clients_gr
         assert ran["spark"] == version
         ends = log_ends(kafka_bootstrap, [topic])
         assert_committed(service, kafka_bootstrap, f"connect-{name}", ends, ran["id"], ran["batch"])
+
+
+# A SQL-only job. Spark's SQL starts a stream only in a Spark Declarative Pipeline (4.1 and
+# later): ``spark-pipelines run`` runs the SQL files its spec names, through Spark Connect.
+# Spark has no Kafka table function in SQL, so a catalog table ``USING kafka`` names the
+# source, made once in a persistent catalog (here Hive's, on Derby in the job's folder) by
+# ``spark-sql``, and the read's ``WITH`` options say what to read. The SQL sets
+# ``useV1SourceList`` without Kafka, so that the table is read through Kafka's DataSource
+# V2: the V1 path refuses a catalog table ("Kafka source has a fixed schema and cannot be
+# set with a custom one").
+#
+# The pipeline runs on a Connect server started with the listener's configuration, as a
+# platform team runs one for many jobs. Not ``spark-pipelines run --conf ...`` with its own
+# local server: PySpark 4.1.1 and 4.2.0 hand the confs to that server in groups of ten
+# (PYSPARK_REMOTE_INIT_CONF_0, _1, ...) and keep only the last group, so most of them,
+# --jars included, are silently lost.
+HIVE_CATALOG = ["--conf", "spark.sql.catalogImplementation=hive"]
+KAFKA_TABLE = """SET spark.sql.sources.useV1SourceList=avro,csv,json,orc,parquet,text;
+CREATE TABLE kafka_source USING kafka;"""
+PIPELINE_SPEC = """name: sql-only
+storage: {storage}
+libraries:
+  - glob:
+      include: transformations/**
+"""
+PIPELINE_SQL = """SET spark.sql.sources.useV1SourceList=avro,csv,json,orc,parquet,text;
+CREATE STREAMING TABLE {table} AS
+SELECT CAST(value AS STRING) AS value FROM STREAM(kafka_source) WITH (
+  'kafka.bootstrap.servers' = '{bootstrap}', 'subscribe' = '{topic}',
+  'startingOffsets' = 'earliest', 'maxOffsetsPerTrigger' = '60');
+"""
+
+
+@pytest.mark.parametrize("version", ["4.2.0"])
+def test_a_sql_only_pipeline_is_committed_by_configuration_alone(
+    version: str,
+    listener_jar: str,
+    service: ServiceProcess,
+    kafka_bootstrap: str,
+    tmp_path: Path,
+) -> None:
+    """A pipeline of one SQL file, no line of Python or Scala, on a Connect server started
+    with the listener's configuration: its streaming table's flow lands in its group."""
+    client = driver_python(version, "pipelines")
+    topic = topic_with_records(kafka_bootstrap, "jvm-sql")
+    ends = log_ends(kafka_bootstrap, [topic])
+    table_name = unique_group("copied").replace("-", "_")  # the query's name, hence its group
+    catalog = [*HIVE_CATALOG, "--conf", f"spark.sql.warehouse.dir={tmp_path / 'warehouse'}"]
+    table = subprocess.run(
+        [spark_bin(client, "spark-sql"), "--master", "local[1]",
+         "--jars", jars_with(client, listener_jar), *catalog, "-e", KAFKA_TABLE],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert table.returncode == 0, table.stderr[-3000:]
+    (tmp_path / "spark-pipeline.yml").write_text(
+        PIPELINE_SPEC.format(storage=(tmp_path / "storage").as_uri())
+    )
+    (tmp_path / "transformations").mkdir()
+    (tmp_path / "transformations" / "copy.sql").write_text(
+        PIPELINE_SQL.format(table=table_name, bootstrap=kafka_bootstrap, topic=topic)
+    )
+    with connect_server(version, listener_jar, service.url, tmp_path, *catalog) as remote:
+        pipeline = subprocess.run(
+            [spark_bin(client, "spark-pipelines"), "run", "--remote", remote],
+            cwd=tmp_path, capture_output=True, text=True, timeout=300,
+            env={**os.environ, "PYSPARK_PYTHON": str(client)},
+        )  # fmt: skip
+    events = pipeline.stdout + pipeline.stderr
+    assert pipeline.returncode == 0, events[-4000:]
+    flow = f"spark_catalog.default.{table_name}"
+    assert f"Flow {flow} has COMPLETED" in events, events[-4000:]
+    [query] = service.http.get("/v1/queries").json()
+    assert query["last_completed_checkpoint"] >= 3  # 200 records, 60 a batch
+    assert_committed(
+        service, kafka_bootstrap, f"connect-{flow}", ends,
+        query["query_id"], query["last_completed_checkpoint"],
+    )  # fmt: skip
 
 
 class Capture(ThreadingHTTPServer):

@@ -89,7 +89,7 @@ def test_a_job_on_this_spark_is_committed_on_kafka_3_9(
 def job_is_committed(
     version: str, mode: str, attach: str, wheel: Path, tmp_path: Path, bootstrap: str
 ) -> None:
-    python = driver_python(version, connect=mode == "connect")
+    python = driver_python(version, "connect" if mode == "connect" else None)
     # pip installs the wheel into a folder of this test's own, on the job's PYTHONPATH (a
     # Connect 3.5 server's Python workers inherit it): the cached driver environment,
     # shared by every checkout, stays pyspark alone
