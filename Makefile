@@ -69,13 +69,18 @@ lint: venv
 typecheck: venv
 	$(VENV)/bin/mypy --strict
 
+# The suite runs in TEST_WORKERS pytest-xdist workers, each with its own broker, PostgreSQL
+# and folders (tests/conftest.py); TEST_WORKERS=0 runs it in this one process.
+TEST_WORKERS ?= 2
+
 test: jars tools lint typecheck
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 # Every test that needs no broker, Spark or container (markers read from the fixtures a test
 # uses, tests/conftest.py); INNER_LOOP=1 makes an unmarked test that reaches for one fail.
 check: venv tools lint typecheck
-	INNER_LOOP=1 $(PY) -m pytest -q -m "not kafka and not spark and not container" $(PYTEST_ARGS)
+	INNER_LOOP=1 $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup \
+		-m "not kafka and not spark and not container" $(PYTEST_ARGS)
 
 demo: jars
 	$(PY) -m jobs.demo

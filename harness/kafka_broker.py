@@ -1,7 +1,9 @@
-"""The real local Kafka broker for tests: reuse one that answers, else start one.
+"""The real local Kafka broker for tests and tools.
 
 Not a fake: this drives ``scripts/local-kafka.sh``, which runs Apache Kafka (KRaft) from
-Maven Central jars.
+Maven Central jars. A test session has a broker of its own (``for_tests``): two test runs
+on one machine, or two workers of one run (pytest-xdist), never share one, so none stops
+a broker under another's feet.
 """
 
 from __future__ import annotations
@@ -85,7 +87,25 @@ def refuse_in_inner_loop(what: str) -> None:
         )
 
 
+REUSE = "SIDECAR_TEST_KAFKA"
+
+
+def for_tests(folder: Path) -> LocalBroker:
+    """The broker of one test session: a brand-new one on a free port in the empty
+    ``folder``, stopped by the caller; or, with ``SIDECAR_TEST_KAFKA=host:port``, that
+    running broker, which is neither started nor stopped here."""
+    refuse_in_inner_loop("uses the Kafka broker")
+    reuse = os.environ.get(REUSE)
+    if reuse:
+        if not answers(reuse):
+            raise RuntimeError(f"{REUSE}={reuse}: no Kafka broker answers there")
+        return LocalBroker(reuse, int(reuse.rsplit(":", 1)[1]), folder, started_here=False)
+    return brand_new(folder)
+
+
 def acquire() -> LocalBroker:
+    """For tools run by hand: the broker on ``LOCAL_KAFKA_PORT`` (9092) if one answers,
+    else one started there (``make kafka-start``'s)."""
     refuse_in_inner_loop("uses the Kafka broker")
     port = int(os.environ.get("LOCAL_KAFKA_PORT", "9092"))
     bootstrap = f"127.0.0.1:{port}"

@@ -23,7 +23,8 @@ from tests.support.helm import render
 from tests.support.kafka import committed_offsets, unique_group, wait_for_committed
 from tests.support.service import spark_progress, wait_for
 
-pytestmark = [pytest.mark.container, pytest.mark.kafka]
+# one worker builds the image and runs every pod (make test runs pytest-xdist workers)
+pytestmark = [pytest.mark.container, pytest.mark.kafka, pytest.mark.xdist_group("container")]
 
 TOKEN = "team-a-secret-token-0123456789abcdef"
 GRANT = {"name": "team-a", "token": TOKEN, "write": ["*"], "read": ["*"]}

@@ -19,6 +19,7 @@ The cases, one per cell of the README's compatibility table:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -29,7 +30,7 @@ from typing import Any
 import pytest
 
 from harness import kafka_broker
-from harness.machine import free_port
+from harness.machine import free_port, machine_lock
 from harness.service_process import ServiceProcess
 from harness.spark_drivers import CONNECT_VERSIONS, VERSIONS, connector_jars, driver_python
 from tests.support.driver_job import JOB
@@ -118,13 +119,16 @@ def job_is_committed(
         (tmp_path / "job.py").write_text(JOB)
 
         def run_job(to: str = url) -> dict[str, Any]:
-            job = subprocess.run(
-                [str(python), str(tmp_path / "job.py"), to, group, bootstrap, topic,
-                 str(checkpoint), jars, mode],
-                capture_output=True, text=True, timeout=300,
-                # the Python a Connect 3.5 server runs the unpickled listener in
-                env={**os.environ, "PYSPARK_PYTHON": str(python), "PYTHONPATH": str(site)},
-            )  # fmt: skip
+            # a client's local Connect server listens on 15002, whichever test starts it
+            port_15002 = machine_lock("spark-connect-15002")
+            with port_15002 if mode == "connect" else contextlib.nullcontext():
+                job = subprocess.run(
+                    [str(python), str(tmp_path / "job.py"), to, group, bootstrap, topic,
+                     str(checkpoint), jars, mode],
+                    capture_output=True, text=True, timeout=300,
+                    # the Python a Connect 3.5 server runs the unpickled listener in
+                    env={**os.environ, "PYSPARK_PYTHON": str(python), "PYTHONPATH": str(site)},
+                )  # fmt: skip
             assert job.returncode == 0, job.stderr[-3000:]
             ran: dict[str, Any] = json.loads(job.stdout.strip().splitlines()[-1])
             assert ran["spark"] == version
