@@ -26,6 +26,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         for marker, fixtures in NEEDS.items():
             if used & fixtures:
                 item.add_marker(marker)
+    # The Spark tests first (each takes 10-60 s): pytest-xdist hands tests out in this
+    # order, so the long ones start early and the short ones fill the workers' ends.
+    items.sort(key=lambda item: item.get_closest_marker("spark") is None)
 
 
 @pytest.fixture(scope="session")

@@ -48,9 +48,12 @@ from tests.support.wheels import listener_wheel
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
 OLD_KAFKA = "3.9.1"
+# A Connect client's local server listens on 15002 whichever test starts it: the Connect
+# cases run one after another on one worker (and under a lock against other test runs).
+LOCAL_CONNECT = pytest.mark.xdist_group("spark-connect-15002")
 CASES = [  # on the suite's broker (Kafka 4.1.1)
     *(pytest.param(v, "classic", id=v) for v in VERSIONS),
-    *(pytest.param(v, "connect", id=f"{v}-connect") for v in CONNECT_VERSIONS),
+    *(pytest.param(v, "connect", id=f"{v}-connect", marks=LOCAL_CONNECT) for v in CONNECT_VERSIONS),
 ]
 
 
@@ -119,7 +122,6 @@ def job_is_committed(
         (tmp_path / "job.py").write_text(JOB)
 
         def run_job(to: str = url) -> dict[str, Any]:
-            # a client's local Connect server listens on 15002, whichever test starts it
             port_15002 = machine_lock("spark-connect-15002")
             with port_15002 if mode == "connect" else contextlib.nullcontext():
                 job = subprocess.run(
