@@ -23,13 +23,17 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def machine_lock(name: str) -> Iterator[None]:
-    """Held by one process of this machine at a time (every test run and xdist worker):
-    for what they all share and cannot choose, such as a fixed port."""
-    path = Path(tempfile.gettempdir()) / f"spark-offset-sidecar-{name}.lock"
+def file_lock(path: Path) -> Iterator[None]:
+    """Held by one process at a time, across processes: an exclusive flock on ``path``."""
     with path.open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
         yield
+
+
+def machine_lock(name: str) -> contextlib.AbstractContextManager[None]:
+    """Held by one process of this machine at a time (every test run and xdist worker):
+    for what they all share and cannot choose, such as a fixed port."""
+    return file_lock(Path(tempfile.gettempdir()) / f"spark-offset-sidecar-{name}.lock")
 
 
 def answers(port: int) -> bool:

@@ -13,7 +13,6 @@ same one at once make it once.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import os
 import subprocess
@@ -21,7 +20,7 @@ import sys
 import venv
 from pathlib import Path
 
-from harness.machine import ROOT
+from harness.machine import ROOT, file_lock
 
 CACHE = Path(
     os.environ.get("SPARK_OFFSET_SIDECAR_CACHE")
@@ -54,8 +53,7 @@ def driver_python(version: str, extra: str | None = None) -> Path:
     folder = DRIVERS / f"pyspark-{version}{f'-{extra}' if extra else ''}-{key}"
     python = folder / "bin" / "python"
     DRIVERS.mkdir(parents=True, exist_ok=True)
-    with open(f"{folder}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+    with file_lock(folder.with_name(f"{folder.name}.lock")):
         if not (folder / ".complete").exists():
             venv.create(folder, with_pip=True, clear=True)
             subprocess.run(

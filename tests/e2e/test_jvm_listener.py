@@ -310,20 +310,22 @@ def test_a_connect_server_started_with_the_configuration_commits_each_clients_gr
 # (PYSPARK_REMOTE_INIT_CONF_0, _1, ...) and keep only the last group, so most of them,
 # --jars included, are silently lost.
 HIVE_CATALOG = ["--conf", "spark.sql.catalogImplementation=hive"]
-KAFKA_TABLE = """SET spark.sql.sources.useV1SourceList=avro,csv,json,orc,parquet,text;
-CREATE TABLE kafka_source USING kafka;"""
+KAFKA_V2 = "SET spark.sql.sources.useV1SourceList=avro,csv,json,orc,parquet,text;\n"
+KAFKA_TABLE = KAFKA_V2 + "CREATE TABLE kafka_source USING kafka;"
 PIPELINE_SPEC = """name: sql-only
 storage: {storage}
 libraries:
   - glob:
       include: transformations/**
 """
-PIPELINE_SQL = """SET spark.sql.sources.useV1SourceList=avro,csv,json,orc,parquet,text;
-CREATE STREAMING TABLE {table} AS
+PIPELINE_SQL = (
+    KAFKA_V2
+    + """CREATE STREAMING TABLE {table} AS
 SELECT CAST(value AS STRING) AS value FROM STREAM(kafka_source) WITH (
   'kafka.bootstrap.servers' = '{bootstrap}', 'subscribe' = '{topic}',
   'startingOffsets' = 'earliest', 'maxOffsetsPerTrigger' = '60');
 """
+)
 
 
 @pytest.mark.parametrize("version", ["4.2.0"])
@@ -343,7 +345,7 @@ def test_a_sql_only_pipeline_is_committed_by_configuration_alone(
     catalog = [*HIVE_CATALOG, "--conf", f"spark.sql.warehouse.dir={tmp_path / 'warehouse'}"]
     table = subprocess.run(
         [spark_bin(client, "spark-sql"), "--master", "local[1]",
-         "--jars", jars_with(client, listener_jar), *catalog, "-e", KAFKA_TABLE],
+         "--jars", ",".join(connector_jars(client)), *catalog, "-e", KAFKA_TABLE],
         cwd=tmp_path, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert table.returncode == 0, table.stderr[-3000:]
