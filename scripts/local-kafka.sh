@@ -97,6 +97,9 @@ share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
 log.segment.bytes=16777216
+# Retention is enforced within a second (Kafka: every 5 min): tests of data lost by
+# retention (tests/e2e/test_lag_in_time.py) wait for it.
+log.retention.check.interval.ms=1000
 CONF
   if [ -n "${LOCAL_KAFKA_SASL_PORT:-}" ]; then
     local plain_users="" pair

@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from fastapi.responses import PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
@@ -33,6 +33,7 @@ from spark_offset_sidecar.adapters.kafka.admin import KafkaCommittedReader
 from spark_offset_sidecar.adapters.kafka.committer import KafkaOffsetCommitter
 from spark_offset_sidecar.adapters.kafka.log_ends import KafkaLogEndReader
 from spark_offset_sidecar.adapters.kafka.options import kafka_client_options
+from spark_offset_sidecar.adapters.kafka.record_times import KafkaRecordTimeReader
 from spark_offset_sidecar.adapters.kafka.starting_offsets import KafkaStartingOffsetsReader
 from spark_offset_sidecar.adapters.sql.followed_folders import SqlFollowedFolders
 from spark_offset_sidecar.adapters.sql.store import SqlStore
@@ -49,12 +50,14 @@ from spark_offset_sidecar.http.refusals import exception_answers
 from spark_offset_sidecar.http.state import Runtime
 from spark_offset_sidecar.http.status_page import router as status_page_router
 from spark_offset_sidecar.http.status_routes import router as status_router
+from spark_offset_sidecar.observe.fleet_metrics import FleetExposition, FleetOptions, MetricsPage
 from spark_offset_sidecar.observe.metrics import SidecarMetrics, package_version
 from spark_offset_sidecar.ports.checkpoints import CheckpointStorage, FollowedFolders
 from spark_offset_sidecar.ports.kafka import (
     CommittedOffsetsReader,
     LogEndReader,
     OffsetCommitter,
+    RecordTimeReader,
     StartingOffsetsReader,
 )
 from spark_offset_sidecar.ports.status_board import StatusBoard
@@ -82,6 +85,7 @@ def create_app(
     checkpoint_storage: CheckpointStorage | None = None,
     followed_folders: FollowedFolders | None = None,
     status_board: StatusBoard | None = None,
+    record_times: RecordTimeReader | None = None,
     registry: CollectorRegistry | None = None,
     clock: Callable[[], float] = time.time,
 ) -> FastAPI:
@@ -89,12 +93,28 @@ def create_app(
     ``log_ends``, ``starting_offsets`` and (with replicas) ``committed_reader`` to aiokafka
     (``kafka_bootstrap_servers``), ``checkpoint_storage`` to fsspec and
     ``followed_folders`` to the SQL store's table and (with replicas) ``status_board`` to
-    its ``group_reports``; tests may pass others (``testing``)."""
+    its ``group_reports``, ``record_times`` to aiokafka when ``log_ends`` is Kafka too;
+    tests may pass others (``testing``)."""
     metrics = SidecarMetrics(registry or CollectorRegistry())
     starting_offsets = starting_offsets or KafkaStartingOffsetsReader(
         kafka_client_options(settings), request_timeout=settings.commit_timeout_seconds
     )
     runtime = Runtime(settings, metrics, clock, starting_offsets)
+    fleet = FleetExposition(
+        lambda: runtime.durable.ledger,  # type: ignore[union-attr]
+        lambda: runtime.lag_monitor,
+        FleetOptions(
+            granularity=settings.metrics_granularity,
+            groups=settings.metrics_groups,
+            exclude_groups=settings.metrics_exclude_groups,
+            topics=settings.metrics_topics,
+            exclude_topics=settings.metrics_exclude_topics,
+            export_kafka_lag=settings.export_kafka_lag,
+            max_age=settings.metrics_max_age_seconds,
+        ),
+        clock,
+        head=lambda: generate_latest(metrics.registry),
+    )
     if settings.tokens_file:
         runtime.tokens = TokenRegistry.from_file(settings.tokens_file)
     storage = checkpoint_storage or FsspecCheckpointStorage(settings.checkpoint_storage_options)
@@ -114,7 +134,6 @@ def create_app(
             refresh_after=settings.recommit_idle_after_seconds,
             commit_interval=settings.min_commit_interval_seconds,
         )
-        metrics.watch(lambda: runtime.durable.ledger, clock)  # type: ignore[union-attr]
         kafka = committer or KafkaOffsetCommitter(
             kafka_client_options(settings),
             timeout=settings.commit_timeout_seconds,
@@ -173,6 +192,11 @@ def create_app(
                 kafka_client_options(settings), timeout=settings.commit_timeout_seconds
             )
         )
+        times = record_times
+        if times is None and settings.read_record_times and log_ends is None:
+            times = KafkaRecordTimeReader(
+                kafka_client_options(settings), timeout=settings.commit_timeout_seconds
+            )
         runtime.lag_monitor = LagMonitor(
             lambda: runtime.durable.ledger,  # type: ignore[union-attr]
             reader,
@@ -181,8 +205,10 @@ def create_app(
             windows=CommitWindows(settings.status_window, settings.status_stop_after_seconds),
             clock=clock,
             board=runtime.board,
+            record_times=times,
+            risk_seconds=settings.retention_risk_seconds,
         )
-        metrics.watch_lag(runtime.lag_monitor, export_kafka_lag=settings.export_kafka_lag)
+        metrics.watch_lag(runtime.lag_monitor)
         runtime.lag_task = asyncio.create_task(runtime.lag_monitor.run(), name="lag monitor")
         runtime.followed = followed_folders or (
             SqlFollowedFolders(ledger_store.engine) if isinstance(ledger_store, SqlStore) else None
@@ -223,6 +249,8 @@ def create_app(
             if runtime.lease_keeper is not None:
                 await _leave(runtime.lease_keeper, clean=runtime.commit_loop.cancelled == 0)
             await reader.close()
+            if times is not None:
+                await times.close()
             await kafka.close()
             await runtime.durable.close()
             log.info("stopped")
@@ -244,7 +272,8 @@ def create_app(
     app.include_router(status_page_router)
     for exception, answer in answers.items():
         app.add_exception_handler(exception, answer)
-    _add_operational_routes(app, runtime)
+    page = MetricsPage(fleet, settings.metrics_max_scrapes_per_second)
+    _add_operational_routes(app, runtime, page)
     return app
 
 
@@ -286,7 +315,7 @@ def _sizes(durable: DurableLedger) -> tuple[int, int]:
     return len(durable.ledger.queries), len(durable.ledger.groups)
 
 
-def _add_operational_routes(app: FastAPI, runtime: Runtime) -> None:
+def _add_operational_routes(app: FastAPI, runtime: Runtime, page: MetricsPage) -> None:
     @app.get("/livez", tags=["operations"], response_class=PlainTextResponse)
     async def livez() -> Response:
         problem = runtime.live_problem()
@@ -305,5 +334,13 @@ def _add_operational_routes(app: FastAPI, runtime: Runtime) -> None:
         return PlainTextResponse("ok\n")
 
     @app.get("/metrics", tags=["operations"], response_class=PlainTextResponse)
-    async def metrics() -> Response:
-        return Response(generate_latest(runtime.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+    async def metrics(request: Request) -> Response:
+        """The process-wide series, then the per-group ones (``observe.fleet_metrics``:
+        built in slices, shared by scrapes that come together, paced)."""
+        if runtime.durable is None:
+            return Response(
+                generate_latest(runtime.metrics.registry), media_type=CONTENT_TYPE_LATEST
+            )
+        accepts = request.headers.get("accept-encoding", "")
+        body, headers = await page.answer(accepts_gzip="gzip" in accepts)
+        return Response(body, media_type=CONTENT_TYPE_LATEST, headers=headers)

@@ -72,6 +72,22 @@ def _commit_interval(value: str) -> float:
     return number
 
 
+def _non_negative_float(value: str) -> float:
+    number = float(value)
+    if not math.isfinite(number) or number < 0:
+        raise ValueError("must be a finite number, 0 or more")
+    return number
+
+
+def _patterns(value: str) -> tuple[str, ...]:
+    """Comma-separated shell patterns (``orders-*``), as the token file's grants take."""
+    patterns = tuple(p.strip() for p in value.split(",") if p.strip())
+    for pattern in patterns:
+        if any(c.isspace() or not c.isprintable() for c in pattern):
+            raise ValueError(f"{pattern!r} is not a name pattern")
+    return patterns
+
+
 def _int_at_least(minimum: int, why: str = "") -> Callable[[str], int]:
     def parse(value: str) -> int:
         number = int(value)
@@ -187,6 +203,41 @@ class Settings:
     export_kafka_lag: bool = _setting(
         False, _flag, "also export kafka_exporter's kafka_consumergroup_{lag,current_offset}"
     )
+    read_record_times: bool = _setting(
+        True,
+        _flag,
+        "read the timestamp of a lagging partition's oldest unprocessed record from Kafka "
+        "when the log-end history cannot place it (time lag)",
+    )
+    retention_risk_seconds: float = _setting(
+        3600.0,
+        _positive_float,
+        "a group is AT_RISK when its unprocessed records are estimated to be deleted sooner",
+    )
+    # What /metrics exports per group (observe.fleet_metrics): the cost of looking.
+    metrics_granularity: str = _setting(
+        "topic",
+        _choice("group", "topic", "partition", case=str.lower),
+        "per-group series by group, topic (default) or partition",
+    )
+    metrics_groups: tuple[str, ...] = _setting(
+        ("*",), _patterns, "export only groups matching these patterns (comma-separated)"
+    )
+    metrics_exclude_groups: tuple[str, ...] = _setting((), _patterns, "and none matching these")
+    metrics_topics: tuple[str, ...] = _setting(
+        ("*",), _patterns, "export per-topic and per-partition series of these topics only"
+    )
+    metrics_exclude_topics: tuple[str, ...] = _setting((), _patterns, "and of none matching these")
+    metrics_max_scrapes_per_second: float = _setting(
+        20.0,
+        _non_negative_float,
+        "answer /metrics at most this often, scrapes in turn (0: no limit)",
+    )
+    metrics_max_age_seconds: float = _setting(
+        1.0,
+        _non_negative_float,
+        "serve the per-group series built at most this long ago (0: build for every scrape)",
+    )
     # Several replicas on one PostgreSQL (core.leases): each group is committed by the
     # replica holding its lease.
     replicated: bool = _setting(
@@ -300,8 +351,14 @@ class Settings:
     def describe(cls) -> list[tuple[str, str, str]]:
         """(variable, default, meaning) of every setting, for ``--help`` and the README."""
         return [
-            (env_name(f.name), str(f.default), f.metadata["doc"]) for f in dataclasses.fields(cls)
+            (env_name(f.name), _shown(f.default), f.metadata["doc"])
+            for f in dataclasses.fields(cls)
         ]
+
+
+def _shown(default: Any) -> str:
+    """A default as it is written in the environment (patterns comma-separated)."""
+    return ",".join(default) if isinstance(default, tuple) else str(default)
 
 
 def _loopback(host: str) -> bool:

@@ -17,7 +17,7 @@ against a real broker and real databases.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from spark_offset_sidecar.core.changes import Change, CommitRequest
@@ -92,11 +92,13 @@ class InMemoryCommitter:
 
 @dataclass
 class InMemoryLogEnds:
-    """Log ends set by the test; ``fail_with`` makes every read fail."""
+    """Log ends (and starts: 0 unless set) set by the test; ``fail_with`` makes every read
+    fail."""
 
     ends: dict[TopicPartition, int] = field(default_factory=dict)
     fail_with: KafkaReadError | None = None
     reads: int = 0
+    starts: dict[TopicPartition, int] = field(default_factory=dict)
 
     async def log_ends(self, partitions: Collection[TopicPartition]) -> LogEnds:
         self.reads += 1
@@ -104,7 +106,37 @@ class InMemoryLogEnds:
             raise self.fail_with
         known = {tp: self.ends[tp] for tp in partitions if tp in self.ends}
         missing = sorted({tp.topic for tp in partitions if tp not in self.ends})
-        return LogEnds(known, tuple(missing))
+        return LogEnds(known, tuple(missing), {tp: self.starts.get(tp, 0) for tp in known})
+
+    async def close(self) -> None:
+        return None
+
+
+@dataclass
+class InMemoryRecordTimes:
+    """Record timestamps set by the test, by (partition, offset): a read answers the first
+    record at or after each offset; ``fail_with`` makes every read fail. ``asked`` lists
+    every read's offsets."""
+
+    times: dict[TopicPartition, dict[int, float]] = field(default_factory=dict)
+    fail_with: KafkaReadError | None = None
+    asked: list[dict[TopicPartition, int]] = field(default_factory=list)
+
+    def stamp(self, tp: TopicPartition, offset: int, at: float) -> None:
+        self.times.setdefault(tp, {})[offset] = at
+
+    async def record_times(
+        self, offsets: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, float | None]:
+        self.asked.append(dict(offsets))
+        if self.fail_with is not None:
+            raise self.fail_with
+        found: dict[TopicPartition, float | None] = {}
+        for tp, offset in offsets.items():
+            stamps = self.times.get(tp, {})
+            after = [o for o in stamps if o >= offset]
+            found[tp] = stamps[min(after)] if after else None
+        return found
 
     async def close(self) -> None:
         return None

@@ -26,6 +26,14 @@ from spark_offset_sidecar.core.group_status import (
     Status,
     StoredWindow,
 )
+from spark_offset_sidecar.core.lag_figures import (
+    CatchUp,
+    CatchUpState,
+    DataStatus,
+    GroupLag,
+    JobRates,
+    PartitionLag,
+)
 from spark_offset_sidecar.core.ledger_state import GroupCounters
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.errors import StoreUnavailable
@@ -34,7 +42,21 @@ from spark_offset_sidecar.ports.status_board import BoardEntry
 TP0, TP1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
 
 
-def entry(group_id: str, replica: str, at: float = 100.0) -> BoardEntry:
+LAG = GroupLag(
+    partitions=(
+        PartitionLag("orders", 0, 40, 5, 50, 10, 12.5, 0, 35, 70.0),
+        PartitionLag("orders", 1, 2, 9, None, None, None, 7, None, None),
+    ),
+    data_status=DataStatus.LOST,
+    lost_total=7,
+    catch_up=CatchUp(CatchUpState.CATCHING_UP, 30.5, 12.0, 3.5, JobRates(99.5, 3.5, 120.0, 800)),
+    trend=((60.0, 10), (120.0, 7)),
+)
+
+
+def entry(
+    group_id: str, replica: str, at: float = 100.0, lag: GroupLag | None = None
+) -> BoardEntry:
     status = GroupStatus(
         group_id=group_id,
         query_id=f"q{group_id[1:]}",
@@ -75,7 +97,7 @@ def entry(group_id: str, replica: str, at: float = 100.0) -> BoardEntry:
         FolderReport("s3://ckpt/a", "q-a", 9, 8, 9, 1.5, (("unreachable", 2),), "timed out", at),
         FolderReport("/ckpt/b", None, None, None, None, 0.0, (), None, None),
     )
-    return BoardEntry(GroupReport(status, live, 4, at, at - 1, replica, folders), window)
+    return BoardEntry(GroupReport(status, live, 4, at, at - 1, replica, folders, lag), window)
 
 
 def test_what_an_owner_publishes_every_replica_reads_back_as_it_was(stores: Any) -> None:
@@ -83,7 +105,7 @@ def test_what_an_owner_publishes_every_replica_reads_back_as_it_was(stores: Any)
     LeaseStore(a.engine, "a", 30).renew()
     assert set(LeaseStore(a.engine, "a", 30).claim(2)) == {"g0", "g1"}
     board_a, board_b = SqlStatusBoard(a.engine, "a"), SqlStatusBoard(b.engine, "b")
-    published = [entry("g0", "a"), entry("g1", "a")]
+    published = [entry("g0", "a"), entry("g1", "a", lag=LAG)]
     assert board_a.publish(published) == 2
     assert board_b.read() == [e.report for e in published]
     assert board_b.read(["g1", "g2"]) == [published[1].report]

@@ -28,8 +28,9 @@ import yaml
 from harness.machine import free_port
 from harness.service_process import ServiceProcess
 from tests.support.helm import by_kind, render
+from tests.support.kafka import delete_records, produce, run_sync, unique_group
 from tests.support.scenarios import three_groups
-from tests.support.service import wait_for
+from tests.support.service import spark_progress, wait_for
 
 HERE = Path(__file__).parent
 NAMESPACE = "data"  # the label Kubernetes' service discovery would give the series
@@ -140,13 +141,20 @@ def prometheus_and_service(
 ) -> Iterator[tuple[Prometheus, ServiceProcess]]:
     # Short windows, so that the test waits seconds, not the production minutes: a bad
     # status alerts after 5 s, any failed commit counts, records waiting 3 s with no commit
-    # make a group STOP, 2 failed commits in a row make it ERR.
+    # make a group STOP, 2 failed commits in a row make it ERR, a record unprocessed for
+    # 5 s is late, and retention at risk alerts after 5 s.
     rendered_rules(
         tmp_path,
         "--set",
         "metrics.prometheusRule.badStatusFor=5s",
         "--set",
         "metrics.prometheusRule.failuresAbove=0",
+        "--set",
+        "metrics.prometheusRule.timeLagAboveSeconds=5",
+        "--set",
+        "metrics.prometheusRule.timeLagFor=5s",
+        "--set",
+        "metrics.prometheusRule.retentionAtRiskFor=5s",
     )
     service = ServiceProcess(
         tmp_path,
@@ -180,6 +188,21 @@ def test_a_real_prometheus_alerts_on_a_stopped_and_a_failing_group_not_a_healthy
 ) -> None:
     prometheus, service = prometheus_and_service
     healthy, stopped, failing = three_groups(service, kafka_bootstrap, new_topic(1))
+    # Two more groups on a topic of their own: "lost" committed below where DeleteRecords
+    # moves the log start, "at_risk" above it (its margin shrinks fast).
+    topic = new_topic(1)
+    run_sync(produce(kafka_bootstrap, topic, 20))
+    lost, at_risk = unique_group("lost"), unique_group("at-risk")
+    for group, offset in ((lost, 5), (at_risk, 15)):
+        answer = service.post_progress(
+            group, spark_progress(0, {topic: {"0": offset}}, query=group)
+        )
+        assert answer.status_code == 200, answer.text
+    wait_for(
+        lambda: service.http.get(f"/v1/status/{at_risk}").json().get("data_status") == "OK",
+        what="a first read of the log start",
+    )
+    run_sync(delete_records(kafka_bootstrap, topic, 0, 10))
 
     seen: list[dict[str, Any]] = []
 
@@ -193,6 +216,9 @@ def test_a_real_prometheus_alerts_on_a_stopped_and_a_failing_group_not_a_healthy
             ("SparkOffsetSidecarGroupStopped", stopped, "firing"),
             ("SparkOffsetSidecarGroupError", failing, "firing"),
             ("SparkOffsetSidecarCommitFailuresRising", failing, "pending"),
+            ("SparkOffsetSidecarTimeLagHigh", stopped, "firing"),
+            ("SparkOffsetSidecarDataLost", lost, "firing"),
+            ("SparkOffsetSidecarRetentionAtRisk", at_risk, "firing"),
         } <= states
 
     wait_for(alerts_reached, timeout=120, what=f"the alerts; last seen: {seen[-8:]}")
@@ -202,7 +228,17 @@ def test_a_real_prometheus_alerts_on_a_stopped_and_a_failing_group_not_a_healthy
         "SparkOffsetSidecarGroupStopped",
         "SparkOffsetSidecarGroupError",
         "SparkOffsetSidecarCommitFailuresRising",
+        "SparkOffsetSidecarTimeLagHigh",
+        "SparkOffsetSidecarDataLost",
+        "SparkOffsetSidecarRetentionAtRisk",
     }
+    # The data-loss and retention alerts name only the groups they are about.
+    assert {
+        a["labels"]["consumergroup"]
+        for a in seen
+        if a["labels"]["alertname"]
+        in ("SparkOffsetSidecarDataLost", "SparkOffsetSidecarRetentionAtRisk")
+    } == {lost, at_risk}
     status = service.http.get(f"/v1/status/{stopped}").json()
     assert status["status"] == "STOP", status
 

@@ -17,8 +17,9 @@ import pytest
 
 from harness.machine import ROOT
 from harness.service_process import ServiceProcess
+from tests.support.kafka import delete_records, produce, run_sync, unique_group
 from tests.support.scenarios import three_groups
-from tests.support.service import wait_for
+from tests.support.service import spark_progress, wait_for
 
 READER, WRITER = "ops-reads-everything-01", "jobs-write-everything-1"
 TOKENS = {
@@ -42,6 +43,10 @@ def chromium(*args: str) -> str:
     )
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout
+
+
+def data_status(service: ServiceProcess, group: str, headers: dict[str, str]) -> Any:
+    return service.http.get(f"/v1/status/{group}", headers=headers).json().get("data_status")
 
 
 def test_the_status_page_in_a_real_browser(
@@ -69,6 +74,20 @@ def test_the_status_page_in_a_real_browser(
             return {g["group"]: g["status"] for g in answer["groups"]} == wanted
 
         wait_for(settled, timeout=60, what=f"the groups' states {wanted}")
+        # A fourth group whose unread records are deleted (DeleteRecords): LOST.
+        topic = new_topic(1)
+        run_sync(produce(kafka_bootstrap, topic, 20))
+        lost = unique_group("lost")
+        answer = service.post_progress(lost, spark_progress(0, {topic: {"0": 5}}, query=lost))
+        assert answer.status_code == 200, answer.text
+        wait_for(lambda: data_status(service, lost, reader) == "OK", what="a first read")
+        run_sync(delete_records(kafka_bootstrap, topic, 0, 10))
+        wait_for(lambda: data_status(service, lost, reader) == "LOST", what="LOST")
+        wanted[lost] = "OK"
+        wait_for(
+            lambda: service.http.get(f"/v1/status/{stopped}", headers=reader).json()["lag_seconds"],
+            what="the stopped group's time lag",
+        )
         page = f"http://ops:{READER}@127.0.0.1:{service.port}/ui"
         dom = chromium("--dump-dom", page)
         shown = dict(
@@ -78,7 +97,12 @@ def test_the_status_page_in_a_real_browser(
         )
         assert shown == wanted, dom[:3000]
         names = re.findall(r'<b class="name">([^<]+)</b>', dom)
-        assert names == [failing, stopped, healthy]  # the worst first
+        assert names == [failing, stopped, lost, healthy]  # the worst first
+        rows = dict(zip(names, dom.split('<b class="name">')[1:], strict=True))
+        assert '<span class="badge LOST">LOST</span>' in rows[lost]
+        assert "5 records lost" in rows[lost]
+        assert "unknown" not in rows[stopped].split("</tr>")[0]  # its time lag is known
+        assert "caught up" in rows[healthy]
         assert "unknown_topic_or_partition" in dom  # the failing group's reason
         assert "<script" not in dom.lower()
         # Without the token the browser is asked for it, and sees no group.

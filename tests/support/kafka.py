@@ -54,6 +54,19 @@ async def produce(bootstrap: str, topic: str, count: int, start: int = 0) -> Non
         await producer.stop()
 
 
+async def delete_records(bootstrap: str, topic: str, partition: int, before: int) -> None:
+    """DeleteRecords: the partition's log start moves to ``before``."""
+    from aiokafka import TopicPartition as KafkaTopicPartition
+    from aiokafka.admin import RecordsToDelete
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.delete_records({KafkaTopicPartition(topic, partition): RecordsToDelete(before)})
+    finally:
+        await admin.close()
+
+
 def unique_group(prefix: str = "g") -> str:
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
 

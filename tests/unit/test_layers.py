@@ -6,7 +6,8 @@ for the modules at the top), and a room imports only the rooms of ``MAY_IMPORT``
 
     core -> ports -> adapters (kafka, sql) -> app
                   -> runtime (loops)  -> http (routes) -> app
-    errors and observe are reached from everywhere above the core.
+    errors and observe are reached from everywhere above the core; turns (sharing the
+    event loop, standard library only) from the loops and observe.
 
 Also: the core and the ports import only the standard library; the runtime and the HTTP
 layer import no Kafka or database driver; the two adapter families never import each
@@ -30,18 +31,19 @@ SOURCE = ROOT / "service" / PACKAGE
 
 MAY_IMPORT: dict[str, set[str]] = {
     "errors": set(),
+    "turns": set(),
     "core": {"errors"},
     "ports": {"core", "errors"},
-    "observe": {"core", "errors"},
+    "observe": {"core", "errors", "turns"},
     "settings": {"errors"},
     "adapters": {"core", "ports", "errors", "settings"},
-    "runtime": {"core", "ports", "observe", "errors"},
+    "runtime": {"core", "ports", "observe", "errors", "turns"},
     "http": {"core", "ports", "runtime", "observe", "errors", "settings"},
     "app": {"core", "ports", "adapters", "runtime", "http", "observe", "errors", "settings"},
     "cli": {"app", "adapters", "observe", "errors", "settings", "core"},
     "testing": {"core", "ports", "errors"},
 }
-STDLIB_ONLY = {"errors", "core", "ports"}
+STDLIB_ONLY = {"errors", "core", "ports", "turns"}
 DRIVERS = {"aiokafka", "kafka", "sqlalchemy", "psycopg", "alembic", "fsspec", "s3fs", "botocore"}
 NO_DRIVERS = {"runtime", "http", "observe", "testing"}
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from spark_offset_sidecar.core.group_status import GroupStatus
+from spark_offset_sidecar.core.lag_figures import GroupLag
 from spark_offset_sidecar.core.ledger_state import GroupCounters, GroupState
 from spark_offset_sidecar.core.offsets import OffsetMap
 
@@ -73,6 +74,7 @@ class GroupReport:
     log_ends_read_at: float | None  # the log ends that evaluation judged on
     reported_by: str | None = None  # the replica that published it (None: this process)
     folders: tuple[FolderReport, ...] = ()  # the group's followed folders read here
+    lag: GroupLag | None = None  # time lag, data at risk, catch-up (None: not evaluated)
 
 
 def live_of(group: GroupState) -> LiveCommits:
@@ -95,7 +97,8 @@ def report_of(
     log_ends_read_at: float | None,
     reported_by: str | None = None,
     folders: tuple[FolderReport, ...] = (),
+    lag: GroupLag | None = None,
 ) -> GroupReport:
     return GroupReport(
-        status, live_of(group), pending, evaluated_at, log_ends_read_at, reported_by, folders
+        status, live_of(group), pending, evaluated_at, log_ends_read_at, reported_by, folders, lag
     )

@@ -116,14 +116,22 @@ class GroupStatus:
 StatusInputs = tuple[object, ...]
 
 
-def status_inputs(group: GroupState, log_ends: Mapping[TopicPartition, int]) -> StatusInputs:
-    """What a group's status is computed from, but the time: its commit, query and failures
-    and the log ends of its partitions (its window changes only when these do). Equal
-    inputs give an equal status at any later time when no partition lags (``timeless``):
-    every rule that reads the time (P2, P5) is reached only by a lagging partition."""
+def status_inputs(
+    group: GroupState,
+    log_ends: Mapping[TopicPartition, int],
+    log_starts: Mapping[TopicPartition, int] | None = None,
+) -> StatusInputs:
+    """What a group's status (and its lag figures, ``core.lag_figures``) are computed
+    from, but the time: its commit, query and failures and the log ends (and starts) of
+    its partitions (its window changes only when these do). Equal inputs give an equal
+    status at any later time when no partition lags (``timeless``): every rule that reads
+    the time (P2, P5) is reached only by a lagging partition."""
     committed = group.committed
-    ends = tuple(map(log_ends.get, committed.offsets)) if committed is not None else ()
-    return committed, group.query_id, group.failures, ends
+    if committed is None:
+        return None, group.query_id, group.failures, (), ()
+    ends = tuple(map(log_ends.get, committed.offsets))
+    starts = tuple(map(log_starts.get, committed.offsets)) if log_starts is not None else ()
+    return committed, group.query_id, group.failures, ends, starts
 
 
 def timeless(status: GroupStatus) -> bool:
@@ -186,31 +194,39 @@ class CommitWindows:
         seen: set[str] = set()
         for group in groups:
             seen.add(group.group_id)
-            committed = group.committed
-            if committed is None:
-                continue
-            lagging = any(log_ends.get(tp, o) > o for tp, o in committed.offsets.items())
-            if not lagging:
-                self._lagging_since.pop(group.group_id, None)
-            else:
-                self._lagging_since.setdefault(group.group_id, now)
-            window = self._samples.get(group.group_id)
-            if window is None:
-                window = self._samples[group.group_id] = deque(maxlen=self.window)
-            if window and window[-1].at >= committed.at:
-                continue
-            if any(tp not in log_ends for tp in committed.offsets):
-                continue  # sampled at the next read that knows every partition
-            partitions = tuple(committed.offsets)
-            if window and window[-1].partitions == partitions:
-                partitions = window[-1].partitions
-            offsets = array("q", committed.offsets.values())
-            lags = array("q", (max(0, log_ends[tp] - o) for tp, o in committed.offsets.items()))
-            window.append(GroupSample(committed.at, partitions, offsets, lags))
-        kept = seen if present is None else present
-        for gone in [g for g in self._samples if g not in kept]:
+            self.sample(group, log_ends, now)
+        self.keep_only(seen if present is None else present)
+
+    def sample(self, group: GroupState, log_ends: Mapping[TopicPartition, int], now: float) -> None:
+        """``observe`` one group and forget nothing (``keep_only`` forgets): for callers
+        that hand the event loop back between groups."""
+        committed = group.committed
+        if committed is None:
+            return
+        lagging = any(log_ends.get(tp, o) > o for tp, o in committed.offsets.items())
+        if not lagging:
+            self._lagging_since.pop(group.group_id, None)
+        else:
+            self._lagging_since.setdefault(group.group_id, now)
+        window = self._samples.get(group.group_id)
+        if window is None:
+            window = self._samples[group.group_id] = deque(maxlen=self.window)
+        if window and window[-1].at >= committed.at:
+            return
+        if any(tp not in log_ends for tp in committed.offsets):
+            return  # sampled at the next read that knows every partition
+        partitions = tuple(committed.offsets)
+        if window and window[-1].partitions == partitions:
+            partitions = window[-1].partitions
+        offsets = array("q", committed.offsets.values())
+        lags = array("q", (max(0, log_ends[tp] - o) for tp, o in committed.offsets.items()))
+        window.append(GroupSample(committed.at, partitions, offsets, lags))
+
+    def keep_only(self, present: Collection[str]) -> None:
+        """Forget the windows of groups not in ``present`` (gone)."""
+        for gone in [g for g in self._samples if g not in present]:
             del self._samples[gone]
-        for gone in [g for g in self._lagging_since if g not in kept]:
+        for gone in [g for g in self._lagging_since if g not in present]:
             del self._lagging_since[gone]
 
     def samples(self, group_id: str) -> tuple[GroupSample, ...]:

@@ -16,6 +16,7 @@ offset is kept: the group then never claims more progress than every reader made
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -35,6 +36,11 @@ class ProgressReport:
     batch_id: int
     offsets: dict[TopicPartition, int]
     kafka_sources: int
+    # The job's pace as the event states it (None: absent or not a finite number; Spark
+    # leaves a rate out when it is NaN). Never a reason to refuse an event.
+    input_rows_per_second: float | None = None
+    processed_rows_per_second: float | None = None
+    batch_duration_ms: int | None = None
 
 
 def checkpoint_id_problem(value: object) -> str | None:
@@ -70,8 +76,26 @@ def parse_progress(progress: Mapping[str, Any], field: str = "progress") -> Prog
         kafka_sources += 1
         for tp, offset in kafka_offsets(end, where).items():
             offsets[tp] = min(offset, offsets.get(tp, offset))
+    duration = _rate(progress.get("batchDuration"))
     # the checks above established the types
-    return ProgressReport(cast(str, query_id), run_id, cast(int, batch_id), offsets, kafka_sources)
+    return ProgressReport(
+        cast(str, query_id),
+        run_id,
+        cast(int, batch_id),
+        offsets,
+        kafka_sources,
+        _rate(progress.get("inputRowsPerSecond")),
+        _rate(progress.get("processedRowsPerSecond")),
+        None if duration is None else int(duration),
+    )
+
+
+def _rate(value: Any) -> float | None:
+    """A non-negative finite number, or None."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) and number >= 0 else None
 
 
 def kafka_offsets(nested: Mapping[str, Any], field: str) -> dict[TopicPartition, int]:

@@ -18,6 +18,7 @@ from fastapi.responses import JSONResponse, Response
 
 from spark_offset_sidecar.core.changes import Decision, Outcome
 from spark_offset_sidecar.core.group_report import NOT_REPORTED, LiveCommits
+from spark_offset_sidecar.core.lag_figures import JobRates
 from spark_offset_sidecar.core.ledger import unknown_query
 from spark_offset_sidecar.core.names import TOPIC
 from spark_offset_sidecar.core.offsets import MAX_OFFSET, OffsetMap, from_json
@@ -148,7 +149,8 @@ async def record_progress(request: Request, group_id: str, progress: dict[str, A
     report = parse_progress(progress)
     _limit(report.offsets, "progress.sources", request)
     allow_write(grant, group_id, {tp.topic for tp in report.offsets})
-    now = runtime_of(request).clock()
+    runtime = runtime_of(request)
+    now = runtime.clock()
     decision = await _durable(request).record(
         lambda ledger: ledger.decide_progress(
             report.query_id, group_id, report.run_id, report.batch_id, report.offsets, now
@@ -156,6 +158,16 @@ async def record_progress(request: Request, group_id: str, progress: dict[str, A
         query_id=report.query_id,
         group_id=group_id,
     )
+    if decision.outcome is Outcome.ACCEPTED and runtime.lag_monitor is not None:
+        runtime.lag_monitor.note_job(
+            group_id,
+            JobRates(
+                now,
+                report.input_rows_per_second,
+                report.processed_rows_per_second,
+                report.batch_duration_ms,
+            ),
+        )
     return _answer(decision)
 
 

@@ -1,9 +1,13 @@
 """``GET /ui``: the groups' status as one server-rendered HTML page, for a person.
 
-What ``GET /v1/status`` says, arranged to be read at a glance: the worst groups first, each
-with its Burrow-style status, total lag, last commit, failed commits by reason, pending
-checkpoints, and its partitions (committed offset, log end, lag); then the followed
-checkpoint folders (``GET /v1/followed-folders``), those failing first, with their errors.
+What ``GET /v1/status`` says, arranged to be read at a glance: the worst groups first (by
+status, then data at risk, then time lag), each with its Burrow-style status, its data
+status (records lost or about to be), its lag in records and in time, its catch-up
+estimate, the last hour of its lag drawn as an SVG line, last commit, failed commits by
+reason, pending checkpoints, and its partitions (committed offset, log start and end, lag,
+time lag); then the followed checkpoint folders (``GET /v1/followed-folders``), those
+failing first, with their errors. ``PAGE_SIZE`` groups a page, with a filter by name and
+by status (a plain GET form); counts and order are over every group the token may read.
 No JavaScript and nothing fetched from elsewhere (the Content-Security-Policy forbids
 both); the page reloads itself every lag read (at least every 5 s).
 
@@ -19,13 +23,22 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from html import escape
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
+from urllib.parse import urlencode
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 
 from spark_offset_sidecar.core.group_status import SEVERITY, severity
+from spark_offset_sidecar.core.lag_figures import (
+    DATA_SEVERITY,
+    SPARK_POINTS,
+    SPARK_STEP,
+    CatchUpState,
+    DataStatus,
+)
 from spark_offset_sidecar.errors import Unauthenticated
 from spark_offset_sidecar.http.access import caller, runtime_of
 from spark_offset_sidecar.http.follow_routes import readable_folders
@@ -33,13 +46,17 @@ from spark_offset_sidecar.http.status_routes import as_of, readable_reports
 
 if TYPE_CHECKING:
     from spark_offset_sidecar.core.group_report import GroupReport
-    from spark_offset_sidecar.core.group_status import GroupStatus
+    from spark_offset_sidecar.core.group_status import GroupStatus, PartitionStatus
+    from spark_offset_sidecar.core.lag_figures import GroupLag, PartitionLag
     from spark_offset_sidecar.http.models import FolderView
 
 router = APIRouter(tags=["status"])
 
 BROWSER_CHALLENGE = 'Basic realm="spark-offset-sidecar", charset="UTF-8"'
 PARTITIONS_SHOWN = 12  # per group, the laggiest first; the JSON routes have them all
+PAGE_SIZE = 50  # groups a page
+_COLUMNS = 10
+_DATA_WORDS = {DataStatus.OK: "OK", DataStatus.AT_RISK: "AT RISK", DataStatus.LOST: "LOST"}
 HEADERS = {
     "Cache-Control": "no-store",
     "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'",
@@ -49,22 +66,59 @@ HEADERS = {
 
 
 @router.get("/ui", response_class=HTMLResponse)
-async def status_page(request: Request) -> HTMLResponse:
-    """Every group this token may read, as an HTML page that refreshes itself."""
+async def status_page(
+    request: Request,
+    q: Annotated[str, Query(max_length=200, description="part of a group's name")] = "",
+    status: Annotated[str, Query(max_length=20, description="a status or data status")] = "",
+    page: Annotated[int, Query(ge=1, le=1_000_000)] = 1,
+) -> HTMLResponse:
+    """Every group this token may read, worst first, a page at a time, as an HTML page
+    that refreshes itself."""
     try:
         grant = caller(request, event=False)
     except Unauthenticated as exc:
         raise Unauthenticated(str(exc), challenge=BROWSER_CHALLENGE) from None
     runtime = runtime_of(request)
     reports = await readable_reports(request, grant)
-    reports.sort(
-        key=lambda r: (-severity(r.status.status), -(r.status.total_lag or 0), r.status.group_id)
-    )
     folders = await readable_folders(request, grant) if runtime.followed is not None else []
     refresh = max(5, round(runtime.settings.lag_read_interval_seconds))
     _, read_at = as_of(request, reports)
-    html = render_page(reports, runtime.clock(), read_at, refresh, folders)
+    view = PageView(q, status.upper(), page)
+    html = render_page(reports, runtime.clock(), read_at, refresh, folders, view)
     return HTMLResponse(html, headers=HEADERS)
+
+
+@dataclass(frozen=True)
+class PageView:
+    """What the reader asked for: a filter by name and by status, and a page."""
+
+    q: str = ""
+    status: str = ""  # a Burrow status, a data status, or "" for every group
+    page: int = 1
+
+    def keeps(self, report: GroupReport) -> bool:
+        if self.q and self.q not in report.status.group_id:
+            return False
+        if not self.status:
+            return True
+        data = report.lag.data_status.value if report.lag is not None else ""
+        return self.status in (report.status.status.value, data)
+
+    def link(self, page: int) -> str:
+        return "?" + urlencode({"q": self.q, "status": self.status, "page": page})
+
+
+def worst_first(report: GroupReport) -> tuple[int, int, float, int, str]:
+    lag = report.lag
+    data = DATA_SEVERITY.index(lag.data_status) if lag is not None else 0
+    seconds = (lag.lag_seconds or 0.0) if lag is not None else 0.0
+    return (
+        -severity(report.status.status),
+        -data,
+        -seconds,
+        -(report.status.total_lag or 0),
+        report.status.group_id,
+    )
 
 
 def render_page(
@@ -73,19 +127,34 @@ def render_page(
     read_at: float | None,
     refresh: int,
     folders: Sequence[FolderView] = (),
+    view: PageView = PageView(),
 ) -> str:
     counts = {status: 0 for status in SEVERITY}
+    data_counts = {status: 0 for status in DATA_SEVERITY}
     for report in reports:
         counts[report.status.status] += 1
+        if report.lag is not None:
+            data_counts[report.lag.data_status] += 1
     chips = "".join(
-        f'<span class="badge {s.value}">{s.value} {counts[s]}</span>'
+        f'<a class="badge {s.value}" href="{escape(PageView(view.q, s.value).link(1))}">'
+        f"{s.value} {counts[s]}</a>"
         for s in reversed(SEVERITY)
         if counts[s]
+    ) + "".join(
+        f'<a class="badge {d.value}" href="{escape(PageView(view.q, d.value).link(1))}">'
+        f"{_DATA_WORDS[d]} {data_counts[d]}</a>"
+        for d in reversed(DATA_SEVERITY)
+        if data_counts[d] and d is not DataStatus.OK
     )
     read = f"log ends read {_ago(now, read_at)}" if read_at else "log ends not read yet"
-    rows = "".join(_group(report, now) for report in reports)
+    kept = sorted((r for r in reports if view.keeps(r)), key=worst_first)
+    pages = max(1, -(-len(kept) // PAGE_SIZE))
+    page = min(view.page, pages)
+    shown = kept[(page - 1) * PAGE_SIZE : page * PAGE_SIZE]
+    rows = "".join(_group(report, now) for report in shown)
     if not rows:
-        rows = '<tbody><tr><td colspan="6" class="empty">No group yet.</td></tr></tbody>'
+        empty = "No group matches." if reports else "No group yet."
+        rows = f'<tbody><tr><td colspan="{_COLUMNS}" class="empty">{empty}</td></tr></tbody>'
     return f"""<!doctype html>
 <html lang="en">
 <head>
@@ -101,12 +170,16 @@ def render_page(
 <p class="meta">{len(reports)} consumer groups &middot; {read} &middot; as of
 {_utc(now)} &middot; reloads every {refresh} s</p>
 <p class="chips">{chips}</p>
+{_filter(view)}
 </header>
+{_pager(view, page, pages, len(kept))}
 <table class="groups">
-<thead><tr><th>Consumer group</th><th>Status</th><th class="num">Total lag</th>
+<thead><tr><th>Consumer group</th><th>Status</th><th>Data</th>
+<th class="num">Lag</th><th class="num">Time lag</th><th>Catch-up</th><th>Last hour</th>
 <th>Last commit</th><th>Failed commits</th><th class="num">Pending</th></tr></thead>
 {rows}
 </table>
+{_pager(view, page, pages, len(kept))}
 {_folders(folders, now)}
 </body>
 </html>
@@ -135,14 +208,123 @@ def _group(report: GroupReport, now: float) -> str:
         else "never"
     )
     query_id = escape(status.query_id) if status.query_id else "released"
+    figures = report.lag
     return f"""<tbody class="group {status.status.value}">
 <tr><td><b class="name">{escape(status.group_id)}</b><div class="sub">query {query_id}</div></td>
 <td><span class="badge {status.status.value}">{status.status.value}</span></td>
-<td class="num">{lag}</td><td>{committed}</td><td>{failures}</td>
+<td>{_data(figures)}</td>
+<td class="num">{lag}</td><td class="num">{_time_lag(figures)}</td>
+<td>{_catch_up(figures)}</td><td>{_sparkline(figures, now)}</td>
+<td>{committed}</td><td>{failures}</td>
 <td class="num">{pending}</td></tr>
-<tr class="partitions"><td colspan="6">{_partitions(status)}</td></tr>
+<tr class="partitions"><td colspan="{_COLUMNS}">{_partitions(status, figures)}</td></tr>
 </tbody>
 """
+
+
+def _data(lag: GroupLag | None) -> str:
+    if lag is None:
+        return "&ndash;"
+    badge = f'<span class="badge {lag.data_status.value}">{_DATA_WORDS[lag.data_status]}</span>'
+    notes = []
+    if lag.lost_total:
+        notes.append(f"{lag.lost_total:,} records lost")
+    margin = lag.margin_seconds
+    if margin is not None:
+        notes.append(f"deleted in ~{_duration(margin)}")
+    return badge + "".join(f'<div class="sub">{n}</div>' for n in notes)
+
+
+def _time_lag(lag: GroupLag | None) -> str:
+    seconds = lag.lag_seconds if lag is not None else None
+    return "unknown" if seconds is None else _duration(seconds)
+
+
+def _catch_up(lag: GroupLag | None) -> str:
+    if lag is None:
+        return "&ndash;"
+    c = lag.catch_up
+    if c.state is CatchUpState.CAUGHT_UP:
+        text = "caught up"
+    elif c.state is CatchUpState.CATCHING_UP and c.eta_seconds is not None:
+        text = f"<b>in ~{_duration(c.eta_seconds)}</b>"
+    elif c.state is CatchUpState.FALLING_BEHIND and c.lag_rate is not None:
+        text = f"<b class='bad'>falling behind</b> +{c.lag_rate:,.0f}/s"
+    elif c.state is CatchUpState.STALLED:
+        text = "<b class='bad'>not consuming</b>"
+    else:
+        text = "not known yet"
+    rates = []
+    if c.consume_rate is not None and c.produce_rate is not None:
+        rates.append(f"reads {c.consume_rate:,.0f}/s, {c.produce_rate:,.0f}/s arrive")
+    job = c.job
+    if job is not None and job.processed_rows_per_second is not None:
+        rates.append(f"job can do {job.processed_rows_per_second:,.0f} rows/s")
+    return text + "".join(f'<div class="sub">{r}</div>' for r in rates)
+
+
+def _sparkline(lag: GroupLag | None, now: float) -> str:
+    """The last hour of the group's lag, a point a minute, as an inline SVG line."""
+    points = lag.trend if lag is not None else ()
+    if len(points) < 2:
+        return '<span class="sub">&ndash;</span>'
+    width, height = 120, 24
+    top = max(v for _, v in points) or 1
+    start = now - SPARK_POINTS * SPARK_STEP
+    xy = " ".join(
+        f"{max(0.0, (t - start) / (SPARK_POINTS * SPARK_STEP)) * width:.1f},"
+        f"{height - 1 - (v / top) * (height - 2):.1f}"
+        for t, v in points
+    )
+    last = points[-1][1]
+    return (
+        f'<svg class="spark" width="{width}" height="{height}" role="img" '
+        f'aria-label="lag over the last hour, now {last:,}, peak {top:,}">'
+        f'<polyline fill="none" stroke="currentColor" stroke-width="1.5" points="{xy}"/></svg>'
+        f'<div class="sub">peak {top:,}</div>'
+    )
+
+
+def _filter(view: PageView) -> str:
+    options = "".join(
+        f'<option value="{v}"{" selected" if v == view.status else ""}>{label}</option>'
+        for v, label in [("", "every status")]
+        + [(s.value, s.value) for s in SEVERITY]
+        + [(d.value, _DATA_WORDS[d]) for d in DATA_SEVERITY if d is not DataStatus.OK]
+    )
+    return (
+        '<form class="filter" method="get" action="">'
+        f'<input name="q" value="{escape(view.q)}" placeholder="group name contains" size="30">'
+        f'<select name="status">{options}</select> <button type="submit">Filter</button>'
+        "</form>"
+    )
+
+
+def _pager(view: PageView, page: int, pages: int, groups: int) -> str:
+    if pages == 1:
+        return f'<p class="pager">{groups:,} groups</p>'
+    parts = []
+    if page > 1:
+        parts.append(f'<a href="{escape(view.link(page - 1))}">&larr; previous</a>')
+    parts.append(f"page {page} of {pages} ({groups:,} groups)")
+    if page < pages:
+        parts.append(f'<a href="{escape(view.link(page + 1))}">next &rarr;</a>')
+    return f'<p class="pager">{" &middot; ".join(parts)}</p>'
+
+
+def _duration(seconds: float) -> str:
+    """``seconds`` as a person says it: 42 s, 4 min 10 s, 25 min, 3 h 5 min, 2 d 4 h."""
+    whole = round(seconds)
+    if whole < 60:
+        return f"{whole} s"
+    if whole < 3600:
+        minutes, rest = divmod(whole, 60)
+        return f"{minutes} min {rest} s" if minutes < 10 else f"{minutes} min"
+    if whole < 86400:
+        hours, rest = divmod(whole, 3600)
+        return f"{hours} h {rest // 60} min"
+    days, rest = divmod(whole, 86400)
+    return f"{days} d {rest // 3600} h"
 
 
 def _folders(folders: Sequence[FolderView], now: float) -> str:
@@ -182,25 +364,37 @@ def _folder_errors(folder: FolderView) -> str:
     return (counts or "none") + last
 
 
-def _partitions(status: GroupStatus) -> str:
+def _partitions(status: GroupStatus, lag: GroupLag | None = None) -> str:
     if not status.partitions:
         return "<span class='sub'>Nothing committed yet.</span>"
+    figures = {(p.topic, p.partition): p for p in lag.partitions} if lag is not None else {}
     shown = sorted(status.partitions, key=lambda p: (-(p.current_lag or 0), p.topic, p.partition))
     rows = "".join(
-        f"<tr><td>{escape(p.topic)}</td><td class='num'>{p.partition}</td>"
-        f"<td class='num'>{p.offset:,}</td>"
-        f"<td class='num'>{'?' if p.log_end is None else f'{p.log_end:,}'}</td>"
-        f"<td class='num'>{'?' if p.current_lag is None else f'{p.current_lag:,}'}</td>"
-        f"<td><span class='badge small {p.status.value}'>{p.status.value}</span></td></tr>"
-        for p in shown[:PARTITIONS_SHOWN]
+        _partition_row(p, figures.get((p.topic, p.partition))) for p in shown[:PARTITIONS_SHOWN]
     )
     more = len(shown) - PARTITIONS_SHOWN
     if more > 0:
-        rows += f"<tr><td colspan='6' class='sub'>and {more} more partitions</td></tr>"
+        rows += f"<tr><td colspan='8' class='sub'>and {more} more partitions</td></tr>"
     return (
         "<table class='parts'><tr><th>Topic</th><th class='num'>Partition</th>"
-        "<th class='num'>Committed</th><th class='num'>Log end</th>"
-        f"<th class='num'>Lag</th><th>Status</th></tr>{rows}</table>"
+        "<th class='num'>Committed</th><th class='num'>Log start</th><th class='num'>Log end</th>"
+        "<th class='num'>Lag</th><th class='num'>Time lag</th><th>Status</th></tr>"
+        f"{rows}</table>"
+    )
+
+
+def _partition_row(p: PartitionStatus, figures: PartitionLag | None) -> str:
+    start = "?" if figures is None or figures.log_start is None else f"{figures.log_start:,}"
+    if figures is not None and figures.lost:
+        start = f"<b class='bad' title='{figures.lost:,} records lost'>{start}</b>"
+    seconds = figures.lag_seconds if figures is not None else None
+    return (
+        f"<tr><td>{escape(p.topic)}</td><td class='num'>{p.partition}</td>"
+        f"<td class='num'>{p.offset:,}</td><td class='num'>{start}</td>"
+        f"<td class='num'>{'?' if p.log_end is None else f'{p.log_end:,}'}</td>"
+        f"<td class='num'>{'?' if p.current_lag is None else f'{p.current_lag:,}'}</td>"
+        f"<td class='num'>{'?' if seconds is None else _duration(seconds)}</td>"
+        f"<td><span class='badge small {p.status.value}'>{p.status.value}</span></td></tr>"
     )
 
 
@@ -250,6 +444,14 @@ table.parts td { padding: 1px 12px 1px 0; }
 .badge.STOP { background: #cf222e; }
 .badge.REWIND { background: #8250df; }
 .badge.ERR { background: #82071e; }
+.badge.AT_RISK { background: #9a6700; }
+.badge.LOST { background: #82071e; }
+a.badge { text-decoration: none; }
+.bad { color: #cf222e; }
+svg.spark { color: #0969da; display: block; }
+form.filter { margin: 0 0 8px; }
+form.filter input, form.filter select, form.filter button { font: inherit; padding: 2px 6px; }
+.pager { color: #59636e; margin: 8px 0; }
 h2 { font-size: 18px; margin: 24px 0 8px; }
 table.folders td { padding: 8px 12px; border-top: 1px solid #d1d9e0; vertical-align: top; }
 table.folders tr.failing { background: #fff5f5; }

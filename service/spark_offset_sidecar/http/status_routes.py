@@ -21,6 +21,7 @@ from pydantic import BaseModel, Field
 from spark_offset_sidecar.core.changes import Outcome
 from spark_offset_sidecar.core.group_report import GroupReport
 from spark_offset_sidecar.core.group_status import PartitionStatus
+from spark_offset_sidecar.core.lag_figures import CatchUp, PartitionLag
 from spark_offset_sidecar.http.access import allow_read, caller, runtime_of
 from spark_offset_sidecar.http.auth import TokenGrant
 from spark_offset_sidecar.http.models import GroupId
@@ -41,10 +42,25 @@ class PartitionStatusView(BaseModel):
     log_end_offset: int | None
     current_lag: int | None = Field(description="null while the log end is unknown")
     samples: int = Field(description="commits in the window")
+    log_start_offset: int | None = Field(
+        default=None, description="the oldest offset not yet deleted (retention, DeleteRecords)"
+    )
+    lag_seconds: float | None = Field(
+        default=None,
+        description="age of the oldest record the job has not processed (0: caught up; "
+        "null: not known yet)",
+    )
+    lost: int = Field(default=0, description="records deleted before the job read them, now")
+    retention_margin: int | None = Field(
+        default=None, description="records between the log start and the committed offset"
+    )
+    retention_margin_seconds: float | None = Field(
+        default=None, description="estimated time until the committed offset is deleted"
+    )
 
     @classmethod
-    def of(cls, p: PartitionStatus) -> PartitionStatusView:
-        return cls(
+    def of(cls, p: PartitionStatus, lag: PartitionLag | None = None) -> PartitionStatusView:
+        view = cls(
             topic=p.topic,
             partition=p.partition,
             status=p.status.value,
@@ -52,6 +68,52 @@ class PartitionStatusView(BaseModel):
             log_end_offset=p.log_end,
             current_lag=p.current_lag,
             samples=p.samples,
+        )
+        if lag is not None:
+            view.log_start_offset = lag.log_start
+            view.lag_seconds = lag.lag_seconds
+            view.lost = lag.lost
+            view.retention_margin = lag.margin
+            view.retention_margin_seconds = lag.margin_seconds
+        return view
+
+
+class JobRatesView(BaseModel):
+    at: float = Field(description="Unix time of the progress event these come from")
+    input_rows_per_second: float | None
+    processed_rows_per_second: float | None = Field(
+        description="what the job does at full speed: below the produce rate it cannot catch up"
+    )
+    batch_duration_ms: int | None
+
+
+class CatchUpView(BaseModel):
+    state: str = Field(
+        description="caught_up, catching_up, falling_behind, stalled or unknown (too few reads)"
+    )
+    eta_seconds: float | None = Field(description="catching_up: until the lag is 0")
+    consume_rate: float | None = Field(description="records/s the committed offsets advance")
+    produce_rate: float | None = Field(description="records/s the log ends advance")
+    lag_rate: float | None = Field(description="records/s the lag grows (negative: shrinks)")
+    job: JobRatesView | None = Field(description="the job's last progress event's figures")
+
+    @classmethod
+    def of(cls, c: CatchUp) -> CatchUpView:
+        job = c.job
+        return cls(
+            state=c.state.value,
+            eta_seconds=c.eta_seconds,
+            consume_rate=c.consume_rate,
+            produce_rate=c.produce_rate,
+            lag_rate=c.lag_rate,
+            job=JobRatesView(
+                at=job.at,
+                input_rows_per_second=job.input_rows_per_second,
+                processed_rows_per_second=job.processed_rows_per_second,
+                batch_duration_ms=job.batch_duration_ms,
+            )
+            if job is not None
+            else None,
         )
 
 
@@ -69,12 +131,34 @@ class GroupStatusView(BaseModel):
     reported_by: str | None = Field(
         description="with replicas: the replica that evaluated it (the group's owner then)"
     )
+    lag_seconds: float | None = Field(
+        default=None,
+        description="age of the oldest record the job has not processed, its latest "
+        "partition's (0: caught up; null: not known yet)",
+    )
+    data_status: str | None = Field(
+        default=None,
+        description="OK, AT_RISK (unprocessed records soon deleted by retention) or LOST "
+        "(some were deleted before the job read them); null: not evaluated yet",
+    )
+    messages_lost: int = Field(
+        default=0, description="records deleted before the job read them, counted once, since start"
+    )
+    retention_margin_seconds: float | None = Field(
+        default=None, description="the soonest an unprocessed record is estimated to be deleted"
+    )
+    catch_up: CatchUpView | None = None
+    lag_trend: list[tuple[float, int]] = Field(
+        default_factory=list, description="the last hour's lag, a point a minute: (time, lag)"
+    )
     partitions: list[PartitionStatusView]
 
     @classmethod
     def of(cls, report: GroupReport) -> GroupStatusView:
         status = report.status
         worst = status.max_lag
+        lag = report.lag
+        by_tp = {(p.topic, p.partition): p for p in lag.partitions} if lag is not None else {}
         return cls(
             group=status.group_id,
             query_id=status.query_id,
@@ -87,7 +171,16 @@ class GroupStatusView(BaseModel):
             last_commit_at=status.last_commit_at,
             evaluated_at=report.evaluated_at,
             reported_by=report.reported_by,
-            partitions=[PartitionStatusView.of(p) for p in status.partitions],
+            lag_seconds=lag.lag_seconds if lag is not None else None,
+            data_status=lag.data_status.value if lag is not None else None,
+            messages_lost=lag.lost_total if lag is not None else 0,
+            retention_margin_seconds=lag.margin_seconds if lag is not None else None,
+            catch_up=CatchUpView.of(lag.catch_up) if lag is not None else None,
+            lag_trend=list(lag.trend) if lag is not None else [],
+            partitions=[
+                PartitionStatusView.of(p, by_tp.get((p.topic, p.partition)))
+                for p in status.partitions
+            ],
         )
 
 

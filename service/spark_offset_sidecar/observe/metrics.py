@@ -1,20 +1,15 @@
-"""Prometheus metrics on an injected registry.
+"""Prometheus metrics on an injected registry: the process-wide ones.
 
-Per-group series come from ``LedgerCollector``, which reads the ledger at scrape time:
-they exist (at zero) from the moment a group appears and vanish with nothing to leak.
+Everything per group (commits, events, statuses, lag in records and seconds, data at
+risk, catch-up and, when ``SIDECAR_EXPORT_KAFKA_LAG`` is on, kafka_exporter's own series)
+is ``observe.fleet_metrics``'s: at fleet scale it is nearly all of a scrape, and it is
+built off the hot path. ``/metrics`` serves this registry's text followed by that one.
 Labels are ``consumergroup``, ``topic``, ``partition`` (kafka_exporter's names), and the
-bounded ``reason``, ``outcome`` and ``status`` sets; never a batch or run id.
-
-``LagCollector`` exports each group's status as of the lag monitor's last read and, when
-``SIDECAR_EXPORT_KAFKA_LAG`` is on, kafka_exporter's own series for the groups we commit
-(``kafka_consumergroup_lag``, ``..._current_offset`` and their per-topic ``_sum``), so that
-dashboards built for kafka_exporter work unchanged. It is off by default: where
-kafka_exporter already runs, it reports these groups too and the sums would double.
+bounded ``reason``, ``outcome``, ``result`` and ``status`` sets; never a batch or run id.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
@@ -23,14 +18,6 @@ from typing import Protocol
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
-
-from spark_offset_sidecar.core.changes import Outcome
-from spark_offset_sidecar.core.group_status import SEVERITY, GroupStatus
-from spark_offset_sidecar.core.ledger import Ledger, checkpoints_behind
-from spark_offset_sidecar.errors import COMMIT_FAILURE_REASONS
-
-OUTCOMES = [o.value for o in Outcome]
-FAILURE_REASONS = sorted(COMMIT_FAILURE_REASONS | {"internal_error"})
 
 
 def package_version() -> str:
@@ -41,20 +28,24 @@ def package_version() -> str:
 
 
 class LagReads(Protocol):
-    """How many reads of the log ends succeeded and failed."""
+    """How many reads of the log ends and of record timestamps succeeded and failed."""
 
     @property
     def succeeded(self) -> int: ...
     @property
     def failed(self) -> int: ...
+    @property
+    def record_reads(self) -> int: ...
+    @property
+    def record_partitions(self) -> int: ...
+    @property
+    def record_failures(self) -> int: ...
 
 
 class LagView(Protocol):
     """What the lag metrics read at scrape time (``runtime.lag_monitor.LagMonitor`` is
     one): observe sees the runtime's state through this, never the runtime's modules."""
 
-    @property
-    def statuses(self) -> Mapping[str, GroupStatus]: ...
     @property
     def read_at(self) -> float | None: ...
     @property
@@ -79,10 +70,10 @@ class SidecarMetrics:
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.registry = registry
+        # Not by group: 15 series a group would be most of a scrape at fleet scale.
         self.commit_duration = Histogram(
             "sidecar_commit_duration_seconds",
-            "Time of one offset commit to Kafka, failed ones included.",
-            ["consumergroup"],
+            "Time of one offset commit to Kafka, failed ones included (all groups).",
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
             registry=registry,
         )
@@ -140,11 +131,8 @@ class SidecarMetrics:
         )
         build.labels(package_version()).set(1)
 
-    def watch(self, ledger: Callable[[], Ledger], clock: Callable[[], float] = time.time) -> None:
-        self.registry.register(LedgerCollector(ledger, clock))
-
-    def watch_lag(self, monitor: LagView, *, export_kafka_lag: bool) -> None:
-        self.registry.register(LagCollector(monitor, export_kafka_lag=export_kafka_lag))
+    def watch_lag(self, monitor: LagView) -> None:
+        self.registry.register(LagCollector(monitor))
 
     def watch_folders(
         self,
@@ -155,173 +143,41 @@ class SidecarMetrics:
         self.registry.register(FolderCollector(folders, requests, tuple(reasons)))
 
 
-class LedgerCollector(Collector):
-    def __init__(self, ledger: Callable[[], Ledger], clock: Callable[[], float]) -> None:
-        self._ledger = ledger
-        self._clock = clock
-
-    def collect(self) -> Iterator[Metric]:
-        ledger = self._ledger()
-        group_label = ["consumergroup"]
-        succeeded = CounterMetricFamily(
-            "sidecar_commits_succeeded", "Offset commits Kafka accepted.", labels=group_label
-        )
-        failed = CounterMetricFamily(
-            "sidecar_commits_failed",
-            "Offset commits that failed, by reason.",
-            labels=["consumergroup", "reason"],
-        )
-        skipped = CounterMetricFamily(
-            "sidecar_commits_skipped",
-            "Completed checkpoints replaced in the slot by a newer one before being committed.",
-            labels=group_label,
-        )
-        events = CounterMetricFamily(
-            "sidecar_events",
-            "Checkpoint events by outcome.",
-            labels=["consumergroup", "outcome"],
-        )
-        dropped = CounterMetricFamily(
-            "sidecar_pending_dropped",
-            "Pending checkpoints dropped because the queue was full.",
-            labels=group_label,
-        )
-        refreshed = CounterMetricFamily(
-            "sidecar_commits_refreshed",
-            "Commits of an idle group's unchanged offsets, before Kafka's retention drops them.",
-            labels=group_label,
-        )
-        held_back = CounterMetricFamily(
-            "sidecar_partitions_held_back",
-            "Partitions kept at their committed offset instead of moving backwards.",
-            labels=group_label,
-        )
-        pending = GaugeMetricFamily(
-            "sidecar_pending_checkpoints", "Checkpoints waiting for completion.", labels=group_label
-        )
-        in_flight = GaugeMetricFamily(
-            "sidecar_commit_in_flight",
-            "1 while a commit of the group is in flight.",
-            labels=group_label,
-        )
-        last_success = GaugeMetricFamily(
-            "sidecar_last_successful_commit_timestamp_seconds",
-            "Unix time of the group's last successful commit.",
-            labels=group_label,
-        )
-        committed = GaugeMetricFamily(
-            "sidecar_committed_offset",
-            "Offset last committed (the next offset the query reads).",
-            labels=["consumergroup", "topic", "partition"],
-        )
-        behind = GaugeMetricFamily(
-            "sidecar_commit_behind_checkpoints",
-            "Completed checkpoints the committed offsets trail the newest by (a commit "
-            "interval, or commits failing).",
-            labels=group_label,
-        )
-        behind_seconds = GaugeMetricFamily(
-            "sidecar_commit_behind_seconds",
-            "How long the newest completed checkpoint has waited uncommitted (0: none waits).",
-            labels=group_label,
-        )
-        now = self._clock()
-        for outcome, count in ledger.unattributed.items():
-            events.add_metric(["", outcome], count)
-        for group in ledger.groups.values():
-            g = group.group_id
-            counters = group.counters
-            succeeded.add_metric([g], counters.succeeded)
-            skipped.add_metric([g], counters.skipped)
-            dropped.add_metric([g], counters.pending_dropped)
-            held_back.add_metric([g], counters.held_back)
-            refreshed.add_metric([g], counters.refreshed)
-            for reason in FAILURE_REASONS:
-                failed.add_metric([g, reason], counters.failed[reason])
-            for outcome in OUTCOMES:
-                events.add_metric([g, outcome], counters.events[outcome])
-            if not ledger.commits(g):  # another replica reports the group's state
-                continue
-            query = ledger.queries.get(group.query_id or "")
-            pending.add_metric([g], len(query.pending) if query else 0)
-            in_flight.add_metric([g], 1 if group.in_flight else 0)
-            behind.add_metric([g], checkpoints_behind(group))
-            behind_seconds.add_metric(
-                [g], max(0.0, now - group.slot.created_at) if group.slot else 0
-            )
-            if group.committed is not None:
-                last_success.add_metric([g], group.committed.at)
-                for tp, offset in sorted(group.committed.offsets.items()):
-                    committed.add_metric([g, tp.topic, str(tp.partition)], offset)
-        yield from (succeeded, failed, skipped, events, dropped, held_back, refreshed)
-        yield from (pending, in_flight, last_success, committed, behind, behind_seconds)
-
-
 class LagCollector(Collector):
-    def __init__(self, monitor: LagView, *, export_kafka_lag: bool) -> None:
+    """The lag monitor's own reads (process-wide); the per-group series are
+    ``observe.fleet_metrics``'s."""
+
+    def __init__(self, monitor: LagView) -> None:
         self._monitor = monitor
-        self._export_kafka_lag = export_kafka_lag
 
     def collect(self) -> Iterator[Metric]:
-        monitor = self._monitor
-        status = GaugeMetricFamily(
-            "sidecar_consumergroup_status",
-            "1 for the group's status (Burrow's evaluator: OK, WARN, STALL, STOP, REWIND, ERR) "
-            "as of the last read of the log ends, 0 for the others.",
-            labels=["consumergroup", "status"],
-        )
+        counters = self._monitor.counters
         reads = CounterMetricFamily(
             "sidecar_log_end_reads",
-            "Reads of the brokers' log-end offsets, by result.",
+            "Reads of the brokers' log-end (and log-start) offsets, by result.",
             labels=["result"],
         )
-        reads.add_metric(["succeeded"], monitor.counters.succeeded)
-        reads.add_metric(["failed"], monitor.counters.failed)
+        reads.add_metric(["succeeded"], counters.succeeded)
+        reads.add_metric(["failed"], counters.failed)
         read_at = GaugeMetricFamily(
             "sidecar_log_end_read_timestamp_seconds",
             "Unix time of the last successful read of the log-end offsets (0: none yet).",
-            value=monitor.read_at or 0.0,
+            value=self._monitor.read_at or 0.0,
         )
-        lag = GaugeMetricFamily(
-            "kafka_consumergroup_lag",
-            "Current approximate lag of a consumer group at topic/partition",
-            labels=["consumergroup", "topic", "partition"],
+        record_reads = CounterMetricFamily(
+            "sidecar_record_time_reads",
+            "Reads of record timestamps from Kafka (for the time lag of partitions whose "
+            "oldest unprocessed record is older than the log-end history), by result.",
+            labels=["result"],
         )
-        lag_sum = GaugeMetricFamily(
-            "kafka_consumergroup_lag_sum",
-            "Current approximate lag of a consumer group for a topic",
-            labels=["consumergroup", "topic"],
+        record_reads.add_metric(["succeeded"], counters.record_reads - counters.record_failures)
+        record_reads.add_metric(["failed"], counters.record_failures)
+        record_partitions = CounterMetricFamily(
+            "sidecar_record_time_partitions",
+            "Partitions whose record timestamp was read from Kafka (one fetch each).",
+            value=counters.record_partitions,
         )
-        offset = GaugeMetricFamily(
-            "kafka_consumergroup_current_offset",
-            "Current offset of a consumer group at topic/partition",
-            labels=["consumergroup", "topic", "partition"],
-        )
-        offset_sum = GaugeMetricFamily(
-            "kafka_consumergroup_current_offset_sum",
-            "Current offset of a consumer group for a topic",
-            labels=["consumergroup", "topic"],
-        )
-        for group_id, evaluated in monitor.statuses.items():
-            for each in SEVERITY:
-                status.add_metric([group_id, each.value], 1 if each is evaluated.status else 0)
-            if not self._export_kafka_lag:
-                continue
-            lags: dict[str, int] = {}
-            offsets: dict[str, int] = {}
-            for p in evaluated.partitions:
-                offset.add_metric([group_id, p.topic, str(p.partition)], p.offset)
-                offsets[p.topic] = offsets.get(p.topic, 0) + p.offset
-                if p.current_lag is not None:
-                    lag.add_metric([group_id, p.topic, str(p.partition)], p.current_lag)
-                    lags[p.topic] = lags.get(p.topic, 0) + p.current_lag
-            for topic, total in offsets.items():
-                offset_sum.add_metric([group_id, topic], total)
-            for topic, total in lags.items():
-                lag_sum.add_metric([group_id, topic], total)
-        yield from (status, reads, read_at)
-        if self._export_kafka_lag:
-            yield from (lag, lag_sum, offset, offset_sum)
+        yield from (reads, read_at, record_reads, record_partitions)
 
 
 class FolderCollector(Collector):

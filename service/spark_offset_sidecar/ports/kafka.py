@@ -6,8 +6,8 @@ in-memory doubles."""
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from spark_offset_sidecar.core.changes import CommitRequest
@@ -23,14 +23,30 @@ class OffsetCommitter(Protocol):
 
 @dataclass(frozen=True)
 class LogEnds:
+    """Where each partition's log ends, and where it starts (its oldest record not yet
+    deleted by retention or DeleteRecords): a partition is in both or in neither."""
+
     ends: dict[TopicPartition, int]
     failed_topics: tuple[str, ...] = ()
+    starts: dict[TopicPartition, int] = field(default_factory=dict)
 
 
 class LogEndReader(Protocol):
     async def log_ends(self, partitions: Collection[TopicPartition]) -> LogEnds:
-        """The log end of each partition; raises ``KafkaReadError`` when no topic could be
-        read at all."""
+        """The log end and start of each partition; raises ``KafkaReadError`` when no
+        topic could be read at all."""
+
+    async def close(self) -> None: ...
+
+
+class RecordTimeReader(Protocol):
+    async def record_times(
+        self, offsets: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, float | None]:
+        """The timestamp (Unix seconds; CreateTime or LogAppendTime, as the topic keeps
+        it) of the first record at or after each offset; None where no record follows it
+        (a transaction marker at the log end). A partition that could not be read is left
+        out; raises ``KafkaReadError`` when none could be."""
 
     async def close(self) -> None: ...
 

@@ -156,9 +156,7 @@ class CommitLoop:
                     extra=context,
                 )
         finally:
-            self.metrics.commit_duration.labels(request.group_id).observe(
-                time.monotonic() - started
-            )
+            self.metrics.commit_duration.observe(time.monotonic() - started)
         await self.durable.finish_commit(request, self.clock(), failure)
         self.wake()
 

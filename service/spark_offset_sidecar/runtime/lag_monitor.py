@@ -1,18 +1,29 @@
-"""The lag monitor: every ``interval`` it reads the log ends of every committed partition,
-samples the groups' commits into their status windows, and evaluates every group's status
-(``core.group_status``). The metrics and ``GET /v1/status`` read what it keeps.
+"""The lag monitor: every ``interval`` it reads the log ends and starts of every committed
+partition into their histories (``core.log_history``), reads from Kafka the timestamp of
+each oldest unprocessed record that the histories cannot place, samples the groups'
+commits into their status windows, and evaluates every group's status
+(``core.group_status``) and lag figures (``core.lag_figures``: time lag, data at risk,
+catch-up). The metrics, ``GET /v1/status`` and ``/ui`` read what it keeps.
 
 Invariants
   - A failed read keeps the last known log ends (their age is exported) and never stops
     the loop; a topic that cannot be read leaves its partitions unknown, not zero.
   - Statuses are as of the last read (``evaluated_at``); nothing here touches the ledger.
   - Only groups whose status can have changed are sampled and evaluated again: those
-    whose ``status_inputs`` (commit, query, failures, log ends) changed since the last
-    evaluation, and those with a lagging partition (their status depends on the time).
-    The others keep their status (``core.group_status.timeless``).
-  - Evaluating yields to the event loop every ``SLICE`` groups: at 10,000 groups of 32
-    partitions a full evaluation costs seconds of CPU (bench/README.md), and requests must
-    not wait for it.
+    whose ``status_inputs`` (commit, query, failures, log ends and starts) changed since
+    the last evaluation, and those with a lagging partition (their status depends on the
+    time). The others keep their status (``core.group_status.timeless``) and lag figures
+    (caught up: 0 s late, nothing at risk), with their trend brought up to date.
+  - A record's timestamp is read from Kafka at most once per (partition, offset): kept
+    while some group's oldest unprocessed record is still that one, forgotten after. Only
+    lagging partitions whose record is older than the history (or in too wide a gap) are
+    read, in one call per read of the log ends; a failed call leaves their time lag
+    unknown (None) until the next.
+  - A lost record (below the log start while the job had not read it) is counted once per
+    group: each (group, partition) remembers up to which offset its losses were counted.
+  - Every pass over the groups hands the event loop back every few milliseconds
+    (``turns``): at 10,000 groups of 32 partitions a full evaluation costs seconds of CPU
+    (bench/README.md), and requests must not wait for it.
   - With replicas (a ``board``): a group this replica starts to commit has its window
     seeded from the board (the previous owner's) before it is sampled here, and after
     each evaluation the reports and windows of this replica's groups are published, those
@@ -25,8 +36,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field, replace
 
 from spark_offset_sidecar.core.group_report import (
     FolderReport,
@@ -42,23 +53,37 @@ from spark_offset_sidecar.core.group_status import (
     status_inputs,
     timeless,
 )
+from spark_offset_sidecar.core.lag_figures import (
+    GroupLag,
+    GroupTrend,
+    JobRates,
+    TrendPoint,
+    data_status,
+    partition_lag,
+)
 from spark_offset_sidecar.core.ledger import Ledger
 from spark_offset_sidecar.core.ledger_state import GroupState
+from spark_offset_sidecar.core.log_history import PartitionHistory
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.errors import KafkaReadError, StoreError
-from spark_offset_sidecar.ports.kafka import LogEndReader
+from spark_offset_sidecar.ports.kafka import LogEndReader, RecordTimeReader
 from spark_offset_sidecar.ports.status_board import BoardEntry, StatusBoard
+from spark_offset_sidecar.turns import Turns
 
 log = logging.getLogger(__name__)
-SLICE = 100  # groups evaluated between two yields to the event loop
 # A published report without its times: what, unchanged, need not be written again.
-_Content = tuple[GroupStatus, LiveCommits, int, tuple[FolderReport, ...], StoredWindow]
+_Content = tuple[
+    GroupStatus, LiveCommits, int, tuple[FolderReport, ...], StoredWindow, GroupLag | None
+]
 
 
 @dataclass
 class LagReadCounters:
     succeeded: int = 0
     failed: int = 0
+    record_reads: int = 0  # calls that read record timestamps from Kafka
+    record_partitions: int = 0  # partitions those calls asked for
+    record_failures: int = 0
 
 
 @dataclass
@@ -82,6 +107,30 @@ class LagMonitor:
     # What was last published per group (all but the times): unchanged ones are not
     # written again.
     _published: dict[str, _Content] = field(default_factory=dict)
+    # Time lag and data at risk (core.lag_figures): None leaves time lags unknown.
+    record_times: RecordTimeReader | None = None
+    risk_seconds: float = 3600.0  # AT_RISK when records are deleted sooner than this
+    log_starts: dict[TopicPartition, int] = field(default_factory=dict)
+    histories: dict[TopicPartition, PartitionHistory] = field(default_factory=dict)
+    lags: dict[str, GroupLag] = field(default_factory=dict)
+    trends: dict[str, GroupTrend] = field(default_factory=dict)
+    jobs: dict[str, JobRates] = field(default_factory=dict)  # by group: its last progress
+    # Records counted lost, by group and topic, and up to which offset, by (group, tp).
+    lost: dict[str, dict[str, int]] = field(default_factory=dict)
+    _lost_upto: dict[tuple[str, TopicPartition], int] = field(default_factory=dict)
+    # Timestamps read from Kafka: (partition, offset) -> Unix time (None: no record there).
+    _record_times: dict[tuple[TopicPartition, int], float | None] = field(default_factory=dict)
+    # What the histories tell of (partition, offset), as of the last read.
+    _placed: dict[tuple[TopicPartition, int], float | None] = field(default_factory=dict)
+
+    @property
+    def max_gap(self) -> float:
+        """The widest gap between two reads that a record's time is interpolated in."""
+        return 1.5 * self.interval + 0.5
+
+    def note_job(self, group_id: str, rates: JobRates) -> None:
+        """What the group's job said of its pace in its last progress event."""
+        self.jobs[group_id] = rates
 
     async def run(self) -> None:
         while True:
@@ -93,12 +142,11 @@ class LagMonitor:
 
     async def poll(self) -> None:
         ledger = self.ledger()
-        wanted = {
-            tp
-            for group in ledger.groups.values()
-            if group.committed is not None and ledger.commits(group.group_id)
-            for tp in group.committed.offsets
-        }
+        wanted: set[TopicPartition] = set()
+        turns = Turns()
+        for group in self._committing(ledger):
+            wanted.update(group.committed.offsets)  # type: ignore[union-attr]
+            await turns.take()
         try:
             answer = await self.reader.log_ends(wanted)
         except KafkaReadError as exc:
@@ -111,8 +159,83 @@ class LagMonitor:
                     "log-end offsets of %s could not be read", ", ".join(answer.failed_topics)
                 )
             self.log_ends = answer.ends
-            self.read_at = self.clock()
+            self.log_starts = answer.starts
+            self.read_at = read_at = self.clock()
+            for tp, end in answer.ends.items():
+                history = self.histories.get(tp)
+                if history is None:
+                    history = self.histories[tp] = PartitionHistory()
+                history.observe(read_at, answer.starts.get(tp, 0), end)
+            for gone in self.histories.keys() - wanted:
+                del self.histories[gone]
+            self._placed.clear()
+            await self.read_record_times(ledger)
         await self.evaluate(ledger)
+
+    @staticmethod
+    def _committing(ledger: Ledger) -> list[GroupState]:
+        """The groups this process commits that have committed something."""
+        return [
+            g
+            for g in ledger.groups.values()
+            if g.committed is not None and ledger.commits(g.group_id)
+        ]
+
+    def oldest_unread(self, tp: TopicPartition, committed: int) -> int | None:
+        """The offset of the oldest record the job has not processed, while it lags."""
+        end = self.log_ends.get(tp)
+        if end is None or committed >= end:
+            return None
+        return max(committed, self.log_starts.get(tp, committed))
+
+    def placed(self, tp: TopicPartition, offset: int) -> float | None:
+        """When the record at ``offset`` reached the log, from the history alone (None:
+        it cannot tell); kept until the next read, as many groups ask the same."""
+        key = (tp, offset)
+        if key in self._placed:
+            return self._placed[key]
+        history = self.histories.get(tp)
+        at = self._placed[key] = (
+            history.appended_at(offset, self.max_gap) if history is not None else None
+        )
+        return at
+
+    def appended_at(self, tp: TopicPartition, offset: int) -> float | None:
+        """When the record at ``offset`` reached the log: from the history, else from
+        the timestamp read from Kafka (None: neither is known)."""
+        at = self.placed(tp, offset)
+        return at if at is not None else self._record_times.get((tp, offset))
+
+    async def read_record_times(self, ledger: Ledger) -> None:
+        """Read the timestamps that the histories cannot place (one call), and forget
+        those no group waits on any more."""
+        needed: dict[TopicPartition, int] = {}
+        kept: set[tuple[TopicPartition, int]] = set()
+        turns = Turns()
+        for group in self._committing(ledger):
+            for tp, offset in group.committed.offsets.items():  # type: ignore[union-attr]
+                oldest = self.oldest_unread(tp, offset)
+                if oldest is None or self.placed(tp, oldest) is not None:
+                    continue
+                if (tp, oldest) in self._record_times:
+                    kept.add((tp, oldest))
+                else:
+                    needed.setdefault(tp, oldest)
+            await turns.take()
+        for key in self._record_times.keys() - kept:
+            del self._record_times[key]
+        if not needed or self.record_times is None:
+            return
+        self.counters.record_reads += 1
+        self.counters.record_partitions += len(needed)
+        try:
+            found = await self.record_times.record_times(needed)
+        except KafkaReadError as exc:
+            self.counters.record_failures += 1
+            log.warning("reading %d record timestamps failed: %s", len(needed), exc)
+            return
+        for tp, at in found.items():
+            self._record_times[(tp, needed[tp])] = at
 
     async def evaluate(self, ledger: Ledger) -> None:
         now = self.clock()
@@ -122,23 +245,42 @@ class LagMonitor:
         inputs: dict[str, StatusInputs] = {}
         statuses: dict[str, GroupStatus] = {}
         changed: list[GroupState] = []
+        fresh = self.read_at is not None and self.read_at > (self.evaluated_at or -1.0)
+        lags: dict[str, GroupLag] = {}
+        turns = Turns()
         for group in groups:
             group_id = group.group_id
-            inputs[group_id] = now_inputs = status_inputs(group, self.log_ends)
+            inputs[group_id] = now_inputs = status_inputs(group, self.log_ends, self.log_starts)
+            if fresh:
+                self._observe_trend(group, now)
             kept = self.statuses.get(group_id)
-            if kept is not None and self._inputs.get(group_id) == now_inputs and timeless(kept):
+            kept_lag = self.lags.get(group_id)
+            if (
+                kept is not None
+                and kept_lag is not None
+                and self._inputs.get(group_id) == now_inputs
+                and timeless(kept)
+            ):
                 statuses[group_id] = kept
+                lags[group_id] = self._with_trend(kept_lag, group_id)
             else:
                 changed.append(group)
-        self.windows.observe(changed, self.log_ends, now, present=inputs)
-        for start in range(0, len(changed), SLICE):
-            for group in changed[start : start + SLICE]:
-                statuses[group.group_id] = self.status_of(group, now)
-            await asyncio.sleep(0)
+            await turns.take()
+        for group in changed:
+            self.windows.sample(group, self.log_ends, now)
+            await turns.take()
+        self.windows.keep_only(inputs)
+        for group in changed:
+            statuses[group.group_id] = status = self.status_of(group, now)
+            lags[group.group_id] = self.lag_of(group, status.total_lag, now)
+            await turns.take()
         self.evaluations += len(changed)
-        self._inputs = inputs
-        self.statuses = statuses
+        old = (self._inputs, self.statuses, self.lags)
+        self._inputs, self.statuses, self.lags = inputs, statuses, lags
+        self._forget_gone(inputs.keys())
         self.evaluated_at = now
+        for table in old:  # the previous evaluation's objects, freed a few at a time
+            await turns.drain(table)
         if self.board is not None:
             await self.publish(ledger, now)
 
@@ -168,7 +310,14 @@ class LagMonitor:
                 continue
             report = self.report(status, group, ledger, now, folders.get(group_id, ()))
             entry = BoardEntry(report, self.windows.window_of(group_id))
-            content = (report.status, report.live, report.pending, report.folders, entry.window)
+            content = (
+                report.status,
+                report.live,
+                report.pending,
+                report.folders,
+                entry.window,
+                report.lag,
+            )
             if self._published.get(group_id) != content:
                 entries.append(entry)
                 contents[group_id] = content
@@ -195,8 +344,91 @@ class LagMonitor:
         query = ledger.queries.get(group.query_id) if group.query_id else None
         pending = len(query.pending) if query is not None else 0
         replica = self.board.replica_id if self.board is not None else None
-        return report_of(status, group, pending, now, self.read_at, replica, folders)
+        return report_of(
+            status,
+            group,
+            pending,
+            now,
+            self.read_at,
+            replica,
+            folders,
+            self.lags.get(group.group_id),
+        )
 
     def status_of(self, group: GroupState, now: float) -> GroupStatus:
         """The group's status at ``now``, on the last known log ends."""
         return self.windows.evaluate(group, self.log_ends, now, err_after=self.err_after_failures)
+
+    def lag_of(self, group: GroupState, total_lag: int | None, now: float) -> GroupLag:
+        """The group's lag figures at ``now``, on the last read; counts its newly lost
+        records."""
+        group_id = group.group_id
+        committed = group.committed
+        partitions = []
+        for tp, offset in sorted(committed.offsets.items()) if committed else ():
+            start = self.log_starts.get(tp)
+            oldest = self.oldest_unread(tp, offset)
+            history = self.histories.get(tp)
+            figures = partition_lag(
+                tp.topic,
+                tp.partition,
+                offset,
+                start,
+                self.log_ends.get(tp),
+                self.appended_at(tp, oldest) if oldest is not None else None,
+                history.start_rate() if history is not None else None,
+                now,
+            )
+            if figures.lost and start is not None:
+                self._count_lost(group_id, tp, offset, start)
+            partitions.append(figures)
+        trend = self.trends.get(group_id) or GroupTrend()
+        return GroupLag(
+            partitions=tuple(partitions),
+            data_status=data_status(tuple(partitions), self.risk_seconds),
+            lost_total=sum(self.lost.get(group_id, {}).values()),
+            catch_up=trend.catch_up(total_lag, self.jobs.get(group_id)),
+            trend=trend.last_hour,
+        )
+
+    def _count_lost(self, group_id: str, tp: TopicPartition, committed: int, start: int) -> None:
+        key = (group_id, tp)
+        counted = max(committed, self._lost_upto.get(key, committed))
+        if start > counted:
+            by_topic = self.lost.setdefault(group_id, {})
+            by_topic[tp.topic] = by_topic.get(tp.topic, 0) + start - counted
+            self._lost_upto[key] = start
+            log.warning(
+                "group %s: records %d to %d of %s were deleted before its job read them",
+                group_id,
+                counted,
+                start - 1,
+                tp,
+            )
+
+    def _observe_trend(self, group: GroupState, now: float) -> None:
+        committed = group.committed
+        if committed is None:
+            return
+        ends = 0
+        for tp in committed.offsets:
+            end = self.log_ends.get(tp)
+            if end is None:
+                return  # a trend point needs every partition's log end
+            ends += end
+        trend = self.trends.get(group.group_id)
+        if trend is None:
+            trend = self.trends[group.group_id] = GroupTrend()
+        trend.observe(TrendPoint(now, sum(committed.offsets.values()), ends))
+
+    def _with_trend(self, kept: GroupLag, group_id: str) -> GroupLag:
+        trend = self.trends.get(group_id)
+        hour = trend.last_hour if trend is not None else ()
+        return kept if hour is kept.trend else replace(kept, trend=hour)
+
+    def _forget_gone(self, present: Collection[str]) -> None:
+        for table in (self.trends, self.jobs, self.lost):
+            for gone in table.keys() - present:
+                del table[gone]
+        for key in [k for k in self._lost_upto if k[0] not in present]:
+            del self._lost_upto[key]

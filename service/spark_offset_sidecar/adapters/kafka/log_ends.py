@@ -3,7 +3,7 @@
 
 ``KafkaLogEndReader`` asks for the topics' metadata with auto-creation off
 (``topic_metadata``: the consumer's ``end_offsets`` would create a deleted topic again),
-then sends ListOffsets(latest) to each partition's leader, over one shared
+then sends ListOffsets(latest) and ListOffsets(earliest) to each partition's leader, over one shared
 ``AIOKafkaClient`` (checked on the broker by tests/e2e/test_lag_tools.py). A topic that
 does not exist, or a partition without a leader, is reported in ``LogEnds.failed_topics``
 and leaves the other topics' answers intact."""
@@ -26,6 +26,7 @@ from spark_offset_sidecar.errors import KafkaReadError
 from spark_offset_sidecar.ports.kafka import LogEnds
 
 LATEST = -1  # ListOffsets timestamp meaning "the log end"
+EARLIEST = -2  # ... and "the log start"
 
 
 class KafkaLogEndReader:
@@ -53,24 +54,43 @@ class KafkaLogEndReader:
                         failed.add(tp.topic)
                     else:
                         by_leader[leader][tp.topic].append((tp.partition, LATEST))
-                answers = await asyncio.gather(
-                    *(
-                        client.send(leader, OffsetRequest(-1, 0, list(topics.items())))
-                        for leader, topics in by_leader.items()
-                    )
+                # One request per leader and end: a ListOffsets names a partition once.
+                latest, earliest = await asyncio.gather(
+                    self._offsets(client, by_leader, LATEST),
+                    self._offsets(client, by_leader, EARLIEST),
                 )
         except (KafkaError, TimeoutError, OSError) as exc:
             await self.close()  # a broken client is not reused
             raise KafkaReadError(f"reading log-end offsets failed: {exc!r}") from exc
-        ends: dict[TopicPartition, int] = {}
-        for answer in answers:
-            for topic, rows in answer.topics:
-                for partition, error_code, *rest in rows:
-                    if error_code == 0:
-                        ends[TopicPartition(topic, partition)] = rest[-1]
-                    else:
-                        failed.add(topic)
-        return LogEnds(ends, tuple(sorted(failed)))
+        ends = _offsets_of(latest, failed)
+        starts = _offsets_of(earliest, failed)
+        both = ends.keys() & starts.keys()
+        failed.update(tp.topic for tp in ends.keys() ^ starts.keys())
+        return LogEnds(
+            {tp: ends[tp] for tp in both},
+            tuple(sorted(failed)),
+            {tp: starts[tp] for tp in both},
+        )
+
+    @staticmethod
+    async def _offsets(
+        client: AIOKafkaClient,
+        by_leader: Mapping[int, Mapping[str, list[tuple[int, int]]]],
+        timestamp: int,
+    ) -> list[Any]:
+        return await asyncio.gather(
+            *(
+                client.send(
+                    leader,
+                    OffsetRequest(
+                        -1,
+                        0,
+                        [(t, [(p, timestamp) for p, _ in rows]) for t, rows in topics.items()],
+                    ),
+                )
+                for leader, topics in by_leader.items()
+            )
+        )
 
     async def _leaders(
         self, client: AIOKafkaClient, topics: set[str]
@@ -98,3 +118,17 @@ class KafkaLogEndReader:
         if client is not None:
             with contextlib.suppress(Exception):
                 await client.close()
+
+
+def _offsets_of(answers: list[Any], failed: set[str]) -> dict[TopicPartition, int]:
+    """The offsets in ListOffsets answers; the topics of partitions in error go to
+    ``failed``."""
+    found: dict[TopicPartition, int] = {}
+    for answer in answers:
+        for topic, rows in answer.topics:
+            for partition, error_code, *rest in rows:
+                if error_code == 0:
+                    found[TopicPartition(topic, partition)] = rest[-1]
+                else:
+                    failed.add(topic)
+    return found

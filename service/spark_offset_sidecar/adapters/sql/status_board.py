@@ -33,6 +33,14 @@ from spark_offset_sidecar.core.group_status import (
     Status,
     StoredWindow,
 )
+from spark_offset_sidecar.core.lag_figures import (
+    CatchUp,
+    CatchUpState,
+    DataStatus,
+    GroupLag,
+    JobRates,
+    PartitionLag,
+)
 from spark_offset_sidecar.core.ledger_state import GroupCounters
 from spark_offset_sidecar.core.offsets import TopicPartition, from_json, to_json
 from spark_offset_sidecar.errors import StoreUnavailable
@@ -163,6 +171,7 @@ def encode_report(report: GroupReport) -> str:
                 ]
                 for f in report.folders
             ],
+            "lag": _encode_lag(report.lag),
             "counters": {
                 "succeeded": counters.succeeded,
                 "skipped": counters.skipped,
@@ -226,7 +235,49 @@ def decode_report(group_id: str, reported_by: str, evaluated_at: float, text: st
         for path, query, newest, recorded, pending, behind, errors, error, at in doc["folders"]
     )
     return GroupReport(
-        status, live, doc["pending"], evaluated_at, doc["log_ends_read_at"], reported_by, folders
+        status,
+        live,
+        doc["pending"],
+        evaluated_at,
+        doc["log_ends_read_at"],
+        reported_by,
+        folders,
+        _decode_lag(doc.get("lag")),  # absent in rows published before it existed
+    )
+
+
+def _encode_lag(lag: GroupLag | None) -> dict[str, Any] | None:
+    if lag is None:
+        return None
+    c, job = lag.catch_up, lag.catch_up.job
+    return {
+        "partitions": [list(p) for p in lag.partitions],
+        "data_status": lag.data_status.value,
+        "lost_total": lag.lost_total,
+        "catch_up": [c.state.value, c.eta_seconds, c.consume_rate, c.produce_rate],
+        "job": None
+        if job is None
+        else [
+            job.at,
+            job.input_rows_per_second,
+            job.processed_rows_per_second,
+            job.batch_duration_ms,
+        ],
+        "trend": [list(point) for point in lag.trend],
+    }
+
+
+def _decode_lag(doc: dict[str, Any] | None) -> GroupLag | None:
+    if doc is None:
+        return None
+    state, eta, consume, produce = doc["catch_up"]
+    job = JobRates(*doc["job"]) if doc["job"] is not None else None
+    return GroupLag(
+        partitions=tuple(PartitionLag(*p) for p in doc["partitions"]),
+        data_status=DataStatus(doc["data_status"]),
+        lost_total=doc["lost_total"],
+        catch_up=CatchUp(CatchUpState(state), eta, consume, produce, job),
+        trend=tuple((at, lag) for at, lag in doc["trend"]),
     )
 
 

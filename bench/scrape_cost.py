@@ -1,0 +1,228 @@
+"""The cost of looking at a fleet: ``/metrics`` at thousands of groups, before and after,
+side by side in one run (issue 38, part 4).
+
+A brand-new broker; for each side (``--before REV``: that commit's ``service/`` from a
+``git worktree``; ``after``: this checkout) the service on SQLite, ``--groups`` queries of
+``--partitions`` partitions each loaded with two progress events (``bench/loadgen``, Go),
+then, once every group is committed and the lag monitor has read its log ends:
+
+  - one scrape at a time, ``--scrapes`` times: its size, series and time;
+  - events at ``--rate``/s (loadgen, open loop: latency counted from the scheduled time,
+    so a stall is not hidden) for ``--seconds``, alone, then while ``wrk -c2`` scrapes
+    back to back (two Prometheus replicas that never pause): p50, p99 and max, and each
+    side's CPU (server, loadgen, wrk) beside every figure.
+
+    .venv/bin/python -m bench.scrape_cost --groups 5000 --before 22c559b
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import re
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.bench_support import Sidecar, create_topic, percentiles
+from bench.callback_throughput import build_loadgen, load
+from bench.http_throughput import cpu_seconds
+from harness.kafka_broker import brand_new
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def scrape(url: str) -> tuple[float, bytes]:
+    started = time.perf_counter()
+    with urllib.request.urlopen(url + "/metrics", timeout=120) as answer:
+        body = answer.read()
+    return time.perf_counter() - started, body
+
+
+def series(body: bytes) -> int:
+    return sum(1 for line in body.splitlines() if line and not line.startswith(b"#"))
+
+
+def wait_loaded(url: str, groups: int, deadline: float) -> None:
+    """Every group committed, and a read of the log ends after the last commit."""
+    while time.monotonic() < deadline:
+        _, body = scrape(url)
+        text = body.decode()
+        committed = len(
+            re.findall(r"^sidecar_last_successful_commit_timestamp_seconds\{", text, re.M)
+        )
+        read = re.search(r"^sidecar_log_end_read_timestamp_seconds (\S+)", text, re.M)
+        newest = max(
+            (
+                float(v)
+                for v in re.findall(
+                    r"^sidecar_last_successful_commit_timestamp_seconds\{[^}]*\} (\S+)", text, re.M
+                )
+            ),
+            default=0.0,
+        )
+        if committed >= groups and read and float(read.group(1)) > newest:
+            return
+        time.sleep(1)
+    raise SystemExit(f"{url}: not every group committed and read in time")
+
+
+def wrk_in_background(url: str, seconds: float) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [
+            "wrk",
+            "-t1",
+            "-c2",
+            "-H",
+            "Accept-Encoding: gzip",
+            f"-d{int(seconds) + 2}s",
+            "--timeout",
+            "60s",
+            url + "/metrics",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+
+def events(
+    sidecar: Sidecar, args: argparse.Namespace, first_batch: int, *, scraping: bool
+) -> dict[str, Any]:
+    """Events at ``--rate``/s, with ``wrk -c2`` scraping back to back when ``scraping``;
+    CPU of each process from /proc and from the waited-for children's rusage."""
+    pid = sidecar.process.pid
+    server_before = cpu_seconds(pid)
+    scraper = wrk_in_background(sidecar.url, args.seconds) if scraping else None
+    if scraper is not None:
+        time.sleep(1)  # the scrapes are under way before the first event
+    children = _children_cpu()
+    result = load(
+        sidecar.url,
+        argparse.Namespace(queries=args.groups, partitions=args.partitions, workers=32),
+        first_batch,
+        allow_errors=True,
+        rate=args.rate,
+        seconds=args.seconds,
+    )
+    result["loadgen_cpu_s"] = _children_cpu() - children
+    result["server_cpu_s"] = cpu_seconds(pid) - server_before
+    result["scrapes"], result["wrk_cpu_s"] = 0, 0.0
+    if scraper is not None:
+        children = _children_cpu()
+        out, _ = scraper.communicate(timeout=120)
+        result["wrk_cpu_s"] = _children_cpu() - children
+        found = re.search(r"(\d+) requests in", out)
+        result["scrapes"] = int(found.group(1)) if found else 0
+    return result
+
+
+def _failed(result: dict[str, Any]) -> str:
+    failed = result["errors"] + result["non_2xx"]
+    return f" ({failed} of {result['sent']} failed)" if failed else ""
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def side(
+    name: str, source: Path | None, bootstrap: str, args: argparse.Namespace
+) -> dict[str, Any]:
+    sidecar = Sidecar(bootstrap, source, lag_read_interval_seconds=5)
+    try:
+        load(
+            sidecar.url,
+            argparse.Namespace(queries=args.groups, partitions=args.partitions, workers=32),
+            0,
+            **{"per-query": 2, "seconds": 600},
+        )
+        wait_loaded(sidecar.url, args.groups, time.monotonic() + 600)
+        times, size, count = [], 0, 0
+        for _ in range(args.scrapes):
+            took, body = scrape(sidecar.url)
+            times.append(took)
+            size, count = len(body), series(body)
+        quiet = events(sidecar, args, 2, scraping=False)
+        busy = events(sidecar, args, 2 + args.rate * args.seconds, scraping=True)
+        p50, _, worst = percentiles(times)
+        return {
+            "name": name,
+            "size": size,
+            "series": count,
+            "scrape_p50": p50,
+            "scrape_max": worst,
+            "quiet": quiet,
+            "busy": busy,
+        }
+    finally:
+        sidecar.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--groups", type=int, default=5000)
+    parser.add_argument("--partitions", type=int, default=8)
+    parser.add_argument("--scrapes", type=int, default=5)
+    parser.add_argument("--rate", type=int, default=200)
+    parser.add_argument("--seconds", type=int, default=20)
+    parser.add_argument("--before", help="a commit to compare with (git worktree)")
+    args = parser.parse_args()
+    build_loadgen()
+    with tempfile.TemporaryDirectory(prefix="scrape-cost-") as folder:
+        broker = brand_new(Path(folder) / "kafka")
+        try:
+            asyncio.run(create_topic(broker.bootstrap, "bench", args.partitions))
+            sides = []
+            if args.before:
+                tree = Path(folder) / "before"
+                subprocess.run(
+                    ["git", "worktree", "add", "--detach", str(tree), args.before],
+                    cwd=ROOT,
+                    check=True,
+                    capture_output=True,
+                )
+                try:
+                    sides.append(side(f"before ({args.before})", tree, broker.bootstrap, args))
+                finally:
+                    subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT)
+            sides.append(side("after", None, broker.bootstrap, args))
+        finally:
+            broker.stop()
+    print(f"{args.groups:,} groups x {args.partitions} partitions, default settings")
+    print(
+        "| side | scrape size | series | scrape p50 / max s | event p50 / p99 / max ms, "
+        "no scrapes | event p50 / p99 / max ms, scrapes back to back | scrapes | "
+        "server CPU s (quiet / busy) | loadgen CPU s (quiet / busy) | wrk CPU s |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for s in sides:
+        q, b = s["quiet"], s["busy"]
+        print(
+            f"| {s['name']} | {s['size'] / 1e6:.2f} MB | {s['series']:,} | "
+            f"{s['scrape_p50']:.3f} / {s['scrape_max']:.3f} | "
+            f"{q['p50_ms']:.1f} / {q['p99_ms']:.1f} / {q['max_ms']:.1f} | "
+            f"{b['p50_ms']:.1f} / {b['p99_ms']:.1f} / {b['max_ms']:.1f}"
+            f"{_failed(b)} | {b['scrapes']} | "
+            f"{q['server_cpu_s']:.1f} / {b['server_cpu_s']:.1f} | "
+            f"{q['loadgen_cpu_s']:.1f} / {b['loadgen_cpu_s']:.1f} | {b['wrk_cpu_s']:.1f} |"
+        )
+    if len(sides) == 2:
+        before, after = sides
+        print(
+            f"ratios after/before: scrape size {after['size'] / before['size']:.3f}, "
+            f"scrape time {after['scrape_p50'] / before['scrape_p50']:.3f}, event p99 under "
+            f"scrapes {after['busy']['p99_ms'] / before['busy']['p99_ms']:.3f}; after: p99 "
+            f"with scrapes / without {after['busy']['p99_ms'] / after['quiet']['p99_ms']:.2f}"
+        )
+
+
+if __name__ == "__main__":
+    main()

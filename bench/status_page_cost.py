@@ -1,0 +1,114 @@
+"""The status page and ``/v1/status`` at fleet scale, in-process (issue 38, part 5).
+
+N groups of P partitions, every one lagging (the page's worst case: each has a time lag,
+a catch-up estimate and a line of its last hour), in-memory log ends and record times,
+the real app. Prints the time of ``GET /ui`` (first page, a filtered page, a late page)
+and ``GET /v1/status/<group>``, and the longest time the event loop was held while the
+page rendered (a ticker coroutine measures the gaps between its turns).
+
+    .venv/bin/python -m bench.status_page_cost [GROUPS] [PARTITIONS]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from spark_offset_sidecar.app import create_app
+from spark_offset_sidecar.core.offsets import TopicPartition
+from spark_offset_sidecar.settings import Settings
+from spark_offset_sidecar.testing import InMemoryCommitter, InMemoryLogEnds, InMemoryRecordTimes
+
+
+def progress(group: int, batch: int, partitions: int) -> dict[str, object]:
+    offsets = {"t": {str(p): 100 * batch for p in range(partitions)}}
+    return {
+        "id": f"q{group}",
+        "runId": "r",
+        "batchId": batch,
+        "sources": [{"endOffset": offsets}],
+        "inputRowsPerSecond": 10.0,
+        "processedRowsPerSecond": 50.0,
+    }
+
+
+async def main(groups: int, partitions: int) -> None:
+    ends = InMemoryLogEnds({TopicPartition("t", p): 10_000 for p in range(partitions)})
+    times = InMemoryRecordTimes()
+    for p in range(partitions):
+        times.stamp(TopicPartition("t", p), 0, time.time() - 600)
+    folder = Path(tempfile.mkdtemp(prefix="status-page-"))
+    settings = Settings(database_url=f"sqlite:///{folder}/s.db", lag_read_interval_seconds=1)
+    app = create_app(settings, committer=InMemoryCommitter(), log_ends=ends, record_times=times)
+    transport = httpx.ASGITransport(app=app)
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=transport, base_url="http://s") as client,
+    ):
+        for batch in (1, 2):
+            for g in range(groups):
+                body = {"group_id": f"group-{g:05}", "progress": progress(g, batch, partitions)}
+                answer = await client.post("/v1/progress", json=body)
+                assert answer.status_code == 200, answer.text
+            await asyncio.sleep(2.5)  # two reads of the log ends between the batches
+        while True:
+            listed = (await client.get("/v1/status")).json()["groups"]
+            if sum(1 for g in listed if g["lag_seconds"]) == groups:
+                break
+            await asyncio.sleep(0.5)
+
+        async def timed(path: str, **params: str) -> tuple[float, float, int]:
+            gaps: list[float] = []
+            done = asyncio.Event()
+
+            async def ticker() -> None:
+                last = time.perf_counter()
+                while not done.is_set():
+                    await asyncio.sleep(0)
+                    now = time.perf_counter()
+                    gaps.append(now - last)
+                    last = now
+
+            task = asyncio.create_task(ticker())
+            await asyncio.sleep(0)
+            started = time.perf_counter()
+            answer = await client.get(path, params=params)
+            took = time.perf_counter() - started
+            done.set()
+            await task
+            assert answer.status_code == 200
+            return took, max(gaps, default=0.0), len(answer.content)
+
+        print(f"{groups:,} groups x {partitions} partitions, every one lagging")
+        print("| request | median ms | max ms | longest loop hold ms | size KB |")
+        print("|---|---|---|---|---|")
+        for name, path, params in [
+            ("GET /ui (page 1)", "/ui", {}),
+            ("GET /ui?status=OK&q=group-04", "/ui", {"status": "OK", "q": "group-04"}),
+            ("GET /ui?page=100", "/ui", {"page": "100"}),
+            ("GET /v1/status/group-00042", "/v1/status/group-00042", {}),
+        ]:
+            runs = [await timed(path, **params) for _ in range(5)]
+            took = [r[0] * 1000 for r in runs]
+            held = max(r[1] for r in runs) * 1000
+            print(
+                f"| {name} | {statistics.median(took):.0f} | {max(took):.0f} | {held:.0f} | "
+                f"{runs[0][2] / 1024:.0f} |"
+            )
+
+
+if __name__ == "__main__":
+    asyncio.run(
+        main(
+            int(sys.argv[1]) if len(sys.argv) > 1 else 5000,
+            int(sys.argv[2]) if len(sys.argv) > 2 else 8,
+        )
+    )

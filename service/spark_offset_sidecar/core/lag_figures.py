@@ -1,0 +1,234 @@
+"""Lag you can act on, per group: how late in time, what data is at risk, and when the job
+catches up. Pure: no I/O, ``now`` passed in; the lag monitor feeds it the log histories
+(``core.log_history``), the record timestamps it read from Kafka and the job's progress.
+
+Per partition, with ``c`` the committed offset (the next record the job reads), ``s`` the
+log start and ``e`` the log end:
+
+  lag            e - c records (0 when caught up)
+  lag_seconds    now - the time of the oldest record the job has not processed: the record
+                 at max(c, s). 0 when caught up. From the history when the record was
+                 appended inside it, else from its timestamp read from Kafka. None while
+                 neither is known (never NaN).
+  lost           s - c when c < s: records deleted (retention, DeleteRecords) before the
+                 job read them. The monitor counts each lost offset once.
+  margin         c - s records still between the log start and the job, and
+  margin_seconds the estimated time until the record at c is deleted: margin divided by
+                 the rate the log start advanced in the history (None: it did not move).
+
+A group's data status (apart from Burrow's status, which judges commits):
+  LOST     some partition's committed offset is below its log start now
+  AT_RISK  some lagging partition's record at c is estimated to be deleted within
+           ``risk_seconds``
+  OK       otherwise
+
+Catch-up, from the group's trend of (time, sum of committed offsets, sum of log ends):
+the job consumes at ``consume_rate`` and producers add ``produce_rate`` records/s; the lag
+changes by their difference. CAUGHT_UP with no lag; CATCHING_UP with an ETA of
+lag / (consume - produce); FALLING_BEHIND at (produce - consume) records/s; STALLED when the
+lag is above zero and nothing is consumed; UNKNOWN with fewer than two reads. The job's
+own figures (input and processed rows/s, batch duration) come with it: processed rows/s
+is what the job can do at full speed, and below the produce rate it cannot catch up.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+TREND_READS = 12  # reads the catch-up rates are fitted on
+SPARK_POINTS = 60  # one point a minute: the last hour of lag
+SPARK_STEP = 60.0
+
+
+class DataStatus(enum.Enum):
+    OK = "OK"
+    AT_RISK = "AT_RISK"
+    LOST = "LOST"
+
+
+DATA_SEVERITY = (DataStatus.OK, DataStatus.AT_RISK, DataStatus.LOST)
+
+
+class CatchUpState(enum.Enum):
+    CAUGHT_UP = "caught_up"
+    CATCHING_UP = "catching_up"
+    FALLING_BEHIND = "falling_behind"
+    STALLED = "stalled"
+    UNKNOWN = "unknown"
+
+
+class PartitionLag(NamedTuple):
+    topic: str
+    partition: int
+    committed: int
+    log_start: int | None
+    log_end: int | None
+    lag: int | None
+    lag_seconds: float | None
+    lost: int  # records below the log start now (0: none)
+    margin: int | None  # records between the log start and the committed offset
+    margin_seconds: float | None
+
+
+@dataclass(frozen=True)
+class JobRates:
+    """What the job's last progress event said of its pace."""
+
+    at: float
+    input_rows_per_second: float | None
+    processed_rows_per_second: float | None
+    batch_duration_ms: int | None
+
+
+@dataclass(frozen=True)
+class CatchUp:
+    state: CatchUpState
+    eta_seconds: float | None = None  # CATCHING_UP: until the lag is 0 at these rates
+    consume_rate: float | None = None  # records/s the committed offsets advance
+    produce_rate: float | None = None  # records/s the log ends advance
+    job: JobRates | None = None
+
+    @property
+    def lag_rate(self) -> float | None:
+        """Records/s by which the lag grows (negative: shrinks)."""
+        if self.consume_rate is None or self.produce_rate is None:
+            return None
+        return self.produce_rate - self.consume_rate
+
+
+@dataclass(frozen=True)
+class GroupLag:
+    partitions: tuple[PartitionLag, ...]
+    data_status: DataStatus
+    lost_total: int  # records counted lost for this group since this process started
+    catch_up: CatchUp
+    trend: tuple[tuple[float, int], ...] = ()  # (minute, lag): the last hour
+
+    @property
+    def lag_seconds(self) -> float | None:
+        """The group's time lag: its most late partition's (None: some lagging partition's
+        is not known)."""
+        return max_lag_seconds(self.partitions)
+
+    @property
+    def margin_seconds(self) -> float | None:
+        """The soonest any partition's unprocessed records start to be deleted."""
+        known = [p.margin_seconds for p in self.partitions if p.margin_seconds is not None]
+        return min(known, default=None)
+
+
+def partition_lag(
+    topic: str,
+    partition: int,
+    committed: int,
+    log_start: int | None,
+    log_end: int | None,
+    appended_at: float | None,
+    start_rate: float | None,
+    now: float,
+) -> PartitionLag:
+    """One partition's figures; ``appended_at``: when the oldest unprocessed record (at
+    max(committed, log_start)) reached the log, from the history or Kafka (None: not
+    known); ``start_rate``: records/s the log start advances (None: not seen moving)."""
+    if log_end is None:
+        return PartitionLag(topic, partition, committed, log_start, None, None, None, 0, None, None)
+    lag = max(0, log_end - committed)
+    lost = max(0, log_start - committed) if log_start is not None else 0
+    seconds: float | None
+    seconds = 0.0 if lag == 0 else None if appended_at is None else max(0.0, now - appended_at)
+    margin = margin_seconds = None
+    if log_start is not None and not lost:
+        margin = committed - log_start
+        if start_rate is not None and start_rate > 0 and lag:
+            margin_seconds = margin / start_rate
+    return PartitionLag(
+        topic, partition, committed, log_start, log_end, lag, seconds, lost, margin, margin_seconds
+    )
+
+
+def max_lag_seconds(partitions: Iterable[PartitionLag]) -> float | None:
+    """The most late of ``partitions``; None when any of them is not known (a max over
+    the known ones would hide the partition that is probably the latest)."""
+    worst = 0.0
+    for p in partitions:
+        if p.lag_seconds is None:
+            return None
+        worst = max(worst, p.lag_seconds)
+    return worst
+
+
+def data_status(partitions: tuple[PartitionLag, ...], risk_seconds: float) -> DataStatus:
+    if any(p.lost for p in partitions):
+        return DataStatus.LOST
+    if any(p.margin_seconds is not None and p.margin_seconds < risk_seconds for p in partitions):
+        return DataStatus.AT_RISK
+    return DataStatus.OK
+
+
+class TrendPoint(NamedTuple):
+    at: float
+    committed: int  # sum over the group's partitions
+    ends: int  # sum of their log ends
+
+
+@dataclass
+class GroupTrend:
+    """A group's recent reads (for the rates) and its last hour of lag, a point a minute."""
+
+    reads: deque[TrendPoint] = field(default_factory=lambda: deque(maxlen=TREND_READS))
+    hour: deque[tuple[float, int]] = field(default_factory=lambda: deque(maxlen=SPARK_POINTS))
+    _shown: tuple[tuple[float, int], ...] = ()  # ``hour`` as a tuple, made when it changes
+
+    def observe(self, point: TrendPoint) -> None:
+        if self.reads and (
+            point.committed < self.reads[-1].committed or point.ends < self.reads[-1].ends
+        ):
+            self.reads.clear()  # its partitions changed: the sums are not comparable
+        self.reads.append(point)
+        minute = point.at - point.at % SPARK_STEP
+        lag = max(0, point.ends - point.committed)
+        if self.hour and self.hour[-1][0] == minute:
+            if lag > self.hour[-1][1]:
+                self.hour[-1] = (minute, lag)
+                self._shown = ()
+        else:
+            self.hour.append((minute, lag))
+            self._shown = ()
+
+    @property
+    def last_hour(self) -> tuple[tuple[float, int], ...]:
+        """``hour`` as a tuple (the same object while it does not change)."""
+        if len(self._shown) != len(self.hour):
+            self._shown = tuple(self.hour)
+        return self._shown
+
+    def catch_up(self, lag: int | None, job: JobRates | None) -> CatchUp:
+        if lag == 0:
+            return CatchUp(CatchUpState.CAUGHT_UP, job=job)
+        reads = list(self.reads)
+        if lag is None or len(reads) < 2 or reads[-1].at <= reads[0].at:
+            return CatchUp(CatchUpState.UNKNOWN, job=job)
+        consume = _slope([(r.at, r.committed) for r in reads])
+        produce = _slope([(r.at, r.ends) for r in reads])
+        net = consume - produce
+        if consume <= 0:
+            state, eta = CatchUpState.STALLED, None
+        elif net > 0:
+            state, eta = CatchUpState.CATCHING_UP, lag / net
+        else:
+            state, eta = CatchUpState.FALLING_BEHIND, None
+        return CatchUp(state, eta, consume, produce, job)
+
+
+def _slope(points: list[tuple[float, int]]) -> float:
+    """Least-squares slope of ``points`` (at least two distinct times)."""
+    n = len(points)
+    mean_t = sum(t for t, _ in points) / n
+    mean_v = sum(v for _, v in points) / n
+    num = sum((t - mean_t) * (v - mean_v) for t, v in points)
+    den = sum((t - mean_t) ** 2 for t, _ in points)
+    return num / den if den else 0.0
