@@ -16,8 +16,10 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -189,21 +191,60 @@ def test_a_real_prometheus_alerts_on_a_stopped_and_a_failing_group_not_a_healthy
     prometheus, service = prometheus_and_service
     healthy, stopped, failing = three_groups(service, kafka_bootstrap, new_topic(1))
     # Two more groups on a topic of their own: "lost" committed below where DeleteRecords
-    # moves the log start, "at_risk" above it (its margin shrinks fast).
+    # moves the log start, "at_risk" above it (its margin shrinks fast) and catching up.
     topic = new_topic(1)
-    run_sync(produce(kafka_bootstrap, topic, 20))
+    run_sync(produce(kafka_bootstrap, topic, 400))
     lost, at_risk = unique_group("lost"), unique_group("at-risk")
     for group, offset in ((lost, 5), (at_risk, 15)):
         answer = service.post_progress(
             group, spark_progress(0, {topic: {"0": offset}}, query=group)
         )
         assert answer.status_code == 200, answer.text
+
+    def log_start() -> Any:
+        partitions = service.http.get(f"/v1/status/{at_risk}").json()["partitions"]
+        return partitions[0]["log_start_offset"] if partitions else None
+
     wait_for(
-        lambda: service.http.get(f"/v1/status/{at_risk}").json().get("data_status") == "OK",
-        what="a first read of the log start",
+        lambda: log_start() == 0,
+        what="a first read of the log start (the history sees it move)",
     )
     run_sync(delete_records(kafka_bootstrap, topic, 0, 10))
+    with advancing(service, at_risk, topic, 15):
+        check_alerts_and_dashboard(prometheus, service, healthy, stopped, failing, lost, at_risk)
 
+
+@contextmanager
+def advancing(service: ServiceProcess, group: str, topic: str, offset: int) -> Iterator[None]:
+    """The group's job reads 4 records a second from ``offset`` (it catches up) until the
+    block ends."""
+    stop = threading.Event()
+
+    def post() -> None:
+        batch, at = 1, offset
+        while not stop.wait(0.5):
+            at += 2
+            service.post_progress(group, spark_progress(batch, {topic: {"0": at}}, query=group))
+            batch += 1
+
+    thread = threading.Thread(target=post, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(10)
+
+
+def check_alerts_and_dashboard(
+    prometheus: Prometheus,
+    service: ServiceProcess,
+    healthy: str,
+    stopped: str,
+    failing: str,
+    lost: str,
+    at_risk: str,
+) -> None:
     seen: list[dict[str, Any]] = []
 
     def alerts_reached() -> bool:
@@ -221,7 +262,11 @@ def test_a_real_prometheus_alerts_on_a_stopped_and_a_failing_group_not_a_healthy
             ("SparkOffsetSidecarRetentionAtRisk", at_risk, "firing"),
         } <= states
 
-    wait_for(alerts_reached, timeout=120, what=f"the alerts; last seen: {seen[-8:]}")
+    try:
+        wait_for(alerts_reached, timeout=120, what="the alerts")
+    except AssertionError as exc:
+        states = sorted({(a["labels"]["alertname"], a["state"]) for a in seen})
+        raise AssertionError(f"{exc}; seen: {states}") from None
     # The healthy group never alerted, and nothing else did either.
     assert not [a for a in seen if a["labels"].get("consumergroup") == healthy]
     assert {a["labels"]["alertname"] for a in seen} <= {

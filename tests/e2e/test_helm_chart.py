@@ -22,10 +22,10 @@ from spark_offset_sidecar.app import create_app
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.errors import BrokerUnavailable
 from spark_offset_sidecar.http.auth import TokenRegistry
-from spark_offset_sidecar.testing import InMemoryCommitter, InMemoryLogEnds
+from spark_offset_sidecar.testing import InMemoryCommitter, InMemoryLogEnds, InMemoryRecordTimes
 from tests.support.app import post_progress, settings_for
 from tests.support.helm import CHART, KUBERNETES, PRODUCTION, by_kind, helm, refused, render
-from tests.support.service import wait_for
+from tests.support.service import QUERY, wait_for
 
 PROMETHEUS_OPERATOR = "github.com/prometheus-operator/prometheus-operator@v0.78.2"
 
@@ -210,15 +210,37 @@ def test_alerts_and_dashboard_query_only_metrics_the_service_exports(tmp_path: P
     ]
     queries.append("label_values(sidecar_commits_succeeded_total, consumergroup)")
     used = {name for q in queries for name in re.findall(r"\b((?:sidecar|kafka)_[a-z_]+)\b", q)}
-    ends = InMemoryLogEnds({TopicPartition("orders", 0): 50})
+    # Every series appears only once it is not zero (absent means zero): the scenario makes
+    # each one non-zero. "orders-app" lags, catches up, has an old record and a moving
+    # log start; "lossy" is below the log start; then commits fail (ERR), a newer
+    # checkpoint replaces a failing one (skipped), and a snapshot waits (pending).
+    tp = TopicPartition("orders", 0)
+    ends = InMemoryLogEnds({tp: 100}, starts={tp: 10})
+    times = InMemoryRecordTimes()
+    times.stamp(tp, 50, 1.0)  # the first record after every committed offset here
     committer = InMemoryCommitter()
     settings = settings_for(tmp_path, export_kafka_lag=True, lag_read_interval_seconds=0.05)
-    with TestClient(create_app(settings, committer=committer, log_ends=ends)) as client:
-        post_progress(client, 1, {"orders": {"0": 40}})
+    app = create_app(settings, committer=committer, log_ends=ends, record_times=times)
+    with TestClient(app) as client:
+        post_progress(client, 0, {"orders": {"0": 5}}, group="lossy", query="q-lossy")
+        for batch, offset in enumerate((20, 30, 40), start=1):
+            post_progress(client, batch, {"orders": {"0": offset}})
+            reads = ends.reads
+            wait_for(lambda: ends.reads >= reads + 2, what="two reads")  # noqa: B023
+            ends.starts[tp] += 1  # retention at work
         committer.fail_with = BrokerUnavailable("down")
-        post_progress(client, 2, {"orders": {"0": 45}})
+        post_progress(client, 4, {"orders": {"0": 45}})
+        post_progress(client, 5, {"orders": {"0": 46}})
+        snapshot = {"checkpoint_id": 9, "group_id": "orders-app", "offsets": {"orders": {"0": 47}}}
+        client.post(f"/v1/queries/{QUERY}/checkpoints", json=snapshot)
         text = wait_for(
-            lambda: (t := client.get("/metrics").text) and "kafka_consumergroup_lag{" in t and t,
+            lambda: (
+                (t := client.get("/metrics").text)
+                and {"sidecar_commits_skipped_total", "sidecar_consumergroup_catchup_seconds"}
+                <= metric_names(t)
+                and "kafka_consumergroup_lag{" in t
+                and t
+            ),
             what="every series",
         )
     exported = metric_names(text)

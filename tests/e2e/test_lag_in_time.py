@@ -142,6 +142,7 @@ def test_time_lag_is_the_age_of_the_oldest_unprocessed_record(
     truth = run_sync(timestamp_at(kafka_bootstrap, topic, 5))
     commit(service, group, query, 1, topic, 5)
     seconds, evaluated = time_lag_of(service, group, 5)
+    print(f"{timestamps} read from Kafka: {seconds:.3f} s, truth {evaluated - truth:.3f} s")
     assert abs(seconds - (evaluated - truth)) <= TOLERANCE, (seconds, evaluated - truth)
     if timestamps == "CreateTime":
         assert seconds > 590  # the producer's time, not when the broker got it
@@ -164,6 +165,7 @@ def test_time_lag_is_the_age_of_the_oldest_unprocessed_record(
     truth = run_sync(timestamp_at(kafka_bootstrap, topic, live))
     commit(service, group, query, 2, topic, live)
     seconds, evaluated = time_lag_of(service, group, live)
+    print(f"{timestamps} from the history: {seconds:.3f} s, truth {evaluated - truth:.3f} s")
     assert abs(seconds - (evaluated - truth)) <= TOLERANCE, (seconds, evaluated - truth)
     assert record_reads(service) == reads, "placed by the history, no read of the record"
 
@@ -171,6 +173,7 @@ def test_time_lag_is_the_age_of_the_oldest_unprocessed_record(
     service.stop()
     service.start()
     seconds, evaluated = time_lag_of(service, group, live)
+    print(f"{timestamps} after a restart: {seconds:.3f} s, truth {evaluated - truth:.3f} s")
     assert abs(seconds - (evaluated - truth)) <= TOLERANCE, (seconds, evaluated - truth)
     assert record_reads(service) == 1
 
@@ -198,14 +201,17 @@ def test_records_deleted_before_the_job_read_them_are_lost_and_counted_once(
     run_sync(produce(kafka_bootstrap, topic, 100))
     group, query = unique_group("lost"), unique_group("q")
     commit(service, group, query, 1, topic, 10)
-    wait_for(lambda: status(service, group).get("data_status") == "OK", what="OK first")
+    wait_for(
+        lambda: (status(service, group).get("partitions") or [{}])[0].get("log_start_offset") == 0,
+        what="a first read of the log start",
+    )
     run_sync(delete_records(kafka_bootstrap, topic, 0, 60))
 
     def lost() -> Any:
         view = status(service, group)
-        return view if view.get("data_status") == "LOST" else None
+        return view if view.get("data_status") == "LOST" and view["messages_lost"] else None
 
-    view = wait_for(lost, what="LOST")
+    view = wait_for(lost, what="LOST, counted")
     assert view["messages_lost"] == 50
     assert view["partitions"][0]["log_start_offset"] == 60
     time.sleep(3 * INTERVAL)  # more reads: still counted once
@@ -215,7 +221,8 @@ def test_records_deleted_before_the_job_read_them_are_lost_and_counted_once(
         metric(text, "sidecar_consumergroup_data_status", consumergroup=group, status="LOST") == 1
     )
     commit(service, group, query, 2, topic, 70)  # the job skips the gap (failOnDataLoss=false)
-    wait_for(lambda: status(service, group).get("data_status") == "OK", what="OK again")
+    # No longer LOST; AT_RISK it may be (the log start just jumped by 60 records).
+    wait_for(lambda: status(service, group).get("data_status") != "LOST", what="not LOST")
     assert status(service, group)["messages_lost"] == 50
 
     # A short retention: the broker deletes a rolled segment the job had not read.
@@ -228,7 +235,7 @@ def test_records_deleted_before_the_job_read_them_are_lost_and_counted_once(
     def deleted() -> Any:
         run_sync(produce(kafka_bootstrap, short, 1))  # rolls the segment once it is old
         view = status(service, group2)
-        return view if view.get("data_status") == "LOST" else None
+        return view if view.get("data_status") == "LOST" and view["messages_lost"] else None
 
     view = wait_for(deleted, timeout=60, what="retention to delete records")
     start = view["partitions"][0]["log_start_offset"]

@@ -271,4 +271,4 @@ async def get_status(group_id: GroupId, request: Request) -> GroupStatusView | J
     if group is None or not ledger.commits(group_id):
         return refusal(404, Outcome.UNKNOWN_QUERY.value, f"no group {group_id} is known")
     now = runtime.clock()
-    return GroupStatusView.of(monitor.report(monitor.status_of(group, now), group, ledger, now))
+    return GroupStatusView.of(monitor.report_now(group, ledger, now))

@@ -339,6 +339,7 @@ class LagMonitor:
         ledger: Ledger,
         now: float,
         folders: tuple[FolderReport, ...] = (),
+        lag: GroupLag | None = None,
     ) -> GroupReport:
         """``status`` with what the ledger's memory holds of the group's commits."""
         query = ledger.queries.get(group.query_id) if group.query_id else None
@@ -352,16 +353,25 @@ class LagMonitor:
             self.read_at,
             replica,
             folders,
-            self.lags.get(group.group_id),
+            lag if lag is not None else self.lags.get(group.group_id),
         )
+
+    def report_now(self, group: GroupState, ledger: Ledger, now: float) -> GroupReport:
+        """The group evaluated at ``now`` on the last read, status and lag figures alike
+        (its status window and lost records are left to the evaluations)."""
+        status = self.status_of(group, now)
+        lag = self.lag_of(group, status.total_lag, now, count=False)
+        return self.report(status, group, ledger, now, lag=lag)
 
     def status_of(self, group: GroupState, now: float) -> GroupStatus:
         """The group's status at ``now``, on the last known log ends."""
         return self.windows.evaluate(group, self.log_ends, now, err_after=self.err_after_failures)
 
-    def lag_of(self, group: GroupState, total_lag: int | None, now: float) -> GroupLag:
-        """The group's lag figures at ``now``, on the last read; counts its newly lost
-        records."""
+    def lag_of(
+        self, group: GroupState, total_lag: int | None, now: float, *, count: bool = True
+    ) -> GroupLag:
+        """The group's lag figures at ``now``, on the last read; with ``count``, counts
+        its newly lost records (the evaluations do, a read of one group does not)."""
         group_id = group.group_id
         committed = group.committed
         partitions = []
@@ -379,7 +389,7 @@ class LagMonitor:
                 history.start_rate() if history is not None else None,
                 now,
             )
-            if figures.lost and start is not None:
+            if count and figures.lost and start is not None:
                 self._count_lost(group_id, tp, offset, start)
             partitions.append(figures)
         trend = self.trends.get(group_id) or GroupTrend()
