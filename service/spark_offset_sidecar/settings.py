@@ -88,6 +88,13 @@ def _patterns(value: str) -> tuple[str, ...]:
     return patterns
 
 
+def _some_patterns(value: str) -> tuple[str, ...]:
+    patterns = _patterns(value)
+    if not patterns:
+        raise ValueError("needs at least one pattern (* for every name)")
+    return patterns
+
+
 def _int_at_least(minimum: int, why: str = "") -> Callable[[str], int]:
     def parse(value: str) -> int:
         number = int(value)
@@ -221,11 +228,11 @@ class Settings:
         "per-group series by group, topic (default) or partition",
     )
     metrics_groups: tuple[str, ...] = _setting(
-        ("*",), _patterns, "export only groups matching these patterns (comma-separated)"
+        ("*",), _some_patterns, "export only groups matching these patterns (comma-separated)"
     )
     metrics_exclude_groups: tuple[str, ...] = _setting((), _patterns, "and none matching these")
     metrics_topics: tuple[str, ...] = _setting(
-        ("*",), _patterns, "export per-topic and per-partition series of these topics only"
+        ("*",), _some_patterns, "export per-topic and per-partition series of these topics only"
     )
     metrics_exclude_topics: tuple[str, ...] = _setting((), _patterns, "and of none matching these")
     metrics_max_scrapes_per_second: float = _setting(

@@ -46,6 +46,11 @@ def test_defaults_and_explicit_values() -> None:
         ("SIDECAR_MAX_PENDING_CHECKPOINTS", "0", "at least 1"),
         ("SIDECAR_LOG_LEVEL", "LOUD", "DEBUG, INFO"),
         ("SIDECAR_KAFKA_BOOTSTRAP", "a:1", "unknown setting"),
+        ("SIDECAR_METRICS_GRANULARITY", "cluster", "group, topic, partition"),
+        ("SIDECAR_METRICS_GROUPS", " , ", "at least one pattern"),
+        ("SIDECAR_METRICS_EXCLUDE_TOPICS", "orders *", "not a name pattern"),
+        ("SIDECAR_METRICS_MAX_AGE_SECONDS", "-1", "0 or more"),
+        ("SIDECAR_RETENTION_RISK_SECONDS", "0", "greater than 0"),
     ],
 )
 def test_bad_settings_fail_naming_the_variable(variable: str, value: str, problem: str) -> None:
@@ -70,6 +75,15 @@ def test_a_postgresql_url_whose_driver_is_missing_names_the_extra(
     assert f"the {driver} driver, which is not installed" in str(caught.value)
     assert "spark-offset-sidecar[postgres]" in str(caught.value)
     assert "postgresql+psycopg://" in str(caught.value)
+
+
+def test_metric_patterns_are_comma_separated() -> None:
+    settings = Settings.from_env(
+        {"SIDECAR_METRICS_GROUPS": "orders-*, payments", "SIDECAR_METRICS_GRANULARITY": "Partition"}
+    )
+    assert settings.metrics_groups == ("orders-*", "payments")
+    assert settings.metrics_exclude_groups == ()
+    assert settings.metrics_granularity == "partition"
 
 
 def test_retry_bounds_must_be_ordered() -> None:
