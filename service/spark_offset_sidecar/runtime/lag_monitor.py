@@ -64,7 +64,7 @@ from spark_offset_sidecar.core.lag_figures import (
 from spark_offset_sidecar.core.ledger import Ledger
 from spark_offset_sidecar.core.ledger_state import GroupState
 from spark_offset_sidecar.core.log_history import PartitionHistory
-from spark_offset_sidecar.core.offsets import TopicPartition
+from spark_offset_sidecar.core.offsets import OffsetMap, TopicPartition
 from spark_offset_sidecar.errors import KafkaReadError, StoreError
 from spark_offset_sidecar.ports.kafka import LogEndReader, RecordTimeReader
 from spark_offset_sidecar.ports.status_board import BoardEntry, StatusBoard
@@ -144,8 +144,8 @@ class LagMonitor:
         ledger = self.ledger()
         wanted: set[TopicPartition] = set()
         turns = Turns()
-        for group in self._committing(ledger):
-            wanted.update(group.committed.offsets)  # type: ignore[union-attr]
+        for offsets in self._committed(ledger):
+            wanted.update(offsets)
             await turns.take()
         try:
             answer = await self.reader.log_ends(wanted)
@@ -166,6 +166,7 @@ class LagMonitor:
                 if history is None:
                     history = self.histories[tp] = PartitionHistory()
                 history.observe(read_at, answer.starts.get(tp, 0), end)
+                await turns.take()
             for gone in self.histories.keys() - wanted:
                 del self.histories[gone]
             self._placed.clear()
@@ -173,10 +174,10 @@ class LagMonitor:
         await self.evaluate(ledger)
 
     @staticmethod
-    def _committing(ledger: Ledger) -> list[GroupState]:
-        """The groups this process commits that have committed something."""
+    def _committed(ledger: Ledger) -> list[OffsetMap]:
+        """The committed offsets of every group this process commits."""
         return [
-            g
+            g.committed.offsets
             for g in ledger.groups.values()
             if g.committed is not None and ledger.commits(g.group_id)
         ]
@@ -212,8 +213,8 @@ class LagMonitor:
         needed: dict[TopicPartition, int] = {}
         kept: set[tuple[TopicPartition, int]] = set()
         turns = Turns()
-        for group in self._committing(ledger):
-            for tp, offset in group.committed.offsets.items():  # type: ignore[union-attr]
+        for offsets in self._committed(ledger):
+            for tp, offset in offsets.items():
                 oldest = self.oldest_unread(tp, offset)
                 if oldest is None or self.placed(tp, oldest) is not None:
                     continue
