@@ -44,7 +44,7 @@ async def main(groups: int, partitions: int) -> None:
     ends = InMemoryLogEnds({TopicPartition("t", p): 10_000 for p in range(partitions)})
     times = InMemoryRecordTimes()
     for p in range(partitions):
-        times.stamp(TopicPartition("t", p), 0, time.time() - 600)
+        times.stamp(TopicPartition("t", p), 5_000, time.time() - 600)  # after every commit
     folder = Path(tempfile.mkdtemp(prefix="status-page-"))
     settings = Settings(database_url=f"sqlite:///{folder}/s.db", lag_read_interval_seconds=1)
     app = create_app(settings, committer=InMemoryCommitter(), log_ends=ends, record_times=times)

@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 
 from spark_offset_sidecar.app import create_app
 from spark_offset_sidecar.core.offsets import TopicPartition
+from spark_offset_sidecar.errors import BrokerUnavailable
 from spark_offset_sidecar.observe.fleet_metrics import FleetExposition, FleetOptions
 from spark_offset_sidecar.testing import InMemoryCommitter, InMemoryLogEnds, InMemoryRecordTimes
 from tests.support.app import post_progress, settings_for
@@ -246,3 +247,25 @@ def test_the_last_hour_of_lag_is_drawn_on_the_server(tmp_path: Path) -> None:
         page = client.get("/ui").text
         assert "<polyline" in page
         assert 'aria-label="lag over the last hour, now 200, peak 800"' in page
+
+
+def test_a_group_that_never_committed_has_no_lag_figures(tmp_path: Path) -> None:
+    ends = InMemoryLogEnds({P0: 100})
+    committer = InMemoryCommitter()
+    committer.fail_with = BrokerUnavailable("down")
+    settings = settings_for(tmp_path, lag_read_interval_seconds=0.05)
+    app = create_app(
+        settings, committer=committer, log_ends=ends, record_times=InMemoryRecordTimes()
+    )
+    with TestClient(app) as client:
+        post_progress(client, 1, {"orders": {"0": 60}})
+        wait_for(lambda: client.get("/v1/status").json()["groups"], what="a status")
+        for view in (client.get("/v1/status").json()["groups"][0], group_status(client)):
+            assert view["partitions"] == []
+            assert (view["lag_seconds"], view["data_status"], view["catch_up"]) == (
+                None,
+                None,
+                None,
+            )
+        page = client.get("/ui").text
+        assert "caught up" not in page

@@ -258,12 +258,13 @@ class LagMonitor:
             kept_lag = self.lags.get(group_id)
             if (
                 kept is not None
-                and kept_lag is not None
+                and (kept_lag is not None or group.committed is None)
                 and self._inputs.get(group_id) == now_inputs
                 and timeless(kept)
             ):
                 statuses[group_id] = kept
-                lags[group_id] = self._with_trend(kept_lag, group_id)
+                if kept_lag is not None:
+                    lags[group_id] = self._with_trend(kept_lag, group_id)
             else:
                 changed.append(group)
             await turns.take()
@@ -273,7 +274,8 @@ class LagMonitor:
         self.windows.keep_only(inputs)
         for group in changed:
             statuses[group.group_id] = status = self.status_of(group, now)
-            lags[group.group_id] = self.lag_of(group, status.total_lag, now)
+            if group.committed is not None:  # no lag to speak of before a first commit
+                lags[group.group_id] = self.lag_of(group, status.total_lag, now)
             await turns.take()
         self.evaluations += len(changed)
         old = (self._inputs, self.statuses, self.lags)
@@ -361,6 +363,8 @@ class LagMonitor:
         """The group evaluated at ``now`` on the last read, status and lag figures alike
         (its status window and lost records are left to the evaluations)."""
         status = self.status_of(group, now)
+        if group.committed is None:  # no lag to speak of before a first commit
+            return self.report(status, group, ledger, now)
         lag = self.lag_of(group, status.total_lag, now, count=False)
         return self.report(status, group, ledger, now, lag=lag)
 
