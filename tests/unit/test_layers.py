@@ -7,7 +7,7 @@ for the modules at the top), and a room imports only the rooms of ``MAY_IMPORT``
     core -> ports -> adapters (kafka, sql) -> app
                   -> runtime (loops)  -> http (routes) -> app
     errors and observe are reached from everywhere above the core; turns (sharing the
-    event loop, standard library only) from the loops and observe.
+    event loop, standard library only) from the loops, observe and the HTTP layer.
 
 Also: the core and the ports import only the standard library; the runtime and the HTTP
 layer import no Kafka or database driver; the two adapter families never import each
@@ -38,7 +38,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "settings": {"errors"},
     "adapters": {"core", "ports", "errors", "settings"},
     "runtime": {"core", "ports", "observe", "errors", "turns"},
-    "http": {"core", "ports", "runtime", "observe", "errors", "settings"},
+    "http": {"core", "ports", "runtime", "observe", "errors", "settings", "turns"},
     "app": {"core", "ports", "adapters", "runtime", "http", "observe", "errors", "settings"},
     "cli": {"app", "adapters", "observe", "errors", "settings", "core"},
     "testing": {"core", "ports", "errors"},

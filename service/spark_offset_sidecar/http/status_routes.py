@@ -26,6 +26,7 @@ from spark_offset_sidecar.http.access import allow_read, caller, runtime_of
 from spark_offset_sidecar.http.auth import TokenGrant
 from spark_offset_sidecar.http.models import GroupId
 from spark_offset_sidecar.http.refusals import refusal
+from spark_offset_sidecar.turns import Turns
 
 if TYPE_CHECKING:
     from spark_offset_sidecar.core.ledger import Ledger
@@ -209,10 +210,12 @@ async def group_reports(
     if runtime.board is not None:
         return await runtime.published(group_ids)
     reports = []
+    turns = Turns()  # thousands of groups: events are answered in between
     for group_id, status in sorted(monitor.statuses.items()):
         group = ledger.groups.get(group_id)
         if group is not None and (group_ids is None or group_id in group_ids):
             reports.append(monitor.report(status, group, ledger, monitor.evaluated_at or 0.0))
+        await turns.take()
     return reports
 
 
@@ -244,11 +247,12 @@ async def list_status(request: Request) -> StatusAnswer:
     grant = caller(request, event=False)
     reports = await readable_reports(request, grant)
     evaluated_at, read_at = as_of(request, reports)
-    return StatusAnswer(
-        evaluated_at=evaluated_at,
-        log_ends_read_at=read_at,
-        groups=[GroupStatusView.of(report) for report in reports],
-    )
+    groups = []
+    turns = Turns()
+    for report in reports:
+        groups.append(GroupStatusView.of(report))
+        await turns.take()
+    return StatusAnswer(evaluated_at=evaluated_at, log_ends_read_at=read_at, groups=groups)
 
 
 @router.get("/status/{group_id}", response_model=GroupStatusView)
