@@ -96,7 +96,11 @@ def _status(url: str) -> None:
     """The service's own Burrow-style status of the group."""
     with urllib.request.urlopen(f"{url}/v1/status/{GROUP}", timeout=5) as answer:
         status = json.load(answer)
-    say(f"sidecar status of {GROUP}: {status['status']}, total lag {status['totallag']}")
+    late = status.get("lag_seconds")
+    say(
+        f"sidecar status of {GROUP}: {status['status']}, total lag {status['totallag']}, "
+        f"time lag {'unknown' if late is None else f'{late:.1f} s'}"
+    )
 
 
 def _answers(bootstrap: str) -> bool:

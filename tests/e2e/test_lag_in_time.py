@@ -26,10 +26,9 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka import TopicPartition as KafkaTopicPartition
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from harness.service_process import ServiceProcess
-from tests.support.kafka import delete_records, run_sync, unique_group
+from tests.support.kafka import create_topics, delete_records, run_sync, unique_group
 from tests.support.service import metric, spark_progress, wait_for
 
 pytestmark = pytest.mark.kafka
@@ -44,20 +43,6 @@ def service(tmp_path: Path, kafka_bootstrap: str) -> Iterator[ServiceProcess]:
     process.start()
     yield process
     process.stop()
-
-
-async def create_topic(bootstrap: str, name: str, **config: str) -> None:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(name, 1, 1, topic_configs=config)])
-        for _ in range(200):
-            described = await admin.describe_topics([name])
-            if described[0]["error_code"] == 0 and described[0]["partitions"]:
-                return
-            await asyncio.sleep(0.05)
-    finally:
-        await admin.close()
 
 
 async def produce(bootstrap: str, topic: str, count: int, *, stamp: float | None = None) -> None:
@@ -135,7 +120,7 @@ def test_time_lag_is_the_age_of_the_oldest_unprocessed_record(
     service: ServiceProcess, kafka_bootstrap: str, tmp_path: Path, timestamps: str
 ) -> None:
     topic = f"time-{timestamps.lower()}-{unique_group()}"
-    run_sync(create_topic(kafka_bootstrap, topic, **{"message.timestamp.type": timestamps}))
+    run_sync(create_topics(kafka_bootstrap, [topic], 1, **{"message.timestamp.type": timestamps}))
     group, query = unique_group("lag"), unique_group("q")
     # 1. An old backlog: older than any history, so the record is read once.
     run_sync(produce(kafka_bootstrap, topic, 20, stamp=time.time() - 600))
@@ -197,7 +182,7 @@ def test_records_deleted_before_the_job_read_them_are_lost_and_counted_once(
 ) -> None:
     # DeleteRecords: the log start jumps past the committed offset.
     topic = f"deleted-{unique_group()}"
-    run_sync(create_topic(kafka_bootstrap, topic))
+    run_sync(create_topics(kafka_bootstrap, [topic], 1))
     run_sync(produce(kafka_bootstrap, topic, 100))
     group, query = unique_group("lost"), unique_group("q")
     commit(service, group, query, 1, topic, 10)
@@ -227,7 +212,9 @@ def test_records_deleted_before_the_job_read_them_are_lost_and_counted_once(
 
     # A short retention: the broker deletes a rolled segment the job had not read.
     short = f"retained-{unique_group()}"
-    run_sync(create_topic(kafka_bootstrap, short, **{"retention.ms": "2000", "segment.ms": "500"}))
+    run_sync(
+        create_topics(kafka_bootstrap, [short], 1, **{"retention.ms": "2000", "segment.ms": "500"})
+    )
     run_sync(produce(kafka_bootstrap, short, 30))
     group2, query2 = unique_group("lost"), unique_group("q")
     commit(service, group2, query2, 1, short, 0)

@@ -23,15 +23,21 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
         return pool.submit(asyncio.run, coro).result()
 
 
-async def create_topics(bootstrap: str, names: list[str], partitions: int) -> None:
-    """Create the topics and return once the broker's metadata has every partition: the
-    controller accepts a topic before the broker knows it, and a commit to a partition it
-    does not know yet fails with UNKNOWN_TOPIC_OR_PARTITION."""
+async def create_topics(bootstrap: str, names: list[str], partitions: int, **config: str) -> None:
+    """Create the topics (with topic ``config``, e.g. ``retention.ms``) and return once the
+    broker's metadata has every partition: the controller accepts a topic before the
+    broker knows it, and a commit to a partition it does not know yet fails with
+    UNKNOWN_TOPIC_OR_PARTITION."""
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
     try:
         await admin.create_topics(
-            [NewTopic(name, num_partitions=partitions, replication_factor=1) for name in names]
+            [
+                NewTopic(
+                    name, num_partitions=partitions, replication_factor=1, topic_configs=config
+                )
+                for name in names
+            ]
         )
         for _ in range(200):
             described = await admin.describe_topics(names)
