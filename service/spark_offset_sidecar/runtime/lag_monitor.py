@@ -142,9 +142,10 @@ class LagMonitor:
 
     async def poll(self) -> None:
         ledger = self.ledger()
+        committed = self._committed(ledger)
         wanted: set[TopicPartition] = set()
         turns = Turns()
-        for offsets in self._committed(ledger):
+        for offsets in committed:
             wanted.update(offsets)
             await turns.take()
         try:
@@ -165,12 +166,12 @@ class LagMonitor:
                 history = self.histories.get(tp)
                 if history is None:
                     history = self.histories[tp] = PartitionHistory()
-                history.observe(read_at, answer.starts.get(tp, 0), end)
+                history.observe(read_at, answer.starts[tp], end)  # in both or neither
                 await turns.take()
             for gone in self.histories.keys() - wanted:
                 del self.histories[gone]
             self._placed.clear()
-            await self.read_record_times(ledger)
+            await self.read_record_times(committed)
         await self.evaluate(ledger)
 
     @staticmethod
@@ -207,13 +208,14 @@ class LagMonitor:
         at = self.placed(tp, offset)
         return at if at is not None else self._record_times.get((tp, offset))
 
-    async def read_record_times(self, ledger: Ledger) -> None:
+    async def read_record_times(self, committed: list[OffsetMap]) -> None:
         """Read the timestamps that the histories cannot place (one call), and forget
-        those no group waits on any more."""
+        those no group waits on any more; ``committed``: every committing group's
+        offsets, as the read of the log ends asked for them."""
         needed: dict[TopicPartition, int] = {}
         kept: set[tuple[TopicPartition, int]] = set()
         turns = Turns()
-        for offsets in self._committed(ledger):
+        for offsets in committed:
             for tp, offset in offsets.items():
                 oldest = self.oldest_unread(tp, offset)
                 if oldest is None or self.placed(tp, oldest) is not None:
