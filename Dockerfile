@@ -8,9 +8,10 @@
 ARG BASE=python:3.11-slim
 
 FROM ${BASE} AS build
-# The optional extras installed: PostgreSQL and S3 by default; add azure (abfs://, abfss://)
-# and gcs (gs://) for followed folders there: --build-arg EXTRAS=postgres,s3,azure,gcs
-ARG EXTRAS=postgres,s3
+# The optional extras installed: PostgreSQL, S3, MSK IAM and jobs' OIDC tokens by default;
+# add azure (abfs://, abfss://) and gcs (gs://) for followed folders there:
+# --build-arg EXTRAS=postgres,s3,msk-iam,oidc,azure,gcs
+ARG EXTRAS=postgres,s3,msk-iam,oidc
 WORKDIR /src
 RUN python -m venv /opt/sidecar
 COPY pyproject.toml README.md ./

@@ -30,7 +30,7 @@ PROMETHEUS_OPERATOR := github.com/prometheus-operator/prometheus-operator@v0.78.
 $(STAMP): pyproject.toml jobs/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[spark,dev,postgres,s3,azure,gcs]' -e ./jobs
+	$(PY) -m pip install -q -e '.[spark,dev,postgres,s3,azure,gcs,msk-iam,oidc]' -e ./jobs
 	touch $(STAMP)
 
 venv: $(STAMP)

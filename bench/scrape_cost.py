@@ -52,6 +52,17 @@ def series(body: bytes) -> int:
     return sum(1 for line in body.splitlines() if line and not line.startswith(b"#"))
 
 
+def gc_longest(text: str) -> str:
+    """The service's longest collection of generations 1 and 2 since it started, in ms
+    (``n/a`` for a service without ``sidecar_gc_pause_longest_seconds``)."""
+    found = dict(
+        re.findall(r'^sidecar_gc_pause_longest_seconds\{generation="(\d)"\} (\S+)', text, re.M)
+    )
+    if not found:
+        return "n/a"
+    return " / ".join(f"{float(found[g]) * 1000:.0f}" for g in ("1", "2"))
+
+
 def wait_loaded(url: str, groups: int, deadline: float) -> None:
     """Every group committed, and a read of the log ends after the last commit."""
     while time.monotonic() < deadline:
@@ -156,6 +167,7 @@ def side(
         quiet = events(sidecar, args, 2, scraping=False)
         busy = events(sidecar, args, 2 + args.rate * args.seconds, scraping=True)
         p50, worst = statistics.median(times), max(times)
+        _, body = scrape(sidecar.url)
         return {
             "name": name,
             "size": size,
@@ -164,6 +176,7 @@ def side(
             "scrape_max": worst,
             "quiet": quiet,
             "busy": busy,
+            "gc": gc_longest(body.decode()),
         }
     finally:
         sidecar.stop()
@@ -203,9 +216,10 @@ def main() -> None:
     print(
         "| side | scrape size | series | scrape p50 / max s | event p50 / p99 / max ms, "
         "no scrapes | event p50 / p99 / max ms, scrapes back to back | scrapes | "
-        "server CPU s (quiet / busy) | loadgen CPU s (quiet / busy) | wrk CPU s |"
+        "server CPU s (quiet / busy) | loadgen CPU s (quiet / busy) | wrk CPU s | "
+        "longest GC gen 1 / 2 ms |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for s in sides:
         q, b = s["quiet"], s["busy"]
         print(
@@ -215,7 +229,8 @@ def main() -> None:
             f"{b['p50_ms']:.1f} / {b['p99_ms']:.1f} / {b['max_ms']:.1f}"
             f"{_failed(b)} | {b['scrapes']} | "
             f"{q['server_cpu_s']:.1f} / {b['server_cpu_s']:.1f} | "
-            f"{q['loadgen_cpu_s']:.1f} / {b['loadgen_cpu_s']:.1f} | {b['wrk_cpu_s']:.1f} |"
+            f"{q['loadgen_cpu_s']:.1f} / {b['loadgen_cpu_s']:.1f} | {b['wrk_cpu_s']:.1f} | "
+            f"{s['gc']} |"
         )
     if len(sides) == 2:
         before, after = sides

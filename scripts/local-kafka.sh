@@ -19,6 +19,12 @@
 #   LOCAL_KAFKA_SASL_PORT  a SASL_PLAINTEXT listener (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)
 #   LOCAL_KAFKA_SSL_PORT   a TLS listener, with LOCAL_KAFKA_SSL_PEM: the server's private key
 #                          (PKCS#8) and certificate chain in one PEM file
+#   LOCAL_KAFKA_OAUTH_PORT a SASL_PLAINTEXT listener named OAUTH with OAUTHBEARER only, tokens
+#                          checked against LOCAL_KAFKA_OAUTH_JWKS_URL (fetched when the
+#                          listener starts: the issuer must answer by then) by Kafka's
+#                          BrokerJwtValidator, which checks the signature (4.1.0-4.1.1's
+#                          default validator checks none); LOCAL_KAFKA_OAUTH_AUDIENCE and
+#                          LOCAL_KAFKA_OAUTH_ISSUER (optional) are required of every token
 #
 # Jars come from Maven Central on first use (scripts/fetch-jars.sh kafka) and are cached.
 set -euo pipefail
@@ -70,6 +76,11 @@ write_config() {
     advertised+=",SASL_PLAINTEXT://127.0.0.1:$LOCAL_KAFKA_SASL_PORT"
     protocols+=",SASL_PLAINTEXT:SASL_PLAINTEXT"
   fi
+  if [ -n "${LOCAL_KAFKA_OAUTH_PORT:-}" ]; then
+    listeners+=",OAUTH://127.0.0.1:$LOCAL_KAFKA_OAUTH_PORT"
+    advertised+=",OAUTH://127.0.0.1:$LOCAL_KAFKA_OAUTH_PORT"
+    protocols+=",OAUTH:SASL_PLAINTEXT"
+  fi
   if [ -n "${LOCAL_KAFKA_SSL_PORT:-}" ]; then
     listeners+=",SSL://127.0.0.1:$LOCAL_KAFKA_SSL_PORT"
     advertised+=",SSL://127.0.0.1:$LOCAL_KAFKA_SSL_PORT"
@@ -112,6 +123,19 @@ listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.secu
 listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
 listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
 CONF
+  fi
+  if [ -n "${LOCAL_KAFKA_OAUTH_PORT:-}" ]; then
+    cat >>"$config" <<CONF
+listener.name.oauth.sasl.enabled.mechanisms=OAUTHBEARER
+listener.name.oauth.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;
+listener.name.oauth.oauthbearer.sasl.server.callback.handler.class=org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler
+sasl.oauthbearer.jwks.endpoint.url=${LOCAL_KAFKA_OAUTH_JWKS_URL:?LOCAL_KAFKA_OAUTH_JWKS_URL is needed with LOCAL_KAFKA_OAUTH_PORT}
+sasl.oauthbearer.jwt.validator.class=org.apache.kafka.common.security.oauthbearer.BrokerJwtValidator
+CONF
+    [ -z "${LOCAL_KAFKA_OAUTH_AUDIENCE:-}" ] \
+      || echo "sasl.oauthbearer.expected.audience=$LOCAL_KAFKA_OAUTH_AUDIENCE" >>"$config"
+    [ -z "${LOCAL_KAFKA_OAUTH_ISSUER:-}" ] \
+      || echo "sasl.oauthbearer.expected.issuer=$LOCAL_KAFKA_OAUTH_ISSUER" >>"$config"
   fi
   if [ -n "${LOCAL_KAFKA_SSL_PORT:-}" ]; then
     cat >>"$config" <<CONF
@@ -171,6 +195,9 @@ logger.apache.level = warn
 CONF
   local java_cmd=(java "-Xmx$heap" "-Xms128m" -XX:+UseG1GC -Djava.awt.headless=true
     "-Dlog4j2.configurationFile=$dir/log4j2.properties" -cp "$jars/*")
+  # Kafka 4 fetches no OAuth URL it was not allowed to (empty list by default).
+  [ -z "${LOCAL_KAFKA_OAUTH_JWKS_URL:-}" ] \
+    || java_cmd+=("-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls=$LOCAL_KAFKA_OAUTH_JWKS_URL")
   if [ ! -f "$dir/data/meta.properties" ]; then
     local cluster_id
     # Like Kafka's Uuid.randomUuid: never starting with "-", which argument parsers take for

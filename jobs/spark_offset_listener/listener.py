@@ -40,6 +40,8 @@ class OffsetCommitListener(StreamingQueryListener):
 
     The consumer group of a query is ``group_id`` (one fixed name), or ``group_prefix`` +
     the query's name, or ``group_id(query_id, query_name)`` when ``group_id`` is callable.
+    The service's token is ``token``, or the content of ``token_file``, read again whenever
+    the file changes (a projected service-account token, a mounted Secret).
     Queries without a Kafka source are reported too; the service ignores them.
     """
 
@@ -50,18 +52,22 @@ class OffsetCommitListener(StreamingQueryListener):
         *,
         group_prefix: str | None = None,
         token: str | None = None,
+        token_file: str | None = None,
         timeout: float = 5.0,
         flush_timeout: float = 10.0,
         ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         if (group_id is None) == (group_prefix is None):
             raise ValueError("give exactly one of group_id and group_prefix")
+        if token is not None and token_file is not None:
+            raise ValueError("give token or token_file, not both")
         self._group = group_id
         self._group_prefix = group_prefix
         self.service_url = service_url
         self.flush_timeout = flush_timeout
         self._sender_options: dict[str, Any] = {
             "token": token,
+            "token_file": token_file,
             "timeout": timeout,
             "ssl_context": ssl_context,
         }

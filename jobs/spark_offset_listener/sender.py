@@ -9,12 +9,18 @@ Standard library only. Invariants:
     5xx, unless a newer event of its query arrived meanwhile. Other answers (2xx, and 4xx
     that a retry cannot fix) end its delivery; a 4xx is logged with the service's reason.
   - ``flush`` waits a bounded time for everything offered so far to be delivered or given up.
+  - With ``token_file`` the token is read from the file before each delivery when the
+    file changed (a projected Kubernetes service-account token is rewritten by the
+    kubelet, hourly by default; a mounted Secret rotates in place). A 401 is then retried
+    like a 5xx: the next token in the file is the cure. An unreadable file keeps the token
+    last read (and names the problem in ``stats.last_error``).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import ssl
 import threading
 import time
@@ -54,9 +60,14 @@ class ProgressSender:
     ssl_context: ssl.SSLContext | None = None
     backoff_initial: float = 0.2
     backoff_max: float = 10.0
+    token_file: str | None = None
     stats: SenderStats = field(default_factory=SenderStats)
 
     def __post_init__(self) -> None:
+        if self.token and self.token_file:
+            raise ValueError("give token or token_file, not both")
+        self._file_token: str | None = None
+        self._file_stamp: tuple[float, int, int] | None = None  # mtime, size, inode
         self._endpoint = self.url.rstrip("/") + "/v1/progress"
         self._waiting: OrderedDict[str, _Outgoing] = OrderedDict()
         self._sending: str | None = None
@@ -144,8 +155,9 @@ class ProgressSender:
         """Send once; True if it should be retried."""
         request = urllib.request.Request(self._endpoint, data=outgoing.body, method="POST")
         request.add_header("Content-Type", "application/json")
-        if self.token:
-            request.add_header("Authorization", f"Bearer {self.token}")
+        token = self._token()
+        if token:
+            request.add_header("Authorization", f"Bearer {token}")
         try:
             with urllib.request.urlopen(
                 request, timeout=self.timeout, context=self.ssl_context
@@ -154,7 +166,7 @@ class ProgressSender:
         except urllib.error.HTTPError as exc:
             reason = exc.read(2048).decode("utf-8", "replace")
             self.stats.last_error = f"HTTP {exc.code}: {reason}"
-            if exc.code in RETRIABLE_STATUS:
+            if exc.code in RETRIABLE_STATUS or (exc.code == 401 and self.token_file):
                 return True
             self.stats.rejected += 1
             log.warning("the sidecar refused a progress event (HTTP %s): %s", exc.code, reason)
@@ -166,3 +178,18 @@ class ProgressSender:
             return True
         self.stats.delivered += 1
         return False
+
+    def _token(self) -> str | None:
+        """The literal token, else the file's (read again when the file changed)."""
+        if not self.token_file:
+            return self.token
+        try:
+            stat = os.stat(self.token_file)  # follows the kubelet's ..data symlink
+            stamp = (stat.st_mtime, stat.st_size, stat.st_ino)
+            if stamp != self._file_stamp:
+                with open(self.token_file, encoding="utf-8") as file:
+                    self._file_token = file.read().strip()
+                self._file_stamp = stamp
+        except OSError as exc:
+            self.stats.last_error = f"cannot read the token file {self.token_file}: {exc}"
+        return self._file_token

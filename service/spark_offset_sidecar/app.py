@@ -11,7 +11,6 @@ answers 200 only between those two points.
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import os
 import secrets
@@ -41,6 +40,7 @@ from spark_offset_sidecar.core.group_status import CommitWindows
 from spark_offset_sidecar.core.leases import Ownership
 from spark_offset_sidecar.core.ledger import Backoff
 from spark_offset_sidecar.errors import StoreError
+from spark_offset_sidecar.heap import HeapKeeper
 from spark_offset_sidecar.http.auth import TokenRegistry
 from spark_offset_sidecar.http.body_limit import BodySizeLimit
 from spark_offset_sidecar.http.event_routes import router
@@ -53,6 +53,7 @@ from spark_offset_sidecar.http.status_routes import router as status_router
 from spark_offset_sidecar.observe.fleet_metrics import FleetExposition, FleetOptions, MetricsPage
 from spark_offset_sidecar.observe.metrics import SidecarMetrics, package_version
 from spark_offset_sidecar.ports.checkpoints import CheckpointStorage, FollowedFolders
+from spark_offset_sidecar.ports.identity import TokenVerifier
 from spark_offset_sidecar.ports.kafka import (
     CommittedOffsetsReader,
     LogEndReader,
@@ -96,10 +97,24 @@ def create_app(
     its ``group_reports``, ``record_times`` to aiokafka when ``log_ends`` is Kafka too;
     tests may pass others (``testing``)."""
     metrics = SidecarMetrics(registry or CollectorRegistry())
+    # Made once: every Kafka client shares its token provider (one token for all).
+    client_options = kafka_client_options(settings)
     starting_offsets = starting_offsets or KafkaStartingOffsetsReader(
-        kafka_client_options(settings), request_timeout=settings.commit_timeout_seconds
+        client_options, request_timeout=settings.commit_timeout_seconds
     )
     runtime = Runtime(settings, metrics, clock, starting_offsets)
+    tokens_source = client_options.get("sasl_oauth_token_provider")
+    if tokens_source is not None:
+        runtime.identity_problems.append(
+            lambda: tokens_source.problem and f"Kafka token: {tokens_source.problem}"
+        )
+    verifier = _token_verifier(settings)
+    if verifier is not None:
+        runtime.identity_problems.append(
+            lambda: verifier.problem and f"jobs' token issuer: {verifier.problem}"
+        )
+    heap = HeapKeeper(thaw_every=settings.gc_thaw_seconds)
+    metrics.watch_heap(heap)
     fleet = FleetExposition(
         lambda: runtime.durable.ledger,  # type: ignore[union-attr]
         lambda: runtime.lag_monitor,
@@ -116,7 +131,7 @@ def create_app(
         head=lambda: generate_latest(metrics.registry),
     )
     if settings.tokens_file:
-        runtime.tokens = TokenRegistry.from_file(settings.tokens_file)
+        runtime.tokens = TokenRegistry.from_file(settings.tokens_file, verifier)
     storage = checkpoint_storage or FsspecCheckpointStorage(settings.checkpoint_storage_options)
     if checkpoint_storage is None:
         runtime.check_folder = check_path
@@ -134,11 +149,15 @@ def create_app(
             refresh_after=settings.recommit_idle_after_seconds,
             commit_interval=settings.min_commit_interval_seconds,
         )
+        if verifier is not None:
+            await verifier.refresh()  # a wrong issuer URL shows on /readyz at once
         kafka = committer or KafkaOffsetCommitter(
-            kafka_client_options(settings),
+            client_options,
             timeout=settings.commit_timeout_seconds,
             replica_id=replica_id,
         )
+        if isinstance(kafka, KafkaOffsetCommitter):
+            runtime.identity_problems.append(lambda: kafka.problem and f"Kafka: {kafka.problem}")
         ownership = None
         if replica_id is not None:
             ownership = Ownership(
@@ -160,7 +179,7 @@ def create_app(
             # A double committer never wrote to Kafka: nothing there to read back.
             read_back = committed_reader or (
                 KafkaCommittedReader(
-                    kafka_client_options(settings), request_timeout=settings.commit_timeout_seconds
+                    client_options, request_timeout=settings.commit_timeout_seconds
                 )
                 if committer is None
                 else None
@@ -188,15 +207,15 @@ def create_app(
         reader = (
             log_ends
             if log_ends is not None
-            else KafkaLogEndReader(
-                kafka_client_options(settings), timeout=settings.commit_timeout_seconds
-            )
+            else KafkaLogEndReader(client_options, timeout=settings.commit_timeout_seconds)
         )
         times = record_times
         if times is None and settings.read_record_times and log_ends is None:
-            times = KafkaRecordTimeReader(
-                kafka_client_options(settings), timeout=settings.commit_timeout_seconds
-            )
+            times = KafkaRecordTimeReader(client_options, timeout=settings.commit_timeout_seconds)
+        resending = [
+            a for a in (kafka, reader) if isinstance(a, KafkaOffsetCommitter | KafkaLogEndReader)
+        ]
+        metrics.watch_resent(lambda: sum(adapter.resent for adapter in resending))
         runtime.lag_monitor = LagMonitor(
             lambda: runtime.durable.ledger,  # type: ignore[union-attr]
             reader,
@@ -227,17 +246,16 @@ def create_app(
             runtime.lag_monitor.folders = follower.reports  # published with the groups
             metrics.watch_folders(follower.figures, lambda: storage.requests, REASONS)
             background.append(asyncio.create_task(follower.run(), name="checkpoint follower"))
-        # The loaded ledger lives as long as the process: keep it out of the cyclic GC's
-        # scans, and collect the young generation less often (requests allocate a lot).
-        gc.collect()
-        gc.freeze()
-        gc.set_threshold(20_000, 20, 20)
+        # The loaded ledger, and the fleet's state after each full collection, lives as
+        # long as the process: out of the cyclic GC's scans (heap.HeapKeeper).
+        heap.install()
         runtime.ready = True
         log.info("ready: %d queries, %d groups loaded", *_sizes(runtime.durable))
         try:
             yield
         finally:
             runtime.ready = False
+            heap.uninstall()
             runtime.lag_task.cancel()
             await runtime.commit_loop.stop(settings.shutdown_grace_seconds)
             runtime.commit_task.cancel()
@@ -275,6 +293,23 @@ def create_app(
     page = MetricsPage(fleet, settings.metrics_max_scrapes_per_second)
     _add_operational_routes(app, runtime, page)
     return app
+
+
+def _token_verifier(settings: Settings) -> TokenVerifier | None:
+    """The jobs' JWT verifier when an issuer is set (PyJWT, the ``oidc`` extra, imported
+    only then)."""
+    if not settings.oidc_issuer or not settings.oidc_audience:
+        return None
+    from spark_offset_sidecar.adapters.oidc.jwks_verifier import JwksVerifier
+
+    return JwksVerifier(
+        settings.oidc_issuer,
+        settings.oidc_audience,
+        jwks_url=settings.oidc_jwks_url,
+        ca_file=settings.oidc_ca_file,
+        bearer_file=settings.oidc_bearer_token_file,
+        refresh=settings.oidc_jwks_refresh_seconds,
+    )
 
 
 def new_replica_id() -> str:
@@ -331,7 +366,10 @@ def _add_operational_routes(app: FastAPI, runtime: Runtime, page: MetricsPage) -
             await runtime.durable.check_store()
         except StoreError as exc:
             return PlainTextResponse(f"database: {exc}\n", status_code=503)
-        return PlainTextResponse("ok\n")
+        # Events are taken and kept whatever Kafka or an issuer says: ready all the same,
+        # with the reason on the page (and in the log, once per change).
+        problems = "".join(f"warning: {problem}\n" for problem in runtime.problems())
+        return PlainTextResponse(f"ok\n{problems}")
 
     @app.get("/metrics", tags=["operations"], response_class=PlainTextResponse)
     async def metrics(request: Request) -> Response:

@@ -15,6 +15,11 @@ SidecarError
 │                          event at fault (``runtime.durable_ledger`` settles it alone)
 ├── OffsetsNotFound        Kafka holds no committed offsets where some were needed
 ├── KafkaReadError         reading from Kafka failed (admin reads, log ends); says why
+├── TokenUnavailable       no OAUTHBEARER token for Kafka (the token endpoint unreachable
+│                          or refusing the client, the MSK signer failing); names the
+│                          cause, never the secret
+├── IdentityUnavailable    a job's token cannot be checked now (its issuer's keys cannot
+│                          be had): 503, the caller retries; names the issuer
 ├── UnreadableCheckpoint   a Spark checkpoint file is not what Spark writes (half-written,
 │   │                      garbage, ambiguous, a newer version): names the file and line
 │   └── CheckpointFileMissing  no ``metadata`` (no checkpoint there yet), or ``commits/N``
@@ -108,6 +113,14 @@ class OffsetsNotFound(SidecarError):
 
 
 class KafkaReadError(SidecarError):
+    pass
+
+
+class TokenUnavailable(SidecarError):
+    pass
+
+
+class IdentityUnavailable(SidecarError):
     pass
 
 

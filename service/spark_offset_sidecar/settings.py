@@ -147,6 +147,26 @@ def _readable_file(value: str) -> str:
     return str(path.resolve())
 
 
+def _http_url(value: str) -> str:
+    scheme, _, rest = value.partition("://")
+    if scheme.lower() not in ("http", "https") or not rest.strip("/"):
+        raise ValueError("must be an http:// or https:// URL")
+    return value
+
+
+def _extensions(value: str) -> tuple[tuple[str, str], ...]:
+    """``key=value,key=value``: SASL extensions (RFC 7628: keys of letters only)."""
+    found: dict[str, str] = {}
+    for pair in (p.strip() for p in value.split(",") if p.strip()):
+        key, equals, text = pair.partition("=")
+        if not equals or not key.isascii() or not key.isalpha() or key == "auth":
+            raise ValueError(f"{pair!r} is not key=value with a key of letters (not 'auth')")
+        if not text.isprintable():
+            raise ValueError(f"the value of {key!r} holds a control character")
+        found[key] = text
+    return tuple(found.items())
+
+
 def _storage_options(value: str) -> dict[str, dict[str, Any]]:
     try:
         parsed = json.loads(value)
@@ -245,6 +265,12 @@ class Settings:
         _non_negative_float,
         "serve the per-group series built at most this long ago (0: build for every scrape)",
     )
+    gc_thaw_seconds: float = _setting(
+        3600.0,
+        _non_negative_float,
+        "freeze what survives each full garbage collection; scan it all again this often "
+        "(0: never freeze)",
+    )
     # Several replicas on one PostgreSQL (core.leases): each group is committed by the
     # replica holding its lease.
     replicated: bool = _setting(
@@ -277,17 +303,69 @@ class Settings:
     allow_unauthenticated: bool = _setting(False, _flag, "listen beyond loopback without tokens")
     tls_certfile: str | None = _setting(None, _readable_file, "serve HTTPS with this certificate")
     tls_keyfile: str | None = _setting(None, _readable_file, "and this private key")
+    # Jobs' workload identity: JWTs of an OIDC issuer, granted by the tokens file's
+    # "identities" (http.auth, adapters.oidc.jwks_verifier).
+    oidc_issuer: str | None = _setting(
+        None, _http_url, "accept jobs' JWTs of this issuer (their iss), e.g. the cluster's"
+    )
+    oidc_audience: str | None = _setting(
+        None, str, "the audience (aud) those tokens must be for, e.g. spark-offset-sidecar"
+    )
+    oidc_jwks_url: str | None = _setting(
+        None, _http_url, "the issuer's keys (default: jwks_uri of its discovery document)"
+    )
+    oidc_ca_file: str | None = _setting(
+        None, _readable_file, "CA bundle for the issuer's HTTPS (a cluster's own CA)"
+    )
+    oidc_bearer_token_file: str | None = _setting(
+        None,
+        _readable_file,
+        "a token sent to the issuer to fetch its keys (a Kubernetes API server asks for one)",
+    )
+    oidc_jwks_refresh_seconds: float = _setting(
+        300.0, _positive_float, "fetch the issuer's keys again this often"
+    )
     # How the committer reaches Kafka.
     kafka_security_protocol: str = _setting(
         "PLAINTEXT", _choice("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"), "Kafka protocol"
     )
     kafka_sasl_mechanism: str = _setting(
-        "PLAIN", _choice("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"), "SASL mechanism"
+        "PLAIN",
+        _choice("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "AWS_MSK_IAM"),
+        "SASL mechanism (AWS_MSK_IAM: OAUTHBEARER with tokens of AWS's MSK IAM signer)",
     )
     kafka_sasl_username: str | None = _setting(None, str, "SASL user")
     kafka_sasl_password: str | None = _setting(None, str, "SASL password", secret=True)
     kafka_sasl_password_file: str | None = _setting(
         None, _readable_file, "file holding the SASL password (a mounted Secret)"
+    )
+    # OAUTHBEARER from a token endpoint (OAuth 2 client credentials, as Kafka's KIP-768).
+    kafka_oauth_token_url: str | None = _setting(
+        None, _http_url, "OAUTHBEARER: the token endpoint (client credentials grant)"
+    )
+    kafka_oauth_client_id: str | None = _setting(None, str, "OAUTHBEARER: the client id")
+    kafka_oauth_client_secret: str | None = _setting(
+        None, str, "OAUTHBEARER: the client secret", secret=True
+    )
+    kafka_oauth_client_secret_file: str | None = _setting(
+        None, _readable_file, "OAUTHBEARER: file holding the client secret (read at each renewal)"
+    )
+    kafka_oauth_scope: str | None = _setting(None, str, "OAUTHBEARER: scope asked for")
+    kafka_oauth_audience: str | None = _setting(
+        None, str, "OAUTHBEARER: audience asked for (Auth0, Okta, Keycloak)"
+    )
+    kafka_sasl_extensions: tuple[tuple[str, str], ...] = _setting(
+        (),
+        _extensions,
+        "OAUTHBEARER: SASL extensions, key=value,... (Confluent Cloud: logicalCluster=lkc-..,"
+        "identityPoolId=pool-..)",
+    )
+    # AWS_MSK_IAM: the signer reads credentials from AWS's usual places (IRSA, Pod Identity).
+    kafka_aws_region: str | None = _setting(
+        None, str, "AWS_MSK_IAM: the cluster's region (default: AWS_REGION, AWS_DEFAULT_REGION)"
+    )
+    kafka_aws_role_arn: str | None = _setting(
+        None, str, "AWS_MSK_IAM: a role to assume for the signature (default: none)"
     )
     kafka_ssl_cafile: str | None = _setting(None, _readable_file, "CA bundle for TLS")
     kafka_ssl_certfile: str | None = _setting(None, _readable_file, "client certificate")
@@ -327,8 +405,75 @@ class Settings:
                 f"({3 * self.commit_timeout_seconds:g}): a replica stops starting commits two "
                 "commit timeouts before its lease ends",
             )
-        if self.kafka_security_protocol.startswith("SASL") and not self.kafka_sasl_username:
+        if self.kafka_security_protocol.startswith("SASL"):
+            self._check_sasl()
+        self._check_oidc()
+
+    def _check_oidc(self) -> None:
+        issuer, audience = self.oidc_issuer, self.oidc_audience
+        if not issuer and not audience:
+            for name in ("oidc_jwks_url", "oidc_ca_file", "oidc_bearer_token_file"):
+                if getattr(self, name):
+                    raise ConfigError(env_name(name), "needs SIDECAR_OIDC_ISSUER")
+            return
+        if not issuer or not audience:
+            missing = "oidc_audience" if issuer else "oidc_issuer"
+            raise ConfigError(
+                env_name(missing), "jobs' JWTs are checked by issuer and audience: give both"
+            )
+        if not self.tokens_file:
+            raise ConfigError(
+                env_name("tokens_file"),
+                'SIDECAR_OIDC_ISSUER grants by the "identities" of the tokens file: give one',
+            )
+        if importlib.util.find_spec("jwt") is None:
+            raise ConfigError(
+                env_name("oidc_issuer"),
+                "jobs' JWTs are checked with PyJWT, which is not installed: install the oidc "
+                "extra (pip install 'spark-offset-sidecar[oidc]')",
+            )
+
+    def _check_sasl(self) -> None:
+        mechanism = self.kafka_sasl_mechanism
+        if mechanism == "OAUTHBEARER":
+            for name in ("kafka_oauth_token_url", "kafka_oauth_client_id"):
+                if not getattr(self, name):
+                    raise ConfigError(env_name(name), "SASL OAUTHBEARER needs it")
+            if not (self.kafka_oauth_client_secret or self.kafka_oauth_client_secret_file):
+                raise ConfigError(
+                    env_name("kafka_oauth_client_secret"),
+                    "SASL OAUTHBEARER needs the client secret (or "
+                    f"{env_name('kafka_oauth_client_secret_file')})",
+                )
+        elif mechanism == "AWS_MSK_IAM":
+            if importlib.util.find_spec("aws_msk_iam_sasl_signer") is None:
+                raise ConfigError(
+                    env_name("kafka_sasl_mechanism"),
+                    "AWS_MSK_IAM signs with aws-msk-iam-sasl-signer-python, which is not "
+                    "installed: install the msk-iam extra "
+                    "(pip install 'spark-offset-sidecar[msk-iam]')",
+                )
+            if not self.aws_region():
+                raise ConfigError(
+                    env_name("kafka_aws_region"),
+                    "AWS_MSK_IAM needs the cluster's region (or AWS_REGION)",
+                )
+        elif not self.kafka_sasl_username:
             raise ConfigError(env_name("kafka_sasl_username"), "SASL needs a user name")
+
+    def aws_region(self) -> str | None:
+        """The MSK cluster's region: the setting, else AWS's own variables."""
+        return (
+            self.kafka_aws_region
+            or os.environ.get("AWS_REGION")
+            or os.environ.get("AWS_DEFAULT_REGION")
+        )
+
+    def kafka_oauth_secret(self) -> str:
+        """The OAuth client secret, from the file when one is given (read when needed)."""
+        if self.kafka_oauth_client_secret_file:
+            return Path(self.kafka_oauth_client_secret_file).read_text().strip()
+        return self.kafka_oauth_client_secret or ""
 
     def kafka_sasl_secret(self) -> str | None:
         """The SASL password, from the file when one is given (read when needed)."""

@@ -12,6 +12,8 @@ against a real broker and real databases.
 - ``InMemoryFollowedFolders``    a ``FollowedFolders`` (``ports.checkpoints``)
 - ``InMemoryStatusBoard``        a ``StatusBoard`` (``ports.status_board``) shared by the
                          tests' replicas; ``owners`` says who may publish which group
+- ``StaticVerifier``     a ``TokenVerifier`` (``ports.identity``): the identities of
+                         tokens the test names; any other JWT-looking token is refused
 """
 
 from __future__ import annotations
@@ -25,8 +27,9 @@ from spark_offset_sidecar.core.checkpoint_log import batch_id_of
 from spark_offset_sidecar.core.group_report import GroupReport
 from spark_offset_sidecar.core.group_status import StoredWindow
 from spark_offset_sidecar.core.offsets import TopicPartition
-from spark_offset_sidecar.errors import CommitError, KafkaReadError
+from spark_offset_sidecar.errors import CommitError, KafkaReadError, Unauthenticated
 from spark_offset_sidecar.ports.checkpoints import FollowedFolder
+from spark_offset_sidecar.ports.identity import VerifiedIdentity
 from spark_offset_sidecar.ports.kafka import Committed, LogEnds
 from spark_offset_sidecar.ports.status_board import BoardEntry
 from spark_offset_sidecar.ports.store import StoredState
@@ -250,3 +253,23 @@ class InMemoryStatusBoard:
     def _raise(self) -> None:
         if self._board.fail_with is not None:
             raise self._board.fail_with
+
+
+class StaticVerifier:
+    """Knows the identities of the tokens it was given (``token -> identity``); a token
+    starting ``eyJ`` that it does not know is refused, anything else is not its own."""
+
+    def __init__(self, identities: Mapping[str, VerifiedIdentity]) -> None:
+        self.identities = dict(identities)
+        self.problem: str | None = None
+
+    def looks_like_its_token(self, token: str) -> bool:
+        return token in self.identities or token.startswith("eyJ")
+
+    async def verify(self, token: str) -> VerifiedIdentity:
+        if token not in self.identities:
+            raise Unauthenticated("the token's signature does not verify")
+        return self.identities[token]
+
+    async def refresh(self) -> None:
+        pass

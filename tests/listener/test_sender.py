@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import socket
 import time
+from pathlib import Path
 
 from spark_offset_listener.sender import ProgressSender
 from tests.support.fake_sidecar import FakeSidecar, progress
@@ -72,3 +73,45 @@ def test_offer_never_waits_for_a_hung_service_and_flush_is_bounded() -> None:
         connection.close()
     finally:
         hung.close()
+
+
+def test_a_token_file_is_read_again_when_it_changes(sidecar: FakeSidecar, tmp_path: Path) -> None:
+    """As the kubelet rotates a projected service-account token: a new file swapped in
+    under the same name (a symlink flip there, a rename here)."""
+    path = tmp_path / "token"
+    path.write_text("first-token-000000\n")
+    sender = ProgressSender(sidecar.url, token_file=str(path))
+    sender.offer("q", "g", progress("q", 1))
+    assert sender.flush(5)
+    fresh = tmp_path / "token.new"
+    fresh.write_text("second-token-11111\n")
+    fresh.rename(path)
+    sender.offer("q", "g", progress("q", 2))
+    assert sender.flush(5)
+    seen = [h["Authorization"] for h in sidecar.headers_seen]
+    assert seen == ["Bearer first-token-000000", "Bearer second-token-11111"]
+
+
+def test_with_a_token_file_a_401_is_retried_with_the_next_token(
+    sidecar: FakeSidecar, tmp_path: Path
+) -> None:
+    path = tmp_path / "token"
+    path.write_text("expired-token-00000")
+    sidecar.statuses = [401]
+    sender = ProgressSender(sidecar.url, token_file=str(path), backoff_initial=0.2)
+    sender.offer("q", "g", progress("q", 1))
+    fresh = tmp_path / "token.new"
+    fresh.write_text("renewed-token-00000")
+    fresh.rename(path)
+    assert sender.flush(5)
+    assert sender.stats.rejected == 0
+    assert sender.stats.delivered == 1
+    assert sidecar.headers_seen[-1]["Authorization"] == "Bearer renewed-token-00000"
+
+
+def test_a_literal_token_401_is_not_retried(sidecar: FakeSidecar) -> None:
+    sidecar.statuses = [401]
+    sender = ProgressSender(sidecar.url, token="wrong-token-000000", backoff_initial=0.01)
+    sender.offer("q", "g", progress("q", 1))
+    assert sender.flush(5)
+    assert sender.stats.rejected == 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,8 @@ import pytest
 
 from spark_offset_sidecar.errors import ConfigError, Forbidden, RateLimited, Unauthenticated
 from spark_offset_sidecar.http.auth import TokenBucket, TokenRegistry
+from spark_offset_sidecar.ports.identity import VerifiedIdentity
+from spark_offset_sidecar.testing import StaticVerifier
 
 ETL = "etl-token-0123456789abcdef"
 OPS = "ops-token-0123456789abcdef"
@@ -134,3 +137,85 @@ def test_bad_token_files_fail_naming_the_variable_never_the_secret(
     assert caught.value.variable == "SIDECAR_TOKENS_FILE"
     assert problem in str(caught.value)
     assert ETL not in str(caught.value)
+
+
+TEAM_A_JOB = "jwt-of-team-a-orders-etl"
+TEAM_B_JOB = "jwt-of-team-b-payments"
+
+
+def identities(tmp_path: Path, *entries: dict[str, Any], tokens: Any = ()) -> TokenRegistry:
+    path = tmp_path / "tokens.json"
+    document: dict[str, Any] = {"identities": list(entries)}
+    if tokens:
+        document["tokens"] = list(tokens)
+    path.write_text(json.dumps(document))
+    verifier = StaticVerifier(
+        {
+            TEAM_A_JOB: VerifiedIdentity(
+                "system:serviceaccount:team-a:orders-etl",
+                {"kubernetes.io": {"namespace": "team-a"}, "groups": ["etl", "team-a"]},
+            ),
+            TEAM_B_JOB: VerifiedIdentity(
+                "system:serviceaccount:team-b:payments", {"kubernetes.io": {"namespace": "team-b"}}
+            ),
+        }
+    )
+    return TokenRegistry.from_file(str(path), verifier)
+
+
+def test_identities_grant_by_subject_and_claims_first_match_wins(tmp_path: Path) -> None:
+    registry = identities(
+        tmp_path,
+        {"name": "team-a", "subject": "system:serviceaccount:team-a:*",
+         "claims": {"kubernetes.io/namespace": "team-a", "groups": "etl"},
+         "write": ["team-a-*"], "topics": ["orders"]},
+        {"name": "everyone-reads", "subject": "system:serviceaccount:*", "read": ["*"]},
+        tokens=[{"name": "ops", "token": OPS, "read": ["*"]}],
+    )  # fmt: skip
+    grant = asyncio.run(registry.identify(f"Bearer {TEAM_A_JOB}"))
+    assert grant.name == "team-a"
+    grant.check_write("team-a-orders", {"orders"})
+    with pytest.raises(Forbidden, match="topic 'payments'"):
+        grant.check_write("team-a-orders", {"payments"})
+    other = asyncio.run(registry.identify(f"Bearer {TEAM_B_JOB}"))
+    assert other.name == "everyone-reads" and not other.write
+    assert asyncio.run(registry.identify(f"Bearer {OPS}")).name == "ops", "secrets still work"
+
+
+def test_a_verified_identity_without_a_grant_is_forbidden_naming_its_subject(
+    tmp_path: Path,
+) -> None:
+    registry = identities(
+        tmp_path,
+        {"name": "team-a", "claims": {"kubernetes.io/namespace": "team-a"}, "write": ["*"]},
+    )
+    with pytest.raises(Forbidden, match="system:serviceaccount:team-b:payments"):
+        asyncio.run(registry.identify(f"Bearer {TEAM_B_JOB}"))
+    with pytest.raises(Unauthenticated, match="signature"):
+        asyncio.run(registry.identify("Bearer eyJ-an-unknown-token"))
+
+
+@pytest.mark.parametrize(
+    ("entry", "problem"),
+    [
+        ({"name": "x", "write": ["*"]}, "names nobody"),
+        ({"name": "x", "subject": "a", "token": ETL, "write": ["*"]}, 'not by "token"'),
+        ({"name": "x", "subject": "a"}, "grants nothing"),
+        ({"name": "x", "claims": {}, "write": ["*"]}, "non-empty object"),
+        ({"name": "x", "claims": {"a//b": "c"}, "write": ["*"]}, "split by /"),
+        ({"name": "x", "subject": "a", "write": ["*"], "groups": ["*"]}, "ambiguous"),
+    ],
+)
+def test_bad_identity_entries_fail_naming_the_entry(
+    tmp_path: Path, entry: dict[str, Any], problem: str
+) -> None:
+    with pytest.raises(ConfigError, match=problem) as caught:
+        identities(tmp_path, entry)
+    assert "identities[0]" in str(caught.value)
+
+
+def test_identities_without_an_issuer_fail_at_start(tmp_path: Path) -> None:
+    path = tmp_path / "tokens.json"
+    path.write_text(json.dumps({"identities": [{"name": "a", "subject": "*", "read": ["*"]}]}))
+    with pytest.raises(ConfigError, match="SIDECAR_OIDC_ISSUER"):
+        TokenRegistry.from_file(str(path))

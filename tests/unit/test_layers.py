@@ -32,6 +32,7 @@ SOURCE = ROOT / "service" / PACKAGE
 MAY_IMPORT: dict[str, set[str]] = {
     "errors": set(),
     "turns": set(),
+    "heap": set(),
     "core": {"errors"},
     "ports": {"core", "errors"},
     "observe": {"core", "errors", "turns"},
@@ -39,12 +40,33 @@ MAY_IMPORT: dict[str, set[str]] = {
     "adapters": {"core", "ports", "errors", "settings"},
     "runtime": {"core", "ports", "observe", "errors", "turns"},
     "http": {"core", "ports", "runtime", "observe", "errors", "settings", "turns"},
-    "app": {"core", "ports", "adapters", "runtime", "http", "observe", "errors", "settings"},
+    "app": {
+        "core",
+        "ports",
+        "adapters",
+        "runtime",
+        "http",
+        "observe",
+        "errors",
+        "settings",
+        "heap",
+    },
     "cli": {"app", "adapters", "observe", "errors", "settings", "core"},
     "testing": {"core", "ports", "errors"},
 }
-STDLIB_ONLY = {"errors", "core", "ports", "turns"}
-DRIVERS = {"aiokafka", "kafka", "sqlalchemy", "psycopg", "alembic", "fsspec", "s3fs", "botocore"}
+STDLIB_ONLY = {"errors", "core", "ports", "turns", "heap"}
+DRIVERS = {
+    "aiokafka",
+    "kafka",
+    "sqlalchemy",
+    "psycopg",
+    "alembic",
+    "fsspec",
+    "s3fs",
+    "botocore",
+    "jwt",
+    "aws_msk_iam_sasl_signer",
+}
 NO_DRIVERS = {"runtime", "http", "observe", "testing"}
 
 

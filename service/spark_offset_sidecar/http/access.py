@@ -30,14 +30,14 @@ def runtime_of(request: Request) -> Runtime:
     return runtime
 
 
-def caller(request: Request, *, event: bool) -> TokenGrant | None:
+async def caller(request: Request, *, event: bool) -> TokenGrant | None:
     """The caller's grant (None when no tokens are configured, or for a read when reads
     are open). An event needs a write grant and is rate-limited; a read needs a read grant."""
     runtime = runtime_of(request)
     tokens = runtime.tokens
     if tokens is None or (not event and not runtime.settings.protect_reads):
         return None
-    grant = tokens.authenticate(request.headers.get("authorization"))
+    grant = await tokens.identify(request.headers.get("authorization"))
     if event:
         if not grant.write:
             raise Forbidden(f"token {grant.name!r} may not change state (it has no write grant)")

@@ -12,6 +12,24 @@ The tokens file (``SIDECAR_TOKENS_FILE``; a mounted Kubernetes Secret works as i
        "read": ["*"]}                   # groups whose state it may read (GET /v1/...)
     ]}
 
+Jobs may also present their workload identity instead of a secret: a JWT from their
+platform (a Kubernetes projected service-account token, a cloud or CI OIDC token), checked
+against the issuer's keys (``SIDECAR_OIDC_*``; ``ports.identity``). The same file then
+grants by who the token says the caller is:
+
+    {"identities": [
+      {"name": "team-a-jobs",
+       "subject": "system:serviceaccount:team-a:*",   # a pattern of the token's sub
+       "claims": {"kubernetes.io/namespace": "team-a"},  # optional: claim paths -> patterns
+       "write": ["team-a-*"], "topics": ["team-a.*"], "events_per_second": 20}
+    ]}
+
+An identity entry takes ``subject`` and/or ``claims`` where a token entry takes ``token``,
+and the same ``write``/``read``/``topics``/``events_per_second``. A claim path is split at
+``/`` into nested keys (``kubernetes.io/namespace``); a claim that is a list matches when
+one of its strings does. The first entry that matches the token grants; a verified token
+that none matches is refused (403) naming its subject.
+
 A token grants exactly what it names: ``write`` only (a Spark job), ``read`` only (an
 operator, a dashboard), or both, each with its own group patterns. Writing is every route
 that changes state (events, completions, releases, rewinds); reading is every ``GET /v1``
@@ -32,7 +50,7 @@ import binascii
 import hmac
 import json
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -40,6 +58,7 @@ from typing import Any, cast
 from spark_offset_sidecar.core.names import GRANT_PATTERN, TOKEN_NAME
 from spark_offset_sidecar.core.patterns import matches_any
 from spark_offset_sidecar.errors import ConfigError, Forbidden, RateLimited, Unauthenticated
+from spark_offset_sidecar.ports.identity import TokenVerifier, VerifiedIdentity
 
 TOKENS_VARIABLE = "SIDECAR_TOKENS_FILE"
 MIN_TOKEN_LENGTH = 16
@@ -97,33 +116,107 @@ class TokenBucket:
         return (1 - self.tokens) / self.rate
 
 
+@dataclass(frozen=True)
+class IdentityRule:
+    """Grants ``grant`` to a verified token whose sub matches ``subject`` (when given) and
+    whose claims match ``claims`` (claim path -> pattern, when given)."""
+
+    grant: TokenGrant
+    subject: str | None = None
+    claims: tuple[tuple[tuple[str, ...], str], ...] = ()
+
+    def matches(self, identity: VerifiedIdentity) -> bool:
+        if self.subject is not None and not matches_any(identity.subject, (self.subject,)):
+            return False
+        return all(
+            any(matches_any(v, (pattern,)) for v in _claim_strings(identity.claims, path))
+            for path, pattern in self.claims
+        )
+
+
+def _claim_strings(claims: Any, path: tuple[str, ...]) -> list[str]:
+    value = claims
+    for key in path:
+        if not isinstance(value, dict) or key not in value:
+            return []
+        value = value[key]
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list):
+        return [v for v in value if isinstance(v, str)]
+    return []
+
+
 class TokenRegistry:
-    def __init__(self, grants: Sequence[TokenGrant]) -> None:
+    def __init__(
+        self,
+        grants: Sequence[TokenGrant],
+        identities: Sequence[IdentityRule] = (),
+        verifier: TokenVerifier | None = None,
+    ) -> None:
+        if identities and verifier is None:
+            raise ConfigError(
+                "SIDECAR_OIDC_ISSUER",
+                f'{TOKENS_VARIABLE} grants "identities": they need the issuer whose tokens '
+                "to check (SIDECAR_OIDC_ISSUER and SIDECAR_OIDC_AUDIENCE)",
+            )
         self.grants = tuple(grants)
+        self.identities = tuple(identities)
+        self.verifier = verifier
+        every = [*grants, *(rule.grant for rule in identities)]
         self._buckets = {
-            g.name: TokenBucket(g.events_per_second) for g in grants if g.events_per_second
+            g.name: TokenBucket(g.events_per_second) for g in every if g.events_per_second
         }
 
     @classmethod
-    def from_file(cls, path: str) -> TokenRegistry:
+    def from_file(cls, path: str, verifier: TokenVerifier | None = None) -> TokenRegistry:
         try:
             document = json.loads(Path(path).read_text())
         except OSError as exc:
             raise ConfigError(TOKENS_VARIABLE, f"cannot read {path}: {exc.strerror}") from None
         except json.JSONDecodeError as exc:
             raise ConfigError(TOKENS_VARIABLE, f"{path} is not JSON ({exc.msg})") from None
-        entries = document.get("tokens") if isinstance(document, dict) else None
-        if not isinstance(entries, list) or not entries:
+        if not isinstance(document, dict):
+            document = {}
+        entries, identities = document.get("tokens", []), document.get("identities", [])
+        unknown = set(document) - {"tokens", "identities"}
+        if (
+            unknown
+            or not isinstance(entries, list)
+            or not isinstance(identities, list)
+            or not (entries or identities)
+        ):
             raise ConfigError(
-                TOKENS_VARIABLE, f'{path} needs {{"tokens": [...]}} with at least one'
+                TOKENS_VARIABLE,
+                f'{path} needs {{"tokens": [...]}} and/or {{"identities": [...]}} with at '
+                "least one entry" + (f" (unknown keys {sorted(unknown)})" if unknown else ""),
             )
         grants = [_grant(entry, index) for index, entry in enumerate(entries)]
-        names = [g.name for g in grants]
+        rules = [_identity(entry, index) for index, entry in enumerate(identities)]
+        names = [g.name for g in grants] + [r.grant.name for r in rules]
         if len(set(names)) != len(names):
-            raise ConfigError(TOKENS_VARIABLE, "token names must be unique")
+            raise ConfigError(TOKENS_VARIABLE, "token and identity names must be unique")
         if len({g.secret for g in grants}) != len(grants):
             raise ConfigError(TOKENS_VARIABLE, "two entries share one token")
-        return cls(grants)
+        return cls(grants, rules, verifier)
+
+    async def identify(self, authorization: str | None) -> TokenGrant:
+        """The caller's grant: a JWT goes to the verifier (when one is set), anything else
+        is a secret of the tokens file (``authenticate``)."""
+        verifier = self.verifier
+        if verifier is not None:
+            scheme, _, presented = (authorization or "").partition(" ")
+            presented = presented.strip()
+            if scheme.lower() == "bearer" and verifier.looks_like_its_token(presented):
+                identity = await verifier.verify(presented)
+                for rule in self.identities:
+                    if rule.matches(identity):
+                        return rule.grant
+                raise Forbidden(
+                    f"identity {identity.subject!r} (verified) is granted nothing here: no "
+                    '"identities" entry matches it'
+                )
+        return self.authenticate(authorization)
 
     def authenticate(self, authorization: str | None) -> TokenGrant:
         scheme, _, presented = (authorization or "").partition(" ")
@@ -159,17 +252,47 @@ def _basic_password(credentials: str) -> str:
     return decoded.partition(":")[2]
 
 
-_KEYS = frozenset({"name", "token", "write", "read", "topics", "events_per_second"})
+_GRANTS = frozenset({"name", "write", "read", "topics", "events_per_second"})
+_KEYS = _GRANTS | {"token"}
+_IDENTITY_KEYS = _GRANTS | {"subject", "claims"}
 
 
-def _grant(entry: Any, index: int) -> TokenGrant:
-    where = f"tokens[{index}]"
+def _identity(entry: Any, index: int) -> IdentityRule:
+    fail = _failing(entry, f"identities[{index}]")
+    if isinstance(entry, dict) and "token" in entry:
+        raise fail('an identity is granted by "subject" and/or "claims", not by "token"')
+    grant = _grant(entry, index, kind="identities", keys=_IDENTITY_KEYS)
+    subject, claims = entry.get("subject"), entry.get("claims")
+    if subject is None and claims is None:
+        raise fail('names nobody: give "subject" (a pattern of the token\'s sub) and/or "claims"')
+    if subject is not None and (problem := GRANT_PATTERN.problem(subject)):
+        raise fail(f"subject: {problem}")
+    rules: list[tuple[tuple[str, ...], str]] = []
+    if claims is not None:
+        if not isinstance(claims, dict) or not claims:
+            raise fail("claims, when given, must be a non-empty object of claim path -> pattern")
+        for path, pattern in claims.items():
+            keys = tuple(path.split("/"))
+            if not all(keys) or not isinstance(pattern, str) or not pattern:
+                raise fail(f"claims[{path!r}]: a path of names split by / -> a non-empty pattern")
+            rules.append((keys, pattern))
+    return IdentityRule(grant, subject, tuple(rules))
+
+
+def _failing(entry: Any, where: str) -> Callable[[str], ConfigError]:
     if isinstance(entry, dict) and isinstance(entry.get("name"), str) and entry["name"]:
         where += f" ({entry['name']!r})"
 
     def fail(problem: str) -> ConfigError:
         return ConfigError(TOKENS_VARIABLE, f"{where}: {problem}")
 
+    return fail
+
+
+def _grant(
+    entry: Any, index: int, *, kind: str = "tokens", keys: frozenset[str] = _KEYS
+) -> TokenGrant:
+    fail = _failing(entry, f"{kind}[{index}]")
     if not isinstance(entry, dict):
         raise fail("must be an object")
     if "groups" in entry:
@@ -178,13 +301,13 @@ def _grant(entry: Any, index: int) -> TokenGrant:
             'same groups): name what the token may do, "write": [group patterns] and/or '
             '"read": [group patterns]'
         )
-    unknown = set(entry) - _KEYS
+    unknown = set(entry) - keys
     if unknown:
-        raise fail(f"unknown keys {sorted(unknown)}; known: {sorted(_KEYS)}")
-    name, secret = entry.get("name"), entry.get("token")
+        raise fail(f"unknown keys {sorted(unknown)}; known: {sorted(keys)}")
+    name, secret = entry.get("name"), entry.get("token", "")
     if problem := TOKEN_NAME.problem(name):
         raise fail(f"name: {problem}")
-    if not isinstance(secret, str) or len(secret) < MIN_TOKEN_LENGTH:
+    if "token" in keys and (not isinstance(secret, str) or len(secret) < MIN_TOKEN_LENGTH):
         raise fail(f"token must be a string of at least {MIN_TOKEN_LENGTH} characters")
     write, read = entry.get("write"), entry.get("read")
     if isinstance(read, bool):

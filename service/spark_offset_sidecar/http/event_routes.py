@@ -145,7 +145,7 @@ async def record_progress(request: Request, group_id: str, progress: dict[str, A
     """Record a progress event of ``group_id`` (body already shaped as ``ProgressEvent``)
     and answer it; refusals are raised (``http.refusals`` answers them). Shared by the
     FastAPI route below and the hot path (``http.progress_route``)."""
-    grant = caller(request, event=True)
+    grant = await caller(request, event=True)
     report = parse_progress(progress)
     _limit(report.offsets, "progress.sources", request)
     allow_write(grant, group_id, {tp.topic for tp in report.offsets})
@@ -185,7 +185,7 @@ async def post_checkpoint(
     query_id: QueryId, event: CheckpointEvent, request: Request
 ) -> JSONResponse:
     """A pending snapshot (Flink ``snapshotState``): offsets reached at ``checkpoint_id``."""
-    grant = caller(request, event=True)
+    grant = await caller(request, event=True)
     offsets = from_json(event.offsets)
     _limit(offsets, "offsets", request)
     allow_write(grant, event.group_id, {tp.topic for tp in offsets})
@@ -212,7 +212,7 @@ async def complete_checkpoint(
 ) -> JSONResponse:
     """Flink ``notifyCheckpointComplete``: drop it and every older pending checkpoint,
     and commit its offsets."""
-    grant = caller(request, event=True)
+    grant = await caller(request, event=True)
     now = runtime_of(request).clock()
     decision = await _durable(request).record(
         _on_query(
@@ -232,7 +232,7 @@ async def release_query(query_id: QueryId, request: Request) -> JSONResponse:
     """Forget a query (e.g. its Spark checkpoint was deleted and it restarts with a new
     id): its pending checkpoints and uncommitted slot go, its group is free for another
     query. Offsets already committed in Kafka stay."""
-    grant = caller(request, event=True)
+    grant = await caller(request, event=True)
     decision = await _durable(request).record(
         _on_query(request, grant, query_id, lambda ledger: ledger.decide_release(query_id)),
         query_id=query_id,
@@ -243,7 +243,7 @@ async def release_query(query_id: QueryId, request: Request) -> JSONResponse:
 @router.post("/groups/{group_id}/allow-rewind", response_model=EventAnswer, responses=ERRORS)
 async def allow_rewind(group_id: GroupId, request: Request) -> JSONResponse:
     """Let the next commit of the group move partitions backwards (once)."""
-    allow_write(caller(request, event=True), group_id)
+    allow_write(await caller(request, event=True), group_id)
     decision = await _durable(request).record(
         lambda ledger: ledger.decide_allow_rewind(group_id), group_id=group_id
     )
@@ -256,7 +256,7 @@ async def set_commit_interval(
 ) -> JSONResponse:
     """Commit the group at most once per ``seconds`` (its newest offsets, at most that
     late); ``null`` returns it to the service's default. Needs write on the group."""
-    allow_write(caller(request, event=True), group_id)
+    allow_write(await caller(request, event=True), group_id)
     decision = await _durable(request).record(
         lambda ledger: ledger.decide_commit_interval(group_id, body.seconds), group_id=group_id
     )
@@ -277,7 +277,7 @@ async def get_starting_offsets(
     """The ``startingOffsets`` that restarts a query whose checkpoint was lost exactly where
     the group's committed offsets in Kafka stand (partitions never committed: -2, earliest).
     The restarted query has a new id: release the old one (``DELETE /v1/queries/{id}``)."""
-    allow_read(caller(request, event=False), group_id)
+    allow_read(await caller(request, event=False), group_id)
     _limit_topics(len(topic or ()), "topic", request)
     for name in topic or ():
         if problem := TOPIC.problem(name):
@@ -294,7 +294,7 @@ async def get_starting_offsets(
 @router.get("/queries", response_model=list[QueryView], tags=["state"])
 async def list_queries(request: Request) -> list[QueryView]:
     """Every query (with a token: those whose groups it may touch)."""
-    grant = caller(request, event=False)
+    grant = await caller(request, event=False)
     durable = _durable(request)
     if durable.shared:  # other replicas registered queries and took events: the store
         stored = await durable.snapshot()
@@ -316,7 +316,7 @@ async def list_queries(request: Request) -> list[QueryView]:
 
 @router.get("/queries/{query_id}", response_model=QueryView, responses=ERRORS, tags=["state"])
 async def get_query(query_id: QueryId, request: Request) -> QueryView | JSONResponse:
-    grant = caller(request, event=False)
+    grant = await caller(request, event=False)
     durable = _durable(request)
     if durable.shared:  # another replica may have taken its events
         await durable.refresh((), [query_id])

@@ -90,7 +90,7 @@ def view(folder: FollowedFolder, found: tuple[FolderReport, str | None] | None) 
 async def follow(body: FollowRequest, request: Request) -> FolderView | JSONResponse:
     """Follow ``path`` into ``group_id``: each ``commits/N`` Spark writes there commits
     the offsets of ``offsets/N`` to the group."""
-    grant = caller(request, event=True)
+    grant = await caller(request, event=True)
     allow_write(grant, body.group_id)
     runtime = runtime_of(request)
     path = normalized(body.path, runtime)
@@ -120,7 +120,7 @@ async def follow(body: FollowRequest, request: Request) -> FolderView | JSONResp
 @router.get("", response_model=list[FolderView], responses=ERRORS)
 async def followed(request: Request) -> list[FolderView]:
     """Every followed folder (with a token: those whose groups it may read)."""
-    return await readable_folders(request, caller(request, event=False))
+    return await readable_folders(request, await caller(request, event=False))
 
 
 async def readable_folders(request: Request, grant: TokenGrant | None) -> list[FolderView]:
@@ -142,7 +142,7 @@ async def unfollow(
 ) -> JSONResponse:
     """Stop following ``path``. The query it fed stays (``DELETE /v1/queries/{id}``
     releases it); offsets already committed stay in Kafka."""
-    grant = caller(request, event=True)
+    grant = await caller(request, event=True)
     runtime = runtime_of(request)
     registry = _registry(runtime)
     path = path.rstrip("/")

@@ -23,6 +23,7 @@ from starlette.exceptions import HTTPException
 
 from spark_offset_sidecar.errors import (
     Forbidden,
+    IdentityUnavailable,
     InvalidEvent,
     KafkaReadError,
     OffsetsNotFound,
@@ -146,6 +147,10 @@ def exception_answers(metrics: SidecarMetrics) -> dict[type[Exception], Handler]
     async def kafka_read_error(_request: Request, exc: KafkaReadError) -> Response:
         return refusal(503, "unavailable", str(exc), headers={"Retry-After": "1"})
 
+    async def identity_unavailable(_request: Request, exc: IdentityUnavailable) -> Response:
+        log.warning("answering 503: %s", exc)
+        return refusal(503, "unavailable", str(exc), headers={"Retry-After": "5"})
+
     async def store_refused(_request: Request, exc: StoreRefused) -> Response:
         metrics.invalid_events.labels("validation").inc()
         log.warning("refused: %s", exc)
@@ -171,6 +176,7 @@ def exception_answers(metrics: SidecarMetrics) -> dict[type[Exception], Handler]
         RateLimited: rate_limited,
         OffsetsNotFound: offsets_not_found,
         KafkaReadError: kafka_read_error,
+        IdentityUnavailable: identity_unavailable,
         StoreError: store_error,
         Exception: unexpected,
     }

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from spark_offset_sidecar.core.group_report import GroupReport
@@ -47,7 +47,13 @@ class Runtime:
     board: StatusBoard | None = None
     # Why a folder path cannot be followed here (an unknown protocol, a missing extra).
     check_folder: Callable[[str], str | None] = lambda path: None
+    # Why an identity does not work now (a Kafka token, Kafka refusing the credentials, the
+    # jobs' token issuer): each says its problem, or None. Shown on /readyz and /ui.
+    identity_problems: list[Callable[[], str | None]] = field(default_factory=list)
     ready: bool = False
+
+    def problems(self) -> list[str]:
+        return [problem for check in self.identity_problems if (problem := check())]
 
     async def published(self, group_ids: Collection[str] | None = None) -> list[GroupReport]:
         """With replicas, the reports of ``group_ids`` (None: every group) as their owners

@@ -75,7 +75,7 @@ async def status_page(
     """Every group this token may read, worst first, a page at a time, as an HTML page
     that refreshes itself."""
     try:
-        grant = caller(request, event=False)
+        grant = await caller(request, event=False)
     except Unauthenticated as exc:
         raise Unauthenticated(str(exc), challenge=BROWSER_CHALLENGE) from None
     runtime = runtime_of(request)
@@ -84,7 +84,9 @@ async def status_page(
     refresh = max(5, round(runtime.settings.lag_read_interval_seconds))
     _, read_at = as_of(request, reports)
     view = PageView(q, status.upper(), page)
-    html = render_page(reports, runtime.clock(), read_at, refresh, folders, view)
+    html = render_page(
+        reports, runtime.clock(), read_at, refresh, folders, view, runtime.problems()
+    )
     return HTMLResponse(html, headers=HEADERS)
 
 
@@ -128,6 +130,7 @@ def render_page(
     refresh: int,
     folders: Sequence[FolderView] = (),
     view: PageView = PageView(),
+    problems: Sequence[str] = (),
 ) -> str:
     counts = {status: 0 for status in SEVERITY}
     data_counts = {status: 0 for status in DATA_SEVERITY}
@@ -169,6 +172,7 @@ def render_page(
 <h1>spark-offset-sidecar</h1>
 <p class="meta">{len(reports)} consumer groups &middot; {read} &middot; as of
 {_utc(now)} &middot; reloads every {refresh} s</p>
+{"".join(f'<p class="problem">{escape(problem)}</p>' for problem in problems)}
 <p class="chips">{chips}</p>
 {_filter(view)}
 </header>
@@ -417,6 +421,7 @@ body { font: 15px/1.4 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 
        color: #1f2328; background: #f6f8fa; }
 h1 { font-size: 22px; margin: 0 0 4px; }
 .meta { color: #59636e; margin: 0 0 10px; }
+.problem { background: #ffebe9; border: 1px solid #cf222e; padding: 6px 10px; margin: 6px 0; }
 .chips .badge { margin-right: 6px; }
 table.groups { width: 100%; border-collapse: collapse; background: #fff;
                border: 1px solid #d1d9e0; border-radius: 6px; }

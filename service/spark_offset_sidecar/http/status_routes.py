@@ -244,7 +244,7 @@ def as_of(request: Request, reports: list[GroupReport]) -> tuple[float | None, f
 @router.get("/status", response_model=StatusAnswer)
 async def list_status(request: Request) -> StatusAnswer:
     """Every group's status (with a token: the groups it may touch)."""
-    grant = caller(request, event=False)
+    grant = await caller(request, event=False)
     reports = await readable_reports(request, grant)
     evaluated_at, read_at = as_of(request, reports)
     groups = []
@@ -258,7 +258,7 @@ async def list_status(request: Request) -> StatusAnswer:
 @router.get("/status/{group_id}", response_model=GroupStatusView)
 async def get_status(group_id: GroupId, request: Request) -> GroupStatusView | JSONResponse:
     """One group's status: alone evaluated now, with replicas as its owner last published."""
-    allow_read(caller(request, event=False), group_id)
+    allow_read(await caller(request, event=False), group_id)
     ledger, monitor = monitor_of(request)
     runtime = runtime_of(request)
     if runtime.board is not None:

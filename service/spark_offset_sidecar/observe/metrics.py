@@ -10,7 +10,7 @@ bounded ``reason``, ``outcome``, ``result`` and ``status`` sets; never a batch o
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from typing import Protocol
@@ -50,6 +50,26 @@ class LagView(Protocol):
     def read_at(self) -> float | None: ...
     @property
     def counters(self) -> LagReads: ...
+
+
+class GenerationPauses(Protocol):
+    @property
+    def collections(self) -> int: ...
+    @property
+    def seconds(self) -> float: ...
+    @property
+    def longest(self) -> float: ...
+
+
+class HeapView(Protocol):
+    """The garbage collector's pauses as ``heap.HeapKeeper`` counts them."""
+
+    @property
+    def pauses(self) -> Sequence[GenerationPauses]: ...
+    @property
+    def frozen(self) -> int: ...
+    @property
+    def thaws(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -134,6 +154,13 @@ class SidecarMetrics:
     def watch_lag(self, monitor: LagView) -> None:
         self.registry.register(LagCollector(monitor))
 
+    def watch_resent(self, resent: Callable[[], int]) -> None:
+        """``resent``: requests sent again after the broker closed their connection."""
+        self.registry.register(ResentCollector(resent))
+
+    def watch_heap(self, heap: HeapView) -> None:
+        self.registry.register(HeapCollector(heap))
+
     def watch_folders(
         self,
         folders: Callable[[], Iterable[FolderFigures]],
@@ -178,6 +205,52 @@ class LagCollector(Collector):
             value=counters.record_partitions,
         )
         yield from (reads, read_at, record_reads, record_partitions)
+
+
+class ResentCollector(Collector):
+    def __init__(self, resent: Callable[[], int]) -> None:
+        self._resent = resent
+
+    def collect(self) -> Iterator[Metric]:
+        yield CounterMetricFamily(
+            "sidecar_kafka_requests_resent",
+            "Commits and log-end reads sent again on a new connection after the broker "
+            "closed theirs under them (with OAUTHBEARER: a token that expired); not failures.",
+            value=self._resent(),
+        )
+
+
+class HeapCollector(Collector):
+    """The cyclic garbage collector's pauses: every event waits while one runs."""
+
+    def __init__(self, heap: HeapView) -> None:
+        self._heap = heap
+
+    def collect(self) -> Iterator[Metric]:
+        seconds = CounterMetricFamily(
+            "sidecar_gc_pause_seconds",
+            "Time the process stood in cyclic garbage collections, by generation (2: full).",
+            labels=["generation"],
+        )
+        longest = GaugeMetricFamily(
+            "sidecar_gc_pause_longest_seconds",
+            "The longest garbage collection since start, by generation.",
+            labels=["generation"],
+        )
+        for generation, pauses in enumerate(self._heap.pauses):
+            seconds.add_metric([str(generation)], pauses.seconds)
+            longest.add_metric([str(generation)], pauses.longest)
+        frozen = GaugeMetricFamily(
+            "sidecar_gc_frozen_objects",
+            "Objects kept out of the collector's scans (survivors of the last full collection).",
+            value=self._heap.frozen,
+        )
+        thaws = CounterMetricFamily(
+            "sidecar_gc_thaws",
+            "Full collections that scanned the frozen heap again (SIDECAR_GC_THAW_SECONDS).",
+            value=self._heap.thaws,
+        )
+        yield from (seconds, longest, frozen, thaws)
 
 
 class FolderCollector(Collector):

@@ -32,6 +32,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import (
     GroupCoordinatorNotAvailableError,
     GroupLoadInProgressError,
+    KafkaConnectionError,
     KafkaError,
     NotCoordinatorForGroupError,
     for_code,
@@ -39,6 +40,7 @@ from aiokafka.errors import (
 from aiokafka.protocol.admin import DescribeGroupsRequest
 from aiokafka.protocol.commit import OffsetFetchRequest
 
+from spark_offset_sidecar.adapters.kafka.oauth import RESENDS
 from spark_offset_sidecar.adapters.kafka.topic_metadata import metadata_request, partition_leaders
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.errors import KafkaReadError
@@ -159,10 +161,19 @@ class GroupAdmin:
         ``wait_seconds`` have passed."""
         deadline = time.monotonic() + self.wait_seconds
         backoff = FIRST_BACKOFF
+        resends = RESENDS
         while True:
             try:
                 async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
                     return await request(await self._admin.find_coordinator(group_id))
+            except KafkaConnectionError as exc:
+                # The broker closed a connection under the request (an expired
+                # OAUTHBEARER token): again, aiokafka connects anew.
+                if not resends:
+                    raise KafkaReadError(
+                        f"{what} group {group_id!r} from Kafka failed: {exc!r}"
+                    ) from exc
+                resends -= 1
             except NOT_YET as exc:
                 if time.monotonic() + backoff >= deadline:
                     raise KafkaReadError(

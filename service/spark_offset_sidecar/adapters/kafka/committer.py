@@ -42,6 +42,7 @@ from aiokafka import errors as kafka_errors
 from aiokafka.client import AIOKafkaClient, CoordinationType
 from aiokafka.conn import AIOKafkaConnection, create_conn
 
+from spark_offset_sidecar.adapters.kafka.oauth import RESENDS
 from spark_offset_sidecar.adapters.kafka.offset_commit_wire import OffsetCommit
 from spark_offset_sidecar.core.changes import CommitRequest
 from spark_offset_sidecar.errors import (
@@ -53,6 +54,7 @@ from spark_offset_sidecar.errors import (
     GroupHasMembers,
     NotAuthorized,
     TlsFailed,
+    TokenUnavailable,
     UnknownTopicPartition,
 )
 
@@ -70,6 +72,7 @@ _CONNECTION_KEYS = (
     "sasl_mechanism",
     "sasl_plain_username",
     "sasl_plain_password",
+    "sasl_oauth_token_provider",
 )
 _MEMBERS = (
     kafka_errors.UnknownMemberIdError,
@@ -114,6 +117,10 @@ class KafkaOffsetCommitter:
         self._coordinators: dict[str, int] = {}  # group -> coordinator node id
         self._connections: dict[tuple[int, int], AIOKafkaConnection] = {}  # (node, lane)
         self._connecting: dict[tuple[int, int], asyncio.Lock] = defaultdict(asyncio.Lock)
+        # Why commits fail for every group alike (Kafka refusing the credentials, no token,
+        # TLS), until a commit succeeds again; shown on /readyz and /ui.
+        self.problem: str | None = None
+        self.resent = 0  # commits sent again after the broker closed their connection
 
     async def commit(self, request: CommitRequest) -> None:
         group = request.group_id
@@ -124,6 +131,7 @@ class KafkaOffsetCommitter:
         message = OffsetCommit(group, list(by_topic.items()))
         lane = zlib.crc32(group.encode()) % self.lanes
         asked_again: kafka_errors.KafkaError | None = None  # the last "not yet" answer
+        resends = RESENDS
         try:
             async with asyncio.timeout(self.timeout):
                 while True:
@@ -133,11 +141,22 @@ class KafkaOffsetCommitter:
                         error = _first_error(await connection.send(message))
                         if error is not None:
                             raise error
+                        self.problem = None
                         return
                     except _ASK_AGAIN as exc:
                         asked_again = exc
                         self._coordinators.pop(group, None)
                         await asyncio.sleep(self.retry_backoff)
+                    except kafka_errors.KafkaConnectionError:
+                        # The broker closed the connection under the request: with
+                        # OAUTHBEARER it does so once the token has expired. Again on a new
+                        # connection (a new token); the same offsets again are harmless and
+                        # no later commit of the group can be in flight.
+                        if not resends:
+                            raise
+                        resends -= 1
+                        self.resent += 1
+                        self._coordinators.pop(group, None)
         except asyncio.CancelledError:
             raise
         except BaseException as exc:
@@ -150,7 +169,10 @@ class KafkaOffsetCommitter:
                     f"kept answering {type(asked_again).__name__}; a new broker creates "
                     "__consumer_offsets first); retried with backoff"
                 ) from exc
-            raise _commit_error(exc, group, self.timeout) from exc
+            failure = _commit_error(exc, group, self.timeout)
+            if isinstance(failure, AuthenticationFailed | TlsFailed):
+                self.problem = str(failure)
+            raise failure from exc
 
     async def _client_started(self) -> AIOKafkaClient:
         """The shared client, started on first use (and again after a failed start)."""
@@ -215,7 +237,7 @@ class KafkaOffsetCommitter:
             async with asyncio.timeout(self.timeout):
                 connection = await create_conn(host, int(port), **options)
             connection.close()
-        except (kafka_errors.SaslAuthenticationFailed, ssl.SSLError) as exc:
+        except (kafka_errors.SaslAuthenticationFailed, ssl.SSLError, TokenUnavailable) as exc:
             return exc
         except Exception:
             return None
@@ -251,6 +273,8 @@ def _commit_error(exc: BaseException, group: str, timeout: float) -> CommitError
         )
     if isinstance(exc, kafka_errors.SaslAuthenticationFailed):
         return AuthenticationFailed(f"Kafka refused the SASL credentials: {exc}")
+    if isinstance(exc, TokenUnavailable):
+        return AuthenticationFailed(f"no OAUTHBEARER token for Kafka: {exc}")
     if isinstance(exc, ssl.SSLError):
         return TlsFailed(f"TLS with Kafka failed: {exc}")
     if isinstance(

@@ -17,9 +17,10 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from aiokafka.client import AIOKafkaClient
-from aiokafka.errors import KafkaError
+from aiokafka.errors import KafkaConnectionError, KafkaError
 from aiokafka.protocol.offset import OffsetRequest
 
+from spark_offset_sidecar.adapters.kafka.oauth import RESENDS
 from spark_offset_sidecar.adapters.kafka.topic_metadata import metadata_request, partition_leaders
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.errors import KafkaReadError
@@ -37,28 +38,24 @@ class KafkaLogEndReader:
         self.client_options = dict(client_options)
         self.timeout = timeout
         self._client: AIOKafkaClient | None = None
+        self.resent = 0  # reads sent again after the broker closed their connection
 
     async def log_ends(self, partitions: Collection[TopicPartition]) -> LogEnds:
         if not partitions:
             return LogEnds({})
         try:
             async with asyncio.timeout(self.timeout):
-                client = await self._started()
-                leaders, failed = await self._leaders(client, {tp.topic for tp in partitions})
-                by_leader: defaultdict[int, defaultdict[str, list[tuple[int, int]]]] = defaultdict(
-                    lambda: defaultdict(list)
-                )
-                for tp in partitions:
-                    leader = leaders.get(tp)
-                    if leader is None or leader < 0:
-                        failed.add(tp.topic)
-                    else:
-                        by_leader[leader][tp.topic].append((tp.partition, LATEST))
-                # One request per leader and end: a ListOffsets names a partition once.
-                latest, earliest = await asyncio.gather(
-                    self._offsets(client, by_leader, LATEST),
-                    self._offsets(client, by_leader, EARLIEST),
-                )
+                for resends in range(RESENDS, -1, -1):
+                    try:
+                        latest, earliest, failed = await self._read(partitions)
+                        break
+                    except KafkaConnectionError:
+                        # A connection the broker closed under the request (an expired
+                        # OAUTHBEARER token): again, on new connections.
+                        if not resends:
+                            raise
+                        await self.close()
+                        self.resent += 1
         except (KafkaError, TimeoutError, OSError) as exc:
             await self.close()  # a broken client is not reused
             raise KafkaReadError(f"reading log-end offsets failed: {exc!r}") from exc
@@ -71,6 +68,28 @@ class KafkaLogEndReader:
             tuple(sorted(failed)),
             {tp: starts[tp] for tp in both},
         )
+
+    async def _read(
+        self, partitions: Collection[TopicPartition]
+    ) -> tuple[list[Any], list[Any], set[str]]:
+        """The ListOffsets answers (latest, earliest) and the topics without a leader."""
+        client = await self._started()
+        leaders, failed = await self._leaders(client, {tp.topic for tp in partitions})
+        by_leader: defaultdict[int, defaultdict[str, list[tuple[int, int]]]] = defaultdict(
+            lambda: defaultdict(list)
+        )
+        for tp in partitions:
+            leader = leaders.get(tp)
+            if leader is None or leader < 0:
+                failed.add(tp.topic)
+            else:
+                by_leader[leader][tp.topic].append((tp.partition, LATEST))
+        # One request per leader and end: a ListOffsets names a partition once.
+        latest, earliest = await asyncio.gather(
+            self._offsets(client, by_leader, LATEST),
+            self._offsets(client, by_leader, EARLIEST),
+        )
+        return latest, earliest, failed
 
     @staticmethod
     async def _offsets(

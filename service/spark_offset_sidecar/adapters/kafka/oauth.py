@@ -1,0 +1,298 @@
+"""Tokens for SASL/OAUTHBEARER: aiokafka's ``AbstractTokenProvider``, fed by an OAuth 2
+token endpoint (the client-credentials grant, as Kafka's own clients do it: KIP-768) or by
+AWS's MSK IAM signer (``aws-msk-iam-sasl-signer-python``, the ``msk-iam`` extra).
+
+aiokafka asks for a token each time it opens a connection and never again on it (it has
+no KIP-368 re-authentication); a Kafka 4 broker closes a connection whose token has
+expired at its next request. Hence the rules:
+
+- A token is renewed once 80 % of its lifetime has passed (KIP-768's refresh window), so a
+  new connection never carries one about to expire; what sends on these connections sends
+  again, up to ``RESENDS`` times, after the broker closed one under its request.
+- A failed renewal while the current token is still valid hands out the current one (a
+  token endpoint down for a minute stops nothing) and keeps the failure in ``problem``.
+- Without a valid token, ``token()`` raises ``TokenUnavailable`` naming the cause (HTTP
+  status and OAuth error code, an unreachable host); never the secret or the token.
+- ``problem`` holds the last failure until a token is had again; its changes are logged
+  once each, not at every connection.
+- The client secret is read (from its file, when one is given) at every request to the
+  token endpoint: a rotated Secret is used without a restart.
+- A broker that refuses a token answers, per RFC 7628 3.2.2, with a JSON error as its
+  challenge (``{"status":"invalid_token"}``) and waits for the client to end the exchange;
+  aiokafka 0.14 ignores that challenge and takes the connection for authenticated (its
+  next request then fails as a closed connection, and every refusal looked like an
+  unreachable broker). ``refuse_on_error_challenge`` (applied when this module is
+  imported) makes aiokafka raise ``SaslAuthenticationFailed`` with the broker's words,
+  and the refused token is forgotten (the next connection asks for a new one).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import json
+import logging
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from aiokafka.abc import AbstractTokenProvider
+from aiokafka.conn import OAuthAuthenticator
+from aiokafka.errors import SaslAuthenticationFailed
+
+from spark_offset_sidecar.errors import TokenUnavailable, shown
+
+log = logging.getLogger(__name__)
+
+# Connections opened together carry one token and expire together: a request may meet
+# more than one closed connection on its way (the coordinator look-up's, its own).
+RESENDS = 3
+REFRESH_AT = 0.8  # of a token's lifetime: KIP-768's sasl.login.refresh.window.factor
+UNKNOWN_LIFETIME = 60.0  # seconds, for a token that says nothing of its expiry
+MIN_LIFETIME = 1.0
+
+
+class RenewedTokens(AbstractTokenProvider):  # type: ignore[misc]  # aiokafka is untyped
+    """A token kept and renewed before it expires; ``fetch`` gets a new one."""
+
+    def __init__(
+        self,
+        extensions: Mapping[str, str] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._extensions = dict(extensions or {})
+        self._clock = clock
+        self._token: str | None = None
+        self._fetched_at = 0.0
+        self._expires_at = 0.0
+        self._lock = asyncio.Lock()
+        self.problem: str | None = None
+        self.fetches = 0
+
+    async def token(self) -> str:
+        async with self._lock:
+            now = self._clock()
+            if self._token is not None and now < self._renew_at():
+                return self._token
+            try:
+                token, lifetime = await self.fetch()
+            except TokenUnavailable as exc:
+                self._failed(str(exc))
+                if self._token is not None and self._clock() < self._expires_at:
+                    return self._token
+                raise
+            self.fetches += 1
+            now = self._clock()
+            self._token = token
+            self._fetched_at = now
+            self._expires_at = now + max(MIN_LIFETIME, lifetime)
+            if self.problem is not None:
+                log.info("Kafka token: had one again (%s)", self.describe())
+                self.problem = None
+            return token
+
+    def forget(self, why: str) -> None:
+        """The broker refused the current token: the next connection asks for a new one."""
+        self._token = None
+        self._failed(why)
+
+    def extensions(self) -> dict[str, str]:
+        """SASL extensions sent with every token (e.g. Confluent Cloud's logicalCluster)."""
+        return dict(self._extensions)
+
+    async def fetch(self) -> tuple[str, float]:
+        """A new token and its lifetime in seconds; ``TokenUnavailable`` when none."""
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        """Where tokens come from, for logs (no secret)."""
+        raise NotImplementedError
+
+    def _renew_at(self) -> float:
+        return self._fetched_at + REFRESH_AT * (self._expires_at - self._fetched_at)
+
+    def _failed(self, problem: str) -> None:
+        if problem != self.problem:
+            log.warning("Kafka token: %s", problem)
+        self.problem = problem
+
+
+class ClientCredentialsTokens(RenewedTokens):
+    """OAuth 2 client credentials (RFC 6749 4.4) at ``token_url``: the client id and secret
+    in HTTP Basic, ``scope`` and ``audience`` (Auth0's, Okta's, Keycloak's name for the
+    resource) in the form when given."""
+
+    def __init__(
+        self,
+        token_url: str,
+        client_id: str,
+        client_secret: Callable[[], str],
+        *,
+        scope: str | None = None,
+        audience: str | None = None,
+        timeout: float = 10.0,
+        extensions: Mapping[str, str] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        super().__init__(extensions, clock)
+        self.token_url = token_url
+        self.client_id = client_id
+        self._client_secret = client_secret
+        self.scope = scope
+        self.audience = audience
+        self.timeout = timeout
+
+    def describe(self) -> str:
+        return f"client {self.client_id!r} at {self.token_url}"
+
+    async def fetch(self) -> tuple[str, float]:
+        try:
+            secret = self._client_secret()
+        except OSError as exc:
+            raise TokenUnavailable(
+                f"cannot read the OAuth client secret for {self.describe()}: {exc.strerror}"
+            ) from None
+        return await asyncio.to_thread(self._request, secret)
+
+    def _request(self, secret: str) -> tuple[str, float]:
+        form = {"grant_type": "client_credentials"}
+        if self.scope:
+            form["scope"] = self.scope
+        if self.audience:
+            form["audience"] = self.audience
+        basic = base64.b64encode(f"{self.client_id}:{secret}".encode()).decode()
+        request = urllib.request.Request(
+            self.token_url,
+            data=urllib.parse.urlencode(form).encode(),
+            headers={
+                "Authorization": f"Basic {basic}",
+                "Content-Type": "application/x-www-form-urlencoded",
+                "Accept": "application/json",
+            },
+            method="POST",
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as answer:
+                body = answer.read(1 << 20)
+        except urllib.error.HTTPError as exc:
+            raise TokenUnavailable(
+                f"the token endpoint answered HTTP {exc.code}{_oauth_error(exc)} to "
+                f"{self.describe()}"
+            ) from None
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise TokenUnavailable(
+                f"cannot reach the token endpoint {self.token_url}: {reason}"
+            ) from None
+        return _access_token(body, self.token_url, self._clock())
+
+
+class MskIamTokens(RenewedTokens):
+    """Amazon MSK's IAM access control: a token signed with the AWS credentials found in
+    AWS's usual places (environment, web identity of IRSA, EKS Pod Identity, instance
+    profile), or with a role assumed from them when ``role_arn`` is given."""
+
+    def __init__(
+        self,
+        region: str,
+        role_arn: str | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        super().__init__(None, clock)
+        self.region = region
+        self.role_arn = role_arn
+
+    def describe(self) -> str:
+        role = f", role {self.role_arn}" if self.role_arn else ""
+        return f"MSK IAM in {self.region}{role}"
+
+    async def fetch(self) -> tuple[str, float]:
+        return await asyncio.to_thread(self._sign)
+
+    def _sign(self) -> tuple[str, float]:
+        from aws_msk_iam_sasl_signer import MSKAuthTokenProvider  # the msk-iam extra
+
+        try:
+            if self.role_arn:
+                token, expiry_ms = MSKAuthTokenProvider.generate_auth_token_from_role_arn(
+                    self.region, self.role_arn
+                )
+            else:
+                token, expiry_ms = MSKAuthTokenProvider.generate_auth_token(self.region)
+        except Exception as exc:  # botocore's errors: no credentials, STS refused, ...
+            raise TokenUnavailable(
+                f"the MSK IAM signer failed ({self.describe()}): {type(exc).__name__}: "
+                f"{shown(str(exc))[:300]}"
+            ) from None
+        return str(token), int(expiry_ms) / 1000 - self._clock()
+
+
+def _oauth_error(exc: urllib.error.HTTPError) -> str:
+    """``: invalid_client (Client authentication failed)`` from an RFC 6749 error answer."""
+    try:
+        document = json.loads(exc.read(1 << 16))
+    except (ValueError, OSError):
+        return ""
+    if not isinstance(document, dict) or not isinstance(document.get("error"), str):
+        return ""
+    text = f": {document['error']}"
+    description = document.get("error_description")
+    if isinstance(description, str) and description:
+        text += f" ({description[:200]})"
+    return shown(text)
+
+
+def _access_token(body: bytes, url: str, now: float) -> tuple[str, float]:
+    try:
+        document = json.loads(body)
+    except ValueError:
+        raise TokenUnavailable(f"the token endpoint {url} did not answer JSON") from None
+    token = document.get("access_token") if isinstance(document, dict) else None
+    if not isinstance(token, str) or not token:
+        raise TokenUnavailable(f"the token endpoint {url} answered without an access_token")
+    expires_in = document.get("expires_in")
+    if isinstance(expires_in, int | float) and not isinstance(expires_in, bool):
+        return token, float(expires_in)
+    expiry = _jwt_expiry(token)
+    return token, (expiry - now) if expiry is not None else UNKNOWN_LIFETIME
+
+
+def _jwt_expiry(token: str) -> float | None:
+    """The ``exp`` claim of a JWT, read without checking it (only to plan the renewal)."""
+    parts = token.split(".")
+    if len(parts) != 3:
+        return None
+    try:
+        claims: Any = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
+    except (ValueError, binascii.Error):
+        return None
+    exp = claims.get("exp") if isinstance(claims, dict) else None
+    return float(exp) if isinstance(exp, int | float) and not isinstance(exp, bool) else None
+
+
+def refuse_on_error_challenge() -> None:
+    """Patch aiokafka's OAUTHBEARER exchange: a challenge after the token is the broker's
+    refusal (a success carries none), raised as ``SaslAuthenticationFailed``."""
+    step = OAuthAuthenticator.step
+    if getattr(step, "refuses_on_error_challenge", False):
+        return
+
+    async def checked_step(self: Any, payload: bytes | None) -> Any:
+        if self._token_sent and payload:
+            said = shown(payload.decode("utf-8", "replace"))[:300]
+            refusal = f"the broker refused the OAUTHBEARER token: {said}"
+            provider = self._sasl_oauth_token_provider
+            if isinstance(provider, RenewedTokens):
+                provider.forget(refusal)
+            raise SaslAuthenticationFailed(refusal)
+        return await step(self, payload)
+
+    checked_step.refuses_on_error_challenge = True  # type: ignore[attr-defined]
+    OAuthAuthenticator.step = checked_step
+
+
+refuse_on_error_challenge()

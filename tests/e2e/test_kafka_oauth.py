@@ -1,0 +1,301 @@
+"""SASL/OAUTHBEARER towards a real Kafka 4.1.1 broker whose listener checks every token's
+signature against the JWKS of a real issuer started here (``harness.oidc_issuer``, with
+Kafka's BrokerJwtValidator: 4.1.1's default one checks no signature):
+
+- the broker refuses forged, expired and misaddressed tokens, and closes a connection
+  whose token has expired (what the service must carry on across);
+- the service gets tokens by the client-credentials grant, and with tokens that expire
+  every 60 s commits for several minutes: every group's offsets in Kafka equal its last
+  completed checkpoint, no commit or log-end read fails, and no secret or token shows in
+  the log, /metrics, /readyz or /ui;
+- a wrong client secret and a token the broker refuses are reasons on /readyz, /ui and in
+  the log, and the service recovers by itself once they are fixed;
+- what goes on the wire (a tap in front of the broker): Confluent Cloud's SASL extensions
+  and the MSK IAM signer's token reach the broker (which refuses the latter: it is AWS's,
+  not a JWT of this issuer).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiokafka.abc import AbstractTokenProvider
+from aiokafka.conn import create_conn
+from aiokafka.errors import KafkaConnectionError, SaslAuthenticationFailed
+from aiokafka.protocol.admin import ApiVersionRequest
+
+from harness.kafka_broker import LocalBroker
+from harness.machine import free_port
+from harness.oidc_issuer import OTHER, OidcIssuer, SigningKey
+from harness.service_process import ServiceProcess
+from harness.wire_tap import WireTap
+from spark_offset_sidecar.adapters.kafka.oauth import ClientCredentialsTokens, MskIamTokens
+from tests.support.kafka import committed_offsets, create_topics, run_sync, unique_group
+from tests.support.service import metric, metric_sum, spark_progress, wait_for
+
+pytestmark = pytest.mark.kafka
+
+CLIENT_SECRET = "oauth-client-secret-5e7a01"
+LIFETIME = 60.0  # seconds: every token the issuer hands out
+SOAK_SECONDS = float(os.environ.get("TEST_OAUTH_SOAK_SECONDS", "240"))
+AUDIENCE = "kafka"
+
+
+@dataclass
+class OauthKafka:
+    broker: LocalBroker
+    oauth: str  # host:port of the OAUTHBEARER listener
+    issuer: OidcIssuer
+
+    @property
+    def oauth_port(self) -> int:
+        return int(self.oauth.rsplit(":", 1)[1])
+
+
+@pytest.fixture(scope="module")
+def oauth_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OauthKafka]:
+    """A brand-new broker in an empty folder, its OAUTHBEARER listener checking tokens
+    against the issuer's JWKS (fetched when the listener starts: the issuer runs first)."""
+    issuer = OidcIssuer({"sidecar": CLIENT_SECRET}, lifetime=LIFETIME, audience=AUDIENCE)
+    issuer.start()
+    port, oauth_port = free_port(), free_port()
+    broker = LocalBroker(
+        f"127.0.0.1:{port}",
+        port,
+        tmp_path_factory.mktemp("oauth-kafka"),
+        started_here=True,
+        extra_env=(
+            ("LOCAL_KAFKA_OAUTH_PORT", str(oauth_port)),
+            ("LOCAL_KAFKA_OAUTH_JWKS_URL", issuer.jwks_url),
+            ("LOCAL_KAFKA_OAUTH_AUDIENCE", AUDIENCE),
+            ("LOCAL_KAFKA_OAUTH_ISSUER", issuer.url),
+        ),
+    )
+    broker.start()
+    try:
+        yield OauthKafka(broker, f"127.0.0.1:{oauth_port}", issuer)
+    finally:
+        broker.stop()
+        issuer.stop()
+
+
+@pytest.fixture
+def issuer(oauth_kafka: OauthKafka) -> Iterator[OidcIssuer]:
+    """The module's issuer, as every test finds it and leaves it."""
+    running = oauth_kafka.issuer
+    yield running
+    running.refuse, running.down, running.sign_with = False, False, None
+
+
+class Static(AbstractTokenProvider):  # type: ignore[misc]
+    def __init__(self, token: str) -> None:
+        self._token = token
+
+    async def token(self) -> str:
+        return self._token
+
+
+async def _connect(port: int, provider: AbstractTokenProvider) -> Any:
+    return await create_conn(
+        "127.0.0.1",
+        port,
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="OAUTHBEARER",
+        sasl_oauth_token_provider=provider,
+    )
+
+
+def test_the_broker_checks_signatures_and_closes_connections_whose_token_expired(
+    oauth_kafka: OauthKafka, issuer: OidcIssuer
+) -> None:
+    async def scenario() -> None:
+        good = await _connect(oauth_kafka.oauth_port, Static(issuer.mint(sub="sidecar")))
+        good.close()
+        refused = {
+            "unpublished key": issuer.mint(sub="sidecar", key=OTHER),
+            "forged signature": issuer.mint(sub="sidecar", key=SigningKey(issuer.key.kid)),
+            "another audience": issuer.mint(sub="sidecar", aud="not-kafka"),
+            "expired": issuer.mint(sub="sidecar", lifetime=-120),
+        }
+        for case, token in refused.items():
+            with pytest.raises(SaslAuthenticationFailed, match="invalid_token"):
+                await _connect(oauth_kafka.oauth_port, Static(token))
+            print(f"refused by the broker: {case}")
+        short = await _connect(oauth_kafka.oauth_port, Static(issuer.mint(sub="s", lifetime=3)))
+        await asyncio.sleep(5)
+        with pytest.raises(KafkaConnectionError):
+            await short.send(ApiVersionRequest())  # the broker closes it: the token expired
+
+    asyncio.run(scenario())
+
+
+def _service(tmp_path: Path, kafka: OauthKafka, secret: str, **extra: Any) -> ServiceProcess:
+    secret_file = tmp_path / "client-secret"
+    secret_file.write_text(secret)
+    settings: dict[str, Any] = {
+        "kafka_security_protocol": "SASL_PLAINTEXT",
+        "kafka_sasl_mechanism": "OAUTHBEARER",
+        "kafka_oauth_token_url": kafka.issuer.token_url,
+        "kafka_oauth_client_id": "sidecar",
+        "kafka_oauth_client_secret_file": str(secret_file),
+        "kafka_oauth_audience": AUDIENCE,
+        "kafka_oauth_scope": "kafka.commit",
+        "kafka_sasl_extensions": "logicalCluster=lkc-test1,identityPoolId=pool-test1",
+        "commit_timeout_seconds": 5,
+        "retry_initial_seconds": 0.2,
+        "retry_max_seconds": 2,
+        "lag_read_interval_seconds": 2,
+        **extra,
+    }
+    return ServiceProcess(tmp_path, kafka.oauth, **settings)
+
+
+def _assert_no_secrets(issuer: OidcIssuer, *texts: str) -> None:
+    for text in texts:
+        assert CLIENT_SECRET not in text, "the client secret leaked"
+        for token in issuer.tokens:
+            assert token not in text, "a token leaked"
+
+
+def test_commits_carry_on_across_token_expiry_for_minutes(
+    tmp_path: Path, oauth_kafka: OauthKafka, issuer: OidcIssuer
+) -> None:
+    plain = oauth_kafka.broker.bootstrap
+    topic = f"oauth-soak-{uuid.uuid4().hex[:6]}"
+    run_sync(create_topics(plain, [topic], 2))
+    before = issuer.requests["/token"]
+    service = _service(tmp_path, oauth_kafka, CLIENT_SECRET).start()
+    groups = {unique_group(f"oauth{i}"): str(uuid.uuid4()) for i in range(10)}
+    last: dict[str, dict[tuple[str, int], int]] = {}
+    try:
+        started = time.monotonic()
+        batch = 0
+        while time.monotonic() - started < SOAK_SECONDS:
+            batch += 1
+            for group, query in groups.items():
+                offsets = {"0": 10 * batch, "1": 10 * batch + 1}
+                answer = service.post_progress(
+                    group, spark_progress(batch, {topic: offsets}, query)
+                )
+                assert answer.status_code < 300, answer.text
+                last[group] = {(topic, 0): offsets["0"], (topic, 1): offsets["1"]}
+            time.sleep(1)
+        wait_for(
+            lambda: all(committed_offsets(plain, g) == last[g] for g in groups),
+            timeout=60,
+            what="every group's last checkpoint committed",
+        )
+        text = service.metrics()
+        failed = metric_sum(text, "sidecar_commits_failed_total")
+        read_failures = metric(text, "sidecar_log_end_reads_total", result="failed")
+        reads = metric(text, "sidecar_log_end_reads_total", result="succeeded")
+        resent = metric(text, "sidecar_kafka_requests_resent_total")
+        fetched = issuer.requests["/token"] - before
+        print(
+            f"{SOAK_SECONDS:.0f} s, {batch} batches x {len(groups)} groups, tokens of "
+            f"{LIFETIME:.0f} s: {fetched} tokens fetched, {resent:.0f} requests resent after "
+            f"the broker closed an expired connection, {failed:.0f} failed commits, "
+            f"{read_failures:.0f} of {reads:.0f} log-end reads failed"
+        )
+        assert failed == 0
+        assert read_failures == 0
+        assert resent, "connections expired and their requests were sent again"
+        # Renewed before expiry (at 80 % of 60 s), one token for every client of the service.
+        assert fetched >= SOAK_SECONDS / LIFETIME
+        assert fetched <= SOAK_SECONDS / (0.8 * LIFETIME) + 3
+        readyz = service.http.get("/readyz")
+        assert readyz.status_code == 200
+        assert readyz.text == "ok\n"
+        _assert_no_secrets(
+            issuer, text, service.log.read_text(), readyz.text, service.http.get("/ui").text
+        )
+    finally:
+        service.stop()
+
+
+@pytest.mark.parametrize("case", ["wrong client secret", "token the broker refuses"])
+def test_a_refused_identity_is_a_reason_and_the_service_recovers(
+    tmp_path: Path, oauth_kafka: OauthKafka, issuer: OidcIssuer, case: str
+) -> None:
+    plain = oauth_kafka.broker.bootstrap
+    topic = f"oauth-refused-{uuid.uuid4().hex[:6]}"
+    run_sync(create_topics(plain, [topic], 1))
+    if case == "wrong client secret":
+        service = _service(tmp_path, oauth_kafka, "not-the-secret-0000")
+        said = "Kafka token: the token endpoint answered HTTP 401: invalid_client"
+    else:
+        issuer.sign_with = OTHER
+        service = _service(tmp_path, oauth_kafka, CLIENT_SECRET)
+        said = "Kafka: Kafka refused the SASL credentials"
+    service.start()
+    group = unique_group("refused")
+    try:
+        service.post_progress(group, spark_progress(1, {topic: {"0": 5}}, str(uuid.uuid4())))
+        wait_for(
+            lambda: (metric(service.metrics(), "sidecar_commits_failed_total",
+                            consumergroup=group, reason="authentication_failed") or 0) >= 1,
+            what="a failed commit, with its reason",
+        )  # fmt: skip
+        readyz = wait_for(lambda: (r := service.http.get("/readyz")) and said in r.text and r)
+        assert readyz.status_code == 200, "events are still taken"
+        assert said in service.http.get("/ui").text
+        assert said.split(": ", 1)[1] in service.log.read_text()
+        # Fixed: the right secret in the file (read at the next request), or the issuer's
+        # own key again; nothing restarted.
+        (tmp_path / "client-secret").write_text(CLIENT_SECRET)
+        issuer.sign_with = None
+        wait_for(
+            lambda: committed_offsets(plain, group) == {(topic, 0): 5},
+            timeout=60,
+            what="committed once the identity is fixed",
+        )
+        wait_for(lambda: service.http.get("/readyz").text == "ok\n", what="no warning left")
+        _assert_no_secrets(issuer, service.metrics(), service.log.read_text())
+        assert "not-the-secret-0000" not in service.log.read_text()
+    finally:
+        service.stop()
+
+
+def test_extensions_and_the_msk_iam_token_reach_the_broker(
+    oauth_kafka: OauthKafka, issuer: OidcIssuer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through a tap in front of the real broker: the bytes of the SASL exchange."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAEXAMPLEKEY000002")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "example-secret-key-never-on-the-wire")
+    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
+    confluent = ClientCredentialsTokens(
+        issuer.token_url,
+        "sidecar",
+        lambda: CLIENT_SECRET,
+        audience=AUDIENCE,
+        extensions={"logicalCluster": "lkc-abc12", "identityPoolId": "pool-XyZ9"},
+    )
+    msk = MskIamTokens("eu-west-1")
+
+    async def scenario(tap: WireTap) -> tuple[str, Exception]:
+        accepted = await _connect(tap.port, confluent)
+        accepted.close()
+        with pytest.raises(SaslAuthenticationFailed) as refused:
+            await _connect(tap.port, msk)
+        return await msk.token(), refused.value
+
+    with WireTap(("127.0.0.1", oauth_kafka.oauth_port)) as tap:
+        msk_token, refusal = asyncio.run(scenario(tap))
+        sent = tap.sent()
+    jwt_token = issuer.tokens[-1]
+    extensions = "logicalCluster=lkc-abc12\x01identityPoolId=pool-XyZ9"
+    assert f"auth=Bearer {jwt_token}\x01{extensions}\x01\x01".encode() in sent
+    assert f"auth=Bearer {msk_token}\x01\x01".encode() in sent
+    assert "invalid_token" in str(refusal), "the broker read the MSK token (and refused it)"
+    signed = base64.urlsafe_b64decode(msk_token + "=" * (-len(msk_token) % 4)).decode()
+    assert "Action=kafka-cluster%3AConnect" in signed
+    assert b"example-secret-key-never-on-the-wire" not in sent
