@@ -66,6 +66,7 @@ from spark_offset_sidecar.ports.store import LedgerStore
 from spark_offset_sidecar.runtime.checkpoint_follower import REASONS, CheckpointFollower
 from spark_offset_sidecar.runtime.commit_loop import CommitLoop
 from spark_offset_sidecar.runtime.durable_ledger import DurableLedger
+from spark_offset_sidecar.runtime.identity_keys import keep_keys_fresh
 from spark_offset_sidecar.runtime.lag_monitor import LagMonitor
 from spark_offset_sidecar.settings import Settings
 
@@ -149,8 +150,15 @@ def create_app(
             refresh_after=settings.recommit_idle_after_seconds,
             commit_interval=settings.min_commit_interval_seconds,
         )
+        background: list[asyncio.Task[None]] = []
         if verifier is not None:
             await verifier.refresh()  # a wrong issuer URL shows on /readyz at once
+            background.append(
+                asyncio.create_task(
+                    keep_keys_fresh(verifier, settings.oidc_jwks_refresh_seconds, KEYS_RETRY),
+                    name="issuer keys",
+                )
+            )
         kafka = committer or KafkaOffsetCommitter(
             client_options,
             timeout=settings.commit_timeout_seconds,
@@ -168,7 +176,6 @@ def create_app(
         runtime.commit_loop = CommitLoop(
             runtime.durable, kafka, metrics, clock=clock, ownership=ownership
         )
-        background: list[asyncio.Task[None]] = []
         runtime.board = status_board
         if ownership is not None and isinstance(ledger_store, SqlStore):
             from spark_offset_sidecar.adapters.sql.change_notices import PostgresChangeNotices
@@ -293,6 +300,9 @@ def create_app(
     page = MetricsPage(fleet, settings.metrics_max_scrapes_per_second)
     _add_operational_routes(app, runtime, page)
     return app
+
+
+KEYS_RETRY = 10.0  # seconds between fetches of the issuer's keys while they fail
 
 
 def _token_verifier(settings: Settings) -> TokenVerifier | None:

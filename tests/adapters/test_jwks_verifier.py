@@ -111,7 +111,8 @@ def test_an_issuer_that_is_down_is_a_503_reason_and_recovers(issuer: OidcIssuer)
     checker = verifier(issuer, clock)
     issuer.down = True
     asyncio.run(checker.refresh())
-    assert checker.problem is not None and "HTTP 503" in checker.problem
+    assert checker.problem is not None
+    assert "HTTP 503" in checker.problem
     with pytest.raises(IdentityUnavailable, match="no keys of issuer"):
         asyncio.run(checker.verify(sa_token(issuer)))
     issuer.down = False

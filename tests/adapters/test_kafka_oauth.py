@@ -78,8 +78,11 @@ def test_a_refused_client_is_named_and_recovers_when_the_secret_is_fixed(
     with pytest.raises(TokenUnavailable) as refused:
         asyncio.run(source.token())
     message = str(refused.value)
-    assert "HTTP 401" in message and "invalid_client" in message and "'sidecar'" in message
-    assert "wrong-secret-0000" not in message and SECRET not in message
+    assert "HTTP 401" in message
+    assert "invalid_client" in message
+    assert "'sidecar'" in message
+    assert "wrong-secret-0000" not in message
+    assert SECRET not in message
     assert source.problem == message
     secret.write_text(SECRET)  # a rotated Secret: read again at the next request
     assert asyncio.run(source.token())
@@ -97,7 +100,8 @@ def test_the_current_token_is_kept_while_the_endpoint_is_down(
     issuer.down = True
     clock.now += 90  # due for renewal, still valid
     assert asyncio.run(source.token()) == first
-    assert source.problem is not None and "HTTP 503" in source.problem
+    assert source.problem is not None
+    assert "HTTP 503" in source.problem
     clock.now += 11  # expired now
     with pytest.raises(TokenUnavailable, match="HTTP 503"):
         asyncio.run(source.token())

@@ -178,7 +178,8 @@ def test_identities_grant_by_subject_and_claims_first_match_wins(tmp_path: Path)
     with pytest.raises(Forbidden, match="topic 'payments'"):
         grant.check_write("team-a-orders", {"payments"})
     other = asyncio.run(registry.identify(f"Bearer {TEAM_B_JOB}"))
-    assert other.name == "everyone-reads" and not other.write
+    assert other.name == "everyone-reads"
+    assert not other.write
     assert asyncio.run(registry.identify(f"Bearer {OPS}")).name == "ops", "secrets still work"
 
 
