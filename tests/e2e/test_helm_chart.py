@@ -22,7 +22,13 @@ from spark_offset_sidecar.app import create_app
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.errors import BrokerUnavailable
 from spark_offset_sidecar.http.auth import TokenRegistry
-from spark_offset_sidecar.testing import InMemoryCommitter, InMemoryLogEnds, InMemoryRecordTimes
+from spark_offset_sidecar.settings import Settings
+from spark_offset_sidecar.testing import (
+    InMemoryCommitter,
+    InMemoryLogEnds,
+    InMemoryRecordTimes,
+    StaticVerifier,
+)
 from tests.support.app import post_progress, settings_for
 from tests.support.helm import CHART, KUBERNETES, PRODUCTION, by_kind, helm, refused, render
 from tests.support.service import QUERY, wait_for
@@ -189,10 +195,85 @@ def test_a_changed_setting_changes_the_pods_checksum() -> None:
         (["--set", "kafka.securityProtocol=SASL_SSL"], "kafka.sasl.username"),
         (["--set", "kafka.bootstrapServers=kafka"], "kafka.bootstrapServers"),
         (["--set", "extraEnv.LOG_LEVEL=x"], "extraEnv"),
+        (["--set", "kafka.securityProtocol=SASL_SSL", "--set", "kafka.sasl.mechanism=OAUTHBEARER",
+          "--set", "kafka.sasl.password=x"], "kafka.sasl.oauth.tokenUrl"),
+        (["--set", "kafka.sasl.mechanism=GSSAPI"], "kafka.sasl.mechanism"),
+        (["--set", "auth.identities[0].name=a", "--set", "auth.identities[0].subject=*"],
+         "auth.oidc.issuer"),
     ],
-)
+)  # fmt: skip
 def test_bad_values_are_refused_naming_the_value(args: list[str], named: str) -> None:
     assert named in refused(*args)
+
+
+def _settings_of(config: dict[str, str], tmp_path: Path) -> dict[str, str]:
+    """The ConfigMap as the service would read it, its files here with the same content
+    kind (the service checks that every file it is given exists)."""
+    env = {}
+    for name, value in config.items():
+        if value.startswith("/etc/sidecar/"):
+            local = tmp_path / value.removeprefix("/etc/sidecar/")
+            local.parent.mkdir(parents=True, exist_ok=True)
+            local.write_text("{}" if local.suffix == ".json" else "a-secret-from-a-volume")
+            value = str(local)
+        env[name] = value
+    return env
+
+
+def test_oauthbearer_msk_iam_and_jobs_identities_reach_the_service(tmp_path: Path) -> None:
+    """What the chart's values for the identities production has become: settings the
+    service accepts, the volumes they name, and the identities in the tokens file."""
+    oauth = by_kind(render(
+        "--set", "kafka.securityProtocol=SASL_SSL",
+        "--set", "kafka.sasl.mechanism=OAUTHBEARER",
+        "--set", "kafka.sasl.oauth.tokenUrl=https://idp.example/oauth2/token",
+        "--set", "kafka.sasl.oauth.clientId=sidecar",
+        "--set", "kafka.sasl.oauth.scope=kafka",
+        "--set", "kafka.sasl.oauth.extensions.logicalCluster=lkc-1",
+        "--set", "kafka.sasl.oauth.extensions.identityPoolId=pool-2",
+        "--set", "kafka.sasl.existingSecret=kafka-oauth",
+        "--set", "auth.oidc.inCluster=true",
+        "--set", "auth.identities[0].name=team-a",
+        "--set", "auth.identities[0].subject=system:serviceaccount:team-a:*",
+        "--set", "auth.identities[0].write[0]=team-a-*",
+    ))  # fmt: skip
+    validate([doc for docs in oauth.values() for doc in docs])
+    config = oauth["ConfigMap"][0]["data"]
+    assert config["SIDECAR_KAFKA_SASL_EXTENSIONS"] == "identityPoolId=pool-2,logicalCluster=lkc-1"
+    assert config["SIDECAR_OIDC_JWKS_URL"] == "https://kubernetes.default.svc/openid/v1/jwks"
+    assert "SIDECAR_KAFKA_SASL_USERNAME" not in config
+    settings = Settings.from_env(_settings_of(config, tmp_path))
+    assert settings.kafka_sasl_mechanism == "OAUTHBEARER"
+    assert settings.oidc_issuer == "https://kubernetes.default.svc.cluster.local"
+    spec = oauth["Deployment"][0]["spec"]["template"]["spec"]
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    assert volumes["kafka-password"]["secret"]["secretName"] == "kafka-oauth"
+    sources = volumes["kube-api"]["projected"]["sources"]
+    assert sources[0]["serviceAccountToken"]["path"] == "token"
+    (secret,) = oauth["Secret"]
+    document = json.loads(base64.b64decode(secret["data"]["tokens.json"]))
+    assert document["identities"][0]["subject"] == "system:serviceaccount:team-a:*"
+    tokens_file = tmp_path / "chart-tokens.json"
+    tokens_file.write_text(json.dumps(document))
+    registry = TokenRegistry.from_file(str(tokens_file), StaticVerifier({}))
+    assert [rule.grant.name for rule in registry.identities] == ["team-a"]
+
+    msk = by_kind(render(
+        "--set", "kafka.securityProtocol=SASL_SSL",
+        "--set", "kafka.sasl.mechanism=AWS_MSK_IAM",
+        "--set", "kafka.sasl.aws.region=eu-west-1",
+        "--set", "serviceAccount.annotations.eks\\.amazonaws\\.com/role-arn=arn:aws:iam::1:role/x",
+    ))  # fmt: skip
+    validate([doc for docs in msk.values() for doc in docs])
+    config = msk["ConfigMap"][0]["data"]
+    assert config["SIDECAR_KAFKA_AWS_REGION"] == "eu-west-1"
+    assert "SIDECAR_KAFKA_SASL_PASSWORD_FILE" not in config
+    assert Settings.from_env(_settings_of(config, tmp_path)).aws_region() == "eu-west-1"
+    assert "kafka-password" not in {
+        v["name"] for v in msk["Deployment"][0]["spec"]["template"]["spec"]["volumes"]
+    }
+    annotations = msk["ServiceAccount"][0]["metadata"]["annotations"]
+    assert annotations == {"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/x"}
 
 
 def metric_names(text: str) -> set[str]:

@@ -51,6 +51,14 @@ def test_defaults_and_explicit_values() -> None:
         ("SIDECAR_METRICS_EXCLUDE_TOPICS", "orders *", "not a name pattern"),
         ("SIDECAR_METRICS_MAX_AGE_SECONDS", "-1", "0 or more"),
         ("SIDECAR_RETENTION_RISK_SECONDS", "0", "greater than 0"),
+        ("SIDECAR_KAFKA_SASL_MECHANISM", "GSSAPI", "OAUTHBEARER, AWS_MSK_IAM"),
+        ("SIDECAR_KAFKA_OAUTH_TOKEN_URL", "ftp://idp/token", "http:// or https://"),
+        ("SIDECAR_KAFKA_SASL_EXTENSIONS", "logicalCluster", "not key=value"),
+        ("SIDECAR_KAFKA_SASL_EXTENSIONS", "auth=x", "not 'auth'"),
+        ("SIDECAR_KAFKA_SASL_EXTENSIONS", "pool-id=x", "a key of letters"),
+        ("SIDECAR_OIDC_ISSUER", "kubernetes.default.svc", "http:// or https://"),
+        ("SIDECAR_OIDC_JWKS_REFRESH_SECONDS", "0", "greater than 0"),
+        ("SIDECAR_GC_THAW_SECONDS", "-1", "0 or more"),
     ],
 )
 def test_bad_settings_fail_naming_the_variable(variable: str, value: str, problem: str) -> None:
@@ -121,3 +129,93 @@ def test_secrets_stay_out_of_repr_and_sasl_needs_a_user(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="SASL needs a user") as caught:
         Settings.from_env({"SIDECAR_KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT"})
     assert caught.value.variable == "SIDECAR_KAFKA_SASL_USERNAME"
+
+
+SASL = {"SIDECAR_KAFKA_SECURITY_PROTOCOL": "SASL_SSL"}
+
+
+def test_oauthbearer_needs_an_endpoint_a_client_and_its_secret(tmp_path: Path) -> None:
+    oauth = {**SASL, "SIDECAR_KAFKA_SASL_MECHANISM": "oauthbearer"}
+    with pytest.raises(ConfigError) as caught:
+        Settings.from_env(oauth)
+    assert caught.value.variable == "SIDECAR_KAFKA_OAUTH_TOKEN_URL"
+    oauth["SIDECAR_KAFKA_OAUTH_TOKEN_URL"] = "https://idp.example/oauth2/token"
+    with pytest.raises(ConfigError) as caught:
+        Settings.from_env(oauth)
+    assert caught.value.variable == "SIDECAR_KAFKA_OAUTH_CLIENT_ID"
+    oauth["SIDECAR_KAFKA_OAUTH_CLIENT_ID"] = "sidecar"
+    with pytest.raises(ConfigError) as caught:
+        Settings.from_env(oauth)
+    assert caught.value.variable == "SIDECAR_KAFKA_OAUTH_CLIENT_SECRET"
+    secret = tmp_path / "client-secret"
+    secret.write_text("oauth-client-secret-0001\n")
+    settings = Settings.from_env(
+        {
+            **oauth,
+            "SIDECAR_KAFKA_OAUTH_CLIENT_SECRET_FILE": str(secret),
+            "SIDECAR_KAFKA_SASL_EXTENSIONS": "logicalCluster=lkc-1, identityPoolId=pool-2",
+        }
+    )
+    assert settings.kafka_oauth_secret() == "oauth-client-secret-0001"
+    assert dict(settings.kafka_sasl_extensions) == {
+        "logicalCluster": "lkc-1",
+        "identityPoolId": "pool-2",
+    }
+    assert "oauth-client-secret" not in repr(
+        Settings(kafka_oauth_client_secret="oauth-client-secret-inline")
+    )
+
+
+def test_msk_iam_needs_a_region_from_the_setting_or_aws(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AWS_REGION", raising=False)
+    monkeypatch.delenv("AWS_DEFAULT_REGION", raising=False)
+    msk = {**SASL, "SIDECAR_KAFKA_SASL_MECHANISM": "AWS_MSK_IAM"}
+    with pytest.raises(ConfigError) as caught:
+        Settings.from_env(msk)
+    assert caught.value.variable == "SIDECAR_KAFKA_AWS_REGION"
+    monkeypatch.setenv("AWS_REGION", "eu-west-1")
+    assert Settings.from_env(msk).aws_region() == "eu-west-1"
+    assert Settings.from_env({**msk, "SIDECAR_KAFKA_AWS_REGION": "us-east-2"}).aws_region() == (
+        "us-east-2"
+    )
+
+
+def test_msk_iam_without_the_signer_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "aws_msk_iam_sasl_signer" else real(name, *a),
+    )
+    with pytest.raises(ConfigError, match=r"spark-offset-sidecar\[msk-iam\]"):
+        Settings.from_env(
+            {**SASL, "SIDECAR_KAFKA_SASL_MECHANISM": "AWS_MSK_IAM", "SIDECAR_KAFKA_AWS_REGION": "x"}
+        )
+
+
+def test_jobs_identities_need_issuer_audience_and_a_tokens_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    issuer = {"SIDECAR_OIDC_ISSUER": "https://kubernetes.default.svc"}
+    with pytest.raises(ConfigError) as caught:
+        Settings.from_env(issuer)
+    assert caught.value.variable == "SIDECAR_OIDC_AUDIENCE"
+    with pytest.raises(ConfigError) as caught:
+        Settings.from_env({"SIDECAR_OIDC_AUDIENCE": "spark-offset-sidecar"})
+    assert caught.value.variable == "SIDECAR_OIDC_ISSUER"
+    with pytest.raises(ConfigError) as caught:
+        Settings.from_env({"SIDECAR_OIDC_JWKS_URL": "https://idp/jwks"})
+    assert caught.value.variable == "SIDECAR_OIDC_JWKS_URL"
+    both = {**issuer, "SIDECAR_OIDC_AUDIENCE": "spark-offset-sidecar"}
+    with pytest.raises(ConfigError) as caught:
+        Settings.from_env(both)
+    assert caught.value.variable == "SIDECAR_TOKENS_FILE"
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text("{}")
+    assert Settings.from_env({**both, "SIDECAR_TOKENS_FILE": str(tokens)}).oidc_issuer
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "jwt" else real(name, *a)
+    )
+    with pytest.raises(ConfigError, match=r"spark-offset-sidecar\[oidc\]"):
+        Settings.from_env({**both, "SIDECAR_TOKENS_FILE": str(tokens)})

@@ -45,6 +45,23 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- if hasPrefix "SASL" .Values.kafka.securityProtocol }}true{{ end -}}
 {{- end -}}
 
+{{/* SASL with a secret in a file: a password, or an OAuth client secret (not MSK IAM). */}}
+{{- define "sidecar.saslSecretNeeded" -}}
+{{- if and (include "sidecar.sasl" .) (ne .Values.kafka.sasl.mechanism "AWS_MSK_IAM") }}true{{ end -}}
+{{- end -}}
+
+{{/* The jobs' token issuer: the one given, or this cluster's with inCluster. */}}
+{{- define "sidecar.oidcIssuer" -}}
+{{- .Values.auth.oidc.issuer | default (ternary "https://kubernetes.default.svc.cluster.local" "" .Values.auth.oidc.inCluster) -}}
+{{- end -}}
+
+{{/* A map as key=value,key=value (sorted): SASL extensions. */}}
+{{- define "sidecar.pairs" -}}
+{{- $pairs := list -}}
+{{- range $key, $value := . }}{{ $pairs = append $pairs (printf "%s=%s" $key $value) }}{{ end -}}
+{{- join "," $pairs -}}
+{{- end -}}
+
 {{- define "sidecar.tls" -}}
 {{- if hasSuffix "SSL" .Values.kafka.securityProtocol }}true{{ end -}}
 {{- end -}}
@@ -57,10 +74,17 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- if and (eq .Values.database.type "postgresql") (not .Values.database.postgresql.existingSecret) -}}
 {{- fail "database.type=postgresql needs database.postgresql.existingSecret (a Secret with the URL)" -}}
 {{- end -}}
-{{- if and (include "sidecar.sasl" .) (not .Values.kafka.sasl.username) -}}
+{{- $mechanism := .Values.kafka.sasl.mechanism -}}
+{{- if and (include "sidecar.sasl" .) (not (has $mechanism (list "OAUTHBEARER" "AWS_MSK_IAM"))) (not .Values.kafka.sasl.username) -}}
 {{- fail "kafka.securityProtocol SASL_* needs kafka.sasl.username" -}}
 {{- end -}}
-{{- if and (include "sidecar.sasl" .) (not .Values.kafka.sasl.existingSecret) (not .Values.kafka.sasl.password) -}}
-{{- fail "kafka.securityProtocol SASL_* needs kafka.sasl.password or kafka.sasl.existingSecret" -}}
+{{- if and (include "sidecar.saslSecretNeeded" .) (not .Values.kafka.sasl.existingSecret) (not .Values.kafka.sasl.password) -}}
+{{- fail (printf "kafka.sasl.mechanism %s needs kafka.sasl.password or kafka.sasl.existingSecret (for OAUTHBEARER: the client secret)" $mechanism) -}}
+{{- end -}}
+{{- if and (include "sidecar.sasl" .) (eq $mechanism "OAUTHBEARER") (not (and .Values.kafka.sasl.oauth.tokenUrl .Values.kafka.sasl.oauth.clientId)) -}}
+{{- fail "kafka.sasl.mechanism OAUTHBEARER needs kafka.sasl.oauth.tokenUrl and kafka.sasl.oauth.clientId" -}}
+{{- end -}}
+{{- if and .Values.auth.identities (not (include "sidecar.oidcIssuer" .)) -}}
+{{- fail "auth.identities need auth.oidc.issuer (or auth.oidc.inCluster: true)" -}}
 {{- end -}}
 {{- end -}}

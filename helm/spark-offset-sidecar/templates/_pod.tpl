@@ -28,8 +28,11 @@ capabilities:
 {{- if include "sidecar.tokensSecret" . }}
 - {name: tokens, mountPath: /etc/sidecar/tokens, readOnly: true}
 {{- end }}
-{{- if include "sidecar.sasl" . }}
+{{- if include "sidecar.saslSecretNeeded" . }}
 - {name: kafka-password, mountPath: /etc/sidecar/kafka, readOnly: true}
+{{- end }}
+{{- if .Values.auth.oidc.inCluster }}
+- {name: kube-api, mountPath: /etc/sidecar/kube-api, readOnly: true}
 {{- end }}
 {{- if and (include "sidecar.tls" .) .Values.kafka.tls.existingSecret }}
 - {name: kafka-tls, mountPath: /etc/sidecar/kafka-tls, readOnly: true}
