@@ -82,7 +82,20 @@ check: venv tools lint typecheck
 	INNER_LOOP=1 $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup \
 		-m "not kafka and not spark and not container" $(PYTEST_ARGS)
 
-demo: jars
+# `make demo` asks for no more than it uses: Python 3.11 and Java 17. The virtualenv gets the
+# service, PySpark and the listener (no test extras); the jars come from Maven Central
+# (scripts/mvn.sh fetches Maven itself when there is no mvn); no Debian package, no root.
+DEMO_STAMP := $(VENV)/.demo-installed
+
+$(DEMO_STAMP): pyproject.toml jobs/pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[spark]' -e ./jobs
+	touch $(DEMO_STAMP)
+
+demo: $(DEMO_STAMP)
+	scripts/fetch-jars.sh kafka >/dev/null
+	scripts/fetch-jars.sh spark $(PY) >/dev/null
 	$(PY) -m jobs.demo
 
 # The fuzz tests, longer than in `make test` (120 examples a test there); prints figures.

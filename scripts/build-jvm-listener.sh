@@ -20,7 +20,7 @@ mkdir -p "$cache" "$(dirname "$link")"
     work=$(mktemp -d)
     trap 'rm -rf "$work"' EXIT
     cp -r "$project/pom.xml" "$project/src" "$work/"
-    mvn -B -q -Dstyle.color=never -s "$settings" -f "$work/pom.xml" package >&2
+    "$root/scripts/mvn.sh" -B -q -Dstyle.color=never -s "$settings" -f "$work/pom.xml" package >&2
     mkdir -p "$real.partial"
     cp "$work/target/$jar" "$real.partial/"
     rm -rf "$real"

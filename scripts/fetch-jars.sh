@@ -40,7 +40,7 @@ fetch() {  # fetch POM_DIR OUT_DIR [maven -D args...]: OUT_DIR ends up a link in
       rm -rf "$real.partial"
       mkdir -p "$real.partial"
       echo "fetching $(basename "$out") jars from Maven Central..." >&2
-      mvn -B -q -Dstyle.color=never -s "$settings" -f "$pom_dir/pom.xml" "$@" \
+      "$root/scripts/mvn.sh" -B -q -Dstyle.color=never -s "$settings" -f "$pom_dir/pom.xml" "$@" \
         dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$real.partial" >&2
       touch "$real.partial/.complete"
       rm -rf "$real"

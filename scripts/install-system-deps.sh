@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Debian packages the tests and the demo use, installed when missing:
+# Debian packages the tests use (`make test`, `make check`; `make demo` needs none of
+# them), installed when missing:
 #   kcat        a real Kafka client (librdkafka) to check what the broker holds
 #   postgresql  a real PostgreSQL server for the store's tests (the tests start their own)
 #   burrow      LinkedIn's Burrow, the lag tool the tests check the product against
@@ -12,7 +13,8 @@
 #   podman, runc, mmdebstrap
 #               build the project's image and run the chart's pod (tests/e2e/test_container.py);
 #               mmdebstrap makes the base image from Debian packages (no registry needed)
-# Java 17+ and Maven must already be there (they fetch and run the Kafka and Spark jars).
+# Java 17+ must already be there (it runs the Kafka and Spark jars). Maven is installed
+# when missing; without root, scripts/mvn.sh fetches it from Maven Central instead.
 set -euo pipefail
 missing=()
 command -v java >/dev/null || { echo "java (17 or newer) is required" >&2; exit 1; }

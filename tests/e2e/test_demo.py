@@ -6,8 +6,10 @@ only when the group's lag, read back from Kafka, reached zero."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -56,3 +58,83 @@ def test_the_demo_reaches_zero_lag_on_a_brand_new_broker(tmp_path: Path) -> None
     assert "sidecar status of demo-kafka-to-parquet: OK, total lag 0" in output, output[-4000:]
     assert (kafka_dir / "data" / "meta.properties").exists(), "the broker formatted the folder"
     assert "Kafka stopped" in output, "the demo stops the broker it started"
+
+
+DEMO_USER = "sidecar-demo"
+
+
+def _as_a_user_who_is_not_root(home: Path) -> list[str]:
+    """The command prefix that runs as a user without root (this one, when it is not root;
+    else a user made for it, who has no sudo)."""
+    if os.geteuid() != 0:
+        return []
+    if subprocess.run(["id", DEMO_USER], capture_output=True).returncode != 0:
+        subprocess.run(["useradd", "--no-create-home", DEMO_USER], check=True)
+    subprocess.run(["chown", "-R", f"{DEMO_USER}:", str(home)], check=True)
+    return ["runuser", "-u", DEMO_USER, "--"]
+
+
+def _path_without(tmp: Path, *left_out: str) -> str:
+    """A PATH holding every program of this machine's PATH but ``left_out``."""
+    bin_dir = tmp / "bin"
+    bin_dir.mkdir()
+    for folder in os.environ["PATH"].split(os.pathsep):
+        for program in Path(folder).glob("*") if Path(folder).is_dir() else ():
+            link = bin_dir / program.name
+            if program.name not in left_out and not link.exists() and os.access(program, os.X_OK):
+                link.symlink_to(program)
+    return str(bin_dir)
+
+
+def test_make_demo_from_a_fresh_clone_as_a_user_who_is_not_root() -> None:
+    """The front door's first command asks for Python 3.11 and Java 17 only: run as a user
+    without root or sudo, with an empty home (no pip, Maven or jar cache) and no ``mvn``
+    on its PATH, in a fresh clone (committed files only)."""
+    base = Path(tempfile.mkdtemp(prefix="demo-user-"))
+    base.chmod(0o755)
+    home, clone = base / "home", base / "clone"
+    home.mkdir()
+    subprocess.run(["git", "clone", "-q", "--no-hardlinks", str(ROOT), str(clone)], check=True)
+    path = _path_without(base, "mvn", "sudo")
+    kafka_port = free_port()
+    env = {
+        "HOME": str(home),
+        "PATH": path,
+        "LANG": "C.UTF-8",
+        "LOCAL_KAFKA_PORT": str(kafka_port),
+        "LOCAL_KAFKA_DIR": str(base / "kafka"),
+        "SIDECAR_PORT": str(free_port()),
+        "DEMO_STATE_DIR": str(base / "state"),
+        "DEMO_RECORDS": "1500",
+        "DEMO_RATE": "500",
+        "DEMO_TIMEOUT": "300",
+    }
+    prefix = _as_a_user_who_is_not_root(base)
+    try:
+        demo = subprocess.run(
+            [*prefix, "env", "-i", *(f"{k}={v}" for k, v in env.items()), "make", "demo"],
+            cwd=clone,
+            capture_output=True,
+            text=True,
+            timeout=1800,
+        )
+    finally:
+        subprocess.run(
+            [*prefix, "env", "-i", *(f"{k}={v}" for k, v in env.items()),
+             str(clone / "scripts" / "local-kafka.sh"), "stop"],
+            capture_output=True,
+        )  # fmt: skip
+    output = demo.stdout + demo.stderr
+    try:
+        assert demo.returncode == 0, output[-4000:]
+        assert "lag is zero" in output, output[-4000:]
+        assert "please install" not in output
+        assert "fetching Apache Maven" in output, "mvn was not on PATH: Maven came from Central"
+        assert not (clone / ".venv" / ".installed").exists(), "no test extras were installed"
+        installed = subprocess.run(
+            [str(clone / ".venv" / "bin" / "python"), "-m", "pip", "list"],
+            capture_output=True, text=True, check=True,
+        ).stdout  # fmt: skip
+        assert "pytest" not in installed
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

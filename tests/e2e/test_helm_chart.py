@@ -79,9 +79,10 @@ def validate(docs: list[dict[str, Any]]) -> None:
             kubernetes_validate.validate(doc, KUBERNETES, strict=True)
 
 
-@pytest.mark.parametrize("values", ["default", "production"])
+@pytest.mark.parametrize("values", ["default", "production", "identities"])
 def test_chart_lints_renders_and_validates(values: str) -> None:
-    args = ["-f", str(PRODUCTION)] if values == "production" else []
+    files = {"production": PRODUCTION, "identities": CHART / "ci" / "identities-values.yaml"}
+    args = ["-f", str(files[values])] if values in files else []
     lint = subprocess.run([helm(), "lint", str(CHART), *args], capture_output=True, text=True)
     assert lint.returncode == 0, lint.stdout + lint.stderr
     docs = render(*args)
