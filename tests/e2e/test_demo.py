@@ -75,10 +75,14 @@ def _as_a_user_who_is_not_root(home: Path) -> list[str]:
 
 
 def _path_without(tmp: Path, *left_out: str) -> str:
-    """A PATH holding every program of this machine's PATH but ``left_out``."""
+    """A PATH holding every program of this machine's PATH but ``left_out`` (and none of
+    this checkout's or this virtualenv's: the user has its own)."""
     bin_dir = tmp / "bin"
     bin_dir.mkdir()
+    own = (ROOT, Path(sys.prefix), Path.home())
     for folder in os.environ["PATH"].split(os.pathsep):
+        if any(Path(folder).resolve().is_relative_to(p.resolve()) for p in own):
+            continue
         for program in Path(folder).glob("*") if Path(folder).is_dir() else ():
             link = bin_dir / program.name
             if program.name not in left_out and not link.exists() and os.access(program, os.X_OK):
