@@ -65,11 +65,13 @@ DEMO_USER = "sidecar-demo"
 
 def _as_a_user_who_is_not_root(home: Path) -> list[str]:
     """The command prefix that runs as a user without root (this one, when it is not root;
-    else a user made for it, who has no sudo)."""
+    else a user made for it, who has no sudo, its home ``home``/home)."""
     if os.geteuid() != 0:
         return []
     if subprocess.run(["id", DEMO_USER], capture_output=True).returncode != 0:
         subprocess.run(["useradd", "--no-create-home", DEMO_USER], check=True)
+    # Its home is this test's empty folder (Java reads it from the user database, not $HOME).
+    subprocess.run(["usermod", "--home", str(home / "home"), DEMO_USER], check=True)
     subprocess.run(["chown", "-R", f"{DEMO_USER}:", str(home)], check=True)
     return ["runuser", "-u", DEMO_USER, "--"]
 
