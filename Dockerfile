@@ -12,6 +12,8 @@ FROM ${BASE} AS build
 # add azure (abfs://, abfss://) and gcs (gs://) for followed folders there:
 # --build-arg EXTRAS=postgres,s3,msk-iam,oidc,azure,gcs
 ARG EXTRAS=postgres,s3,msk-iam,oidc
+# Wheels only: no compiler in the image, and pip's resolver, backtracking between s3fs's
+# botocore pin and the MSK signer's boto3, never tries to build an old sdist (PyYAML 5.4).
 WORKDIR /src
 RUN python -m venv /opt/sidecar
 COPY pyproject.toml README.md ./
@@ -19,7 +21,7 @@ COPY service ./service
 COPY migrations ./migrations
 RUN /opt/sidecar/bin/pip install --no-cache-dir --upgrade pip \
  && /opt/sidecar/bin/pip wheel --no-cache-dir --no-deps --wheel-dir /wheels . \
- && /opt/sidecar/bin/pip install --no-cache-dir "$(ls /wheels/*.whl)[${EXTRAS}]"
+ && /opt/sidecar/bin/pip install --no-cache-dir --only-binary :all: "$(ls /wheels/*.whl)[${EXTRAS}]"
 
 FROM ${BASE}
 RUN groupadd --system --gid 10001 sidecar \
