@@ -5,13 +5,18 @@ document, rotation, an issuer that is down, and a flood of unknown key ids."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 
 import jwt
 import pytest
 
 from harness.oidc_issuer import OTHER, OidcIssuer, SigningKey, service_account_claims
-from spark_offset_sidecar.adapters.oidc.jwks_verifier import REFETCH_AFTER, JwksVerifier
+from spark_offset_sidecar.adapters.oidc.jwks_verifier import (
+    REFETCH_AFTER,
+    TRUSTED_FOR,
+    JwksVerifier,
+)
 from spark_offset_sidecar.errors import IdentityUnavailable, Unauthenticated
 
 AUDIENCE = "spark-offset-sidecar"
@@ -127,5 +132,49 @@ def test_keys_once_had_are_kept_while_a_refresh_fails(issuer: OidcIssuer) -> Non
     asyncio.run(checker.verify(sa_token(issuer)))
     issuer.down = True
     clock.now += 61
-    assert asyncio.run(checker.verify(sa_token(issuer))).subject == SUBJECT
+    another = sa_token(issuer, jti="another")  # not one already trusted
+    assert asyncio.run(checker.verify(another)).subject == SUBJECT
     assert checker.problem is not None
+
+
+class Wall(Clock):
+    def __init__(self) -> None:
+        self.now = time.time()  # the tokens' exp are real times
+
+
+def test_a_verified_token_is_trusted_for_a_minute_and_checked_again_after(
+    issuer: OidcIssuer,
+) -> None:
+    wall = Wall()
+    checker = JwksVerifier(issuer.url, AUDIENCE, wall=wall, timeout=2)
+    checks = 0
+    check = checker._check
+
+    async def counted(token: str) -> object:
+        nonlocal checks
+        checks += 1
+        return await check(token)
+
+    checker._check = counted  # type: ignore[method-assign,assignment]
+    token = sa_token(issuer)
+    for _ in range(5):
+        asyncio.run(checker.verify(token))
+    assert checks == 1
+    wall.now += TRUSTED_FOR
+    asyncio.run(checker.verify(token))
+    assert checks == 2
+
+
+def test_a_key_taken_out_of_the_jwks_stops_its_trusted_tokens_at_the_next_fetch(
+    issuer: OidcIssuer,
+) -> None:
+    clock = Clock()
+    checker = verifier(issuer, clock, jwks_url=issuer.jwks_url)
+    old = sa_token(issuer)
+    asyncio.run(checker.verify(old))  # trusted now
+    issuer.rotate()
+    issuer.published = [issuer.key]
+    clock.now += REFETCH_AFTER
+    asyncio.run(checker.verify(sa_token(issuer)))  # an unseen kid: the keys are fetched
+    with pytest.raises(Unauthenticated, match="not among issuer"):
+        asyncio.run(checker.verify(old))
