@@ -181,6 +181,11 @@ def _setting(default: Any, parse: Callable[[str], Any], doc: str, *, secret: boo
     return field(default=default, repr=not secret, metadata={"parse": parse, "doc": doc})
 
 
+def _secret(path: str | None, literal: str | None) -> str | None:
+    """A secret from its file (a mounted Secret, read again at each call) or as given."""
+    return Path(path).read_text().strip() if path else literal
+
+
 def default_database_url() -> str:
     return f"sqlite:///{Path('sidecar.db').resolve()}"
 
@@ -471,15 +476,11 @@ class Settings:
 
     def kafka_oauth_secret(self) -> str:
         """The OAuth client secret, from the file when one is given (read when needed)."""
-        if self.kafka_oauth_client_secret_file:
-            return Path(self.kafka_oauth_client_secret_file).read_text().strip()
-        return self.kafka_oauth_client_secret or ""
+        return _secret(self.kafka_oauth_client_secret_file, self.kafka_oauth_client_secret) or ""
 
     def kafka_sasl_secret(self) -> str | None:
         """The SASL password, from the file when one is given (read when needed)."""
-        if self.kafka_sasl_password_file:
-            return Path(self.kafka_sasl_password_file).read_text().strip()
-        return self.kafka_sasl_password
+        return _secret(self.kafka_sasl_password_file, self.kafka_sasl_password)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:

@@ -71,7 +71,6 @@ class RenewedTokens(AbstractTokenProvider):  # type: ignore[misc]  # aiokafka is
         self._expires_at = 0.0
         self._lock = asyncio.Lock()
         self.problem: str | None = None
-        self.fetches = 0
 
     async def token(self) -> str:
         async with self._lock:
@@ -85,7 +84,6 @@ class RenewedTokens(AbstractTokenProvider):  # type: ignore[misc]  # aiokafka is
                 if self._token is not None and self._clock() < self._expires_at:
                     return self._token
                 raise
-            self.fetches += 1
             now = self._clock()
             self._token = token
             self._fetched_at = now

@@ -89,7 +89,6 @@ class JwksVerifier:
         self._tried_at: float | None = None  # last attempt, failed or not
         self._lock = asyncio.Lock()
         self._problem: str | None = None
-        self.fetches = 0
 
     @property
     def problem(self) -> str | None:
@@ -179,7 +178,6 @@ class JwksVerifier:
             self._trusted.clear()  # a key gone or changed: its tokens are checked again
         self._keys, self._published = keys, published
         self._fetched_at = self._clock()
-        self.fetches += 1
         if self._problem is not None:
             log.info("jobs' token issuer: %d keys of %s had again", len(keys), self.issuer)
             self._problem = None
