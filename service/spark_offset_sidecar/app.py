@@ -40,6 +40,7 @@ from spark_offset_sidecar.core.group_status import CommitWindows
 from spark_offset_sidecar.core.leases import Ownership
 from spark_offset_sidecar.core.ledger import Backoff
 from spark_offset_sidecar.errors import StoreError
+from spark_offset_sidecar.gil import GilShare
 from spark_offset_sidecar.heap import HeapKeeper
 from spark_offset_sidecar.http.auth import TokenRegistry
 from spark_offset_sidecar.http.body_limit import BodySizeLimit
@@ -115,6 +116,7 @@ def create_app(
             lambda: verifier.problem and f"jobs' token issuer: {verifier.problem}"
         )
     heap = HeapKeeper(thaw_every=settings.gc_thaw_seconds)
+    gil = GilShare(settings.gil_switch_interval_seconds)
     metrics.watch_heap(heap)
     fleet = FleetExposition(
         lambda: runtime.durable.ledger,  # type: ignore[union-attr]
@@ -256,6 +258,7 @@ def create_app(
         # The loaded ledger, and the fleet's state after each full collection, lives as
         # long as the process: out of the cyclic GC's scans (heap.HeapKeeper).
         heap.install()
+        gil.install()
         runtime.ready = True
         log.info("ready: %d queries, %d groups loaded", *_sizes(runtime.durable))
         try:
@@ -263,6 +266,7 @@ def create_app(
         finally:
             runtime.ready = False
             heap.uninstall()
+            gil.uninstall()
             runtime.lag_task.cancel()
             await runtime.commit_loop.stop(settings.shutdown_grace_seconds)
             runtime.commit_task.cancel()

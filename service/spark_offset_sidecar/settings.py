@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from spark_offset_sidecar.errors import ConfigError
+from spark_offset_sidecar.gil import SWITCH_INTERVAL
 
 PREFIX = "SIDECAR_"
 
@@ -76,6 +77,13 @@ def _non_negative_float(value: str) -> float:
     number = float(value)
     if not math.isfinite(number) or number < 0:
         raise ValueError("must be a finite number, 0 or more")
+    return number
+
+
+def _switch_interval(value: str) -> float:
+    number = float(value)
+    if not math.isfinite(number) or not 0 < number <= 0.1:
+        raise ValueError("must be a number of seconds greater than 0, at most 0.1")
     return number
 
 
@@ -276,6 +284,12 @@ class Settings:
         "freeze what survives each full garbage collection; scan it all again this often "
         "(0: never freeze)",
     )
+    gil_switch_interval_seconds: float = _setting(
+        SWITCH_INTERVAL,
+        _switch_interval,
+        "how soon the event loop hands the GIL to a worker thread that waits for it "
+        "(CPython's default: 0.005)",
+    )
     # Several replicas on one PostgreSQL (core.leases): each group is committed by the
     # replica holding its lease.
     replicated: bool = _setting(
@@ -302,7 +316,7 @@ class Settings:
     )
     max_partitions_per_event: int = _setting(10_000, _positive_int, "partitions in one event")
     max_topics_per_event: int = _setting(100, _positive_int, "topics in one event")
-    # Who may call (see http.auth and the README's SECURITY section).
+    # Who may call (see http.auth and docs/secure/index.md).
     tokens_file: str | None = _setting(None, _readable_file, "JSON file of bearer tokens")
     protect_reads: bool = _setting(True, _flag, "GET /v1/* needs a token with read")
     allow_unauthenticated: bool = _setting(False, _flag, "listen beyond loopback without tokens")
@@ -502,7 +516,7 @@ class Settings:
 
     @classmethod
     def describe(cls) -> list[tuple[str, str, str]]:
-        """(variable, default, meaning) of every setting, for ``--help`` and the README."""
+        """(variable, default, meaning) of every setting, for ``--help`` and docs/run/service.md."""
         return [
             (env_name(f.name), _shown(f.default), f.metadata["doc"])
             for f in dataclasses.fields(cls)

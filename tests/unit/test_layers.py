@@ -33,10 +33,11 @@ MAY_IMPORT: dict[str, set[str]] = {
     "errors": set(),
     "turns": set(),
     "heap": set(),
+    "gil": set(),
     "core": {"errors"},
     "ports": {"core", "errors"},
     "observe": {"core", "errors", "turns"},
-    "settings": {"errors"},
+    "settings": {"errors", "gil"},
     "adapters": {"core", "ports", "errors", "settings"},
     "runtime": {"core", "ports", "observe", "errors", "turns"},
     "http": {"core", "ports", "runtime", "observe", "errors", "settings", "turns"},
@@ -50,11 +51,12 @@ MAY_IMPORT: dict[str, set[str]] = {
         "errors",
         "settings",
         "heap",
+        "gil",
     },
     "cli": {"app", "adapters", "observe", "errors", "settings", "core"},
     "testing": {"core", "ports", "errors"},
 }
-STDLIB_ONLY = {"errors", "core", "ports", "turns", "heap"}
+STDLIB_ONLY = {"errors", "core", "ports", "turns", "heap", "gil"}
 DRIVERS = {
     "aiokafka",
     "kafka",

@@ -59,6 +59,8 @@ def test_defaults_and_explicit_values() -> None:
         ("SIDECAR_OIDC_ISSUER", "kubernetes.default.svc", "http:// or https://"),
         ("SIDECAR_OIDC_JWKS_REFRESH_SECONDS", "0", "greater than 0"),
         ("SIDECAR_GC_THAW_SECONDS", "-1", "0 or more"),
+        ("SIDECAR_GIL_SWITCH_INTERVAL_SECONDS", "0", "greater than 0"),
+        ("SIDECAR_GIL_SWITCH_INTERVAL_SECONDS", "1", "at most 0.1"),
     ],
 )
 def test_bad_settings_fail_naming_the_variable(variable: str, value: str, problem: str) -> None:
