@@ -25,7 +25,7 @@ HELM_CACHED := $(CACHE)/tools/helm-$(HELM_VERSION)/helm
 # Go module proxy (GitHub is not reachable from everywhere).
 PROMETHEUS_OPERATOR := github.com/prometheus-operator/prometheus-operator@v0.78.2
 
-.PHONY: test check demo fuzz lint typecheck venv jars tools system-deps kafka-start kafka-stop clean
+.PHONY: test check demo docs bench fuzz lint typecheck venv jars tools system-deps kafka-start kafka-stop clean
 
 $(STAMP): pyproject.toml jobs/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -73,14 +73,26 @@ typecheck: venv
 # and folders (tests/conftest.py); TEST_WORKERS=0 runs it in this one process.
 TEST_WORKERS ?= 2
 
-test: jars tools lint typecheck
+test: jars tools lint typecheck docs
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 # Every test that needs no broker, Spark or container (markers read from the fixtures a test
 # uses, tests/conftest.py); INNER_LOOP=1 makes an unmarked test that reaches for one fail.
-check: venv tools lint typecheck
+check: venv tools lint typecheck docs
 	INNER_LOOP=1 $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup \
 		-m "not kafka and not spark and not container" $(PYTEST_ARGS)
+
+# The manual (docs/, mkdocs.yml) as a site in .local/site: every warning an error (broken
+# links and anchors, pages outside the navigation); the generated pages must be current.
+docs: venv
+	$(PY) scripts/chart_readme.py --check
+	$(PY) scripts/api_reference.py --check
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+
+# The benchmarks (bench/__main__.py): `make bench` lists them, `make bench SCENARIO=name
+# ARGS="..."` runs one (a brand-new broker when it needs one). Results: docs/benchmarks/.
+bench: jars tools
+	$(PY) -m bench $(SCENARIO) $(ARGS)
 
 # `make demo` asks for no more than it uses: Python 3.11 and Java 17. The virtualenv gets the
 # service, PySpark and the listener (no test extras); the jars come from Maven Central

@@ -3,7 +3,7 @@ ledger, no database, no auth and no commit loop.
 
     .venv/bin/python bench/bare_endpoint.py PORT [--json-only]
 
-By default (``bench/callback_throughput.py``) it parses the progress event with the same
+By default it parses the progress event with the same
 model and parser as the service and answers the same shape; with ``--json-only``
 (``bench/http_throughput.py``, issue 18's baseline) it only ``json.loads`` the body and
 answers a small JSON.

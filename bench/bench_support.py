@@ -1,7 +1,11 @@
-"""Shared pieces of the Spark benchmarks: a producer, a service process, percentiles."""
+"""What every benchmark shares: the service as a process (``Sidecar``), the bare FastAPI
+baseline (``Bare``), the Go load generator (``load``), a producer, the CPU of a process
+(``cpu_seconds``) and of the machine (``cpu_times``: steal), percentiles. Kafka comes from
+``python -m bench`` (a brand-new broker) or ``--bootstrap``."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import os
@@ -13,6 +17,7 @@ import threading
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 from harness.machine import ROOT, free_port
 
@@ -107,3 +112,89 @@ class Sidecar:
     def stop(self) -> None:
         self.process.terminate()
         self.process.wait(30)
+
+
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process and its waited-for children, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return sum(int(f) for f in fields[11:15]) / TICKS
+
+
+LOADGEN = ROOT / ".local" / "bin" / "loadgen"
+
+
+def build_loadgen() -> Path:
+    LOADGEN.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        ["go", "build", "-o", str(LOADGEN), "."], cwd=ROOT / "bench" / "loadgen", check=True
+    )
+    return LOADGEN
+
+
+class Bare:
+    """``bench/bare_endpoint.py`` as a process (``json_only``: its json-only variant)."""
+
+    def __init__(self, *, json_only: bool = False) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        variant = ["--json-only"] if json_only else []
+        self.process = subprocess.Popen(
+            [sys.executable, str(ROOT / "bench" / "bare_endpoint.py"), str(self.port), *variant]
+        )
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(self.url + "/readyz", timeout=1):
+                    return
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(30)
+
+
+def cpu_times() -> list[int]:
+    return [int(v) for v in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
+
+
+def load(
+    url: str,
+    args: argparse.Namespace,
+    first_batch: int,
+    *,
+    allow_errors: bool = False,
+    **extra: Any,
+) -> dict[str, Any]:
+    """Run the load generator against ``url`` (several: comma-separated, round robin);
+    failed events end the benchmark unless ``allow_errors`` (they are then a figure)."""
+    before = cpu_times()
+    endpoints = ",".join(f"{base}/v1/progress" for base in url.split(","))
+    command = [
+        str(LOADGEN),
+        f"-url={endpoints}",
+        f"-queries={args.queries}",
+        f"-partitions={args.partitions}",
+        f"-first-batch={first_batch}",
+        f"-workers={args.workers}",
+    ] + [f"-{k}={v}" for k, v in extra.items()]
+    out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+    after = cpu_times()
+    result: dict[str, Any] = json.loads(out)
+    delta = [a - b for a, b in zip(after, before, strict=True)]
+    result["steal_pct"] = 100.0 * delta[7] / max(1, sum(delta))  # 8th field: steal
+    if (result["errors"] or result["non_2xx"]) and not allow_errors:
+        raise SystemExit(f"{url}: failures during the run: {result}")
+    return result
+
+
+def row(name: str, r: dict[str, Any]) -> str:
+    return (
+        f"| {name} | {r['mode']} | {r['sent']} | {r['events_per_second']:.0f} | "
+        f"{r['p50_ms']:.2f} | {r['p99_ms']:.2f} | {r['steal_pct']:.0f} |"
+    )

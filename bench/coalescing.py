@@ -2,7 +2,7 @@
 group keeps at most one commit in flight, skips what a newer checkpoint replaced, and its
 newest offsets land within about one commit time after its last event.
 
-    .venv/bin/python bench/coalescing.py --groups 20 --interval 0.1 --seconds 10
+    .venv/bin/python -m bench coalescing --groups 20 --interval 0.1 --seconds 10
 
 A broker of its own (real Kafka, KRaft) is slowed by freezing it (SIGSTOP) for
 ``--frozen`` seconds out of every ``--frozen + --running``, so an offset commit takes

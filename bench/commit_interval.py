@@ -1,8 +1,7 @@
 """A commit interval against committing every checkpoint, and both against a bare FastAPI
 endpoint, side by side in one run (issue 33).
 
-    scripts/local-kafka.sh start
-    .venv/bin/python bench/commit_interval.py --queries 500 5000 --rounds 2 --seconds 10
+    .venv/bin/python -m bench commit_interval --queries 500 5000 --rounds 2 --seconds 10
 
 Three servers run at once: the bare endpoint (``bench/bare_endpoint.py --json-only``), the
 service committing every checkpoint (``SIDECAR_MIN_COMMIT_INTERVAL_SECONDS=0``, as
@@ -35,8 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench.bench_support import Sidecar, create_topic, percentiles
-from bench.callback_throughput import Bare
+from bench.bench_support import Bare, Sidecar, create_topic, percentiles
 from bench.http_throughput import run_wrk
 
 PROBE_GROUPS = 4

@@ -6,9 +6,9 @@ commits. A poller reads the group's committed offsets from the broker every 5 ms
 when each batch id (from the commit metadata) first appears there. Batch end = the
 progress's timestamp (trigger start) + its ``triggerExecution`` duration.
 
-    .venv/bin/python bench/commit_latency.py [--seconds 60]
+    .venv/bin/python -m bench commit_latency [--seconds 60]
 
-Needs the local broker (scripts/local-kafka.sh start).
+A brand-new broker from `python -m bench` (or ``--bootstrap``).
 """
 
 from __future__ import annotations

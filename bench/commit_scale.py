@@ -1,8 +1,7 @@
 """The commit path at scale: many groups through the service's ``KafkaOffsetCommitter``
 against a raw single aiokafka commit, in one run on the real broker.
 
-    scripts/local-kafka.sh start
-    .venv/bin/python bench/commit_scale.py --groups 1000 --partitions 16
+    .venv/bin/python -m bench commit_scale --groups 1000 --partitions 16
 
 Figures:
   raw         one ``AIOKafkaConsumer(group_id=...)`` committing ``--partitions`` offsets,
@@ -107,7 +106,7 @@ async def consumer_per_group(bootstrap: str, topic: str, partitions: int, groups
             await consumer.stop()
 
 
-async def main() -> None:
+async def measure() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--bootstrap", default="127.0.0.1:9092")
     parser.add_argument("--groups", type=int, default=1000)
@@ -189,5 +188,9 @@ async def main() -> None:
     )
 
 
+def main() -> None:
+    asyncio.run(measure())
+
+
 if __name__ == "__main__":
-    asyncio.run(main())
+    main()

@@ -10,8 +10,7 @@ listener's (``scripts/build-jvm-listener.sh``) for group J. A poller reads every
 committed offsets from the broker every 5 ms and notes when each batch id (from the commit
 metadata) first appears. Batch end = progress timestamp + ``triggerExecution``.
 
-    scripts/local-kafka.sh start
-    .venv/bin/python bench/follow_latency.py [--seconds 60] [--interval 1]
+    .venv/bin/python -m bench follow_latency [--seconds 60] [--interval 1]
 """
 
 from __future__ import annotations

@@ -10,9 +10,8 @@ batch each (written by this process). Figures come from the service's own counte
 CPU from ``/proc/<pid>/stat``, requests and polls from ``/metrics``. This process's own
 CPU (and the S3 server's) is printed beside them.
 
-    scripts/local-kafka.sh start
-    .venv/bin/python bench/follow_scale.py --storage local --folders 1000
-    .venv/bin/python bench/follow_scale.py --storage s3 --folders 1000 --batches 10
+    .venv/bin/python -m bench follow_scale --storage local --folders 1000
+    .venv/bin/python -m bench follow_scale --storage s3 --folders 1000 --batches 10
 """
 
 from __future__ import annotations
@@ -32,8 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bench_support import Sidecar, create_topic
-from bench.memory import cpu_seconds
+from bench.bench_support import Sidecar, cpu_seconds, create_topic
 from harness.s3_server import S3Server
 from tests.support.checkpoints import COMMIT_LOG as COMMIT
 from tests.support.checkpoints import offset_log

@@ -1,8 +1,7 @@
 """The durable hot path against a bare FastAPI endpoint, side by side in one run, with a
 light load generator (issue 18).
 
-    scripts/local-kafka.sh start
-    .venv/bin/python bench/http_throughput.py --rounds 2 --seconds 10
+    .venv/bin/python -m bench http_throughput --rounds 2 --seconds 10
 
 Load: ``wrk`` (C, one process; ``bench/wrk/progress.lua`` builds Spark-shaped progress
 bodies: ``--queries`` queries x ``--partitions`` partitions, every request a new batch of
@@ -39,18 +38,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bench_support import Sidecar, create_topic
-from bench.callback_throughput import Bare
+from bench.bench_support import TICKS, Bare, Sidecar, cpu_seconds, create_topic
 from harness.machine import ROOT
 
 WRK_SCRIPT = ROOT / "bench" / "wrk" / "progress.lua"
-TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU of a process and its waited-for children, from /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return sum(int(f) for f in fields[11:15]) / TICKS
 
 
 def main_thread_cpu(pid: int) -> float:
@@ -62,8 +53,11 @@ def main_thread_cpu(pid: int) -> float:
 
 
 def broker_pid() -> int | None:
-    """The local broker's pid (``scripts/local-kafka.sh``'s pid file), if it runs: its CPU
-    is beside the service's, as the bare endpoint makes no use of it."""
+    """The broker's pid (``python -m bench``'s, or ``scripts/local-kafka.sh``'s pid file),
+    if it runs: its CPU is beside the service's, as the bare endpoint makes no use of it."""
+    given = os.environ.get("BENCH_KAFKA_PID")
+    if given and Path(f"/proc/{given}").exists():
+        return int(given)
     folder = ROOT / os.environ.get("LOCAL_KAFKA_DIR", ".local/kafka")  # relative: to ROOT
     with contextlib.suppress(FileNotFoundError, ValueError):
         pid = int((folder / "kafka.pid").read_text())

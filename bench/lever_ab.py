@@ -2,8 +2,7 @@
 side in one run (issue 18's "each lever measured alone").
 
     git worktree add /tmp/before <commit before the change>
-    scripts/local-kafka.sh start
-    .venv/bin/python bench/lever_ab.py /tmp/before --rounds 2 --seconds 10
+    .venv/bin/python -m bench lever_ab /tmp/before --rounds 2 --seconds 10
 
 The same load as ``http_throughput.py`` (``wrk`` with ``bench/wrk/progress.lua``: 500
 queries x 8 partitions, every request a new batch of its query), on two services started

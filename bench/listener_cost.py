@@ -8,9 +8,9 @@ from the moment the JVM hands over the event until the callback returns:
          Python objects that every StreamingQueryListener pays), then event.progress.json
   ours   OffsetCommitListener: jevent.progress().json() + queueing for the background sender
 
-    .venv/bin/python bench/listener_cost.py [--batches 60]
+    .venv/bin/python -m bench listener_cost [--batches 60]
 
-Needs the local broker (scripts/local-kafka.sh start). Prints a table and the ratio.
+A brand-new broker from `python -m bench` (or ``--bootstrap``). Prints a table and the ratio.
 """
 
 from __future__ import annotations

@@ -2,8 +2,7 @@
 ``--queries`` queries, each with ``--partitions`` partitions, have been accepted (and
 committed to the real broker).
 
-    scripts/local-kafka.sh start
-    .venv/bin/python bench/memory.py --queries 10000 --partitions 32
+    .venv/bin/python -m bench memory --queries 10000 --partitions 32
 
 Each query sends ``--events`` progress events (its own consumer group, one real topic).
 Bytes per query = (RSS loaded - RSS empty) / queries, after the commits have settled.
@@ -23,18 +22,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bench_support import Sidecar, create_topic
-from bench.callback_throughput import build_loadgen
+from bench.bench_support import Sidecar, build_loadgen, cpu_seconds, create_topic
 
 
 def rss_kib(pid: int) -> int:
     status = Path(f"/proc/{pid}/status").read_text()
     return next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:"))
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / 100  # utime + stime, in clock ticks
 
 
 def wait_until_idle(pid: int, timeout: float = 300) -> None:

@@ -1,8 +1,7 @@
 """The peers side by side: a naive synchronous committer in the listener (what
 freeza-offset and the Scala listener do) against ours, on the same Spark job, in one run.
 
-    scripts/local-kafka.sh start
-    .venv/bin/python bench/peers.py --seconds 60
+    .venv/bin/python -m bench peers --seconds 60
 
 One real streaming query (Spark's Kafka connector, 4 partitions, a 1-second trigger, a
 producer at ``--rate`` records/s) with two listeners that receive the same events, each

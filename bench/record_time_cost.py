@@ -8,7 +8,7 @@ Prints the time of each, the records the fetcher handed back (a whole batch per
 partition at most) and the bytes on the wire (the broker's BytesOutPerSec is not read
 here: the consumer's own counter of bytes fetched is).
 
-    .venv/bin/python -m bench.record_time_cost --partitions 1000
+    .venv/bin/python -m bench record_time_cost --partitions 1000
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Callback throughput with 1, 2 and 3 replicas on one PostgreSQL, and failover time, in
 one run.
 
-    scripts/local-kafka.sh start
-    .venv/bin/python bench/replicas.py --rounds 2 --seconds 10
+    .venv/bin/python -m bench replicas --rounds 2 --seconds 10
 
 Each replica is a real ``offset-sidecar serve`` process with ``SIDECAR_REPLICATED=true``
 on one real PostgreSQL (started here, ``fsync=on``), committing to the real broker. The
@@ -32,8 +31,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bench_support import Sidecar, create_topic
-from bench.callback_throughput import build_loadgen, load, row
+from bench.bench_support import Sidecar, build_loadgen, create_topic, load, row
 from harness.postgres_server import PostgresServer
 from harness.replica_cluster import ReplicaCluster, overlapping_owners
 

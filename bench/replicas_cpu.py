@@ -1,8 +1,7 @@
 """CPU per event with 1, 2 and 3 replicas on one PostgreSQL, side by side in one run
 (issue 18: "replicas pay for themselves").
 
-    scripts/local-kafka.sh start
-    .venv/bin/python bench/replicas_cpu.py --rounds 2 --seconds 10
+    .venv/bin/python -m bench replicas_cpu --rounds 2 --seconds 10
 
 Each replica is a real ``offset-sidecar serve`` process with ``SIDECAR_REPLICATED=true``
 on one real PostgreSQL (started here, ``fsync=on``), committing to the real broker.

@@ -13,7 +13,7 @@ then, once every group is committed and the lag monitor has read its log ends:
     back to back (two Prometheus replicas that never pause): p50, p99 and max, and each
     side's CPU (server, loadgen, wrk) beside every figure.
 
-    .venv/bin/python -m bench.scrape_cost --groups 5000 --before 22c559b
+    .venv/bin/python -m bench scrape_cost --groups 5000 --before 22c559b
 """
 
 from __future__ import annotations
@@ -33,9 +33,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bench_support import Sidecar, create_topic
-from bench.callback_throughput import build_loadgen, load
-from bench.http_throughput import cpu_seconds
+from bench.bench_support import Sidecar, build_loadgen, cpu_seconds, create_topic, load
 from harness.kafka_broker import brand_new
 
 ROOT = Path(__file__).resolve().parent.parent

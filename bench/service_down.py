@@ -6,9 +6,9 @@ over the same records twice: once with no listener, once with ``OffsetCommitList
 pointed at a port where nothing listens (so every delivery fails and is retried in the
 background). Spark should not notice.
 
-    .venv/bin/python bench/service_down.py [--records 16000]
+    .venv/bin/python -m bench service_down [--records 16000]
 
-Needs the local broker (scripts/local-kafka.sh start).
+A brand-new broker from `python -m bench` (or ``--bootstrap``).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 the service's RSS and open file descriptors reported at the start, along the way and at
 the end.
 
-    .venv/bin/python bench/soak.py --seconds 600 --queries 300 --rate 200
+    .venv/bin/python -m bench soak --seconds 600 --queries 300 --rate 200
 
 Load, per second: ``rate`` progress events spread over ``queries`` queries (each its own
 consumer group, 8 partitions of one real topic), plus reads of query state and a

@@ -6,11 +6,12 @@ the real app. Prints the time of ``GET /ui`` (first page, a filtered page, a lat
 and ``GET /v1/status/<group>``, and the longest time the event loop was held while the
 page rendered (a ticker coroutine measures the gaps between its turns).
 
-    .venv/bin/python -m bench.status_page_cost [GROUPS] [PARTITIONS]
+    .venv/bin/python -m bench status_page_cost --groups 5000 --partitions 8
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import statistics
 import sys
@@ -40,7 +41,7 @@ def progress(group: int, batch: int, partitions: int) -> dict[str, object]:
     }
 
 
-async def main(groups: int, partitions: int) -> None:
+async def measure(groups: int, partitions: int) -> None:
     ends = InMemoryLogEnds({TopicPartition("t", p): 10_000 for p in range(partitions)})
     times = InMemoryRecordTimes()
     for p in range(partitions):
@@ -105,10 +106,13 @@ async def main(groups: int, partitions: int) -> None:
             )
 
 
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--groups", type=int, default=5000)
+    parser.add_argument("--partitions", type=int, default=8)
+    args = parser.parse_args()
+    asyncio.run(measure(args.groups, args.partitions))
+
+
 if __name__ == "__main__":
-    asyncio.run(
-        main(
-            int(sys.argv[1]) if len(sys.argv) > 1 else 5000,
-            int(sys.argv[2]) if len(sys.argv) > 2 else 8,
-        )
-    )
+    main()

@@ -2,7 +2,7 @@
 evaluated every read (before) against only the groups whose status can have changed
 (``runtime.lag_monitor``: changed inputs or a lagging partition), side by side in one run.
 
-    .venv/bin/python -m bench.status_rounds [GROUPS] [PARTITIONS] [ROUNDS]
+    .venv/bin/python -m bench status_rounds [GROUPS] [PARTITIONS] [ROUNDS]
 
 A fleet of GROUPS groups of PARTITIONS partitions with full windows. At each read (every
 10 s of simulated time), ``--active`` of the groups got records and committed them (new

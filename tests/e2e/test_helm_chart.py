@@ -161,6 +161,32 @@ def test_production_values_postgresql_from_a_secret_and_monitoring() -> None:
     assert json.loads(dashboard["data"]["spark-offset-sidecar.json"])["panels"]
 
 
+def test_every_alert_links_its_runbook_in_the_manual() -> None:
+    def rules(*args: str) -> list[dict[str, Any]]:
+        kinds = by_kind(render("--set", "metrics.prometheusRule.enabled=true", *args))
+        found: list[dict[str, Any]] = kinds["PrometheusRule"][0]["spec"]["groups"][0]["rules"]
+        return found
+
+    manual = CHART.parent.parent / "docs"
+    listed = (manual / "operate" / "alerts.md").read_text()
+    for rule in rules():
+        alert = rule["alert"]
+        page = f"docs/operate/runbooks/{alert}.md"
+        assert rule["annotations"]["runbook_url"] == page
+        assert (manual.parent / page).is_file(), f"{alert} has no runbook"
+        assert f"(runbooks/{alert}.md)" in listed, f"{alert} is not in the alerts page"
+    published = rules("--set", "metrics.prometheusRule.runbookBaseUrl=https://docs.example/rb/")
+    assert {r["annotations"]["runbook_url"] for r in published} == {
+        f"https://docs.example/rb/{r['alert']}/" for r in published
+    }
+    assert "runbookBaseUrl" in refused(
+        "--set",
+        "metrics.prometheusRule.enabled=true",
+        "--set",
+        "metrics.prometheusRule.runbookBaseUrl=docs.example",
+    )
+
+
 def test_the_commit_interval_reaches_the_service_and_is_bounded() -> None:
     def config(*args: str) -> dict[str, str]:
         kinds = by_kind(render(*args))

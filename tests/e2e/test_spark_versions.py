@@ -7,7 +7,7 @@ checkpoint folder with no listener at all. With the listener, the job first runs
 service down (its address refuses connections): Spark finishes every batch all the same,
 and the next run, with the service up, is committed to the end.
 
-The cases, one per cell of the README's compatibility table:
+The cases, one per cell of the compatibility table in docs/versions.md:
   - classic PySpark 3.5.7, 4.0.0 and 4.1.1 on the suite's Kafka 4.1.1 (the project's own
     4.2.0 runs in every other Spark test);
   - Spark Connect clients 3.5.7, 4.0.0, 4.1.1 and 4.2.0 (``pyspark[connect]``) with a

@@ -1,7 +1,7 @@
 """Every kind of token against every ``/v1`` route, on the real service and the real broker,
 with Kafka as ground truth: a refused write moves no offset; an allowed one does.
 
-Tokens: write-only, read-only (the README's ``ops`` example), both (own patterns), a
+Tokens: write-only, read-only (the ``ops`` example of docs/secure/index.md), both (own patterns), a
 stranger (grants on other groups only), and none. A route addressed by query id answers
 a query the token may not touch exactly as an unknown query."""
 

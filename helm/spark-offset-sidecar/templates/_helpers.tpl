@@ -88,3 +88,17 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- fail "auth.identities need auth.oidc.issuer (or auth.oidc.inCluster: true)" -}}
 {{- end -}}
 {{- end -}}
+
+{{/*
+An alert's runbook: its page in the manual published at metrics.prometheusRule.runbookBaseUrl,
+or, with none, the page's path in the repository (docs/operate/runbooks/<alert>.md).
+*/}}
+{{- define "sidecar.runbook" -}}
+{{- $root := index . 0 -}}
+{{- $alert := index . 1 -}}
+{{- with $root.Values.metrics.prometheusRule.runbookBaseUrl -}}
+{{ printf "%s/%s/" (trimSuffix "/" .) $alert | quote }}
+{{- else -}}
+{{ printf "docs/operate/runbooks/%s.md" $alert | quote }}
+{{- end -}}
+{{- end -}}

@@ -1,4 +1,4 @@
-"""Request and answer bodies of the HTTP API (the contract in the README's API section)."""
+"""Request and answer bodies of the HTTP API (the contract in docs/api/)."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ for ``max_age`` seconds: scrapes that come together (two Prometheus replicas, a
 dashboard) share one build, and a scrape that finds a build under way waits for it
 instead of starting another.
 
-What is exported per group (the README's metric table lists every series):
+What is exported per group (docs/operate/metrics.md lists every series):
   - ``granularity`` ``topic`` (default): lag figures per group and topic; ``partition``
     adds the partition label and the committed offset of each partition; ``group`` keeps
     only the group label.

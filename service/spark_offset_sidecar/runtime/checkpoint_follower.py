@@ -17,8 +17,8 @@ Invariants
     replica polls first (the ledger makes the second registration a duplicate), and
     from then on by its owner.
   - A re-created checkpoint (``metadata`` names another query id) is a new query: its
-    events are refused as a conflict until the old query is released (README: "When a
-    Spark checkpoint is lost"); the folder's status says so.
+    events are refused as a conflict until the old query is released
+    (docs/operate/lost-checkpoint.md); the folder's status says so.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ Invariants
     group: each (group, partition) remembers up to which offset its losses were counted.
   - Every pass over the groups hands the event loop back every few milliseconds
     (``turns``): at 10,000 groups of 32 partitions a full evaluation costs seconds of CPU
-    (bench/README.md), and requests must not wait for it.
+    (docs/benchmarks/record.md), and requests must not wait for it.
   - With replicas (a ``board``): a group this replica starts to commit has its window
     seeded from the board (the previous owner's) before it is sampled here, and after
     each evaluation the reports and windows of this replica's groups are published, those

@@ -1,0 +1,128 @@
+"""The manual stays true to the code: its generated pages are current, every setting is in
+its table, every shell command it shows names the test that runs it (or why none can
+here), and `make bench` lists every scenario there is."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from harness.machine import ROOT
+from spark_offset_sidecar.settings import Settings
+
+DOCS = ROOT / "docs"
+CHART_TEMPLATE = ROOT / "helm" / "spark-offset-sidecar" / "README.template.md"
+PAGES = [*sorted(DOCS.rglob("*.md")), ROOT / "README.md", CHART_TEMPLATE]
+FENCE = re.compile(r"^```(sh|bash)\s*$")
+MARK = re.compile(r"^<!-- (run by (?P<test>\S+)( .+)?|not run here: .+) -->$")
+
+
+def script(name: str) -> ModuleType:
+    path = ROOT / "scripts" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None
+    assert spec.loader is not None
+    sys.path.insert(0, str(path.parent))
+    try:
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(path.parent))
+    return module
+
+
+def test_the_charts_readme_is_made_from_its_values() -> None:
+    chart_readme = script("chart_readme")
+    assert (chart_readme.CHART / "README.md").read_text() == chart_readme.render(), (
+        "helm/spark-offset-sidecar/README.md is stale: python scripts/chart_readme.py"
+    )
+
+
+def test_every_chart_value_has_a_description() -> None:
+    import yaml
+
+    chart_readme = script("chart_readme")
+    text = (chart_readme.CHART / "values.yaml").read_text()
+    tree = yaml.safe_load(text)
+
+    def value(path: tuple[str, ...]) -> object:
+        node: object = tree
+        for part in path:
+            assert isinstance(node, dict)
+            node = node[part]
+        return node
+
+    blank = [
+        ".".join(path)
+        for path, words in chart_readme.described_keys(text).items()
+        if not words and not (isinstance(value(path), dict) and value(path))  # a section
+    ]
+    assert not blank, f"values without a comment in values.yaml: {blank}"
+
+
+def test_the_api_reference_is_made_from_the_openapi_schema() -> None:
+    api_reference = script("api_reference")
+    assert api_reference.TARGET.read_text() == api_reference.render(), (
+        "docs/api/reference.md is stale: python scripts/api_reference.py"
+    )
+
+
+def test_every_setting_is_in_the_manuals_table_and_nothing_else() -> None:
+    table = (DOCS / "run" / "service.md").read_text()
+    rows = [line for line in table.splitlines() if line.startswith("| `SIDECAR_")]
+    shown: set[str] = set()
+    for row in rows:
+        first = row.split("|")[1]
+        names = re.findall(r"`(SIDECAR_[A-Z0-9_]+|_[A-Z0-9_]+)`", first)
+        base = names[0]
+        shown.add(base)
+        stem = base.rsplit("_", 1)[0]
+        for suffix in names[1:]:  # `SIDECAR_X_USERNAME` / `_PASSWORD_FILE`: shares a stem
+            while stem and not _known(stem + suffix):
+                stem = stem.rsplit("_", 1)[0] if "_" in stem else ""
+            shown.add(stem + suffix)
+    known = {f"SIDECAR_{name.upper()}" for name in Settings.__dataclass_fields__}
+    assert sorted(known - shown) == [], "settings missing from docs/run/service.md"
+    assert sorted(shown - known) == [], "docs/run/service.md names settings that do not exist"
+
+
+def _known(variable: str) -> bool:
+    return variable.removeprefix("SIDECAR_").lower() in Settings.__dataclass_fields__
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_shell_command_names_the_test_that_runs_it(page: Path) -> None:
+    lines = page.read_text().splitlines()
+    for number, line in enumerate(lines):
+        if not FENCE.match(line):
+            continue
+        mark = MARK.match(lines[number - 1]) if number else None
+        assert mark, f"{page.name}:{number + 1}: a shell block without <!-- run by ... -->"
+        if mark["test"]:
+            path, _, name = mark["test"].partition("::")
+            source = ROOT / path
+            assert source.is_file(), f"{page.name}:{number + 1}: no {path}"
+            assert re.search(rf"^(async )?def {name}\(", source.read_text(), re.M), (
+                f"{page.name}:{number + 1}: {path} has no test {name}"
+            )
+
+
+def test_make_bench_lists_every_scenario() -> None:
+    listed = subprocess.run(
+        [sys.executable, "-m", "bench"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    helpers = {"__init__", "__main__", "bench_support", "bare_endpoint"}
+    scenarios = {p.stem for p in (ROOT / "bench").glob("*.py")} - helpers
+    for name in scenarios:
+        assert re.search(rf"^  {name} ", listed, re.M), f"python -m bench does not list {name}"
+    results = (DOCS / "benchmarks" / "index.md").read_text()
+    quoted = set(re.findall(r"\| `([a-z_]+) ", results))
+    assert quoted <= scenarios, (
+        f"the results page names scenarios that do not exist: {quoted - scenarios}"
+    )
