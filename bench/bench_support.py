@@ -84,9 +84,15 @@ class Sidecar:
         }
         if source is not None:  # ahead of the virtualenv's editable install of this one
             env["PYTHONPATH"] = str(source / "service")
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "spark_offset_sidecar.cli", "serve"], env=env, cwd=ROOT
-        )
+        self.log = Path(self.folder) / "service.log"  # its log, read when a run fails
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "spark_offset_sidecar.cli", "serve"],
+                env=env,
+                cwd=ROOT,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             try:
@@ -108,6 +114,12 @@ class Sidecar:
     def get(self, path: str) -> object:
         with urllib.request.urlopen(self.url + path, timeout=30) as answer:
             return json.loads(answer.read())
+
+    def log_tail(self, size: int = 4000) -> str:
+        """The end of the service's log, and how it ended if it did."""
+        ended = self.process.poll()
+        text = self.log.read_text(errors="replace")[-size:]
+        return f"service {'exited ' + str(ended) if ended is not None else 'running'}:\n{text}"
 
     def stop(self) -> None:
         self.process.terminate()

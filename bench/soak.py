@@ -77,7 +77,10 @@ async def _load(url: str, pid: int, topic: str, report: SoakReport, rate: float)
     rng = random.Random(1)
     batches = [0] * report.queries
     queries = [f"soak-{i:04d}-{uuid.uuid4().hex[:6]}" for i in range(report.queries)]
-    async with httpx.AsyncClient(base_url=url, timeout=10) as client:
+    # Idle connections are dropped before uvicorn's 5 s keep-alive ends (httpx keeps them
+    # 5 s too): a request sent on one the server is closing fails without reaching it.
+    limits = httpx.Limits(keepalive_expiry=2.0)
+    async with httpx.AsyncClient(base_url=url, timeout=10, limits=limits) as client:
 
         async def post(i: int) -> None:
             batches[i] += 1
@@ -129,6 +132,8 @@ def run_soak(bootstrap: str, seconds: float, queries: int, rate: float) -> SoakR
     try:
         report.samples.append((0.0, *_usage(sidecar.process.pid)))
         asyncio.run(_load(sidecar.url, sidecar.process.pid, topic, report, rate))
+    except httpx.HTTPError as exc:
+        raise RuntimeError(f"{exc!r} after {report.events} events\n{sidecar.log_tail()}") from exc
     finally:
         sidecar.stop()
     return report
