@@ -14,6 +14,7 @@ figure is, and when and where it was last measured.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import sys
@@ -115,25 +116,20 @@ def listing() -> str:
 
 
 def run(name: str, args: list[str]) -> None:
-    scenario = SCENARIOS[name]
     module = importlib.import_module(f"bench.{name}")
-    wants_broker = scenario.broker and not any(
-        a == "--bootstrap" or a.startswith("--bootstrap=") for a in args
-    )
-    if wants_broker and not {"-h", "--help"} & set(args):
-        from harness.kafka_broker import brand_new
+    given = any(a == "--bootstrap" or a.startswith("--bootstrap=") for a in args)
+    helping = bool({"-h", "--help"} & set(args))
+    with contextlib.ExitStack() as stack:
+        if SCENARIOS[name].broker and not given and not helping:
+            from harness.kafka_broker import brand_new
 
-        with tempfile.TemporaryDirectory(prefix=f"bench-{name}-") as folder:
+            folder = stack.enter_context(tempfile.TemporaryDirectory(prefix=f"bench-{name}-"))
             broker = brand_new(Path(folder) / "kafka")
+            stack.callback(broker.stop)
             os.environ["BENCH_KAFKA_PID"] = str(broker.pid())  # its CPU beside the figures
-            try:
-                sys.argv = [f"bench {name}", "--bootstrap", broker.bootstrap, *args]
-                module.main()
-            finally:
-                broker.stop()
-        return
-    sys.argv = [f"bench {name}", *args]
-    module.main()
+            args = ["--bootstrap", broker.bootstrap, *args]
+        sys.argv = [f"bench {name}", *args]
+        module.main()
 
 
 def main(argv: list[str]) -> int:

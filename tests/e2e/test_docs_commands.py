@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -20,6 +19,7 @@ import pytest
 from harness.kafka_broker import answers
 from harness.machine import ROOT, free_port
 from harness.service_process import ServiceProcess
+from tests.support import manual
 from tests.support.kafka import committed_offsets, create_topics, run_sync, unique_group
 from tests.support.service import spark_progress, wait_for
 
@@ -32,36 +32,7 @@ TOKEN = "docs-test-token-0123456789abcdefghijkl"
 
 
 def shell_blocks(page: Path) -> list[list[str]]:
-    """Each ``sh``/``bash`` block of ``page`` as its commands: a command goes on over a
-    trailing backslash or an open quote; a line that is only a comment is left out."""
-    blocks: list[list[str]] = []
-    current: list[str] | None = None
-    for line in page.read_text().splitlines():
-        if current is None:
-            if re.match(r"^```(sh|bash)\s*$", line):
-                current, pending = [], ""
-            continue
-        if line.startswith("```"):
-            blocks.append(current)
-            current = None
-            continue
-        if not pending and (not line.strip() or line.lstrip().startswith("#")):
-            continue
-        pending = f"{pending}\n{line}" if pending else line
-        if pending.endswith("\\"):
-            pending = pending[:-1]
-        elif _complete(pending):
-            current.append(pending)
-            pending = ""
-    return blocks
-
-
-def _complete(command: str) -> bool:
-    try:
-        shlex.split(command, comments=True)
-    except ValueError:  # a quote still open: the command goes on
-        return False
-    return True
+    return [block.commands for block in manual.shell_blocks(page)]
 
 
 def run(command: str, env: dict[str, str], *, cwd: Path = ROOT) -> str:

@@ -15,11 +15,11 @@ import pytest
 
 from harness.machine import ROOT
 from spark_offset_sidecar.settings import Settings
+from tests.support.manual import shell_blocks
 
 DOCS = ROOT / "docs"
 CHART_TEMPLATE = ROOT / "helm" / "spark-offset-sidecar" / "README.template.md"
 PAGES = [*sorted(DOCS.rglob("*.md")), ROOT / "README.md", CHART_TEMPLATE]
-FENCE = re.compile(r"^```(sh|bash)\s*$")
 MARK = re.compile(r"^<!-- (run by (?P<test>\S+)( .+)?|not run here: .+) -->$")
 
 
@@ -98,18 +98,16 @@ def _known(variable: str) -> bool:
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_shell_command_names_the_test_that_runs_it(page: Path) -> None:
-    lines = page.read_text().splitlines()
-    for number, line in enumerate(lines):
-        if not FENCE.match(line):
-            continue
-        mark = MARK.match(lines[number - 1]) if number else None
-        assert mark, f"{page.name}:{number + 1}: a shell block without <!-- run by ... -->"
+    for block in shell_blocks(page):
+        where = f"{page.name}:{block.line}"
+        mark = MARK.match(block.above)
+        assert mark, f"{where}: a shell block without <!-- run by ... -->"
         if mark["test"]:
             path, _, name = mark["test"].partition("::")
             source = ROOT / path
-            assert source.is_file(), f"{page.name}:{number + 1}: no {path}"
+            assert source.is_file(), f"{where}: no {path}"
             assert re.search(rf"^(async )?def {name}\(", source.read_text(), re.M), (
-                f"{page.name}:{number + 1}: {path} has no test {name}"
+                f"{where}: {path} has no test {name}"
             )
 
 
