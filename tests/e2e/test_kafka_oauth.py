@@ -265,6 +265,19 @@ def test_a_refused_identity_is_a_reason_and_the_service_recovers(
         service.stop()
 
 
+class _SignedTokensKept(MskIamTokens):
+    """The MSK signer, keeping every token it signed."""
+
+    def __init__(self, region: str) -> None:
+        super().__init__(region)
+        self.signed: list[str] = []
+
+    async def fetch(self) -> tuple[str, float]:
+        token, lifetime = await super().fetch()
+        self.signed.append(token)
+        return token, lifetime
+
+
 def test_extensions_and_the_msk_iam_token_reach_the_broker(
     oauth_kafka: OauthKafka, issuer: OidcIssuer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -279,18 +292,21 @@ def test_extensions_and_the_msk_iam_token_reach_the_broker(
         audience=AUDIENCE,
         extensions={"logicalCluster": "lkc-abc12", "identityPoolId": "pool-XyZ9"},
     )
-    msk = MskIamTokens("eu-west-1")
+    msk = _SignedTokensKept("eu-west-1")
 
-    async def scenario(tap: WireTap) -> tuple[str, Exception]:
+    async def scenario(tap: WireTap) -> Exception:
         accepted = await _connect(tap.port, confluent)
         accepted.close()
         with pytest.raises(SaslAuthenticationFailed) as refused:
             await _connect(tap.port, msk)
-        return await msk.token(), refused.value
+        return refused.value
 
     with WireTap(("127.0.0.1", oauth_kafka.oauth_port)) as tap:
-        msk_token, refusal = asyncio.run(scenario(tap))
+        refusal = asyncio.run(scenario(tap))
         sent = tap.sent()
+    # The token signed for that connection (a later one differs: SigV4 signs the second).
+    assert len(msk.signed) == 1
+    msk_token = msk.signed[0]
     jwt_token = issuer.tokens[-1]
     extensions = "logicalCluster=lkc-abc12\x01identityPoolId=pool-XyZ9"
     assert f"auth=Bearer {jwt_token}\x01{extensions}\x01\x01".encode() in sent
