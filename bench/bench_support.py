@@ -1,7 +1,7 @@
 """What every benchmark shares: the service as a process (``Sidecar``), the bare FastAPI
-baseline (``Bare``), the Go load generator (``load``), a producer, the CPU of a process
-(``cpu_seconds``) and of the machine (``cpu_times``: steal), percentiles. Kafka comes from
-``python -m bench`` (a brand-new broker) or ``--bootstrap``."""
+baseline (``Bare``), the Go load generator (``load``), a producer, percentiles. Kafka comes from
+``python -m bench`` (a brand-new broker) or ``--bootstrap``; figures are printed by
+``bench.figures``."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from bench.figures import run_child, run_children
 from harness.machine import ROOT, free_port
 
 
@@ -126,15 +127,6 @@ class Sidecar:
         self.process.wait(30)
 
 
-TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU of a process and its waited-for children, from /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return sum(int(f) for f in fields[11:15]) / TICKS
-
-
 LOADGEN = ROOT / ".local" / "bin" / "loadgen"
 
 
@@ -171,10 +163,6 @@ class Bare:
         self.process.wait(30)
 
 
-def cpu_times() -> list[int]:
-    return [int(v) for v in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
-
-
 def load(
     url: str,
     args: argparse.Namespace,
@@ -184,8 +172,8 @@ def load(
     **extra: Any,
 ) -> dict[str, Any]:
     """Run the load generator against ``url`` (several: comma-separated, round robin);
-    failed events end the benchmark unless ``allow_errors`` (they are then a figure)."""
-    before = cpu_times()
+    failed events end the benchmark unless ``allow_errors`` (they are then a figure). Its
+    own CPU is ``loadgen_cpu_s``."""
     endpoints = ",".join(f"{base}/v1/progress" for base in url.split(","))
     command = [
         str(LOADGEN),
@@ -195,18 +183,69 @@ def load(
         f"-first-batch={first_batch}",
         f"-workers={args.workers}",
     ] + [f"-{k}={v}" for k, v in extra.items()]
-    out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
-    after = cpu_times()
-    result: dict[str, Any] = json.loads(out)
-    delta = [a - b for a, b in zip(after, before, strict=True)]
-    result["steal_pct"] = 100.0 * delta[7] / max(1, sum(delta))  # 8th field: steal
+    done, cpu = run_child(command, capture_output=True)
+    result: dict[str, Any] = json.loads(done.stdout)
+    result["loadgen_cpu_s"] = cpu
     if (result["errors"] or result["non_2xx"]) and not allow_errors:
         raise SystemExit(f"{url}: failures during the run: {result}")
     return result
 
 
-def row(name: str, r: dict[str, Any]) -> str:
-    return (
-        f"| {name} | {r['mode']} | {r['sent']} | {r['events_per_second']:.0f} | "
-        f"{r['p50_ms']:.2f} | {r['p99_ms']:.2f} | {r['steal_pct']:.0f} |"
-    )
+WRK_SCRIPT = ROOT / "bench" / "wrk" / "progress.lua"
+
+
+def wrk(
+    urls: list[str],
+    *,
+    seconds: float,
+    topic: str,
+    queries: int,
+    partitions: int,
+    run: str,
+    connections: int = 32,
+    rate: int = 0,
+) -> dict[str, Any]:
+    """``wrk`` with ``bench/wrk/progress.lua`` (Spark-shaped progress bodies, every request a
+    new batch of its query, each query's batches in order) against each of ``urls`` at
+    once, each with its share of the queries and connections; closed loop, or ``rate``
+    events/s on a fixed schedule. The runs summed, and wrk's own CPU (``wrk_cpu_s``)."""
+    share = queries // len(urls)
+    threads = 2 if len(urls) == 1 else 1
+    commands, environments = [], []
+    for index, url in enumerate(urls):
+        environments.append({
+            **os.environ, "TOPIC": topic, "QUERIES": str(share), "QUERY_BASE": str(index * share),
+            "PARTITIONS": str(partitions), "RATE": str(rate), "RUN": run, "THREADS": str(threads),
+        })  # fmt: skip
+        commands.append([
+            "wrk", f"-t{threads}", f"-c{connections // len(urls)}", f"-d{round(seconds)}s",
+            "--latency", "-s", str(WRK_SCRIPT), url,
+        ])  # fmt: skip
+    outputs, cpu = run_children(commands, environments)
+    summaries = [_wrk_summary(out) for out in outputs]
+    total: dict[str, Any] = dict(summaries[0])
+    for key in ("requests", "accepted", "non2xx", "socket_errors"):
+        total[key] = sum(s[key] for s in summaries)
+    total["seconds"] = max(s["seconds"] for s in summaries)
+    if len(urls) > 1:  # percentiles of separate runs do not add up
+        total.update(p50_ms=None, p99_ms=None, max_ms=max(s["max_ms"] for s in summaries))
+    total["errors"] = total["non2xx"] + total["socket_errors"]
+    total["events_per_s"] = total["requests"] / total["seconds"]
+    total["wrk_cpu_s"] = cpu
+    return total
+
+
+def _wrk_summary(out: str) -> dict[str, Any]:
+    """The JSON line that ``bench/wrk/progress.lua`` prints when wrk is done."""
+    summary = [line for line in out.splitlines() if line.startswith("{")]
+    if not summary:
+        raise RuntimeError(f"wrk printed no summary:\n{out}")
+    result: dict[str, Any] = json.loads(summary[-1])
+    return result
+
+
+def spark_pid(spark: Any) -> int | None:
+    """The pid of the JVM behind a classic PySpark session this process launched (its CPU
+    is a side of its own); None when there is none here."""
+    gateway = getattr(spark.sparkContext, "_gateway", None)
+    return getattr(getattr(gateway, "proc", None), "pid", None)

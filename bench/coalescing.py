@@ -29,6 +29,7 @@ from prometheus_client.parser import text_string_to_metric_families
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_support import Sidecar, create_topic
+from bench.figures import CpuMeter, Table
 from harness.kafka_broker import LocalBroker
 from harness.machine import free_port
 
@@ -97,6 +98,7 @@ def main() -> None:
             target=slow_down, args=(broker, args.frozen, args.running, stop), daemon=True
         )
         slower.start()
+        meter = CpuMeter(service=service.process.pid, broker=broker.pid()).start()
         started, batch, last_sent = time.monotonic(), 0, 0.0
         while time.monotonic() - started < args.seconds:
             batch += 1
@@ -132,6 +134,7 @@ def main() -> None:
                     landed[group] = time.monotonic() - last_sent
             time.sleep(0.02)
         text = http.get("/metrics").text
+        meter.stop()
         stop.set()
         service.stop()
     finally:
@@ -141,22 +144,20 @@ def main() -> None:
     _, _, durations = sample(text)
     commits = [durations[f"{g}/unt"] for g in groups]
     mean_commit = durations["/sum"] / durations["/unt"]
-    print(
+    table = Table(
         f"{args.groups} groups, a batch every {interval * 1000:.0f} ms (asked "
-        f"{args.interval * 1000:.0f}) for {args.seconds:.0f} s ({batch} batches each); "
-        f"broker frozen {args.frozen * 1000:.0f} "
-        f"ms of every {(args.frozen + args.running) * 1000:.0f} ms"
-    )
-    print(
-        "| batches/group | commits/group (mean) | max in flight per group | "
-        "mean commit s | last event -> newest landed s: p50 / max | all landed |"
-    )
-    print("|---|---|---|---|---|---|")
-    print(
-        f"| {batch} | {statistics.fmean(commits):.1f} | {max_in_flight:.0f} | "
-        f"{mean_commit:.2f} | {statistics.median(landed.values()):.2f} / "
-        f"{max(landed.values()):.2f} | {len(landed)}/{len(groups)} |"
-    )
+        f"{args.interval * 1000:.0f}) for {args.seconds:.0f} s; broker frozen "
+        f"{args.frozen * 1000:.0f} ms of every {(args.frozen + args.running) * 1000:.0f} ms",
+        "batches/group", "commits/group (mean)", "max in flight per group", "mean commit s",
+        "last event -> newest landed s: p50 / max", "all landed",
+        cpu=("service", "broker", "bench"),
+    )  # fmt: skip
+    table.add(
+        batch, f"{statistics.fmean(commits):.1f}", round(max_in_flight), f"{mean_commit:.2f}",
+        f"{statistics.median(landed.values()):.2f} / {max(landed.values()):.2f}",
+        f"{len(landed)}/{len(groups)}", meter=meter,
+    )  # fmt: skip
+    table.print()
 
 
 if __name__ == "__main__":

@@ -35,7 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench.bench_support import Bare, Sidecar, create_topic, percentiles
-from bench.http_throughput import run_wrk
+from bench.figures import CpuMeter, Table, ratio
+from bench.http_throughput import SIDES, run_wrk
 
 PROBE_GROUPS = 4
 
@@ -135,7 +136,13 @@ def main() -> None:
     services = {"service, interval 0": every, f"service, interval {args.interval:g} s": interval}
     targets = {"bare FastAPI": (bare.url, bare.process.pid)}
     targets.update({name: (s.url, s.process.pid) for name, s in services.items()})
-    rows: list[str] = []
+    table = Table(
+        f"{args.partitions} partitions, {args.seconds:g} s a run",
+        "queries", "target", "load", "events/s", "p50 ms", "p99 ms", "errors",
+        "server CPU ms/event", "of which main thread", "broker CPU ms/event", "commits/s",
+        "batch end -> committed p50 / p99 ms (probes)",
+        cpu=SIDES,
+    )  # fmt: skip
     rates: dict[tuple[int, str], list[float]] = {}
     try:
         for queries in args.queries:
@@ -143,19 +150,21 @@ def main() -> None:
                 for index, (name, (url, pid)) in enumerate(targets.items()):
                     before = commits_made(url) if name in services else (0.0, 0.0)
                     run = f"t{index}r{round_}-{uuid.uuid4().hex[:4]}"
-                    result = run_wrk(
+                    result, meter = run_wrk(
                         url, pid, seconds=args.seconds, topic=topic, queries=queries,
                         partitions=args.partitions, run=run,
                     )  # fmt: skip
                     commits = commit_rate(url, before) if name in services else None
                     rates.setdefault((queries, name), []).append(result["events_per_s"])
-                    rows.append(row(queries, name, "closed -t2 -c32", result, commits))
-                    print(rows[-1], flush=True)
+                    table.add(
+                        *cells(queries, name, "closed -t2 -c32", result, meter, commits, ""),
+                        meter=meter,
+                    )
             for index, (name, service) in enumerate(services.items()):
                 probe = Probe(service.url, args.bootstrap, probe_topic)
                 before = commits_made(service.url)
                 probe.start()
-                result = run_wrk(
+                result, meter = run_wrk(
                     service.url, service.process.pid, seconds=args.seconds, topic=topic,
                     queries=queries, partitions=args.partitions, connections=16,
                     rate=args.rate, run=f"rate{index}-{uuid.uuid4().hex[:4]}",
@@ -164,48 +173,40 @@ def main() -> None:
                 probe.join(30)
                 commits = commit_rate(service.url, before)
                 p50, p99, _ = percentiles(probe.latencies) if probe.latencies else (0, 0, 0)
-                rows.append(
-                    row(queries, name, f"{args.rate}/s scheduled", result, commits)
-                    + f" batch end -> committed p50 {1000 * p50:.0f} ms, p99 {1000 * p99:.0f}"
-                    f" ms ({len(probe.latencies)} probes)"
-                )
-                print(rows[-1], flush=True)
+                probes = f"{1000 * p50:.0f} / {1000 * p99:.0f} ({len(probe.latencies)})"
+                load = f"{args.rate}/s scheduled"
+                table.add(*cells(queries, name, load, result, meter, commits, probes), meter=meter)
     finally:
         bare.stop()
         for service in services.values():
             service.stop()
 
-    print()
-    print(
-        "| queries | target | load | events/s | p50 ms | p99 ms | errors | server CPU ms/event "
-        "| of which event loop | broker CPU ms/event | wrk CPU s | commits/s | steal % |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    print("\n".join(rows))
-    print()
+    table.print()
     for queries in args.queries:
         base = statistics.median(rates[(queries, "bare FastAPI")])
         for name in services:
             median = statistics.median(rates[(queries, name)])
-            print(
-                f"{queries} queries, {name}: closed-loop median {median:,.0f} events/s, "
-                f"ratio to bare FastAPI ({base:,.0f}/s) {median / base:.2f}"
-            )
+            ratio(f"{queries} queries, closed-loop events/s, {name} / bare FastAPI", median, base)
 
 
-def row(
-    queries: int, target: str, load: str, r: dict[str, Any], commits_per_s: float | None
-) -> str:
-    """A table row; ``commits_per_s`` over the time between the two reads of the
+def cells(
+    queries: int,
+    target: str,
+    load: str,
+    r: dict[str, Any],
+    meter: CpuMeter,
+    commits_per_s: float | None,
+    probes: str,
+) -> tuple[object, ...]:
+    """A row's figures; ``commits_per_s`` over the time between the two reads of the
     service's counter (wrk's start-up and the probe's end included), not wrk's seconds."""
-    per_s = "" if commits_per_s is None else f"{commits_per_s:,.0f}"
-    broker = 1000 * r["broker_cpu_s"] / max(1, r["requests"])
+    broker = meter.seconds("broker")
+    per_event = None if broker is None else f"{1000 * broker / max(1, r['requests']):.3f}"
     return (
-        f"| {queries:,} | {target} | {load} | {r['events_per_s']:,.0f} | {r['p50_ms']:.2f} | "
-        f"{r['p99_ms']:.2f} | {r['non2xx'] + r['socket_errors']} | "
-        f"{r['cpu_ms_per_event']:.3f} | {r['loop_ms_per_event']:.3f} | {broker:.3f} | "
-        f"{r['wrk_cpu_s']:.1f} | {per_s} | {r['steal_pct']:.0f} |"
-    )
+        queries, target, load, round(r["events_per_s"]), r["p50_ms"], r["p99_ms"], r["errors"],
+        f"{r['cpu_ms_per_event']:.3f}", f"{r['loop_ms_per_event']:.3f}", per_event,
+        commits_per_s, probes,
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -27,7 +27,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bench_support import Sidecar, create_topic, percentiles, produce_in_background
+from bench.bench_support import (
+    Sidecar,
+    create_topic,
+    percentiles,
+    produce_in_background,
+    spark_pid,
+)
+from bench.figures import CpuMeter, Table, broker_pid
 from jobs.spark_session import kafka_spark_session
 from spark_offset_listener.listener import OffsetCommitListener
 
@@ -105,8 +112,10 @@ def main() -> int:
     seen: dict[int, float] = {}
     stop = threading.Event()
     watcher = watch_commits(args.bootstrap, group, seen, stop)
-    progresses = run_while_producing(spark, args.bootstrap, topic, args.rate, args.seconds, 3)
-    time.sleep(1)
+    sides = {"service": sidecar.process.pid, "spark": spark_pid(spark), "broker": broker_pid()}
+    with CpuMeter(**sides) as meter:
+        progresses = run_while_producing(spark, args.bootstrap, topic, args.rate, args.seconds, 3)
+        time.sleep(1)
     stop.set()
     watcher.join(10)
     spark.stop()
@@ -117,13 +126,17 @@ def main() -> int:
         for p in progresses
         if p["batchId"] in seen and p["numInputRows"] > 0
     ]
+    if not latencies:
+        raise SystemExit(f"no batch with records was seen committed ({len(progresses)} events)")
     p50, p99, mean = percentiles(latencies)
-    print(
-        f"batch end -> offsets committed in Kafka: {len(latencies)} batches "
-        f"({len(progresses)} progress events), poll every 5 ms"
-    )
-    print(f"{'p50 ms':>9} {'p99 ms':>9} {'mean ms':>9} {'max ms':>9}")
-    print(f"{p50:9.1f} {p99:9.1f} {mean:9.1f} {max(latencies):9.1f}")
+    table = Table(
+        f"batch end -> offsets committed in Kafka ({len(progresses)} progress events, "
+        f"{args.rate:g} records/s, Kafka polled every 5 ms)",
+        "batches", "p50 ms", "p99 ms", "mean ms", "max ms",
+        cpu=("service", "spark", "broker", "bench"),
+    )  # fmt: skip
+    table.add(len(latencies), p50, p99, mean, max(latencies), meter=meter)
+    table.print()
     return 0
 
 

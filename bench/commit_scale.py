@@ -30,6 +30,7 @@ from aiokafka import AIOKafkaConsumer
 from aiokafka import TopicPartition as KafkaTopicPartition
 
 from bench.bench_support import create_topic, percentiles
+from bench.figures import CpuMeter, Table, broker_pid
 from spark_offset_sidecar.adapters.kafka.committer import KafkaOffsetCommitter
 from spark_offset_sidecar.core.changes import Checkpoint, CommitRequest
 from spark_offset_sidecar.core.offsets import TopicPartition
@@ -121,7 +122,14 @@ async def measure() -> None:
     prefix = uuid.uuid4().hex[:6]
     groups = [f"scale-{prefix}-{i:05d}" for i in range(args.groups)]
 
-    raw = await raw_commits(args.bootstrap, topic, args.partitions, args.sequential)
+    # The committer runs in this process: its CPU is the ``bench`` side.
+    table = Table(
+        f"{args.groups} groups x {args.partitions} partitions, topic {topic}",
+        "run", "commits", "commits/s", "p50 ms", "p99 ms", "p50 vs raw",
+        cpu=("broker", "bench"),
+    )  # fmt: skip
+    with CpuMeter(broker=broker_pid()) as raw_meter:
+        raw = await raw_commits(args.bootstrap, topic, args.partitions, args.sequential)
     per_group = await consumer_per_group(args.bootstrap, topic, args.partitions, 100)
 
     committer = KafkaOffsetCommitter({"bootstrap_servers": args.bootstrap}, timeout=30)
@@ -132,11 +140,13 @@ async def measure() -> None:
         if i + 1 in (10, 100, len(groups)):
             connections[i + 1] = broker_connections(port)
     sequential = []
+    sequential_meter = CpuMeter(broker=broker_pid()).start()
     for i in range(args.sequential):
         batch += 1
         started = time.perf_counter()
         await committer.commit(request(groups[i % len(groups)], topic, args.partitions, batch))
         sequential.append((time.perf_counter() - started) * 1000)
+    sequential_meter.stop()
 
     concurrent: list[float] = []
     next_group = 0
@@ -155,7 +165,8 @@ async def measure() -> None:
             concurrent.append((time.perf_counter() - started) * 1000)
 
     started = time.monotonic()
-    await asyncio.gather(*(worker(lane) for lane in range(min(args.concurrency, len(groups)))))
+    with CpuMeter(broker=broker_pid()) as concurrent_meter:
+        await asyncio.gather(*(worker(lane) for lane in range(min(args.concurrency, len(groups)))))
     elapsed = time.monotonic() - started
     connections[-1] = broker_connections(port)
     await committer.close()
@@ -163,23 +174,19 @@ async def measure() -> None:
     raw_p50, raw_p99, _ = percentiles(raw)
     seq_p50, seq_p99, _ = percentiles(sequential)
     con_p50, con_p99, _ = percentiles(concurrent)
-    print(f"{args.groups} groups x {args.partitions} partitions, topic {topic}")
-    print("| run | commits | commits/s | p50 ms | p99 ms | p50 vs raw |")
-    print("|---|---|---|---|---|---|")
-    print(
-        f"| raw aiokafka consumer, one at a time | {len(raw)} | {len(raw) / (sum(raw) / 1000):.0f} "
-        f"| {raw_p50:.2f} | {raw_p99:.2f} | 1.00 |"
-    )
-    print(
-        f"| committer, one at a time | {len(sequential)} | "
-        f"{len(sequential) / (sum(sequential) / 1000):.0f} | {seq_p50:.2f} | {seq_p99:.2f} | "
-        f"{seq_p50 / raw_p50:.2f} |"
-    )
-    print(
-        f"| committer, {args.concurrency} in flight | {len(concurrent)} | "
-        f"{len(concurrent) / elapsed:.0f} | {con_p50:.2f} | {con_p99:.2f} | "
-        f"{con_p50 / raw_p50:.2f} |"
-    )
+    table.add(
+        "raw aiokafka consumer, one at a time", len(raw), len(raw) / (sum(raw) / 1000),
+        raw_p50, raw_p99, 1.0, meter=raw_meter,
+    )  # fmt: skip
+    table.add(
+        "committer, one at a time", len(sequential), len(sequential) / (sum(sequential) / 1000),
+        seq_p50, seq_p99, seq_p50 / raw_p50, meter=sequential_meter,
+    )  # fmt: skip
+    table.add(
+        f"committer, {args.concurrency} in flight", len(concurrent), len(concurrent) / elapsed,
+        con_p50, con_p99, con_p50 / raw_p50, meter=concurrent_meter,
+    )  # fmt: skip
+    table.print()
     print(
         "broker connections after 10 / 100 / "
         f"{args.groups} groups / the concurrent run: {connections[10]} / {connections[100]} / "

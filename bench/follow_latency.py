@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import subprocess
 import sys
 import tempfile
@@ -27,8 +28,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bench_support import Sidecar, create_topic, percentiles, produce_in_background
+from bench.bench_support import (
+    Sidecar,
+    create_topic,
+    percentiles,
+    produce_in_background,
+    spark_pid,
+)
 from bench.commit_latency import batch_end, watch_commits
+from bench.figures import CpuMeter, Table, broker_pid, ratio
 from harness.machine import ROOT
 from jobs.spark_session import kafka_connector_jars, kafka_spark_session
 from spark_offset_listener.listener import OffsetCommitListener
@@ -70,7 +78,15 @@ def main() -> int:
     seen: dict[str, dict[int, float]] = {group: {} for group in groups.values()}
     stop = threading.Event()
     watchers = [watch_commits(args.bootstrap, g, seen[g], stop) for g in seen]
-    with tempfile.TemporaryDirectory() as work:
+    services = dict(zip(groups, (follower, reporter, jvm_reporter), strict=True))
+    # One meter a path, over the same window: its own service, and the shared Spark job.
+    meters = {
+        name: CpuMeter(service=s.process.pid, spark=spark_pid(spark), broker=broker_pid())
+        for name, s in services.items()
+    }
+    with tempfile.TemporaryDirectory() as work, contextlib.ExitStack() as window:
+        for meter in meters.values():
+            window.enter_context(meter)
         checkpoint = f"{work}/checkpoint"
         follower.post("/v1/followed-folders", {"path": checkpoint, "group_id": followed})
         producer = produce_in_background(args.bootstrap, topic, args.rate, args.seconds)
@@ -96,18 +112,14 @@ def main() -> int:
     reporter.stop()
     jvm_reporter.stop()
 
-    print(
-        f"batch end -> offsets committed in Kafka; {len(progresses)} progress events, "
-        f"the follower polls every {args.interval:g} s, the committed offsets read every 5 ms"
-    )
-    print(
+    table = Table(
+        f"batch end -> offsets committed in Kafka; {len(progresses)} progress events, the "
+        f"follower polls every {args.interval:g} s, the committed offsets read every 5 ms. "
         "'own': batches committed as themselves; 'covered': every batch, until a commit of "
-        "it or of a newer batch (the follower commits the newest batch of each poll)"
-    )
-    print(
-        f"{'path':>21} {'own':>4} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} "
-        f"{'covered':>8} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}"
-    )
+        "it or of a newer batch (the follower commits the newest batch of each poll)",
+        "path", "own", "p50 ms", "p99 ms", "max ms", "covered", "p50 ms", "p99 ms", "max ms",
+        cpu=("service", "spark", "broker", "bench"),
+    )  # fmt: skip
     figures = {}
     for name, group in groups.items():
         batches = [p for p in progresses if p["numInputRows"] > 0]
@@ -121,17 +133,20 @@ def main() -> int:
             later = [at for batch, at in seen[group].items() if batch >= p["batchId"]]
             if later:
                 covered.append((min(later) - batch_end(p)) * 1000)
-        o50, o99, _ = percentiles(own)
+        if not covered:
+            raise SystemExit(f"{name}: no batch was seen committed in Kafka")
+        # A path may commit no batch as itself (the follower: the newest of each poll).
+        o50, o99, _ = percentiles(own) if own else (None, None, None)
         c50, c99, _ = percentiles(covered)
         figures[name] = c50
-        print(
-            f"{name:>21} {len(own):4d} {o50:8.1f} {o99:8.1f} {max(own):8.1f} "
-            f"{len(covered):8d} {c50:8.1f} {c99:8.1f} {max(covered):8.1f}"
-        )
-    ratio = figures["follower (checkpoint)"] / figures["listener (events)"]
-    print(f"follower / listener p50 (covered): {ratio:.1f}x")
-    ratio = figures["JVM listener (conf)"] / figures["listener (events)"]
-    print(f"JVM listener / Python listener p50 (covered): {ratio:.2f}x")
+        table.add(
+            name, len(own), o50, o99, max(own, default=None), len(covered), c50, c99,
+            max(covered), meter=meters[name],
+        )  # fmt: skip
+    table.print()
+    listener = figures["listener (events)"]
+    ratio("p50 (covered), follower / listener", figures["follower (checkpoint)"], listener)
+    ratio("p50 (covered), JVM listener / Python listener", figures["JVM listener (conf)"], listener)
     return 0
 
 

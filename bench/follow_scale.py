@@ -6,9 +6,9 @@ per poll, with every folder idle, then with some of them completing batches.
 own, on a local disk or on a real S3-compatible server (moto's server mode, its own
 process). The service (SQLite, the real broker) reads them all first; then, for
 ``--seconds`` each, two phases: idle, and ``--active`` folders a second completing one
-batch each (written by this process). Figures come from the service's own counters:
-CPU from ``/proc/<pid>/stat``, requests and polls from ``/metrics``. This process's own
-CPU (and the S3 server's) is printed beside them.
+batch each (written by this process). Requests and polls come from the service's own
+counters (``/metrics``); beside them, by ``bench.figures``, the CPU of the service, the
+storage server, the broker and this process (the writer).
 
     .venv/bin/python -m bench follow_scale --storage local --folders 1000
     .venv/bin/python -m bench follow_scale --storage s3 --folders 1000 --batches 10
@@ -20,7 +20,6 @@ import argparse
 import asyncio
 import json
 import random
-import resource
 import sys
 import tempfile
 import time
@@ -31,17 +30,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bench_support import Sidecar, cpu_seconds, create_topic
+from bench.bench_support import Sidecar, create_topic
+from bench.figures import CpuMeter, Table, broker_pid
 from harness.s3_server import S3Server
 from tests.support.checkpoints import COMMIT_LOG as COMMIT
 from tests.support.checkpoints import offset_log
 from tests.support.kafka import produce
 from tests.support.service import metric_sum
-
-
-def self_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
 
 
 def offsets(topic: str, batch: int) -> str:
@@ -109,45 +104,41 @@ def main() -> int:
         time.sleep(1)
     print(f"every folder read and recorded in {time.monotonic() - started:.0f} s")
 
-    def counters() -> tuple[float, float, float, float, float]:
+    def counters() -> tuple[float, float]:
         with urllib.request.urlopen(sidecar.url + "/metrics", timeout=30) as answer:
             text = answer.read().decode()
-        moto = cpu_seconds(server.process.pid) if server and server.process else 0.0
         return (
-            cpu_seconds(sidecar.process.pid),
             metric_sum(text, "sidecar_checkpoint_storage_requests_total"),
             metric_sum(text, "sidecar_followed_folder_polls_total"),
-            self_cpu(),
-            moto,
         )
 
-    print(
-        f"\n{args.folders} folders on {args.storage}, polled every {args.interval:g} s; "
-        f"{args.seconds:g} s a phase"
-    )
-    print(
-        f"{'phase':>28} {'svc CPU %core':>13} {'CPU ms/poll':>11} {'req/poll':>9} "
-        f"{'polls':>7} {'bench CPU %':>11} {'S3 srv CPU %':>12}"
-    )
+    table = Table(
+        f"{args.folders} folders on {args.storage}, polled every {args.interval:g} s; "
+        f"{args.seconds:g} s a phase",
+        "phase", "service CPU % of a core", "service CPU ms/poll", "requests/poll", "polls",
+        cpu=("service", "storage", "broker", "bench"),
+    )  # fmt: skip
+    storage = server.process.pid if server is not None and server.process else None
     next_batch = dict.fromkeys(range(args.folders), args.batches)
     for phase, active in (("idle", 0), (f"{args.active} folders/s active", args.active)):
         before, started = counters(), time.monotonic()
-        while (elapsed := time.monotonic() - started) < args.seconds:
-            for folder in random.sample(range(args.folders), active):
-                batch = next_batch[folder]
-                write(f"job-{folder}/offsets/{batch}", offsets(topic, batch))
-                write(f"job-{folder}/commits/{batch}", COMMIT)
-                next_batch[folder] = batch + 1
-            time.sleep(max(0.0, 1 - (time.monotonic() - started - elapsed)))
+        with CpuMeter(service=sidecar.process.pid, storage=storage, broker=broker_pid()) as meter:
+            while (elapsed := time.monotonic() - started) < args.seconds:
+                for folder in random.sample(range(args.folders), active):
+                    batch = next_batch[folder]
+                    write(f"job-{folder}/offsets/{batch}", offsets(topic, batch))
+                    write(f"job-{folder}/commits/{batch}", COMMIT)
+                    next_batch[folder] = batch + 1
+                time.sleep(max(0.0, 1 - (time.monotonic() - started - elapsed)))
         after = counters()
         seconds = time.monotonic() - started
-        cpu, requests, polls = (after[i] - before[i] for i in range(3))
-        print(
-            f"{phase:>28} {100 * cpu / seconds:13.1f} {1000 * cpu / max(polls, 1):11.3f} "
-            f"{requests / max(polls, 1):9.2f} {polls:7.0f} "
-            f"{100 * (after[3] - before[3]) / seconds:11.1f} "
-            f"{100 * (after[4] - before[4]) / seconds:12.1f}"
-        )
+        requests, polls = (after[i] - before[i] for i in range(2))
+        cpu = meter.seconds("service") or 0.0
+        table.add(
+            phase, f"{100 * cpu / seconds:.1f}", f"{1000 * cpu / max(polls, 1):.3f}",
+            requests / max(polls, 1), round(polls), meter=meter,
+        )  # fmt: skip
+    table.print()
     sidecar.stop()
     if server is not None:
         server.stop()

@@ -14,22 +14,18 @@ The bare endpoint (``bench/bare_endpoint.py --json-only``) is FastAPI on uvicorn
 only ``json.loads`` the body and answers a small JSON. The service runs as shipped:
 SQLite with ``synchronous=FULL`` (every 2xx on disk), committing to the real broker.
 
-Every figure has beside it the CPU seconds of the server process (and of its main thread,
-the event loop, alone), of wrk itself and of the local broker (``scripts/local-kafka.sh``'s;
-the bare endpoint does not use it, the service commits to it), from /proc, and CPU per
-event (server CPU / events). At the end, Kafka is read back
-for a sample of groups: what the service said it accepted is what is committed.
+Every row has beside it (``bench.figures``) the CPU seconds of the server process, of the
+broker (the bare endpoint does not use it, the service commits to it), of wrk and of this
+process, and the server's CPU per event (and of its main thread, the event loop, alone).
+At the end, Kafka is read back for a sample of groups: what the service said it accepted
+is what is committed.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import json
-import os
 import statistics
-import subprocess
 import sys
 import time
 import uuid
@@ -38,10 +34,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bench_support import TICKS, Bare, Sidecar, cpu_seconds, create_topic
-from harness.machine import ROOT
+from bench.bench_support import Bare, Sidecar, create_topic, wrk
+from bench.figures import TICKS, CpuMeter, Table, broker_pid, ratio
 
-WRK_SCRIPT = ROOT / "bench" / "wrk" / "progress.lua"
+# The columns of a wrk run against a server, and its CPU sides.
+COLUMNS = ("target", "load", "events", "events/s", "p50 ms", "p99 ms", "errors",
+           "server CPU ms/event", "of which main thread")  # fmt: skip
+SIDES = ("server", "broker", "wrk", "bench")
 
 
 def main_thread_cpu(pid: int) -> float:
@@ -52,108 +51,26 @@ def main_thread_cpu(pid: int) -> float:
     return sum(int(f) for f in fields[11:13]) / TICKS
 
 
-def broker_pid() -> int | None:
-    """The broker's pid (``python -m bench``'s, or ``scripts/local-kafka.sh``'s pid file),
-    if it runs: its CPU is beside the service's, as the bare endpoint makes no use of it."""
-    given = os.environ.get("BENCH_KAFKA_PID")
-    if given and Path(f"/proc/{given}").exists():
-        return int(given)
-    folder = ROOT / os.environ.get("LOCAL_KAFKA_DIR", ".local/kafka")  # relative: to ROOT
-    with contextlib.suppress(FileNotFoundError, ValueError):
-        pid = int((folder / "kafka.pid").read_text())
-        if Path(f"/proc/{pid}").exists():
-            return pid
-    return None
-
-
-def steal_ticks() -> int:
-    return int(Path("/proc/stat").read_text().split("\n")[0].split()[8])
-
-
-def all_ticks() -> int:
-    return sum(int(x) for x in Path("/proc/stat").read_text().split("\n")[0].split()[1:9])
-
-
-def cpu_until_exit(processes: list[subprocess.Popen[str]]) -> float:
-    """Wait for ``processes`` to exit; the CPU seconds they used, from each one's last
-    reading in /proc before it exited (a load generator's own share)."""
-    last: dict[int, float] = {}
-    while any(p.poll() is None for p in processes):
-        for p in processes:
-            with contextlib.suppress(FileNotFoundError, ProcessLookupError):
-                last[p.pid] = cpu_seconds(p.pid)
-        time.sleep(0.2)
-    return sum(last.values())
-
-
-def wrk_summary(out: str) -> dict[str, Any]:
-    """The JSON line that ``bench/wrk/progress.lua`` prints when wrk is done."""
-    summary = [line for line in out.splitlines() if line.startswith("{")]
-    if not summary:
-        raise RuntimeError(f"wrk printed no summary:\n{out}")
-    result: dict[str, Any] = json.loads(summary[-1])
-    return result
-
-
-def run_wrk(
-    url: str, pid: int, *, seconds: float, topic: str, queries: int, partitions: int,
-    run: str, connections: int = 32, rate: int = 0,
-) -> dict[str, Any]:  # fmt: skip
-    env = {
-        **os.environ,
-        "TOPIC": topic,
-        "QUERIES": str(queries),
-        "PARTITIONS": str(partitions),
-        "RATE": str(rate),
-        "RUN": run,
-        "THREADS": "2",
-    }
-    server_before, loop_before = cpu_seconds(pid), main_thread_cpu(pid)
-    broker = broker_pid()
-    broker_before = cpu_seconds(broker) if broker else 0.0
-    steal_before, ticks_before = steal_ticks(), all_ticks()
-    wrk = subprocess.Popen(
-        [
-            "wrk",
-            "-t2",
-            f"-c{connections}",
-            f"-d{round(seconds)}s",
-            "--latency",
-            "-s",
-            str(WRK_SCRIPT),
-            url,
-        ],
-        env=env,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    wrk_cpu = cpu_until_exit([wrk])
-    out, _ = wrk.communicate()
-    server_cpu = cpu_seconds(pid) - server_before
+def run_wrk(url: str, pid: int, **options: Any) -> tuple[dict[str, Any], CpuMeter]:
+    """``bench_support.wrk`` against the server ``pid`` at ``url``, under a ``CpuMeter`` of
+    the server, the broker, wrk and this process; CPU per event of the server and of its
+    main thread."""
+    loop_before = main_thread_cpu(pid)
+    with CpuMeter(server=pid, broker=broker_pid()) as meter:
+        result = wrk([url], **options)
     loop_cpu = main_thread_cpu(pid) - loop_before
-    broker_cpu = cpu_seconds(broker) - broker_before if broker else float("nan")
-    steal = 100 * (steal_ticks() - steal_before) / max(1, all_ticks() - ticks_before)
-    result = wrk_summary(out)
-    result.update(
-        events_per_s=result["requests"] / result["seconds"],
-        server_cpu_s=server_cpu,
-        wrk_cpu_s=wrk_cpu,
-        broker_cpu_s=broker_cpu,
-        cpu_ms_per_event=1000 * server_cpu / max(1, result["requests"]),
-        loop_ms_per_event=1000 * loop_cpu / max(1, result["requests"]),
-        steal_pct=steal,
-    )
-    return result
+    meter.add("wrk", result["wrk_cpu_s"])
+    requests = max(1, result["requests"])
+    result["cpu_ms_per_event"] = 1000 * (meter.seconds("server") or 0.0) / requests
+    result["loop_ms_per_event"] = 1000 * loop_cpu / requests
+    return result, meter
 
 
-def line(target: str, mode: str, r: dict[str, Any]) -> str:
-    return (
-        f"| {target} | {mode} | {r['requests']:,} | {r['events_per_s']:,.0f} | "
-        f"{r['p50_ms']:.2f} | {r['p99_ms']:.2f} | {r['non2xx'] + r['socket_errors']} | "
-        f"{r['server_cpu_s']:.1f} | {r['cpu_ms_per_event']:.3f} | {r['loop_ms_per_event']:.3f} | "
-        f"{r['wrk_cpu_s']:.1f} | {r['broker_cpu_s']:.1f} | "
-        f"{r['steal_pct']:.0f} |"
-    )
+def cells(target: str, load: str, r: dict[str, Any]) -> tuple[object, ...]:
+    """A wrk run's figures, as ``COLUMNS`` lists them."""
+    per_event = f"{r['cpu_ms_per_event']:.3f}", f"{r['loop_ms_per_event']:.3f}"
+    return (target, load, r["requests"], round(r["events_per_s"]), r["p50_ms"], r["p99_ms"],
+            r["errors"], *per_event)  # fmt: skip
 
 
 async def committed_of(bootstrap: str, groups: list[str]) -> dict[str, dict[tuple[str, int], int]]:
@@ -185,29 +102,31 @@ def main() -> None:
     asyncio.run(create_topic(args.bootstrap, topic, args.partitions))
     bare, sidecar = Bare(json_only=True), Sidecar(args.bootstrap)
     targets = {"bare": (bare.url, bare.process.pid), "service": (sidecar.url, sidecar.process.pid)}
-    rows: list[str] = []
+    table = Table(
+        f"{args.queries} queries x {args.partitions} partitions, {args.seconds:g} s a run",
+        *COLUMNS,
+        cpu=SIDES,
+    )
     closed: dict[str, list[dict[str, Any]]] = {"bare": [], "service": []}
     runs: dict[str, int] = {}
     try:
         for round_ in range(args.rounds):
             for name, (url, pid) in targets.items():
                 run = f"{name[0]}{round_}-{uuid.uuid4().hex[:4]}"
-                result = run_wrk(
+                result, meter = run_wrk(
                     url, pid, seconds=args.seconds, topic=topic, queries=args.queries,
                     partitions=args.partitions, run=run,
                 )  # fmt: skip
                 closed[name].append(result)
                 runs[run] = result["accepted"]
-                rows.append(line(name, "closed -t2 -c32", result))
-                print(rows[-1], flush=True)
+                table.add(*cells(name, "closed -t2 -c32", result), meter=meter)
         for name, (url, pid) in targets.items():
             run = f"{name[0]}rate-{uuid.uuid4().hex[:4]}"
-            result = run_wrk(
+            result, meter = run_wrk(
                 url, pid, seconds=args.seconds, topic=topic, queries=args.queries,
                 partitions=args.partitions, run=run, connections=16, rate=args.rate,
             )  # fmt: skip
-            rows.append(line(name, f"{args.rate}/s scheduled, -t2 -c16", result))
-            print(rows[-1], flush=True)
+            table.add(*cells(name, f"{args.rate}/s scheduled, -t2 -c16", result), meter=meter)
         # Kafka agrees with what the service accepted (the last service round's groups).
         time.sleep(3)
         last_run = next(r for r in reversed(list(runs)) if r.startswith("s") and "rate" not in r)
@@ -217,19 +136,11 @@ def main() -> None:
     finally:
         bare.stop()
         sidecar.stop()
-
-    bare_rate = statistics.median(r["events_per_s"] for r in closed["bare"])
-    service_rate = statistics.median(r["events_per_s"] for r in closed["service"])
-    print()
-    print(
-        "| target | load | events | events/s | p50 ms | p99 ms | errors | server CPU s | "
-        "CPU ms/event | of which main thread | wrk CPU s | broker CPU s | steal % |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    print("\n".join(rows))
-    print(
-        f"\nclosed loop medians: bare {bare_rate:,.0f}/s, service {service_rate:,.0f}/s, "
-        f"ratio {service_rate / bare_rate:.2f}"
+    table.print()
+    ratio(
+        "closed loop events/s, service / bare (medians)",
+        statistics.median(r["events_per_s"] for r in closed["service"]),
+        statistics.median(r["events_per_s"] for r in closed["bare"]),
     )
     print(f"Kafka read back for {len(sample)} groups of the last service round: "
           f"{len(sample) - len(empty)} committed, {len(empty)} with nothing")  # fmt: skip

@@ -26,7 +26,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_support import Sidecar, create_topic
-from bench.http_throughput import run_wrk
+from bench.figures import Table, ratio
+from bench.http_throughput import COLUMNS, SIDES, cells, run_wrk
 from harness.machine import ROOT
 
 MODES = {"closed": {"connections": 32, "rate": 0}, "rate": {"connections": 16}}
@@ -48,48 +49,30 @@ def main() -> None:
     services = {"before": Sidecar(args.bootstrap, source=args.before)}
     services["after"] = Sidecar(args.bootstrap, source=ROOT)
     results: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    print("| tree | load | events/s | p50 ms | p99 ms | errors | CPU ms/event | of which "
-          "main thread | wrk CPU s | steal % |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    table = Table(f"before: {args.before}, after: this checkout", *COLUMNS, cpu=SIDES)
     try:
         for round_ in range(args.rounds):
             for mode, load in MODES.items():
                 for name, service in services.items():
-                    result = run_wrk(
+                    result, meter = run_wrk(
                         service.url, service.process.pid, seconds=args.seconds, topic=topic,
                         queries=500, partitions=8, run=f"{name[0]}{mode[0]}{round_}-"
                         f"{uuid.uuid4().hex[:4]}", connections=load["connections"],
                         rate=load.get("rate", args.rate),
                     )  # fmt: skip
                     results.setdefault((name, mode), []).append(result)
-                    print(
-                        f"| {name} | {mode} | {result['events_per_s']:,.0f} | "
-                        f"{result['p50_ms']:.2f} | {result['p99_ms']:.2f} | "
-                        f"{result['non2xx'] + result['socket_errors']} | "
-                        f"{result['cpu_ms_per_event']:.3f} | {result['loop_ms_per_event']:.3f} | "
-                        f"{result['wrk_cpu_s']:.1f} | {result['steal_pct']:.0f} |",
-                        flush=True,
-                    )
+                    table.add(*cells(name, mode, result), meter=meter)
     finally:
         for service in services.values():
             service.stop()
-    print()
+    table.print()
     for mode in MODES:
-        medians = {
-            name: {
-                key: statistics.median(r[key] for r in results[(name, mode)])
-                for key in ("events_per_s", "cpu_ms_per_event", "loop_ms_per_event")
-            }
-            for name in services
-        }
-        before, after = medians["before"], medians["after"]
-        print(
-            f"{mode}: events/s {before['events_per_s']:,.0f} -> {after['events_per_s']:,.0f}, "
-            f"CPU ms/event {before['cpu_ms_per_event']:.3f} -> {after['cpu_ms_per_event']:.3f} "
-            f"(main thread {before['loop_ms_per_event']:.3f} -> "
-            f"{after['loop_ms_per_event']:.3f}), after / before "
-            f"{after['cpu_ms_per_event'] / before['cpu_ms_per_event']:.2f}"
-        )
+        for key, what in (("events_per_s", "events/s"), ("cpu_ms_per_event", "CPU ms/event"),
+                          ("loop_ms_per_event", "main thread CPU ms/event")):  # fmt: skip
+            before, after = (
+                statistics.median(r[key] for r in results[(name, mode)]) for name in services
+            )
+            ratio(f"{mode}: {what} (medians), after / before", after, before)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,8 @@ from typing import Any, ClassVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.bench_support import spark_pid
+from bench.figures import CpuMeter, Table, broker_pid, ratio
 from jobs.spark_session import kafka_spark_session
 from spark_offset_listener.listener import OffsetCommitListener
 
@@ -111,7 +113,9 @@ def main() -> int:
     assert jvm is not None
     spark.streams._jsqm.addListener(jvm.PythonStreamingQueryListenerWrapper(naive))
 
-    with tempfile.TemporaryDirectory() as work:
+    # Both listeners hear the same events of one query: one window for both rows.
+    meter = CpuMeter(spark=spark_pid(spark), broker=broker_pid())
+    with tempfile.TemporaryDirectory() as work, meter:
         query = (
             spark.readStream.format("kafka")
             .option("kafka.bootstrap.servers", args.bootstrap)
@@ -135,11 +139,16 @@ def main() -> int:
 
     rows = [summary("naive (PySpark conversion)", naive.samples), summary("ours", ours.samples)]
     count = min(len(naive.samples), len(ours.samples))
-    print(f"listener cost per progress event, {count} events, 8 partitions, pyspark {version}")
-    print(f"{'listener':30} {'p50 ms':>9} {'p99 ms':>9} {'mean ms':>9}")
-    for name, p50, p99, mean in rows:
-        print(f"{name:30} {p50:9.2f} {p99:9.2f} {mean:9.2f}")
-    print(f"ratio naive/ours (mean): {rows[0][3] / rows[1][3]:.0f}x")
+    table = Table(
+        f"listener cost per progress event in the driver, {count} events, 8 partitions, "
+        f"pyspark {version} (both listeners on the same query)",
+        "listener", "p50 ms", "p99 ms", "mean ms",
+        cpu=("spark", "broker", "bench"),
+    )  # fmt: skip
+    for row in rows:
+        table.add(*row, meter=meter)
+    table.print()
+    ratio("mean, naive / ours", rows[0][3], rows[1][3])
     return 0
 
 

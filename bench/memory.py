@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import subprocess
 import sys
 import time
 import urllib.request
@@ -22,7 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bench_support import Sidecar, build_loadgen, cpu_seconds, create_topic
+from bench.bench_support import Sidecar, build_loadgen, create_topic, load
+from bench.figures import CpuMeter, Table, broker_pid, cpu_seconds
 
 
 def rss_kib(pid: int) -> int:
@@ -49,7 +49,7 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=32)
     parser.add_argument("--events", type=int, default=2)
     args = parser.parse_args()
-    loadgen = build_loadgen()
+    build_loadgen()
     topic = f"memory-{uuid.uuid4().hex[:8]}"
     asyncio.run(create_topic(args.bootstrap, topic, args.partitions))
     service = Sidecar(args.bootstrap)
@@ -57,41 +57,33 @@ def main() -> None:
         time.sleep(2)
         empty = rss_kib(service.process.pid)
         started = time.monotonic()
-        out = subprocess.run(
-            [
-                str(loadgen),
-                f"-url={service.url}/v1/progress",
-                f"-queries={args.queries}",
-                f"-partitions={args.partitions}",
-                f"-topic={topic}",
-                f"-per-query={args.events}",
-                "-seconds=3600",
-                "-workers=64",
-            ],
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout
-        result = json.loads(out)
-        if result["ok"] != args.queries * args.events:
-            raise SystemExit(f"not every event was accepted: {result}")
-        wait_until_idle(service.process.pid)
+        with CpuMeter(service=service.process.pid, broker=broker_pid()) as meter:
+            shape = argparse.Namespace(queries=args.queries, partitions=args.partitions, workers=64)
+            result = load(
+                service.url, shape, 0, topic=topic, seconds=3600, **{"per-query": args.events}
+            )
+            if result["ok"] != args.queries * args.events:
+                raise SystemExit(f"not every event was accepted: {result}")
+            wait_until_idle(service.process.pid)
+        meter.add("loadgen", result["loadgen_cpu_s"])
         settled = time.monotonic() - started
         loaded = rss_kib(service.process.pid)
         queries = json.loads(urllib.request.urlopen(service.url + "/v1/queries").read())
     finally:
         service.stop()
-    held = len(queries)
     uncommitted = sum(1 for q in queries if q["slot"] is not None or q["in_flight"] is not None)
-    per_query = (loaded - empty) * 1024 / args.queries
-    print(
-        f"| {args.queries} | {args.partitions} | {held} | {uncommitted} | {empty / 1024:.1f} | "
-        f"{loaded / 1024:.1f} | {per_query:.0f} | {settled:.0f} |"
-    )
-    print(
-        "columns: queries | partitions | queries the service lists | of them not yet "
-        "committed | RSS empty MiB | RSS loaded MiB | bytes per query | seconds to settle"
-    )
+    table = Table(
+        f"{args.events} events per query, then idle",
+        "queries", "partitions", "queries the service lists", "of them not yet committed",
+        "RSS empty MiB", "RSS loaded MiB", "bytes per query", "seconds to settle",
+        cpu=("service", "broker", "loadgen", "bench"),
+    )  # fmt: skip
+    table.add(
+        args.queries, args.partitions, len(queries), uncommitted, f"{empty / 1024:.1f}",
+        f"{loaded / 1024:.1f}", round((loaded - empty) * 1024 / args.queries), round(settled),
+        meter=meter,
+    )  # fmt: skip
+    table.print()
 
 
 if __name__ == "__main__":

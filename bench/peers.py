@@ -31,8 +31,9 @@ from typing import Any, ClassVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bench_support import Sidecar, create_topic, percentiles
+from bench.bench_support import Sidecar, create_topic, percentiles, spark_pid
 from bench.commit_latency import batch_end, run_while_producing, watch_commits
+from bench.figures import CpuMeter, Table, broker_pid
 from bench.listener_cost import TimedOurs
 from jobs.spark_session import kafka_spark_session
 
@@ -127,8 +128,12 @@ def main() -> int:
         watch_commits(args.bootstrap, ours_group, seen["ours"], stop),
         watch_commits(args.bootstrap, naive_group, seen["naive"], stop),
     ]
-    progresses = run_while_producing(spark, args.bootstrap, topic, args.rate, args.seconds, 5)
-    time.sleep(1)
+    # Both listeners on one query: one window; the naive one commits from this process
+    # (``bench``), ours through the service.
+    sides = {"service": sidecar.process.pid, "spark": spark_pid(spark), "broker": broker_pid()}
+    with CpuMeter(**sides) as meter:
+        progresses = run_while_producing(spark, args.bootstrap, topic, args.rate, args.seconds, 5)
+        time.sleep(1)
     stop.set()
     for watcher in watchers:
         watcher.join(10)
@@ -136,15 +141,13 @@ def main() -> int:
     spark.stop()
     sidecar.stop()
 
-    print(
+    table = Table(
         f"same query, same events: {len(progresses)} progress events, 4 partitions, "
-        f"{args.rate:.0f} records/s, 1 s trigger"
-    )
-    print(
-        "| listener | events | Spark-side p50 / p99 / mean ms | batch end -> committed "
-        "p50 / p99 / mean ms | batches seen committed |"
-    )
-    print("|---|---|---|---|---|")
+        f"{args.rate:.0f} records/s, 1 s trigger",
+        "listener", "events", "Spark-side p50 / p99 / mean ms",
+        "batch end -> committed p50 / p99 / mean ms", "batches seen committed",
+        cpu=("service", "spark", "broker", "bench"),
+    )  # fmt: skip
     for name, listener in (("naive synchronous commit", naive), ("ours", ours)):
         cost = percentiles([s * 1000 for s in listener.samples])
         key = "naive" if listener is naive else "ours"
@@ -154,10 +157,11 @@ def main() -> int:
             if p["batchId"] in seen[key] and p["numInputRows"] > 0
         ]
         lat = percentiles(latencies) if latencies else (float("nan"),) * 3
-        print(
-            f"| {name} | {len(listener.samples)} | {cost[0]:.2f} / {cost[1]:.2f} / "
-            f"{cost[2]:.2f} | {lat[0]:.1f} / {lat[1]:.1f} / {lat[2]:.1f} | {len(latencies)} |"
-        )
+        table.add(
+            name, len(listener.samples), f"{cost[0]:.2f} / {cost[1]:.2f} / {cost[2]:.2f}",
+            f"{lat[0]:.1f} / {lat[1]:.1f} / {lat[2]:.1f}", len(latencies), meter=meter,
+        )  # fmt: skip
+    table.print()
     return 0
 
 

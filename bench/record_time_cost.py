@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from aiokafka import AIOKafkaProducer
 
 from bench.bench_support import create_topic
+from bench.figures import CpuMeter, Table, ratio
 from harness.kafka_broker import brand_new
 from spark_offset_sidecar.adapters.kafka.record_times import KafkaRecordTimeReader
 from spark_offset_sidecar.core.offsets import TopicPartition
@@ -48,7 +49,7 @@ async def fill(bootstrap: str, topics: list[str], stamp: float) -> None:
         await producer.stop()
 
 
-async def run(bootstrap: str, partitions: int) -> None:
+async def run(bootstrap: str, broker: int, partitions: int) -> None:
     topics = [f"lagging-{i}" for i in range(max(1, partitions // PER_TOPIC))]
     for topic in topics:
         await create_topic(bootstrap, topic, PER_TOPIC)
@@ -61,7 +62,8 @@ async def run(bootstrap: str, partitions: int) -> None:
     await batched.record_times({next(iter(wanted)): 0})  # connect before timing
     batched.records_read = 0
     started = time.perf_counter()
-    found = await batched.record_times(wanted)
+    with CpuMeter(broker=broker) as batched_meter:
+        found = await batched.record_times(wanted)
     one_call = time.perf_counter() - started
     assert len(found) == len(wanted), f"{len(found)} of {len(wanted)} answered"
     assert all(abs(at - (stamp + 10)) < 0.002 for at in found.values() if at is not None)
@@ -73,23 +75,29 @@ async def run(bootstrap: str, partitions: int) -> None:
     single.records_read = 0
     sample = dict(list(wanted.items())[:100])  # 100 of them, one call each
     started = time.perf_counter()
-    for tp, offset in sample.items():
-        await single.record_times({tp: offset})
+    with CpuMeter(broker=broker) as single_meter:
+        for tp, offset in sample.items():
+            await single.record_times({tp: offset})
     per_partition = (time.perf_counter() - started) * len(wanted) / len(sample)
     await single.close()
 
-    print(f"{len(wanted):,} lagging partitions, {RECORDS} records of 200 B each")
-    print("| how | time s | records handed back | per partition |")
-    print("|---|---|---|---|")
-    print(
-        f"| one call (the lag monitor) | {one_call:.2f} | {batched_records:,} | "
-        f"{batched_records / len(wanted):.1f} |"
-    )
-    print(
-        f"| a call per partition (100 timed, scaled) | {per_partition:.2f} | "
-        f"{single.records_read:,} for 100 | {single.records_read / len(sample):.1f} |"
-    )
-    print(f"ratio one call / per partition: {one_call / per_partition:.3f}")
+    table = Table(
+        f"{len(wanted):,} lagging partitions, {RECORDS} records of 200 B each (the reader "
+        "runs in this process: the bench side)",
+        "how", "time s", "records handed back", "per partition",
+        cpu=("broker", "bench"),
+    )  # fmt: skip
+    table.add(
+        "one call (the lag monitor)", one_call, batched_records,
+        f"{batched_records / len(wanted):.1f}", meter=batched_meter,
+    )  # fmt: skip
+    table.add(
+        "a call per partition (100 timed, time scaled; CPU of the 100)", per_partition,
+        f"{single.records_read:,} for 100", f"{single.records_read / len(sample):.1f}",
+        meter=single_meter,
+    )  # fmt: skip
+    table.print()
+    ratio("time, one call / a call per partition", one_call, per_partition)
 
 
 def main() -> None:
@@ -99,7 +107,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="record-times-") as folder:
         broker = brand_new(Path(folder) / "kafka")
         try:
-            asyncio.run(run(broker.bootstrap, args.partitions))
+            asyncio.run(run(broker.bootstrap, broker.pid(), args.partitions))
         finally:
             broker.stop()
 

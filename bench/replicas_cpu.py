@@ -13,8 +13,9 @@ that does not own their group: it records them, and the owner hears of it (``NOT
 and takes the change in. Rounds alternate 1, 2, 3 replicas so that all see the same
 noise; each round starts from an empty database and is warmed up before it is measured.
 
-CPU from /proc over the measured seconds: every replica, every PostgreSQL process (its
-user's), every wrk (beside the figures: the load generator's own share), and the share
+CPU from /proc over the measured seconds (``bench.figures``): every replica, every
+PostgreSQL process (the postmaster's), every wrk (the load generator's own share), the
+broker and this process, and the share
 of the host's time that other tenants took (steal, from /proc/stat: it moves these
 figures from one day to the next). CPU per event = (replicas + PostgreSQL) / accepted
 events; the issue's target is three replicas' CPU per event <= 1.3 x one replicated
@@ -25,9 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import os
-import pwd
 import statistics
 import subprocess
 import sys
@@ -41,57 +40,11 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bench_support import create_topic
-from bench.http_throughput import (
-    WRK_SCRIPT,
-    all_ticks,
-    cpu_seconds,
-    cpu_until_exit,
-    main_thread_cpu,
-    steal_ticks,
-    wrk_summary,
-)
+from bench.bench_support import create_topic, wrk
+from bench.figures import CpuMeter, Table, broker_pid, ratio
+from bench.http_throughput import main_thread_cpu
 from harness.postgres_server import PostgresServer
 from harness.replica_cluster import ReplicaCluster
-
-
-def postgres_cpu() -> float:
-    """CPU seconds of every process of the ``postgres`` user (this bench's server only)."""
-    uid, total = pwd.getpwnam("postgres").pw_uid, 0.0
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(FileNotFoundError, ProcessLookupError):
-                if entry.stat().st_uid == uid:
-                    total += cpu_seconds(int(entry.name))
-    return total
-
-
-def wrk_each(
-    bases: list[str], *, seconds: float, topic: str, queries: int, partitions: int, run: str
-) -> dict[str, Any]:
-    """One closed-loop wrk per replica, at once, each with its own queries; the sums."""
-    per = queries // len(bases)
-    procs = []
-    for index, base in enumerate(bases):
-        env = {
-            **os.environ, "TOPIC": topic, "QUERIES": str(per), "QUERY_BASE": str(index * per),
-            "PARTITIONS": str(partitions), "RATE": "0", "RUN": run, "THREADS": "1",
-        }  # fmt: skip
-        command = [
-            "wrk", "-t1", f"-c{32 // len(bases)}", f"-d{round(seconds)}s", "-s", str(WRK_SCRIPT),
-            f"{base}/v1/progress",
-        ]  # fmt: skip
-        procs.append(subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True))
-    totals: dict[str, Any] = {"requests": 0, "accepted": 0, "errors": 0, "seconds": 0.0}
-    totals["wrk_cpu_s"] = cpu_until_exit(procs)
-    for p in procs:
-        r = wrk_summary(p.communicate()[0])
-        totals["requests"] += r["requests"]
-        totals["accepted"] += r["accepted"]
-        totals["errors"] += r["non2xx"] + r["socket_errors"]
-        totals["seconds"] = max(totals["seconds"], r["seconds"])
-    return totals
-
 
 STEPS = ("reach", "lock", "load", "fence", "write", "notify", "commit")
 
@@ -139,10 +92,10 @@ def measure(
         pids = [r.process.pid for r in cluster.replicas.values() if r.process is not None]
         run = uuid.uuid4().hex[:6]
         common = {"topic": args.topic, "queries": args.queries, "partitions": args.partitions}
-        wrk_each(bases, seconds=3, run=run, **common)  # warm-up: queries known, groups owned
-        idle_before = sum(cpu_seconds(p) for p in pids), postgres_cpu()
-        time.sleep(args.idle_seconds)  # no load: what the replicas spend on their own
-        idle = sum(cpu_seconds(p) for p in pids), postgres_cpu()
+        wrk(bases, seconds=3, run=run, **common)  # warm-up: queries known, groups owned
+        sides = {"replicas": pids, "postgres": server.pid(), "broker": broker_pid()}
+        with CpuMeter(**sides) as idle:
+            time.sleep(args.idle_seconds)  # no load: what the replicas spend on their own
         spies = (
             []
             if profile is None
@@ -151,22 +104,21 @@ def measure(
                 for i, pid in enumerate(pids)
             ]
         )
-        replicas_before, pg_before = sum(cpu_seconds(p) for p in pids), postgres_cpu()
         loops_before = sum(main_thread_cpu(p) for p in pids)
         batches_before = batches(bases)
-        steal_before, ticks_before = steal_ticks(), all_ticks()
-        result = wrk_each(bases, seconds=args.seconds, run=run, **common)
-        steal, ticks = steal_ticks() - steal_before, all_ticks() - ticks_before
-        result["steal_pct"] = 100 * steal / max(1, ticks)
+        with CpuMeter(**sides) as meter:
+            result = wrk(bases, seconds=args.seconds, run=run, **common)
+        meter.add("wrk", result["wrk_cpu_s"])
         batches_after = batches(bases)
         for sampler in spies:
             sampler.wait()
         result["idle_cpu_per_s"] = (
-            idle[0] - idle_before[0] + idle[1] - idle_before[1]
+            (idle.seconds("replicas") or 0.0) + (idle.seconds("postgres") or 0.0)
         ) / args.idle_seconds
         result["loops_cpu_s"] = sum(main_thread_cpu(p) for p in pids) - loops_before
-        result["replicas_cpu_s"] = sum(cpu_seconds(p) for p in pids) - replicas_before
-        result["postgres_cpu_s"] = postgres_cpu() - pg_before
+        result["replicas_cpu_s"] = meter.seconds("replicas") or 0.0
+        result["postgres_cpu_s"] = meter.seconds("postgres") or 0.0
+        result["meter"] = meter
     finally:
         cluster.stop()
     events = max(1, result["accepted"])
@@ -213,7 +165,13 @@ def main() -> None:
     args.topic = f"bench-replicas-cpu-{uuid.uuid4().hex[:8]}"
     asyncio.run(create_topic(args.bootstrap, args.topic, args.partitions))
     server = PostgresServer().start()
-    rows: list[str] = []
+    table = Table(
+        f"{os.cpu_count()} cores; {args.queries} queries x {args.partitions} partitions",
+        "replicas", "round", "events accepted", "events/s", "errors", "replicas ms/event",
+        "of which event loops", "of which threads", "PostgreSQL ms/event", "total ms/event",
+        "store batches/event", "items/batch", "CPU without load",
+        cpu=("replicas", "postgres", "broker", "wrk", "bench"),
+    )  # fmt: skip
     per_event: dict[int, list[dict[str, Any]]] = {}
     try:
         for round_ in range(args.rounds):
@@ -221,16 +179,12 @@ def main() -> None:
                 with tempfile.TemporaryDirectory() as folder:
                     r = measure(args, server, size, Path(folder))
                 per_event.setdefault(size, []).append(r)
-                rows.append(
-                    f"| {size} | {round_} | {r['accepted']:,} | {r['events_per_s']:,.0f} | "
-                    f"{r['errors']} | {r['replicas_cpu_s']:.1f} | {r['postgres_cpu_s']:.1f} | "
-                    f"{r['replica_ms']:.2f} | {r['loop_ms']:.2f} | {r['threads_ms']:.2f} | "
-                    f"{r['postgres_ms']:.2f} | {r['total_ms']:.2f} | "
-                    f"{r['wrk_cpu_s']:.1f} | {r['batches_per_event']:.2f} | "
-                    f"{r['items_per_batch']:.1f} | {100 * r['idle_cpu_per_s']:.0f} % | "
-                    f"{r['steal_pct']:.1f} |"
-                )
-                print(rows[-1], flush=True)
+                table.add(
+                    size, round_, r["accepted"], round(r["events_per_s"]), r["errors"],
+                    r["replica_ms"], r["loop_ms"], r["threads_ms"], r["postgres_ms"],
+                    r["total_ms"], r["batches_per_event"], f"{r['items_per_batch']:.1f}",
+                    f"{100 * r['idle_cpu_per_s']:.0f} %", meter=r["meter"],
+                )  # fmt: skip
         if args.profile is not None:
             args.profile.mkdir(parents=True, exist_ok=True)
             with tempfile.TemporaryDirectory() as folder:
@@ -238,17 +192,7 @@ def main() -> None:
             print(f"profiles of {args.profile_replicas} replicas in {args.profile}", flush=True)
     finally:
         server.stop()
-    print()
-    print(f"{os.cpu_count()} cores; {args.queries} queries x {args.partitions} partitions")
-    print(
-        "| replicas | round | events accepted | events/s | errors | replicas CPU s | "
-        "PostgreSQL CPU s | replicas ms/event | of which event loops | of which threads | "
-        "PostgreSQL ms/event | total ms/event | wrk CPU s | store batches/event | items/batch | "
-        "CPU without load | steal % |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    print("\n".join(rows))
-    print()
+    table.print()
     print("The store threads' CPU in each step of a batch, ms per batch (medians of the rounds):")
     print("| replicas | " + " | ".join(STEPS) + " | all steps | items/batch |")
     print("|---|" + "---|" * (len(STEPS) + 2))
@@ -268,10 +212,8 @@ def main() -> None:
     }
     print()
     for n in sorted(medians):
-        print(
-            f"{n} replicas: median {medians[n]:.2f} ms CPU/event (replicas alone "
-            f"{replica_only[n]:.2f}), ratio to 1 replica {medians[n] / medians[1]:.2f}"
-        )
+        ratio(f"median CPU ms/event, {n} replicas / 1 replica", medians[n], medians[1])
+        ratio(f"  replicas alone, {n} / 1", replica_only[n], replica_only[1])
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ then, once every group is committed and the lag monitor has read its log ends:
   - events at ``--rate``/s (loadgen, open loop: latency counted from the scheduled time,
     so a stall is not hidden) for ``--seconds``, alone, then while ``wrk -c2`` scrapes
     back to back (two Prometheus replicas that never pause): p50, p99 and max, and each
-    side's CPU (server, loadgen, wrk) beside every figure.
+    side's CPU (service, broker, loadgen, wrk, this process) beside every figure.
 
     .venv/bin/python -m bench scrape_cost --groups 5000 --before 22c559b
 """
@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import re
-import resource
 import statistics
 import subprocess
 import sys
@@ -33,7 +32,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bench_support import Sidecar, build_loadgen, cpu_seconds, create_topic, load
+from bench.bench_support import Sidecar, build_loadgen, create_topic, load
+from bench.figures import CpuMeter, Table, children_cpu, ratio
 from harness.kafka_broker import brand_new
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -104,49 +104,43 @@ def wrk_in_background(url: str, seconds: float) -> subprocess.Popen[str]:
 
 
 def events(
-    sidecar: Sidecar, args: argparse.Namespace, first_batch: int, *, scraping: bool
-) -> dict[str, Any]:
-    """Events at ``--rate``/s, with ``wrk -c2`` scraping back to back when ``scraping``;
-    CPU of each process from /proc and from the waited-for children's rusage."""
-    pid = sidecar.process.pid
-    server_before = cpu_seconds(pid)
-    scraper = wrk_in_background(sidecar.url, args.seconds) if scraping else None
-    if scraper is not None:
-        time.sleep(1)  # the scrapes are under way before the first event
-    children = _children_cpu()
-    result = load(
-        sidecar.url,
-        argparse.Namespace(queries=args.groups, partitions=args.partitions, workers=32),
-        first_batch,
-        allow_errors=True,
-        rate=args.rate,
-        seconds=args.seconds,
-    )
-    result["loadgen_cpu_s"] = _children_cpu() - children
-    result["server_cpu_s"] = cpu_seconds(pid) - server_before
-    result["scrapes"], result["wrk_cpu_s"] = 0, 0.0
-    if scraper is not None:
-        children = _children_cpu()
-        out, _ = scraper.communicate(timeout=120)
-        result["wrk_cpu_s"] = _children_cpu() - children
-        found = re.search(r"(\d+) requests in", out)
-        result["scrapes"] = int(found.group(1)) if found else 0
-    return result
+    sidecar: Sidecar, broker: int, args: argparse.Namespace, first_batch: int, *, scraping: bool
+) -> tuple[dict[str, Any], CpuMeter]:
+    """Events at ``--rate``/s, with ``wrk -c2`` scraping back to back when ``scraping``,
+    under a ``CpuMeter`` of the service, the broker, loadgen, wrk and this process."""
+    with CpuMeter(service=sidecar.process.pid, broker=broker) as meter:
+        scraper = wrk_in_background(sidecar.url, args.seconds) if scraping else None
+        if scraper is not None:
+            time.sleep(1)  # the scrapes are under way before the first event
+        result = load(
+            sidecar.url,
+            argparse.Namespace(queries=args.groups, partitions=args.partitions, workers=32),
+            first_batch,
+            allow_errors=True,
+            rate=args.rate,
+            seconds=args.seconds,
+        )
+        meter.add("loadgen", result["loadgen_cpu_s"])
+        result["scrapes"] = 0
+        if scraper is not None:
+            before = children_cpu()
+            out, _ = scraper.communicate(timeout=120)
+            meter.add("wrk", children_cpu() - before)
+            found = re.search(r"(\d+) requests in", out)
+            result["scrapes"] = int(found.group(1)) if found else 0
+    return result, meter
 
 
 def _failed(result: dict[str, Any]) -> str:
     failed = result["errors"] + result["non_2xx"]
-    return f" ({failed} of {result['sent']} failed)" if failed else ""
-
-
-def _children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
+    return f"{failed} of {result['sent']}"
 
 
 def side(
-    name: str, source: Path | None, bootstrap: str, args: argparse.Namespace
-) -> dict[str, Any]:
+    name: str, source: Path | None, bootstrap: str, broker: int, args: argparse.Namespace,
+    tables: tuple[Table, Table],
+) -> dict[str, float]:  # fmt: skip
+    """One side's figures into ``tables`` (scrapes, events); the ones the ratios use."""
     sidecar = Sidecar(bootstrap, source, lag_read_interval_seconds=5)
     try:
         load(
@@ -157,25 +151,27 @@ def side(
         )
         wait_loaded(sidecar.url, args.groups, time.monotonic() + 600)
         times, size, count = [], 0, 0
-        for _ in range(args.scrapes):
-            time.sleep(1.5)  # past the default SIDECAR_METRICS_MAX_AGE_SECONDS: a fresh build
-            took, body = scrape(sidecar.url)
-            times.append(took)
-            size, count = len(body), series(body)
-        quiet = events(sidecar, args, 2, scraping=False)
-        busy = events(sidecar, args, 2 + args.rate * args.seconds, scraping=True)
-        p50, worst = statistics.median(times), max(times)
-        _, body = scrape(sidecar.url)
-        return {
-            "name": name,
-            "size": size,
-            "series": count,
-            "scrape_p50": p50,
-            "scrape_max": worst,
-            "quiet": quiet,
-            "busy": busy,
-            "gc": gc_longest(body.decode()),
-        }
+        with CpuMeter(service=sidecar.process.pid, broker=broker) as meter:
+            for _ in range(args.scrapes):
+                time.sleep(1.5)  # past the default SIDECAR_METRICS_MAX_AGE_SECONDS: fresh
+                took, body = scrape(sidecar.url)
+                times.append(took)
+                size, count = len(body), series(body)
+        figures = {"size": float(size), "scrape_p50": statistics.median(times)}
+        tables[0].add(
+            name, f"{size / 1e6:.2f} MB", count, f"{statistics.median(times):.3f}",
+            f"{max(times):.3f}", meter=meter,
+        )  # fmt: skip
+        for scraping in (False, True):
+            first = 2 + (args.rate * args.seconds if scraping else 0)
+            result, meter = events(sidecar, broker, args, first, scraping=scraping)
+            tables[1].add(
+                name, "back to back" if scraping else "none", result["scrapes"],
+                f"{result['p50_ms']:.1f}", f"{result['p99_ms']:.1f}", f"{result['max_ms']:.1f}",
+                _failed(result), gc_longest(scrape(sidecar.url)[1].decode()), meter=meter,
+            )  # fmt: skip
+            figures["busy_p99" if scraping else "quiet_p99"] = result["p99_ms"]
+        return figures
     finally:
         sidecar.stop()
 
@@ -190,6 +186,20 @@ def main() -> None:
     parser.add_argument("--before", help="a commit to compare with (git worktree)")
     args = parser.parse_args()
     build_loadgen()
+    shape = f"{args.groups:,} groups x {args.partitions} partitions, default settings"
+    tables = (
+        Table(
+            f"Scrapes, one at a time ({args.scrapes}, each a fresh build); {shape}",
+            "side", "size", "series", "p50 s", "max s",
+            cpu=("service", "broker", "bench"),
+        ),
+        Table(
+            f"Events at {args.rate}/s for {args.seconds} s, open loop; {shape}",
+            "side", "scrapes", "answered", "event p50 ms", "p99 ms", "max ms", "failed",
+            "longest GC gen 1 / 2 ms so far",
+            cpu=("service", "broker", "loadgen", "wrk", "bench"),
+        ),
+    )  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="scrape-cost-") as folder:
         broker = brand_new(Path(folder) / "kafka")
         try:
@@ -204,40 +214,24 @@ def main() -> None:
                     capture_output=True,
                 )
                 try:
-                    sides.append(side(f"before ({args.before})", tree, broker.bootstrap, args))
+                    sides.append(
+                        side(f"before ({args.before})", tree, broker.bootstrap, broker.pid(),
+                             args, tables)
+                    )  # fmt: skip
                 finally:
                     subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT)
-            sides.append(side("after", None, broker.bootstrap, args))
+            sides.append(side("after", None, broker.bootstrap, broker.pid(), args, tables))
         finally:
             broker.stop()
-    print(f"{args.groups:,} groups x {args.partitions} partitions, default settings")
-    print(
-        "| side | scrape size | series | scrape p50 / max s | event p50 / p99 / max ms, "
-        "no scrapes | event p50 / p99 / max ms, scrapes back to back | scrapes | "
-        "server CPU s (quiet / busy) | loadgen CPU s (quiet / busy) | wrk CPU s | "
-        "longest GC gen 1 / 2 ms |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for s in sides:
-        q, b = s["quiet"], s["busy"]
-        print(
-            f"| {s['name']} | {s['size'] / 1e6:.2f} MB | {s['series']:,} | "
-            f"{s['scrape_p50']:.3f} / {s['scrape_max']:.3f} | "
-            f"{q['p50_ms']:.1f} / {q['p99_ms']:.1f} / {q['max_ms']:.1f} | "
-            f"{b['p50_ms']:.1f} / {b['p99_ms']:.1f} / {b['max_ms']:.1f}"
-            f"{_failed(b)} | {b['scrapes']} | "
-            f"{q['server_cpu_s']:.1f} / {b['server_cpu_s']:.1f} | "
-            f"{q['loadgen_cpu_s']:.1f} / {b['loadgen_cpu_s']:.1f} | {b['wrk_cpu_s']:.1f} | "
-            f"{s['gc']} |"
-        )
+    for table in tables:
+        table.print()
+    after = sides[-1]
+    ratio("after: event p99, scrapes back to back / none", after["busy_p99"], after["quiet_p99"])
     if len(sides) == 2:
-        before, after = sides
-        print(
-            f"ratios after/before: scrape size {after['size'] / before['size']:.3f}, "
-            f"scrape time {after['scrape_p50'] / before['scrape_p50']:.3f}, event p99 under "
-            f"scrapes {after['busy']['p99_ms'] / before['busy']['p99_ms']:.3f}; after: p99 "
-            f"with scrapes / without {after['busy']['p99_ms'] / after['quiet']['p99_ms']:.2f}"
-        )
+        before = sides[0]
+        ratio("scrape size, after / before", after["size"], before["size"])
+        ratio("scrape time p50, after / before", after["scrape_p50"], before["scrape_p50"])
+        ratio("event p99 under scrapes, after / before", after["busy_p99"], before["busy_p99"])
 
 
 if __name__ == "__main__":

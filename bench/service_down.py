@@ -24,7 +24,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bench_support import create_topic, percentiles
+from bench.bench_support import create_topic, percentiles, spark_pid
+from bench.figures import CpuMeter, Table, broker_pid, ratio
 from harness.machine import free_port
 from jobs.spark_session import kafka_spark_session
 from spark_offset_listener.listener import OffsetCommitListener
@@ -78,27 +79,35 @@ def main() -> int:
     spark.conf.set("spark.sql.streaming.numRecentProgressUpdates", "1000")
     run(spark, args.bootstrap, topic)  # warm-up: JIT, connector, py4j
 
-    without = run(spark, args.bootstrap, topic)
+    sides = {"spark": spark_pid(spark), "broker": broker_pid()}
+    with CpuMeter(**sides) as without_meter:
+        without = run(spark, args.bootstrap, topic)
     listener = OffsetCommitListener(
         f"http://127.0.0.1:{free_port()}", group_id="bench-down", flush_timeout=1.0
     )
     spark.streams.addListener(listener)
-    with_down = run(spark, args.bootstrap, topic)
+    with CpuMeter(**sides) as with_meter:
+        with_down = run(spark, args.bootstrap, topic)
     spark.streams.removeListener(listener)
     stats = listener.sender.stats
     spark.stop()
 
-    print(f"the same {args.records} records, 200 a batch, noop sink; sidecar down in run 2")
-    print(f"{'run':34} {'batches':>8} {'p50 ms':>8} {'p99 ms':>8} {'mean ms':>8} {'wall s':>7}")
-    for name, (batches, durations, wall) in (
-        ("no listener", without),
-        ("listener, sidecar unreachable", with_down),
+    table = Table(
+        f"the same {args.records} records, 200 a batch, noop sink; the service down in run 2",
+        "run", "batches", "p50 ms", "p99 ms", "mean ms", "wall s",
+        cpu=("spark", "broker", "bench"),
+    )  # fmt: skip
+    for name, (batches, durations, wall), meter in (
+        ("no listener", without, without_meter),
+        ("listener, service unreachable", with_down, with_meter),
     ):
         p50, p99, mean = percentiles(durations)
-        print(f"{name:34} {batches:8} {p50:8.0f} {p99:8.0f} {mean:8.0f} {wall:7.1f}")
-    print(
-        f"ratio of mean batch durations (with/without): "
-        f"{percentiles(with_down[1])[2] / percentiles(without[1])[2]:.2f}"
+        table.add(name, batches, round(p50), round(p99), round(mean), f"{wall:.1f}", meter=meter)
+    table.print()
+    ratio(
+        "mean batch duration, with / without",
+        percentiles(with_down[1])[2],
+        percentiles(without[1])[2],
     )
     print(
         f"listener: {listener.events} events, {stats.delivered} delivered, "

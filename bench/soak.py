@@ -28,6 +28,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_support import Sidecar, create_topic
+from bench.figures import CpuMeter, Table, broker_pid
 
 PARTITIONS = 8
 
@@ -40,6 +41,7 @@ class SoakReport:
     reads: int = 0
     errors: list[str] = field(default_factory=list)
     samples: list[tuple[float, int, int]] = field(default_factory=list)  # (t, rss KiB, fds)
+    meter: CpuMeter = field(default_factory=CpuMeter)  # the service's and the broker's CPU
 
     def warm(self) -> tuple[float, int, int]:
         """The first sample once every group's client exists: after a tenth of the run, but
@@ -129,9 +131,11 @@ def run_soak(bootstrap: str, seconds: float, queries: int, rate: float) -> SoakR
     asyncio.run(create_topic(bootstrap, topic, PARTITIONS))
     sidecar = Sidecar(bootstrap)
     report = SoakReport(seconds, queries)
+    report.meter = CpuMeter(service=sidecar.process.pid, broker=broker_pid())
     try:
         report.samples.append((0.0, *_usage(sidecar.process.pid)))
-        asyncio.run(_load(sidecar.url, sidecar.process.pid, topic, report, rate))
+        with report.meter:
+            asyncio.run(_load(sidecar.url, sidecar.process.pid, topic, report, rate))
     except httpx.HTTPError as exc:
         raise RuntimeError(f"{exc!r} after {report.events} events\n{sidecar.log_tail()}") from exc
     finally:
@@ -149,7 +153,20 @@ def main() -> int:
     report = run_soak(args.bootstrap, args.seconds, args.queries, args.rate)
     for elapsed, rss, fds in report.samples:
         print(f"  t={elapsed:6.0f} s  RSS {rss / 1024:7.1f} MiB  fds {fds}")
-    print(report.summary())
+    start, end = report.warm(), report.samples[-1]
+    table = Table(
+        f"Soak: {args.rate:g} events/s over {args.queries} queries, reads and scrapes",
+        "seconds", "events", "reads", "errors", f"RSS MiB at t={start[0]:.0f} s",
+        "RSS MiB at the end", "peak RSS MiB", "fds warm -> end",
+        cpu=("service", "broker", "bench"),
+    )  # fmt: skip
+    table.add(
+        round(report.seconds), report.events, report.reads, len(report.errors),
+        f"{start[1] / 1024:.1f}", f"{end[1] / 1024:.1f}",
+        f"{max(rss for _, rss, _ in report.samples) / 1024:.1f}", f"{start[2]} -> {end[2]}",
+        meter=report.meter,
+    )  # fmt: skip
+    table.print()
     if report.errors:
         print(json.dumps(report.errors[:10], indent=2))
     return 1 if report.errors else 0

@@ -23,6 +23,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.figures import CpuMeter, Table
 from spark_offset_sidecar.app import create_app
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.settings import Settings
@@ -88,22 +89,26 @@ async def measure(groups: int, partitions: int) -> None:
             assert answer.status_code == 200
             return took, max(gaps, default=0.0), len(answer.content)
 
-        print(f"{groups:,} groups x {partitions} partitions, every one lagging")
-        print("| request | median ms | max ms | longest loop hold ms | size KB |")
-        print("|---|---|---|---|---|")
+        table = Table(
+            f"{groups:,} groups x {partitions} partitions, every one lagging (the app in "
+            "this process: its CPU is the bench side)",
+            "request", "median ms", "max ms", "longest loop hold ms", "size KB",
+        )  # fmt: skip
         for name, path, params in [
             ("GET /ui (page 1)", "/ui", {}),
             ("GET /ui?status=OK&q=group-04", "/ui", {"status": "OK", "q": "group-04"}),
             ("GET /ui?page=100", "/ui", {"page": "100"}),
             ("GET /v1/status/group-00042", "/v1/status/group-00042", {}),
         ]:
-            runs = [await timed(path, **params) for _ in range(5)]
+            with CpuMeter() as meter:
+                runs = [await timed(path, **params) for _ in range(5)]
             took = [r[0] * 1000 for r in runs]
             held = max(r[1] for r in runs) * 1000
-            print(
-                f"| {name} | {statistics.median(took):.0f} | {max(took):.0f} | {held:.0f} | "
-                f"{runs[0][2] / 1024:.0f} |"
-            )
+            table.add(
+                name, round(statistics.median(took)), round(max(took)), round(held),
+                round(runs[0][2] / 1024), meter=meter,
+            )  # fmt: skip
+        table.print()
 
 
 def main() -> None:

@@ -18,8 +18,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
+import sys
 import time
+from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.figures import CpuMeter, Table, ratio
 from spark_offset_sidecar.core.group_status import CommitWindows
 from spark_offset_sidecar.core.ledger import Ledger
 from spark_offset_sidecar.core.ledger_state import CommittedOffsets, GroupState
@@ -65,6 +70,7 @@ def main() -> None:
     full = windows["every group"]
     cpu: dict[str, list[float]] = {name: [] for name in windows}
     evaluated_before = 0
+    meter = CpuMeter().start()  # in this process: the one side
     for round_ in range(args.rounds + 1 + 10):  # 10 reads fill the windows first
         clock[0] += INTERVAL
         for g in range(n) if round_ == 0 else active:
@@ -91,19 +97,25 @@ def main() -> None:
             cpu["changed only"].append(spent_changed)
         if round_ == 10:
             evaluated_before = monitor.evaluations
+    meter.stop()
     kinds = {s.status.value for s in monitor.statuses.values()}
-    print(
+    table = Table(
         f"{n} groups x {p} partitions; per read: {len(active)} committed, {len(stopped)} "
-        f"stopped with records waiting, the rest idle; statuses seen: {sorted(kinds)}"
-    )
+        f"stopped with records waiting, the rest idle; statuses seen: {sorted(kinds)}",
+        "statuses evaluated", "CPU s per read (median)", "reads",
+        f"% of a core at a read every {INTERVAL:g} s",
+    )  # fmt: skip
     for name, values in cpu.items():
         median = statistics.median(values)
-        share = 100 * median / INTERVAL
-        print(f"  {name}: {median:.3f} s CPU per read (median of {len(values)}), "
-              f"{share:.1f} % of a core at a read every {INTERVAL:g} s")  # fmt: skip
+        table.add(name, f"{median:.3f}", len(values), f"{100 * median / INTERVAL:.1f}", meter=meter)
+    table.print()
     per_read = (monitor.evaluations - evaluated_before) / args.rounds
-    ratio = statistics.median(cpu["every group"]) / statistics.median(cpu["changed only"])
-    print(f"  groups evaluated per read (changed only): {per_read:.0f}; ratio {ratio:.1f}x")
+    print(f"groups evaluated per read (changed only): {per_read:.0f}")
+    ratio(
+        "CPU per read, every group / changed only",
+        statistics.median(cpu["every group"]),
+        statistics.median(cpu["changed only"]),
+    )
 
 
 if __name__ == "__main__":

@@ -53,6 +53,10 @@ class PostgresServer:
         )  # fmt: skip
         return self
 
+    def pid(self) -> int:
+        """The postmaster's pid (every backend is its child)."""
+        return int((self.data / "postmaster.pid").read_text().split("\n", 1)[0])
+
     def halt(self) -> None:
         """Stop the server at once, as a crash or a network cut would: clients lose their
         connections mid-session."""

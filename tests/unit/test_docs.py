@@ -115,7 +115,7 @@ def test_make_bench_lists_every_scenario() -> None:
     listed = subprocess.run(
         [sys.executable, "-m", "bench"], cwd=ROOT, capture_output=True, text=True, check=True
     ).stdout
-    helpers = {"__init__", "__main__", "bench_support", "bare_endpoint"}
+    helpers = {"__init__", "__main__", "bench_support", "figures", "bare_endpoint"}
     scenarios = {p.stem for p in (ROOT / "bench").glob("*.py")} - helpers
     for name in scenarios:
         assert re.search(rf"^  {name} ", listed, re.M), f"python -m bench does not list {name}"

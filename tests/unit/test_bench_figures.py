@@ -1,0 +1,89 @@
+"""bench/figures.py: how every benchmark prints a figure with the CPU of each side.
+
+The CPU checks burn a set amount of CPU time (not of wall time) in real processes, so
+they hold on a slow or busy machine: only lower bounds and which side it lands on."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+from bench.figures import BENCH, CpuMeter, Table, cell, run_child
+
+BURN = "import sys, time\nt = time.process_time()\nwhile time.process_time() - t < {s}: pass\n"
+
+
+def _burning(seconds: float) -> subprocess.Popen[str]:
+    """A process that burns ``seconds`` of CPU, says so, and waits to be killed."""
+    code = BURN.format(s=seconds) + "print('burnt', flush=True)\ntime.sleep(120)\n"
+    return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+
+
+@pytest.fixture
+def children() -> Iterator[list[subprocess.Popen[str]]]:
+    started: list[subprocess.Popen[str]] = []
+    yield started
+    for process in started:
+        process.kill()
+        process.wait()
+
+
+def test_a_sides_cpu_is_its_own_and_not_the_benchs(children: list[subprocess.Popen[str]]) -> None:
+    with CpuMeter() as meter:
+        service = _burning(0.5)
+        children.append(service)
+        meter.track("service", service.pid)  # started inside the window: all of it counts
+        assert service.stdout is not None
+        assert service.stdout.readline() == "burnt\n"
+    service_cpu = meter.seconds("service")
+    bench_cpu = meter.seconds(BENCH)
+    assert service_cpu is not None
+    assert service_cpu >= 0.45
+    assert bench_cpu is not None
+    assert bench_cpu < service_cpu
+
+
+def test_an_unnamed_child_is_the_benchs_and_a_reaped_one_is_counted_by_run_child(
+    children: list[subprocess.Popen[str]],
+) -> None:
+    with CpuMeter() as meter:
+        spark = _burning(0.4)  # e.g. Spark's JVM: started by this process, not named
+        children.append(spark)
+        assert spark.stdout is not None
+        assert spark.stdout.readline() == "burnt\n"
+        _, loadgen = run_child([sys.executable, "-c", BURN.format(s=0.3)])
+    meter.add("loadgen", loadgen)
+    assert loadgen >= 0.25
+    assert (meter.seconds(BENCH) or 0.0) >= 0.35
+    assert meter.seconds("loadgen") == loadgen
+
+
+def test_a_side_that_cannot_be_measured_reads_as_a_dash() -> None:
+    with CpuMeter(broker=None) as meter:
+        pass
+    table = Table("t", "what", cpu=("broker", BENCH))
+    table.add("x", meter=meter)
+    row = str(table).splitlines()[-1]
+    assert row.startswith("| x | - | ")
+    assert str(table).splitlines()[2] == "| what | broker CPU s | bench CPU s | steal % |"
+
+
+def test_a_row_of_the_wrong_width_names_its_table() -> None:
+    table = Table("scrapes at 5,000 groups", "side", "size")
+    with CpuMeter() as meter:
+        pass
+    with pytest.raises(ValueError, match="scrapes at 5,000 groups"):
+        table.add("after", meter=meter)
+
+
+def test_figures_are_printed_alike() -> None:
+    assert [cell(None), cell(12345), cell(0.123), cell(1234.5), cell("7 / 9")] == [
+        "-",
+        "12,345",
+        "0.12",
+        "1,234",
+        "7 / 9",
+    ]
