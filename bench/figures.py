@@ -215,8 +215,9 @@ class Table:
     """A markdown table of figures, each row with the CPU seconds of the sides ``cpu``
     names (and steal %) from the ``CpuMeter`` it was measured under.
 
-    Rows are printed as they come (a long run shows its progress) and the whole table
-    again by ``print`` at the end, under its title, ready to paste into the results page.
+    Rows go to standard error as they come (a long run shows its progress); ``print``
+    writes the whole table to standard output at the end, under its title, ready to paste
+    into the results page.
     """
 
     def __init__(self, title: str, *columns: str, cpu: Sequence[str] = (BENCH,)) -> None:
