@@ -27,10 +27,21 @@ TICKS = os.sysconf("SC_CLK_TCK")
 BENCH = "bench"
 
 
+def _stat(path: str) -> list[str]:
+    """The fields of a /proc ``stat`` file after the command's name (state is field 0)."""
+    return Path(path).read_text().rsplit(")", 1)[1].split()
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU of a process and its waited-for children, from /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return sum(int(f) for f in fields[11:15]) / TICKS
+    return sum(int(f) for f in _stat(f"/proc/{pid}/stat")[11:15]) / TICKS
+
+
+def main_thread_cpu(pid: int) -> float:
+    """User + system CPU of ``pid``'s main thread alone (the service's event loop: HTTP,
+    Kafka commits, the ledger's decisions); the rest of the process's is its threads' (the
+    store's)."""
+    return sum(int(f) for f in _stat(f"/proc/{pid}/task/{pid}/stat")[11:13]) / TICKS
 
 
 def broker_pid() -> int | None:
@@ -60,8 +71,7 @@ def _children() -> dict[int, list[int]]:
         if not entry.name.isdigit():
             continue
         with contextlib.suppress(OSError, IndexError, ValueError):
-            stat = Path(f"/proc/{entry.name}/stat").read_text()
-            parent = int(stat.rsplit(")", 1)[1].split()[1])
+            parent = int(_stat(f"/proc/{entry.name}/stat")[1])
             children.setdefault(parent, []).append(int(entry.name))
     return children
 
@@ -122,8 +132,7 @@ class CpuMeter:
 
     def track(self, name: str, pid: int) -> None:
         """A side started inside the window: all it spends until the end counts."""
-        self._pids.setdefault(name, [])
-        self._pids[name] = [*(self._pids[name] or []), pid]
+        self._pids[name] = [*(self._pids.get(name) or []), pid]
         self._start.setdefault(name, {})
 
     def add(self, name: str, seconds: float) -> None:

@@ -35,20 +35,12 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_support import Bare, Sidecar, create_topic, wrk
-from bench.figures import TICKS, CpuMeter, Table, broker_pid, ratio
+from bench.figures import CpuMeter, Table, broker_pid, main_thread_cpu, ratio
 
 # The columns of a wrk run against a server, and its CPU sides.
 COLUMNS = ("target", "load", "events", "events/s", "p50 ms", "p99 ms", "errors",
            "server CPU ms/event", "of which main thread")  # fmt: skip
 SIDES = ("server", "broker", "wrk", "bench")
-
-
-def main_thread_cpu(pid: int) -> float:
-    """User + system CPU of ``pid``'s main thread alone (the service's event loop: HTTP,
-    Kafka commits, the ledger's decisions); the rest of the process's is its threads' (the
-    store's)."""
-    fields = Path(f"/proc/{pid}/task/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return sum(int(f) for f in fields[11:13]) / TICKS
 
 
 def run_wrk(url: str, pid: int, **options: Any) -> tuple[dict[str, Any], CpuMeter]:

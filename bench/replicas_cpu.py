@@ -41,8 +41,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_support import create_topic, wrk
-from bench.figures import CpuMeter, Table, broker_pid, ratio
-from bench.http_throughput import main_thread_cpu
+from bench.figures import CpuMeter, Table, broker_pid, main_thread_cpu, ratio
 from harness.postgres_server import PostgresServer
 from harness.replica_cluster import ReplicaCluster
 

@@ -35,8 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.bench_support import Sidecar, build_loadgen, create_topic, load
 from bench.figures import CpuMeter, Table, children_cpu, ratio
 from harness.kafka_broker import brand_new
-
-ROOT = Path(__file__).resolve().parent.parent
+from harness.machine import ROOT
 
 
 def scrape(url: str) -> tuple[float, bytes]:
