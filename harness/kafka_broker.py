@@ -12,15 +12,28 @@ import contextlib
 import os
 import signal
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from harness.machine import ROOT
 
 SCRIPT = ROOT / "scripts" / "local-kafka.sh"
-sys.path.insert(0, str(ROOT / "scripts"))
-import kafka_metadata  # noqa: E402
+import kafka_metadata  # noqa: E402  (scripts/, on the path by harness.machine)
+
+
+class BrokerDidNotStart(RuntimeError):
+    LOG_LINES = 40
+
+    def __init__(self, broker: LocalBroker, said: str) -> None:
+        log = broker.state_dir / "kafka.log"
+        try:
+            tail = "\n".join(log.read_text(errors="replace").splitlines()[-self.LOG_LINES :])
+        except OSError:
+            tail = "(none was written)"
+        super().__init__(
+            f"the Kafka broker on {broker.bootstrap} (state in {broker.state_dir}) did not "
+            f"start: {said}\n--- the last {self.LOG_LINES} lines of {log}:\n{tail}"
+        )
 
 
 @dataclass(frozen=True)
@@ -43,8 +56,14 @@ class LocalBroker:
         subprocess.run([str(SCRIPT), "stop"], env=self.env(), check=True, capture_output=True)
 
     def start(self) -> None:
+        """Start it and wait until it answers; else :class:`BrokerDidNotStart` with the
+        script's words and the end of the broker's log (all a CI run leaves to read)."""
         refuse_in_inner_loop("starts a Kafka broker")
-        subprocess.run([str(SCRIPT), "start"], env=self.env(), check=True, capture_output=True)
+        done = subprocess.run(
+            [str(SCRIPT), "start"], env=self.env(), capture_output=True, text=True
+        )
+        if done.returncode != 0:
+            raise BrokerDidNotStart(self, done.stderr.strip() or done.stdout.strip())
 
     def pid(self) -> int:
         return int((self.state_dir / "kafka.pid").read_text())

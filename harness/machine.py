@@ -7,19 +7,16 @@ import fcntl
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent  # the checkout
 
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+# The scripts' own helpers (standard library only), shared with the shell scripts.
+sys.path.insert(0, str(ROOT / "scripts"))
+from free_port import free_port as free_port  # noqa: E402  (one way to pick a port)
 
 
 @contextlib.contextmanager

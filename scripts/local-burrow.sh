@@ -19,7 +19,7 @@ dir=${LOCAL_BURROW_DIR:-$root/.local/burrow}
 port=${LOCAL_BURROW_PORT:-8111}
 
 free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+  python3 "$root/scripts/free_port.py"
 }
 
 stop_pid() {

@@ -50,7 +50,7 @@ our_pid() {
 }
 
 free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+  python3 "$root/scripts/free_port.py"
 }
 
 port_in_use() {

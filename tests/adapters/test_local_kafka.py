@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import subprocess
 from pathlib import Path
 
@@ -127,3 +128,16 @@ def test_kcat_lists_the_broker(kafka_bootstrap: str) -> None:
     )
     assert listed.returncode == 0, listed.stderr
     assert f"broker 1 at {kafka_bootstrap}" in listed.stdout
+
+
+def test_a_broker_that_cannot_start_says_why(tmp_path: Path) -> None:
+    """What CI shows of a failed start is the script's reason and the broker's log."""
+    from harness.kafka_broker import BrokerDidNotStart, LocalBroker
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        broker = LocalBroker(f"127.0.0.1:{port}", port, tmp_path / "k", started_here=True)
+        with pytest.raises(BrokerDidNotStart, match=f"port {port} is in use by another program"):
+            broker.start()

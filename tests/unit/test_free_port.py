@@ -1,0 +1,38 @@
+"""The port a test server is given is out of the kernel's way until the server binds it."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+from harness.machine import free_port
+
+
+def test_the_port_is_free_and_below_the_ephemeral_range() -> None:
+    low, high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    assert 1024 < low <= high
+    for _ in range(50):
+        port = free_port()
+        assert 10000 <= port < low, (port, low)
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", port))  # free: it binds
+
+
+def test_a_port_taken_is_never_given() -> None:
+    held = []
+    try:
+        for _ in range(30):
+            sock = socket.socket()
+            sock.bind(("127.0.0.1", free_port()))
+            sock.listen()
+            held.append(sock)
+        ports = [s.getsockname()[1] for s in held]
+        assert len(set(ports)) == len(ports)
+    finally:
+        for sock in held:
+            sock.close()
+
+
+def test_ports_given_one_after_the_other_differ_before_anything_binds_them() -> None:
+    ports = [free_port() for _ in range(200)]
+    assert len(set(ports)) == len(ports)
