@@ -44,6 +44,12 @@ def main_thread_cpu(pid: int) -> float:
     return sum(int(f) for f in _stat(f"/proc/{pid}/task/{pid}/stat")[11:13]) / TICKS
 
 
+def rss_kib(pid: int) -> int:
+    """A process's resident memory now (``VmRSS`` of /proc ``status``), in KiB."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    return next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:"))
+
+
 def broker_pid() -> int | None:
     """The broker's pid: ``python -m bench``'s brand-new one (``BENCH_KAFKA_PID``), or
     ``scripts/local-kafka.sh``'s pid file; None for a broker elsewhere (``--bootstrap``)."""

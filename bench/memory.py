@@ -22,12 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_support import Sidecar, build_loadgen, create_topic, load
-from bench.figures import CpuMeter, Table, broker_pid, cpu_seconds
-
-
-def rss_kib(pid: int) -> int:
-    status = Path(f"/proc/{pid}/status").read_text()
-    return next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:"))
+from bench.figures import CpuMeter, Table, broker_pid, cpu_seconds, rss_kib
 
 
 def wait_until_idle(pid: int, timeout: float = 300) -> None:

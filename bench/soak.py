@@ -28,7 +28,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_support import Sidecar, create_topic
-from bench.figures import CpuMeter, Table, broker_pid
+from bench.figures import CpuMeter, Table, broker_pid, rss_kib
 
 PARTITIONS = 8
 
@@ -61,9 +61,7 @@ class SoakReport:
 
 
 def _usage(pid: int) -> tuple[int, int]:
-    status = Path(f"/proc/{pid}/status").read_text()
-    rss = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:"))
-    return rss, len(os.listdir(f"/proc/{pid}/fd"))
+    return rss_kib(pid), len(os.listdir(f"/proc/{pid}/fd"))
 
 
 def _progress(query: str, batch: int, topic: str) -> dict[str, Any]:

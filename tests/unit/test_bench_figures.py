@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from bench.figures import BENCH, CpuMeter, Table, cell, run_child
+from bench.figures import BENCH, CpuMeter, Table, cell, rss_kib, run_child
 
 BURN = "import sys, time\nt = time.process_time()\nwhile time.process_time() - t < {s}: pass\n"
 
@@ -87,3 +87,25 @@ def test_figures_are_printed_alike() -> None:
         "1,234",
         "7 / 9",
     ]
+
+
+def test_a_process_resident_memory_grows_by_what_it_touches(
+    children: list[subprocess.Popen[str]],
+) -> None:
+    code = (
+        "import sys\nprint('ready', flush=True)\nsys.stdin.readline()\n"
+        "block = b'x' * (64 << 20)\nprint('held', flush=True)\nsys.stdin.readline()\n"
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    children.append(process)
+    assert process.stdin is not None
+    assert process.stdout is not None
+    assert process.stdout.readline() == "ready\n"  # started: what follows is the block
+    before = rss_kib(process.pid)
+    process.stdin.write("go\n")
+    process.stdin.flush()
+    assert process.stdout.readline() == "held\n"
+    grown = rss_kib(process.pid) - before
+    assert 60 * 1024 <= grown <= 80 * 1024, grown  # 64 MiB written
