@@ -2,9 +2,10 @@
 
 ``python3 scripts/free_port.py`` prints one. The port is bindable now and lies below the
 kernel's ephemeral range (``net.ipv4.ip_local_port_range``), where nothing takes ports by
-itself: a port the kernel handed to ``bind(("127.0.0.1", 0))`` is one it hands again to
-the next ``bind(0)`` or outgoing connection of any process (a Spark driver binds several
-a second), and a broker whose JVM reaches its bind seconds later finds it taken.
+itself: a port the kernel handed to ``bind(("127.0.0.1", 0))`` is one it may hand again
+to the next ``bind(0)`` or outgoing connection of any process (Spark's driver, its block
+manager and py4j bind such ports as they start), and a broker whose JVM reaches its bind
+seconds later would find it taken.
 Standard library only: the scripts that start brokers use it with no environment.
 """
 
