@@ -146,7 +146,18 @@ SCENARIOS: dict[str, Scenario] = {
         "/metrics at 5,000 groups, and events' latency while scraped back to back, before/after",
         needs="go (loadgen), wrk",
         own_broker=True,
-        quick=("--groups", "200", "--seconds", "5", "--scrapes", "2", "--rate", "50"),
+        quick=(
+            "--groups",
+            "200",
+            "--seconds",
+            "5",
+            "--scrapes",
+            "2",
+            "--rate",
+            "50",
+            "--rounds",
+            "2",
+        ),
     ),
     "status_rounds": Scenario(
         "the lag monitor's CPU per read at 10,000 groups (in-process)", quick=("500", "8", "2")
