@@ -167,7 +167,7 @@ def side(
         window = args.rate * args.seconds  # events (batches) in one window
         for round_ in range(args.rounds):  # the two kinds of window alternate
             for scraping in (False, True):
-                first = 2 + window * (2 * round_ + scraping)
+                first = 2 + window * (2 * round_ + int(scraping))
                 result, meter = events(sidecar, broker, args, first, scraping=scraping)
                 tables[1].add(
                     name, round_ + 1, "back to back" if scraping else "none", result["scrapes"],
@@ -196,6 +196,8 @@ def main() -> None:
     )  # fmt: skip
     parser.add_argument("--before", help="a commit to compare with (git worktree)")
     args = parser.parse_args()
+    if args.rounds < 1:
+        parser.error(f"--rounds {args.rounds}: at least one round is needed")
     build_loadgen()
     shape = f"{args.groups:,} groups x {args.partitions} partitions, default settings"
     tables = (
