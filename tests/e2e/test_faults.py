@@ -20,6 +20,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import event
 
+from bench.figures import rss_kib
 from harness.kafka_broker import LocalBroker
 from harness.service_process import ServiceProcess
 from spark_offset_sidecar.adapters.sql.store import SqlStore
@@ -139,13 +140,6 @@ def test_sigkill_at_random_moments_loses_nothing_accepted(
     )
 
 
-def _rss_kib(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    raise AssertionError("no VmRSS")
-
-
 OUTAGE = float(os.environ.get("FAULT_OUTAGE_SECONDS", "30"))
 
 
@@ -164,7 +158,7 @@ def test_broker_outage_keeps_the_service_live_and_commits_the_newest_on_return(
         with OffsetWatch(bootstrap, group) as watch:
             service.post_progress(group, spark_progress(0, batch_offsets(topic, 0)))
             watch.wait_for(expected(topic, 0), timeout=30)
-            rss_before = _rss_kib(service.process.pid)
+            rss_before = rss_kib(service.process.pid)
 
             private_broker.stop()
             batch, started = 0, time.monotonic()
@@ -176,7 +170,7 @@ def test_broker_outage_keeps_the_service_live_and_commits_the_newest_on_return(
                 assert answer.status_code == 200, "callbacks are answered while Kafka is down"
                 assert service.http.get("/livez").status_code == 200
                 time.sleep(0.25)
-            rss_during = _rss_kib(service.process.pid)
+            rss_during = rss_kib(service.process.pid)
             text = service.metrics()
             failed = sum(
                 metric(text, "sidecar_commits_failed_total", consumergroup=group, reason=r) or 0
@@ -207,7 +201,7 @@ def test_broker_outage_keeps_the_service_live_and_commits_the_newest_on_return(
             watch.wait_for(expected(topic, batch + 2), timeout=60)
             idle_recovery = time.monotonic() - back
         assert watch.regressions == []
-        rss_after = _rss_kib(service.process.pid)
+        rss_after = rss_kib(service.process.pid)
         reasons = {
             r: metric(
                 service.metrics(),
@@ -376,7 +370,7 @@ def test_slow_broker_coalesces_and_catches_up(tmp_path: Path, private_broker: Lo
         with OffsetWatch(bootstrap, group) as watch:
             service.post_progress(group, spark_progress(0, batch_offsets(topic, 0)))
             watch.wait_for(expected(topic, 0), timeout=30)
-            rss_before = _rss_kib(service.process.pid)
+            rss_before = rss_kib(service.process.pid)
             slow = threading.Thread(target=throttle, daemon=True)
             slow.start()
             batch, started, answer_ms = 0, time.monotonic(), []
@@ -402,7 +396,7 @@ def test_slow_broker_coalesces_and_catches_up(tmp_path: Path, private_broker: Lo
         assert succeeded < batch, (
             "fewer commits than checkpoints: one in flight, the rest coalesced"
         )
-        rss_after = _rss_kib(service.process.pid)
+        rss_after = rss_kib(service.process.pid)
         print(
             f"\nslow broker: {batch} events in 20 s (answered in p50 "
             f"{sorted(answer_ms)[len(answer_ms) // 2]:.1f} ms), {succeeded:.0f} commits, "
