@@ -87,6 +87,7 @@ check: venv tools lint typecheck docs
 docs: venv
 	$(PY) scripts/chart_readme.py --check
 	$(PY) scripts/api_reference.py --check
+	$(PY) scripts/references.py --check
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
 # The benchmarks (bench/__main__.py): `make bench` lists them, `make bench SCENARIO=name

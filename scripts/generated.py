@@ -23,3 +23,37 @@ def write_or_check(target: Path, make: Callable[[], str], description: str) -> i
         return 0
     target.write_text(wanted)
     return 0
+
+
+def splice(text: str, name: str, block: str, source: str) -> str:
+    """``text`` with what stands between the markers of block ``name`` replaced by
+    ``block``. The markers say which script writes it; a page without them is refused."""
+    begin = f"<!-- generated: {name}, by {source}; do not edit by hand -->\n"
+    end = f"<!-- end of generated: {name} -->"
+    if begin not in text or end not in text:
+        raise SystemExit(f"no generated block {name!r} (markers {begin.strip()} ... {end})")
+    head, rest = text.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    return head + begin + block.rstrip("\n") + "\n" + end + tail
+
+
+def write_or_check_pages(pages: dict[Path, Callable[[str], str]], description: str) -> int:
+    """As ``write_or_check``, for pages of which only generated blocks are made: each
+    page's function takes the page as it is and returns it with its blocks made anew."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--check", action="store_true", help="exit 1 if a page is stale")
+    args = parser.parse_args()
+    stale = []
+    for target, make in pages.items():
+        current = target.read_text()
+        wanted = make(current)
+        if wanted == current:
+            continue
+        if args.check:
+            stale.append(str(target))
+        else:
+            target.write_text(wanted)
+    if stale:
+        print(f"not current: {', '.join(stale)}: run python {sys.argv[0]}", file=sys.stderr)
+        return 1
+    return 0

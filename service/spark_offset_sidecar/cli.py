@@ -131,7 +131,15 @@ def _service_call(
             return json.loads(answer.read() or b"null")
     except urllib.error.HTTPError as refused:
         detail = refused.read().decode(errors="replace")
-        raise ServiceRefused(f"{method} {path}: HTTP {refused.code}: {detail}") from None
+        hint = ""
+        if refused.code == 401:
+            hint = (
+                f" (the service has tokens: set {TOKEN_ENV} to one that may "
+                f"{'read' if method == 'GET' else 'write'} this group)"
+                if not os.environ.get(TOKEN_ENV)
+                else f" ({TOKEN_ENV} holds a token the service does not know)"
+            )
+        raise ServiceRefused(f"{method} {path}: HTTP {refused.code}{hint}: {detail}") from None
     except OSError as exc:
         raise ServiceRefused(f"cannot reach the service at {base}: {exc}") from None
 

@@ -185,7 +185,11 @@ class UnknownTopicPartition(CommitError):
     reason = "unknown_topic_or_partition"
 
 
-COMMIT_FAILURE_REASONS = frozenset(
+# A commit that crashed on something that is not a CommitError (a bug): counted, retried.
+INTERNAL_FAILURE = "internal_error"
+
+# Every reason a failed commit is counted by (sidecar_commits_failed_by_reason_total).
+COMMIT_FAILURE_REASONS = frozenset({INTERNAL_FAILURE}) | frozenset(
     cls.reason
     for cls in (
         CommitError,

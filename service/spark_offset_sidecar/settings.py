@@ -204,35 +204,68 @@ class Settings:
         "127.0.0.1:9092", _bootstrap, "Kafka bootstrap servers, host:port[,host:port]"
     )
     database_url: str = _setting(
-        None, _database_url, "SQLAlchemy URL; default sqlite:///<cwd>/sidecar.db"
+        None,
+        _database_url,
+        "SQLAlchemy URL: sqlite:////abs/path.db or postgresql+psycopg://... (the postgres extra); "
+        "default sqlite:///<working folder>/sidecar.db",
     )
     host: str = _setting("127.0.0.1", str, "address to listen on")
     port: int = _setting(8000, _port, "port to listen on")
-    commit_timeout_seconds: float = _setting(10.0, _positive_float, "bound of one commit")
-    max_pending_checkpoints: int = _setting(100, _positive_int, "pending checkpoints per query")
-    retry_initial_seconds: float = _setting(0.5, _positive_float, "first retry delay")
-    retry_max_seconds: float = _setting(10.0, _positive_float, "longest retry delay")
+    commit_timeout_seconds: float = _setting(
+        10.0,
+        _positive_float,
+        "bound of one commit to Kafka; a commit that takes longer counts as failed (timeout)",
+    )
+    max_pending_checkpoints: int = _setting(
+        100,
+        _positive_int,
+        "pending checkpoints per query (Flink's bound); the oldest is dropped past it",
+    )
+    retry_initial_seconds: float = _setting(
+        0.5, _positive_float, "first retry delay after a failed commit (doubled each time)"
+    )
+    retry_max_seconds: float = _setting(
+        10.0,
+        _positive_float,
+        "longest retry delay: bounds how long an idle query waits after Kafka returns",
+    )
     min_commit_interval_seconds: float = _setting(
-        0.0, _commit_interval, "commit a group at most once per this long (0: every checkpoint)"
+        0.0,
+        _commit_interval,
+        "commit a group at most once per this long, with its newest offsets (0-3600; 0: "
+        "every checkpoint); a group's own interval (API) overrides it",
     )
     recommit_idle_after_seconds: float = _setting(
-        86_400.0, _positive_float, "commit an idle group's offsets again after this long"
+        86_400.0,
+        _positive_float,
+        "commit an idle group's unchanged offsets again after this long (Kafka drops a "
+        "member-less group's offsets offsets.retention.minutes, 7 days by default, after its "
+        "last commit)",
     )
-    max_body_bytes: int = _setting(1_048_576, _positive_int, "largest request body")
-    shutdown_grace_seconds: float = _setting(10.0, _positive_float, "wait for commits in flight")
+    max_body_bytes: int = _setting(
+        1_048_576, _positive_int, "largest request body; larger requests are answered 413"
+    )
+    shutdown_grace_seconds: float = _setting(
+        10.0, _positive_float, "how long commits in flight may finish on shutdown"
+    )
     kafka_client_id: str = _setting("spark-offset-sidecar", str, "Kafka client.id")
     log_level: str = _setting("INFO", _log_level, "DEBUG, INFO, WARNING or ERROR")
     log_format: str = _setting(
-        "json", _choice("json", "text", case=str.lower), "json (an object a line) or text"
+        "json",
+        _choice("json", "text", case=str.lower),
+        "json: one object a line with time, level, logger, message and, in every line "
+        "about them, query_id, group_id, checkpoint_id; text: for people",
     )
     # Lag and status (core.group_status): read the brokers' log ends this often.
     lag_read_interval_seconds: float = _setting(
-        10.0, _positive_float, "read the log-end offsets of committed partitions this often"
+        10.0,
+        _positive_float,
+        "read the log-end offsets of committed partitions this often (status and lag)",
     )
     status_window: int = _setting(
         10,
         _int_at_least(2, " (a status compares commits)"),
-        "commits per group the status is judged on",
+        "commits per group its status is judged on (Burrow's intervals)",
     )
     status_stop_after_seconds: float = _setting(
         600.0, _positive_float, "records waiting this long with no commit make a group STOP"
@@ -241,33 +274,42 @@ class Settings:
         3, _positive_int, "consecutive failed commits that make a group's status ERR"
     )
     export_kafka_lag: bool = _setting(
-        False, _flag, "also export kafka_exporter's kafka_consumergroup_{lag,current_offset}"
+        False,
+        _flag,
+        "also export kafka_exporter's kafka_consumergroup_lag, _current_offset (and _sum) "
+        "for our groups; off where kafka_exporter runs (it reports them too)",
     )
     read_record_times: bool = _setting(
         True,
         _flag,
         "read the timestamp of a lagging partition's oldest unprocessed record from Kafka "
-        "when the log-end history cannot place it (time lag)",
+        "when the log-end history cannot place it (time lag; one fetch, kept while the "
+        "committed offset stays)",
     )
     retention_risk_seconds: float = _setting(
         3600.0,
         _positive_float,
-        "a group is AT_RISK when its unprocessed records are estimated to be deleted sooner",
+        "a group is AT_RISK when its unprocessed records are estimated to be deleted sooner "
+        "than this",
     )
     # What /metrics exports per group (observe.fleet_metrics): the cost of looking.
     metrics_granularity: str = _setting(
         "topic",
         _choice("group", "topic", "partition", case=str.lower),
-        "per-group series by group, topic (default) or partition",
+        "per-group series of /metrics by group, topic or partition (docs/operate/metrics.md)",
     )
     metrics_groups: tuple[str, ...] = _setting(
-        ("*",), _some_patterns, "export only groups matching these patterns (comma-separated)"
+        ("*",), _some_patterns, "export only groups matching these shell patterns (comma-separated)"
     )
-    metrics_exclude_groups: tuple[str, ...] = _setting((), _patterns, "and none matching these")
+    metrics_exclude_groups: tuple[str, ...] = _setting((), _patterns, "and no group matching these")
     metrics_topics: tuple[str, ...] = _setting(
-        ("*",), _some_patterns, "export per-topic and per-partition series of these topics only"
+        ("*",),
+        _some_patterns,
+        "export per-topic and per-partition series of these topics only (shell patterns)",
     )
-    metrics_exclude_topics: tuple[str, ...] = _setting((), _patterns, "and of none matching these")
+    metrics_exclude_topics: tuple[str, ...] = _setting(
+        (), _patterns, "and of no topic matching these"
+    )
     metrics_max_scrapes_per_second: float = _setting(
         20.0,
         _non_negative_float,
@@ -293,20 +335,31 @@ class Settings:
     # Several replicas on one PostgreSQL (core.leases): each group is committed by the
     # replica holding its lease.
     replicated: bool = _setting(
-        False, _flag, "one of several replicas on one PostgreSQL; leases pick who commits"
+        False,
+        _flag,
+        "one of several replicas on one PostgreSQL; leases pick who commits each group "
+        "(docs/run/replicas.md)",
     )
     lease_seconds: float = _setting(
-        30.0, _positive_float, "a replica's hold on its groups: a dead one's move after this"
+        30.0,
+        _positive_float,
+        "with replicas: a replica's hold on its groups; a dead replica's groups move after "
+        "at most this (at least 3 x SIDECAR_COMMIT_TIMEOUT_SECONDS)",
     )
     # Checkpoint folders followed instead of a listener (runtime.checkpoint_follower).
     follow_interval_seconds: float = _setting(
-        5.0, _positive_float, "read followed checkpoint folders this often"
+        5.0,
+        _positive_float,
+        "read each followed checkpoint folder this often (docs/attach/checkpoint-folder.md)",
     )
     follow_relist_every: int = _setting(
         60, _positive_int, "list a followed folder every N polls (between: probe the next batch)"
     )
     follow_read_timeout_seconds: float = _setting(
-        30.0, _positive_float, "a folder's read taking longer fails its poll; the others go on"
+        30.0,
+        _positive_float,
+        "a followed folder's read that takes longer (a hung mount) fails that folder's "
+        "poll; the other folders go on",
     )
     checkpoint_storage_options: Mapping[str, Mapping[str, Any]] | None = _setting(
         None,
@@ -314,12 +367,25 @@ class Settings:
         'fsspec options per protocol, JSON: {"s3": {"endpoint_url": "http://minio:9000"}}',
         secret=True,
     )
-    max_partitions_per_event: int = _setting(10_000, _positive_int, "partitions in one event")
-    max_topics_per_event: int = _setting(100, _positive_int, "topics in one event")
+    max_partitions_per_event: int = _setting(
+        10_000, _positive_int, "partitions in one event; larger events are answered 422"
+    )
+    max_topics_per_event: int = _setting(
+        100, _positive_int, "topics in one event; larger events are answered 422"
+    )
     # Who may call (see http.auth and docs/secure/index.md).
-    tokens_file: str | None = _setting(None, _readable_file, "JSON file of bearer tokens")
-    protect_reads: bool = _setting(True, _flag, "GET /v1/* needs a token with read")
-    allow_unauthenticated: bool = _setting(False, _flag, "listen beyond loopback without tokens")
+    tokens_file: str | None = _setting(
+        None, _readable_file, "JSON file of bearer tokens and their grants (docs/secure/index.md)"
+    )
+    protect_reads: bool = _setting(
+        True,
+        _flag,
+        "with tokens, GET /v1/* and /ui need a token with read (/metrics, /livez and "
+        "/readyz stay open)",
+    )
+    allow_unauthenticated: bool = _setting(
+        False, _flag, "allow listening beyond loopback without tokens"
+    )
     tls_certfile: str | None = _setting(None, _readable_file, "serve HTTPS with this certificate")
     tls_keyfile: str | None = _setting(None, _readable_file, "and this private key")
     # Jobs' workload identity: JWTs of an OIDC issuer, granted by the tokens file's
@@ -346,7 +412,9 @@ class Settings:
     )
     # How the committer reaches Kafka.
     kafka_security_protocol: str = _setting(
-        "PLAINTEXT", _choice("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"), "Kafka protocol"
+        "PLAINTEXT",
+        _choice("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"),
+        "Kafka security protocol: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL",
     )
     kafka_sasl_mechanism: str = _setting(
         "PLAIN",

@@ -3,8 +3,15 @@ at Kafka, and every command's help names the settings it reads (each a real sett
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
+from harness.service_process import ServiceProcess
 from spark_offset_sidecar import cli
 from spark_offset_sidecar.settings import Settings
 
@@ -50,3 +57,38 @@ def test_a_group_command_without_a_group_is_refused_by_the_parser(
         cli.main(["describe-group"])
     assert ended.value.code == 2
     assert "group" in capsys.readouterr().err
+
+
+def test_follow_with_a_token_and_url_as_the_manual_shows(
+    tmp_path: Path, kafka_bootstrap: str
+) -> None:
+    """The chart always has tokens: ``follow`` without one is refused saying which
+    variable holds it; with ``OFFSET_SIDECAR_TOKEN`` and ``--url``, as the Kubernetes page
+    shows, the folder is followed."""
+    token = "cli-test-token-0123456789abcdefghijklmn"
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text(
+        json.dumps({"tokens": [{"name": "ops", "token": token, "write": ["*"], "read": ["*"]}]})
+    )
+    folder = tmp_path / "checkpoint"
+    folder.mkdir()
+    service = ServiceProcess(tmp_path, kafka_bootstrap, tokens_file=tokens).start()
+    env = {k: v for k, v in os.environ.items() if k != cli.TOKEN_ENV}
+    command = [sys.executable, "-m", "spark_offset_sidecar.cli"]
+    follow = [*command, "follow", str(folder), "--group", "orders", "--url", service.url]
+    try:
+        refused = subprocess.run(follow, env=env, capture_output=True, text=True, timeout=60)
+        assert refused.returncode == 1
+        assert "HTTP 401" in refused.stderr
+        assert cli.TOKEN_ENV in refused.stderr, refused.stderr
+        with_token = {**env, cli.TOKEN_ENV: token}
+        done = subprocess.run(follow, env=with_token, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        listed = subprocess.run(
+            [*command, "followed", "--url", service.url],
+            env=with_token, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert listed.returncode == 0, listed.stderr
+        assert str(folder) in listed.stdout
+    finally:
+        service.stop()

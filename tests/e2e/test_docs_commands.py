@@ -29,6 +29,9 @@ DOCS = ROOT / "docs"
 # Programs of a Kafka distribution, not on this machine (the broker comes as jars).
 NOT_HERE = {"kafka-configs.sh", "kafka-acls.sh"}
 TOKEN = "docs-test-token-0123456789abcdefghijkl"
+# How the runbooks run a command in the chart's pod (tests/e2e/test_helm_chart.py checks
+# that the chart names its Deployment so).
+IN_THE_POD = "kubectl -n platform exec deploy/spark-offset-sidecar -- "
 
 
 def shell_blocks(page: Path) -> list[list[str]]:
@@ -88,13 +91,14 @@ def test_the_runbooks_commands_answer_on_a_real_service(
     for page in pages:
         for block in shell_blocks(page):
             for command in block:
+                # In the pod (kubectl exec) is here: this service's settings in the env.
+                command = command.removeprefix(IN_THE_POD)
                 program = command.split()[0]
                 if program in NOT_HERE:
                     continue
                 assert program in {"curl", "offset-sidecar"}, f"{page.name}: {command}"
                 line = (
-                    command.replace("http://sidecar:8000", service.url)
-                    .replace("localhost:8000", service.url)
+                    command.replace("http://127.0.0.1:8000", service.url)
                     .replace("QUERY_ID", query)
                     .replace("orders-to-parquet", group)
                 )

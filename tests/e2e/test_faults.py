@@ -172,8 +172,9 @@ def test_broker_outage_keeps_the_service_live_and_commits_the_newest_on_return(
                 time.sleep(0.25)
             rss_during = rss_kib(service.process.pid)
             text = service.metrics()
+            by_reason = "sidecar_commits_failed_by_reason_total"
             failed = sum(
-                metric(text, "sidecar_commits_failed_total", consumergroup=group, reason=r) or 0
+                metric(text, by_reason, consumergroup=group, reason=r) or 0
                 for r in ("broker_unavailable", "timeout", "kafka_error")
             )
             assert failed >= 1, "failures are counted with a reason"
@@ -205,7 +206,7 @@ def test_broker_outage_keeps_the_service_live_and_commits_the_newest_on_return(
         reasons = {
             r: metric(
                 service.metrics(),
-                "sidecar_commits_failed_total",
+                "sidecar_commits_failed_by_reason_total",
                 consumergroup=group,
                 reason=r,
             )

@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
+import shlex
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +33,18 @@ from spark_offset_sidecar.testing import (
     StaticVerifier,
 )
 from tests.support.app import post_progress, settings_for
-from tests.support.helm import CHART, KUBERNETES, PRODUCTION, by_kind, helm, refused, render
-from tests.support.service import QUERY, wait_for
+from tests.support.helm import (
+    CHART,
+    KUBERNETES,
+    PRODUCTION,
+    by_kind,
+    helm,
+    refused,
+    render,
+    render_as,
+)
+from tests.support.manual import shell_blocks
+from tests.support.service import QUERY, metric, wait_for
 
 PROMETHEUS_OPERATOR = "github.com/prometheus-operator/prometheus-operator@v0.78.2"
 
@@ -161,24 +174,34 @@ def test_production_values_postgresql_from_a_secret_and_monitoring() -> None:
     assert json.loads(dashboard["data"]["spark-offset-sidecar.json"])["panels"]
 
 
-def test_every_alert_links_its_runbook_in_the_manual() -> None:
+def test_every_alert_links_its_runbook_where_the_manual_serves_it(tmp_path: Path) -> None:
+    """A runbook_url is followed to the letter: the manual is built as a site (what
+    ``make docs`` serves), and base + the URL's path is a page of it. Without a base URL
+    no runbook_url is rendered (a repository path is not a link); the page is named."""
+
     def rules(*args: str) -> list[dict[str, Any]]:
         kinds = by_kind(render("--set", "metrics.prometheusRule.enabled=true", *args))
         found: list[dict[str, Any]] = kinds["PrometheusRule"][0]["spec"]["groups"][0]["rules"]
         return found
 
-    manual = CHART.parent.parent / "docs"
-    listed = (manual / "operate" / "alerts.md").read_text()
+    root = CHART.parent.parent
+    subprocess.run(
+        [str(Path(sys.executable).parent / "mkdocs"), "build", "--quiet", "-d", str(tmp_path)],
+        cwd=root, check=True, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )  # fmt: skip
+    base = "https://docs.example/spark-offset-sidecar"
+    published = rules("--set", f"metrics.prometheusRule.runbookBaseUrl={base}/")
+    for rule in published:
+        url = rule["annotations"]["runbook_url"]
+        assert url.startswith(base + "/"), url
+        served = tmp_path / url.removeprefix(base + "/") / "index.html"
+        assert served.is_file(), f"{rule['alert']}: {url} is not a page of the built manual"
+        assert rule["alert"] in served.read_text()
     for rule in rules():
         alert = rule["alert"]
-        page = f"docs/operate/runbooks/{alert}.md"
-        assert rule["annotations"]["runbook_url"] == page
-        assert (manual.parent / page).is_file(), f"{alert} has no runbook"
-        assert f"(runbooks/{alert}.md)" in listed, f"{alert} is not in the alerts page"
-    published = rules("--set", "metrics.prometheusRule.runbookBaseUrl=https://docs.example/rb/")
-    assert {r["annotations"]["runbook_url"] for r in published} == {
-        f"https://docs.example/rb/{r['alert']}/" for r in published
-    }
+        assert "runbook_url" not in rule["annotations"], "a path is not a URL"
+        assert f"docs/operate/runbooks/{alert}.md" in rule["annotations"]["runbook"]
+        assert (root / "docs" / "operate" / "runbooks" / f"{alert}.md").is_file()
     assert "runbookBaseUrl" in refused(
         "--set",
         "metrics.prometheusRule.enabled=true",
@@ -307,21 +330,68 @@ def metric_names(text: str) -> set[str]:
     return {line.split("{")[0].split(" ")[0] for line in text.splitlines() if line[:1].isalpha()}
 
 
-def test_alerts_and_dashboard_query_only_metrics_the_service_exports(tmp_path: Path) -> None:
+def _names(query: str) -> set[str]:
+    return set(re.findall(r"\b((?:sidecar|kafka)_[a-z_]+)\b", query))
+
+
+def _rules_and_panels() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     kinds = by_kind(render("-f", str(PRODUCTION)))
     rules = kinds["PrometheusRule"][0]["spec"]["groups"][0]["rules"]
     dashboard = next(c for c in kinds["ConfigMap"] if c["metadata"]["name"].endswith("dashboard"))
-    queries = [r["expr"] for r in rules] + [
-        t["expr"]
-        for panel in json.loads(dashboard["data"]["spark-offset-sidecar.json"])["panels"]
-        for t in panel["targets"]
-    ]
+    panels = json.loads(dashboard["data"]["spark-offset-sidecar.json"])["panels"]
+    return rules, panels
+
+
+def test_a_healthy_service_exports_every_name_the_alerts_and_panels_query(
+    tmp_path: Path,
+) -> None:
+    """A healthy group (committed at the log end, nothing deleted, commits succeeding)
+    is in every series an alert or a panel reads, failures and skips at 0. Only a gauge
+    the reference says has no value then may be absent, and a panel that shows it says so
+    instead of "No data"."""
+    from spark_offset_sidecar.observe.reference import series
+
+    rules, panels = _rules_and_panels()
+    tp = TopicPartition("orders", 0)
+    ends = InMemoryLogEnds({tp: 10}, starts={tp: 0})
+    settings = settings_for(tmp_path, export_kafka_lag=True, lag_read_interval_seconds=0.05)
+    app = create_app(
+        settings, committer=InMemoryCommitter(), log_ends=ends, record_times=InMemoryRecordTimes()
+    )
+    with TestClient(app) as client:
+        for batch, offset in enumerate((10, 20, 30)):
+            ends.ends[tp] = offset
+            post_progress(client, batch, {"orders": {"0": offset}})
+            reads = ends.reads
+            wait_for(lambda: ends.reads >= reads + 2, what="two reads")  # noqa: B023
+        text = wait_for(
+            lambda: (t := client.get("/metrics").text) and "sidecar_consumergroup_lag{" in t and t,
+            what="the group's lag",
+        )
+    group = {"consumergroup": "orders-app"}
+    for name in ("sidecar_commits_failed_total", "sidecar_commits_skipped_total"):
+        assert metric(text, name, **group) == 0, name
+    assert metric(text, "sidecar_consumergroup_messages_lost_total", topic="orders", **group) == 0
+    assert metric(text, "sidecar_consumergroup_lag", topic="orders", **group) == 0
+    no_value = {s.name for s in series() if "has no value" in s.absent}
+    missing = set().union(*(_names(r["expr"]) for r in rules)) - metric_names(text)
+    assert missing <= no_value, f"alerts query what a healthy service lacks: {missing}"
+    for panel in panels:
+        lacking = set().union(*(_names(t["expr"]) for t in panel["targets"])) - metric_names(text)
+        assert lacking <= no_value, f"{panel['title']!r}: not exported: {lacking}"
+        if lacking:
+            assert panel["fieldConfig"]["defaults"].get("noValue"), panel["title"]
+
+
+def test_alerts_and_dashboard_query_only_metrics_the_service_exports(tmp_path: Path) -> None:
+    rules, panels = _rules_and_panels()
+    queries = [r["expr"] for r in rules] + [t["expr"] for p in panels for t in p["targets"]]
     queries.append("label_values(sidecar_commits_succeeded_total, consumergroup)")
-    used = {name for q in queries for name in re.findall(r"\b((?:sidecar|kafka)_[a-z_]+)\b", q)}
-    # Every series appears only once it is not zero (absent means zero): the scenario makes
-    # each one non-zero. "orders-app" lags, catches up, has an old record and a moving
-    # log start; "lossy" is below the log start; then commits fail (ERR), a newer
-    # checkpoint replaces a failing one (skipped), and a snapshot waits (pending).
+    used = set().union(*(_names(q) for q in queries))
+    # Every series that can be absent is made present. "orders-app" lags, catches up, has
+    # an old record and a moving log start; "lossy" is below the log start; then commits
+    # fail (ERR), a newer checkpoint replaces a failing one (skipped), and a snapshot waits
+    # (pending).
     tp = TopicPartition("orders", 0)
     ends = InMemoryLogEnds({tp: 100}, starts={tp: 10})
     times = InMemoryRecordTimes()
@@ -353,3 +423,102 @@ def test_alerts_and_dashboard_query_only_metrics_the_service_exports(tmp_path: P
         )
     exported = metric_names(text)
     assert used <= exported, f"not exported: {sorted(used - exported)}"
+    from spark_offset_sidecar.observe.reference import PER_GROUP, series
+
+    documented = set()
+    for s in series():  # a histogram's samples: _bucket, _count, _sum (and _created)
+        suffixes = ("_bucket", "_count", "_sum", "_created") if s.kind == "histogram" else ("",)
+        documented |= {s.name + suffix for suffix in suffixes}
+        if s.kind == "counter" and s.scope != PER_GROUP:  # prometheus_client's creation time
+            documented.add(s.name.removesuffix("_total") + "_created")
+    assert exported <= documented, f"exported, not in the reference: {exported - documented}"
+
+
+# The pages that tell a user how to install the chart, and what they say to create.
+INSTALL_PAGES = [
+    CHART.parent.parent / "docs" / "run" / "kubernetes.md",
+    CHART / "README.template.md",
+]
+
+
+def _installs(page: Path) -> list[tuple[list[str], str]]:
+    """Each block of ``page`` that installs the chart: its commands and its install line."""
+    found = []
+    for block in shell_blocks(page):
+        installs = [c for c in block.commands if c.startswith("helm install")]
+        if installs:
+            found.append((block.commands, installs[0]))
+    return found
+
+
+def _secrets_read(docs: list[dict[str, Any]]) -> dict[str, set[str]]:
+    """Every Secret the pods read, and the keys they read of it (a volume mounted whole:
+    the files that the ConfigMap's settings point to inside it)."""
+    kinds = by_kind(docs)
+    made = {s["metadata"]["name"] for s in kinds.get("Secret", [])}
+    settings: dict[str, str] = {}
+    for config in kinds["ConfigMap"]:
+        settings |= {k: v for k, v in config.get("data", {}).items() if k.startswith("SIDECAR_")}
+    read: dict[str, set[str]] = {}
+    pod = kinds["Deployment"][0]["spec"]["template"]["spec"]
+    mounts = {
+        m["name"]: m["mountPath"] for c in pod["containers"] for m in c.get("volumeMounts", [])
+    }
+    for container in pod["containers"] + pod.get("initContainers", []):
+        for env in container.get("env", []):
+            ref = env.get("valueFrom", {}).get("secretKeyRef")
+            if ref:
+                read.setdefault(ref["name"], set()).add(ref["key"])
+    for volume in pod.get("volumes", []):
+        secret = volume.get("secret")
+        if not secret:
+            continue
+        if "items" in secret:
+            keys = {item["key"] for item in secret["items"]}
+        else:
+            mount = mounts[volume["name"]] + "/"
+            keys = {v.removeprefix(mount) for v in settings.values() if v.startswith(mount)}
+        read.setdefault(secret["secretName"], set()).update(keys)
+    return {name: keys for name, keys in read.items() if name not in made}
+
+
+def test_the_secrets_a_page_creates_are_the_ones_the_values_read() -> None:
+    """Followed to the letter, a page's Secrets are exactly those its install reads, with
+    the keys it reads (a Secret named differently, or not created, fails the install)."""
+    checked = 0
+    for page in INSTALL_PAGES:
+        for commands, install in _installs(page):
+            created: dict[str, set[str]] = {}
+            for command in commands:
+                words = shlex.split(command)
+                if words[:1] == ["kubectl"] and "secret" in words:
+                    name = words[words.index("generic") + 1]
+                    created[name] = {
+                        w.split("=", 2)[1] for w in words if w.startswith(("--from-literal=",
+                                                                           "--from-file="))
+                    }  # fmt: skip
+            assert created == _secrets_read(render_as(install)), f"{page.name}: {install}"
+            checked += bool(created)
+    assert checked == len(INSTALL_PAGES), "each page shows the install that needs Secrets"
+
+
+def test_the_manuals_kubernetes_names_are_the_ones_the_chart_renders() -> None:
+    """The address jobs post to, the Deployment runbooks exec into and the Service they
+    port-forward to are what the pages' own install renders."""
+    root = CHART.parent.parent
+    for page in INSTALL_PAGES:
+        for _, install in _installs(page):
+            kinds = by_kind(render_as(install))
+            service, deployment = kinds["Service"][0], kinds["Deployment"][0]
+            words = shlex.split(install)
+            name, namespace = service["metadata"]["name"], words[words.index("-n") + 1]
+            assert (name, namespace) == ("spark-offset-sidecar", "platform"), install
+            assert deployment["metadata"]["name"] == name
+            assert service["spec"]["ports"][0]["port"] == 8000
+    manual = "\n".join(p.read_text() for p in (root / "docs").rglob("*.md"))
+    hosts = set(re.findall(r"http://([a-z0-9-]+\.[a-z0-9-]+):8000", manual))
+    assert hosts == {"spark-offset-sidecar.platform"}, hosts
+    assert "kubectl -n platform exec deploy/spark-offset-sidecar -- " in manual
+    assert "port-forward svc/spark-offset-sidecar 8000:8000" in manual
+    other = render("--set", "fullnameOverride=offsets")
+    assert by_kind(other)["Service"][0]["metadata"]["name"] == "offsets"

@@ -241,7 +241,7 @@ def test_a_refused_identity_is_a_reason_and_the_service_recovers(
     try:
         service.post_progress(group, spark_progress(1, {topic: {"0": 5}}, str(uuid.uuid4())))
         wait_for(
-            lambda: (metric(service.metrics(), "sidecar_commits_failed_total",
+            lambda: (metric(service.metrics(), "sidecar_commits_failed_by_reason_total",
                             consumergroup=group, reason="authentication_failed") or 0) >= 1,
             what="a failed commit, with its reason",
         )  # fmt: skip

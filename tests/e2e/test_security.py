@@ -263,7 +263,7 @@ def test_wrong_credentials_are_a_counted_failure_not_a_crash_loop(
     try:
         service.post_progress(group, spark_progress(1, {"t": {"0": 1}}))
         wait_for(
-            lambda: (metric(service.metrics(), "sidecar_commits_failed_total",
+            lambda: (metric(service.metrics(), "sidecar_commits_failed_by_reason_total",
                             consumergroup=group, reason=reason) or 0) >= 2,
             what="failures counted",
         )  # fmt: skip

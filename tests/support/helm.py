@@ -51,3 +51,21 @@ def by_kind(docs: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     for doc in docs:
         kinds.setdefault(doc["kind"], []).append(doc)
     return kinds
+
+
+def render_as(install: str) -> list[dict[str, Any]]:
+    """What ``install``, a manual's ``helm install RELEASE CHART ...`` line, makes: the
+    same release, namespace and values, as ``helm template`` renders them."""
+    import shlex
+
+    words = shlex.split(install)
+    assert words[:2] == ["helm", "install"], install
+    release, chart, *args = words[2:]
+    assert (ROOT / chart).resolve() == CHART, install
+    args = [a for a in args if a != "--create-namespace"]  # the cluster's, not the chart's
+    args = [str(ROOT / a) if a.endswith(".yaml") else a for a in args]
+    out = subprocess.run(
+        [helm(), "template", release, str(CHART), "--kube-version", KUBERNETES, *args],
+        check=True, capture_output=True, text=True,
+    ).stdout  # fmt: skip
+    return [doc for doc in yaml.safe_load_all(out) if doc]

@@ -73,6 +73,27 @@ def test_the_api_reference_is_made_from_the_openapi_schema() -> None:
     )
 
 
+def test_the_metrics_settings_and_alerts_references_are_made_from_the_code() -> None:
+    references = script("references")
+    for page, make in references.PAGES.items():
+        assert make(page.read_text()) == page.read_text(), (
+            f"{page.relative_to(ROOT)} is stale: python scripts/references.py"
+        )
+
+
+def test_the_metrics_page_names_every_series_of_the_reference() -> None:
+    """The page shows the reference whole (tests/e2e/test_helm_chart.py checks that a
+    scrape exports nothing the reference lacks)."""
+    from spark_offset_sidecar.observe.reference import series
+
+    documented = {s.name for s in series()}
+    page = (DOCS / "operate" / "metrics.md").read_text()
+    for name in documented:
+        assert f"`{name}`" in page, name
+    histograms = {s.name for s in series() if s.kind == "histogram"}
+    assert {"sidecar_commit_duration_seconds", "sidecar_store_write_duration_seconds"} <= histograms
+
+
 def test_every_setting_is_in_the_manuals_table_and_nothing_else() -> None:
     table = (DOCS / "run" / "service.md").read_text()
     rows = [line for line in table.splitlines() if line.startswith("| `SIDECAR_")]
@@ -124,3 +145,58 @@ def test_make_bench_lists_every_scenario() -> None:
     assert quoted <= scenarios, (
         f"the results page names scenarios that do not exist: {quoted - scenarios}"
     )
+
+
+def _cli_options() -> dict[str, set[str]]:
+    """Each command of ``offset-sidecar`` and the options its parser takes."""
+    import argparse
+
+    from spark_offset_sidecar import cli
+
+    top = cli.parser()
+    commands = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))
+    return {
+        name: {o for action in sub._actions for o in action.option_strings}
+        for name, sub in commands.choices.items()
+    }
+
+
+def _code(page: Path) -> list[str]:
+    """What ``page`` shows as code: its shell blocks' commands and its code spans."""
+    spans = re.findall(r"`([^`\n]+)`", page.read_text())
+    return [c for block in shell_blocks(page) for c in block.commands] + spans
+
+
+def test_every_offset_sidecar_command_a_page_shows_exists_with_its_options() -> None:
+    """``offset-sidecar follow ... --interval 5`` in a page is a command that fails when
+    followed to the letter: every command and option shown must be the CLI's."""
+    options = _cli_options()
+    shown = 0
+    for page in PAGES:
+        for code in _code(page):
+            for found in re.finditer(r"(?<![\w/.-])offset-sidecar ([a-z][a-z-]*)([^#|]*)", code):
+                command, rest = found[1], found[2]
+                assert command in options, f"{page.name}: no command offset-sidecar {command}"
+                flags = set(re.findall(r"(?<!\S)(--[a-z][a-z-]*)", rest)) - {"--help"}
+                unknown = flags - options[command]
+                assert not unknown, f"{page.name}: offset-sidecar {command} has no {unknown}"
+                shown += 1
+    assert shown > 10
+
+
+def test_no_page_installs_from_a_package_index_that_does_not_have_it() -> None:
+    """No index publishes spark-offset-sidecar: a page installs from the checkout."""
+    for page in PAGES:
+        text = page.read_text()
+        assert not re.search(r"pip install '?spark-offset-sidecar\b", text), page.name
+        assert not re.search(r"pip install '?spark-offset-listener\b", text), page.name
+
+
+def test_every_image_build_a_page_shows_keeps_the_default_extras() -> None:
+    """``--build-arg EXTRAS=...`` replaces the Dockerfile's list: a page's list that drops
+    one (msk-iam, oidc) builds an image that refuses the settings needing it."""
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    default = set(re.search(r"^ARG EXTRAS=(\S+)$", dockerfile, re.M)[1].split(","))  # type: ignore[index]
+    for page in PAGES:
+        for shown in re.findall(r"EXTRAS=([a-z0-9,-]+)", page.read_text()):
+            assert default <= set(shown.split(",")), f"{page.name}: EXTRAS={shown}"

@@ -1,5 +1,16 @@
+{{/*
+The name of every object: fullnameOverride, else the release's name when it holds the
+chart's (helm install spark-offset-sidecar ... gives spark-offset-sidecar), else
+<release>-spark-offset-sidecar.
+*/}}
 {{- define "sidecar.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
 {{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
 {{- end -}}
 
 {{- define "sidecar.labels" -}}
@@ -90,15 +101,17 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
 {{/*
-An alert's runbook: its page in the manual published at metrics.prometheusRule.runbookBaseUrl,
-or, with none, the page's path in the repository (docs/operate/runbooks/<alert>.md).
+An alert's runbook annotation. With metrics.prometheusRule.runbookBaseUrl (where the manual's
+site is published: `make docs` builds it), runbook_url is that page's URL,
+<base>/operate/runbooks/<alert>/; without, no runbook_url (a path is not a link) but
+runbook, naming the manual's page.
 */}}
 {{- define "sidecar.runbook" -}}
 {{- $root := index . 0 -}}
 {{- $alert := index . 1 -}}
 {{- with $root.Values.metrics.prometheusRule.runbookBaseUrl -}}
-{{ printf "%s/%s/" (trimSuffix "/" .) $alert | quote }}
+runbook_url: {{ printf "%s/operate/runbooks/%s/" (trimSuffix "/" .) $alert | quote }}
 {{- else -}}
-{{ printf "docs/operate/runbooks/%s.md" $alert | quote }}
+runbook: {{ printf "the manual's page operate/runbooks/%s (docs/operate/runbooks/%s.md)" $alert $alert | quote }}
 {{- end -}}
 {{- end -}}

@@ -15,10 +15,17 @@ What is exported per group (docs/operate/metrics.md lists every series):
   - ``groups`` / ``exclude_groups`` and ``topics`` / ``exclude_topics``: shell patterns
     of what is exported at all (a group excluded is in no per-group series; a topic
     excluded in no per-topic one).
-  - No series that would be zero for the group: a counter appears with its first count
-    (the failure reasons and event outcomes a group has seen), a gauge of something
-    pending, held or in flight while it is so, a figure while it is known. Absent means
-    zero (or unknown), as kafka_exporter leaves out what it cannot read.
+  - Counters stand at 0 from the group's first event (commits succeeded, failed and
+    skipped; records lost per topic from the first read of its log ends), so that the
+    first failure of a group is a step that ``increase()`` and ``rate()`` see (a series
+    that appears at 1 has no earlier sample). Breakdowns of open-ended label sets (a
+    failure's reason, an event's outcome) appear with their first count: 8 reasons at 0
+    for every group would be most of a scrape.
+  - Gauges that alerts and panels read are exported whenever they have a value
+    (``sidecar_pending_checkpoints`` at 0 too); a gauge with no value is absent, never
+    NaN: catch-up while not catching up, the retention margin while the log start does
+    not move, the time lag before it is known. Gauges of something held or in flight are
+    exported while it is so. ``observe.reference`` says which is which.
   - Statuses are one series per group, the current one, at 1 (``status`` label).
 
 Invariants
@@ -85,10 +92,12 @@ def escape(value: str) -> str:
 
 
 def number(value: float) -> str:
+    """A sample's value: counts as integers; seconds (every float here is seconds or a Unix
+    time) to the millisecond, which is all a scrape every few seconds can tell apart."""
     if isinstance(value, int):
         return str(value)
     if math.isfinite(value):
-        return repr(value)
+        return repr(round(value, 3))
     return "NaN" if math.isnan(value) else ("+Inf" if value > 0 else "-Inf")
 
 
@@ -189,14 +198,15 @@ class FleetExposition:
         g = f'consumergroup="{escape(group_id)}"'
         counters = group.counters
         f["succeeded"].add(g, counters.succeeded)
+        f["failed"].add(g, sum(counters.failed.values()))
+        f["skipped"].add(g, counters.skipped)
         for reason, count in sorted(counters.failed.items()):
             if count:
-                f["failed"].add(f'{g},reason="{escape(reason)}"', count)
+                f["failed_by_reason"].add(f'{g},reason="{escape(reason)}"', count)
         for outcome, count in sorted(counters.events.items()):
             if count:
                 f["events"].add(f'{g},outcome="{outcome}"', count)
         for key, count in (
-            ("skipped", counters.skipped),
             ("dropped", counters.pending_dropped),
             ("held_back", counters.held_back),
             ("refreshed", counters.refreshed),
@@ -206,8 +216,8 @@ class FleetExposition:
         if not ledger.commits(group_id):  # another replica reports the group's state
             return
         query = ledger.queries.get(group.query_id or "")
+        f["pending"].add(g, len(query.pending) if query else 0)
         for key, value in (
-            ("pending", len(query.pending) if query else 0),
             ("in_flight", 1 if group.in_flight else 0),
             ("behind", checkpoints_behind(group)),
             ("behind_seconds", max(0.0, now - group.slot.created_at) if group.slot else 0),
@@ -250,14 +260,14 @@ class FleetExposition:
             margins = [p.margin_seconds for p in parts if p.margin_seconds is not None]
             if margins:
                 f["margin_seconds"].add(labels, min(margins))
+        # At 0 for every topic read (and the group, with granularity group), as the other
+        # counters: the first lost records are then a step that increase() sees.
         if granularity == "group":
-            total = sum(lost.values())
-            if total:
-                f["lost"].add(g, total)
+            f["lost"].add(g, sum(lost.values()))
         else:
-            for topic, count in sorted(lost.items()):
-                if count and self.options.topic_shown(topic):
-                    f["lost"].add(f'{g},topic="{escape(topic)}"', count)
+            topics = {p.topic for p in shown} | {t for t in lost if self.options.topic_shown(t)}
+            for topic in sorted(topics):
+                f["lost"].add(f'{g},topic="{escape(topic)}"', lost.get(topic, 0))
 
     def _kafka_exporter(
         self, f: dict[str, Family], g: str, partitions: Iterable[PartitionStatus]
@@ -293,131 +303,125 @@ def _by_level(
     return [(f'{g},topic="{escape(t)}"', parts) for t, parts in topics.items()]
 
 
+@dataclass(frozen=True)
+class FamilySpec:
+    """One per-group family as the reference documents it (``observe.reference``).
+
+    ``labels``: the labels at granularity ``topic`` (the default); ``by_level`` families
+    also take ``partition`` at granularity ``partition`` and drop ``topic`` at ``group``.
+    ``absent``: when a group has no sample of it ("" for never, once the group has one),
+    and so what an alert or a panel that reads it must survive."""
+
+    key: str
+    name: str
+    kind: str  # counter or gauge
+    help: str
+    labels: tuple[str, ...] = ("consumergroup",)
+    absent: str = ""
+    by_level: bool = False
+    kafka_exporter: bool = False  # with SIDECAR_EXPORT_KAFKA_LAG only
+
+    @property
+    def sample_name(self) -> str:
+        return self.name + "_total" if self.kind == "counter" else self.name
+
+
+G, GT, GTP = ("consumergroup",), ("consumergroup", "topic"), ("consumergroup", "topic", "partition")
+REPLICA = "on replicas that do not commit the group (the one holding its lease exports it)"
+UNREAD = "until the group's log ends are first read"
+
+# Every per-group family, in the order they are written.
+FAMILIES: tuple[FamilySpec, ...] = (
+    FamilySpec("succeeded", "sidecar_commits_succeeded", "counter",
+               "Offset commits Kafka accepted (at 0 from the group's first event)."),
+    FamilySpec("failed", "sidecar_commits_failed", "counter",
+               "Offset commits that failed, every reason (at 0 from the group's first event)."),
+    FamilySpec("skipped", "sidecar_commits_skipped", "counter",
+               "Completed checkpoints replaced in the slot by a newer one before being "
+               "committed (at 0 from the group's first event)."),
+    FamilySpec("failed_by_reason", "sidecar_commits_failed_by_reason", "counter",
+               "sidecar_commits_failed_total by reason (a reason appears with its first "
+               "failure).", (*G, "reason"),
+               absent="until the group's first failure of that reason"),
+    FamilySpec("events", "sidecar_events", "counter", "Checkpoint events by outcome.",
+               (*G, "outcome"), absent="until the group's first event of that outcome"),
+    FamilySpec("dropped", "sidecar_pending_dropped", "counter",
+               "Pending checkpoints dropped because the queue was full.",
+               absent="until the first one (a queue that fills is a job that never completes)"),
+    FamilySpec("held_back", "sidecar_partitions_held_back", "counter",
+               "Partitions kept at their committed offset instead of moving backwards.",
+               absent="until the first one"),
+    FamilySpec("refreshed", "sidecar_commits_refreshed", "counter",
+               "Commits of an idle group's unchanged offsets, before Kafka's retention drops "
+               "them.", absent="until the first one"),
+    FamilySpec("pending", "sidecar_pending_checkpoints", "gauge",
+               "Checkpoints waiting for completion.", absent=REPLICA),
+    FamilySpec("in_flight", "sidecar_commit_in_flight", "gauge",
+               "1 while a commit of the group is in flight.", absent="while none is (0)"),
+    FamilySpec("behind", "sidecar_commit_behind_checkpoints", "gauge",
+               "Completed checkpoints the committed offsets trail the newest by (a commit "
+               "interval, or commits failing).", absent="while none trails (0)"),
+    FamilySpec("behind_seconds", "sidecar_commit_behind_seconds", "gauge",
+               "How long the newest completed checkpoint has waited uncommitted.",
+               absent="while none waits (0)"),
+    FamilySpec("last_success", "sidecar_last_successful_commit_timestamp_seconds", "gauge",
+               "Unix time of the group's last successful commit.",
+               absent="until its first successful commit; " + REPLICA),
+    FamilySpec("committed", "sidecar_committed_offset", "gauge",
+               "Offset last committed (the next offset the query reads).", GTP,
+               absent="unless SIDECAR_METRICS_GRANULARITY=partition; until the first commit"),
+    FamilySpec("status", "sidecar_consumergroup_status", "gauge",
+               "The group's status (Burrow's evaluator: OK, WARN, STALL, STOP, REWIND, ERR) as "
+               "of the last read of the log ends: one series, the current status, at 1.",
+               (*G, "status"), absent=UNREAD),
+    FamilySpec("data_status", "sidecar_consumergroup_data_status", "gauge",
+               "Whether unprocessed records are deleted (LOST), about to be (AT_RISK) or not "
+               "(OK): one series, the current status, at 1.", (*G, "status"), absent=UNREAD),
+    FamilySpec("lag", "sidecar_consumergroup_lag", "gauge",
+               "Records between the committed offsets and the log ends (summed).", GT,
+               absent=UNREAD, by_level=True),
+    FamilySpec("lag_seconds", "sidecar_consumergroup_lag_seconds", "gauge",
+               "Age of the oldest record the job has not processed (now - its timestamp; 0 "
+               "caught up; the max over partitions).", GT,
+               absent="while not known (never NaN): " + UNREAD + ", or an unread record time",
+               by_level=True),
+    FamilySpec("margin_seconds", "sidecar_consumergroup_retention_margin_seconds", "gauge",
+               "Estimated time until the oldest unprocessed record is deleted by retention "
+               "(the min over partitions).", GT,
+               absent="while it has no value: the log start has not moved between reads "
+               "(nothing is being deleted), or it is not known yet",
+               by_level=True),
+    FamilySpec("lost", "sidecar_consumergroup_messages_lost", "counter",
+               "Records deleted before the job read them (the committed offset was below the "
+               "log start), each counted once; at 0 from the first read of the topic's log "
+               "ends.", GT, absent=UNREAD),
+    FamilySpec("catchup", "sidecar_consumergroup_catchup_seconds", "gauge",
+               "Estimated time until the lag is 0, at the job's consume rate and the "
+               "producers' rate over the last reads.",
+               absent="while it has no value: caught up (no lag), falling behind or stalled "
+               "(never at these rates), or fewer than two reads"),
+    FamilySpec("kafka_lag", "kafka_consumergroup_lag", "gauge",
+               "Current approximate lag of a consumer group at topic/partition", GTP,
+               absent=UNREAD, kafka_exporter=True),
+    FamilySpec("kafka_lag_sum", "kafka_consumergroup_lag_sum", "gauge",
+               "Current approximate lag of a consumer group for a topic", GT,
+               absent=UNREAD, kafka_exporter=True),
+    FamilySpec("kafka_offset", "kafka_consumergroup_current_offset", "gauge",
+               "Current offset of a consumer group at topic/partition", GTP,
+               absent=UNREAD, kafka_exporter=True),
+    FamilySpec("kafka_offset_sum", "kafka_consumergroup_current_offset_sum", "gauge",
+               "Current offset of a consumer group for a topic", GT,
+               absent=UNREAD, kafka_exporter=True),
+)  # fmt: skip
+
+
 def _families(options: FleetOptions) -> dict[str, Family]:
-    """Every per-group family, in the order they are written."""
-    families = {
-        "succeeded": Family(
-            "sidecar_commits_succeeded", "counter", "Offset commits Kafka accepted."
-        ),
-        "failed": Family(
-            "sidecar_commits_failed", "counter", "Offset commits that failed, by reason."
-        ),
-        "skipped": Family(
-            "sidecar_commits_skipped",
-            "counter",
-            "Completed checkpoints replaced in the slot by a newer one before being committed.",
-        ),
-        "events": Family("sidecar_events", "counter", "Checkpoint events by outcome."),
-        "dropped": Family(
-            "sidecar_pending_dropped",
-            "counter",
-            "Pending checkpoints dropped because the queue was full.",
-        ),
-        "held_back": Family(
-            "sidecar_partitions_held_back",
-            "counter",
-            "Partitions kept at their committed offset instead of moving backwards.",
-        ),
-        "refreshed": Family(
-            "sidecar_commits_refreshed",
-            "counter",
-            "Commits of an idle group's unchanged offsets, before Kafka's retention drops them.",
-        ),
-        "pending": Family(
-            "sidecar_pending_checkpoints",
-            "gauge",
-            "Checkpoints waiting for completion (absent: none).",
-        ),
-        "in_flight": Family(
-            "sidecar_commit_in_flight", "gauge", "1 while a commit of the group is in flight."
-        ),
-        "behind": Family(
-            "sidecar_commit_behind_checkpoints",
-            "gauge",
-            "Completed checkpoints the committed offsets trail the newest by (a commit "
-            "interval, or commits failing; absent: none).",
-        ),
-        "behind_seconds": Family(
-            "sidecar_commit_behind_seconds",
-            "gauge",
-            "How long the newest completed checkpoint has waited uncommitted (absent: none waits).",
-        ),
-        "last_success": Family(
-            "sidecar_last_successful_commit_timestamp_seconds",
-            "gauge",
-            "Unix time of the group's last successful commit.",
-        ),
-        "committed": Family(
-            "sidecar_committed_offset",
-            "gauge",
-            "Offset last committed (the next offset the query reads); with granularity partition.",
-        ),
-        "status": Family(
-            "sidecar_consumergroup_status",
-            "gauge",
-            "The group's status (Burrow's evaluator: OK, WARN, STALL, STOP, REWIND, ERR) as of "
-            "the last read of the log ends: one series, the current status, at 1.",
-        ),
-        "data_status": Family(
-            "sidecar_consumergroup_data_status",
-            "gauge",
-            "Whether unprocessed records are deleted (LOST), about to be (AT_RISK) or not "
-            "(OK): one series, the current status, at 1.",
-        ),
-        "lag": Family(
-            "sidecar_consumergroup_lag",
-            "gauge",
-            "Records between the committed offsets and the log ends (summed).",
-        ),
-        "lag_seconds": Family(
-            "sidecar_consumergroup_lag_seconds",
-            "gauge",
-            "Age of the oldest record the job has not processed (now - its timestamp; 0 "
-            "caught up; the max over partitions; absent: not known yet).",
-        ),
-        "margin_seconds": Family(
-            "sidecar_consumergroup_retention_margin_seconds",
-            "gauge",
-            "Estimated time until the oldest unprocessed record is deleted by retention (the "
-            "min over partitions; absent: the log start is not moving, or no lag).",
-        ),
-        "lost": Family(
-            "sidecar_consumergroup_messages_lost",
-            "counter",
-            "Records deleted before the job read them (the committed offset was below the "
-            "log start), each counted once.",
-        ),
-        "catchup": Family(
-            "sidecar_consumergroup_catchup_seconds",
-            "gauge",
-            "Estimated time until the lag is 0, at the job's consume rate and the producers' "
-            "rate over the last reads (absent: caught up, falling behind, or unknown).",
-        ),
+    """Every per-group family of ``options``, in the order they are written."""
+    return {
+        spec.key: Family(spec.name, spec.kind, spec.help)
+        for spec in FAMILIES
+        if options.export_kafka_lag or not spec.kafka_exporter
     }
-    if options.export_kafka_lag:
-        families |= {
-            "kafka_lag": Family(
-                "kafka_consumergroup_lag",
-                "gauge",
-                "Current approximate lag of a consumer group at topic/partition",
-            ),
-            "kafka_lag_sum": Family(
-                "kafka_consumergroup_lag_sum",
-                "gauge",
-                "Current approximate lag of a consumer group for a topic",
-            ),
-            "kafka_offset": Family(
-                "kafka_consumergroup_current_offset",
-                "gauge",
-                "Current offset of a consumer group at topic/partition",
-            ),
-            "kafka_offset_sum": Family(
-                "kafka_consumergroup_current_offset_sum",
-                "gauge",
-                "Current offset of a consumer group for a topic",
-            ),
-        }
-    return families
 
 
 class MetricsPage:

@@ -85,6 +85,10 @@ class FolderFigures:
     polls: int
 
 
+# Why an event is refused before the ledger: every reason stands at 0 from the start.
+INVALID_REASONS = ("validation", "too_large", "unauthenticated", "forbidden", "rate_limited")
+
+
 class SidecarMetrics:
     """Metrics updated where things happen (the rest come from ``LedgerCollector``)."""
 
@@ -103,6 +107,8 @@ class SidecarMetrics:
             ["reason"],
             registry=registry,
         )
+        for reason in INVALID_REASONS:
+            self.invalid_events.labels(reason)
         self.store_batch_items = Histogram(
             "sidecar_store_batch_items",
             "Events and commit results written in one database transaction (group commit).",

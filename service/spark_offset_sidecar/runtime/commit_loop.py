@@ -23,7 +23,7 @@ from collections.abc import Callable
 from spark_offset_sidecar.core.changes import CommitRequest
 from spark_offset_sidecar.core.leases import Ownership
 from spark_offset_sidecar.core.offsets import describe
-from spark_offset_sidecar.errors import CommitError
+from spark_offset_sidecar.errors import INTERNAL_FAILURE, CommitError
 from spark_offset_sidecar.observe.logs import about
 from spark_offset_sidecar.observe.metrics import SidecarMetrics
 from spark_offset_sidecar.ports.kafka import OffsetCommitter
@@ -137,7 +137,7 @@ class CommitLoop:
                 extra=context,
             )
         except Exception as exc:
-            failure = "internal_error"
+            failure = INTERNAL_FAILURE
             log.exception("commit of group %s crashed: %s", request.group_id, exc, extra=context)
         else:
             if request.held_back:
