@@ -92,9 +92,13 @@ def validate(docs: list[dict[str, Any]]) -> None:
             kubernetes_validate.validate(doc, KUBERNETES, strict=True)
 
 
-@pytest.mark.parametrize("values", ["default", "production", "identities"])
+@pytest.mark.parametrize("values", ["default", "production", "identities", "msk-iam"])
 def test_chart_lints_renders_and_validates(values: str) -> None:
-    files = {"production": PRODUCTION, "identities": CHART / "ci" / "identities-values.yaml"}
+    files = {
+        "production": PRODUCTION,
+        "identities": CHART / "ci" / "identities-values.yaml",
+        "msk-iam": CHART / "ci" / "msk-iam-values.yaml",
+    }
     args = ["-f", str(files[values])] if values in files else []
     lint = subprocess.run([helm(), "lint", str(CHART), *args], capture_output=True, text=True)
     assert lint.returncode == 0, lint.stdout + lint.stderr
