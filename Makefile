@@ -76,11 +76,13 @@ TEST_WORKERS ?= 2
 test: jars tools lint typecheck docs
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
-# Every test that needs no broker, Spark or container (markers read from the fixtures a test
-# uses, tests/conftest.py); INNER_LOOP=1 makes an unmarked test that reaches for one fail.
-check: venv tools lint typecheck docs
+# The inner loop needs the virtualenv alone: every test that needs no broker, Spark,
+# container or program beside the virtualenv (markers kafka, spark, container, tools, read
+# from the fixtures a test uses: tests/conftest.py); INNER_LOOP=1 makes an unmarked test
+# that reaches for one fail, naming the marker.
+check: venv lint typecheck docs
 	INNER_LOOP=1 $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup \
-		-m "not kafka and not spark and not container" $(PYTEST_ARGS)
+		-m "not kafka and not spark and not container and not tools" $(PYTEST_ARGS)
 
 # The manual (docs/, mkdocs.yml) as a site in .local/site: every warning an error (broken
 # links and anchors, pages outside the navigation); the generated pages must be current.

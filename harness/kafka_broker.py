@@ -97,12 +97,13 @@ def brand_new(folder: Path, version: str | None = None) -> LocalBroker:
 
 
 def refuse_in_inner_loop(what: str) -> None:
-    """``make check`` (``INNER_LOOP=1``) runs only tests that need no broker, Spark or
-    container: one that reaches for them anyway lacks its marker, and says so."""
+    """``make check`` (``INNER_LOOP=1``) runs only tests that need nothing but the
+    virtualenv: one that reaches for a broker, Spark, a container or a program of the
+    machine anyway lacks its marker, and says so."""
     if os.environ.get("INNER_LOOP") == "1":
         raise RuntimeError(
-            f"this test {what}, but `make check` runs without one: mark it "
-            "(pytest.mark.kafka, .spark or .container; see CONTRIBUTING.md)"
+            f"this test {what}, but `make check` runs with the virtualenv alone: mark it "
+            "(pytest.mark.kafka, .spark, .container or .tools; see CONTRIBUTING.md)"
         )
 
 

@@ -61,6 +61,9 @@ class AzuriteServer(_Server):
     """Azurite's blob service: ``abfs://`` / ``abfss://`` through adlfs."""
 
     def start(self) -> AzuriteServer:
+        from harness.kafka_broker import refuse_in_inner_loop
+
+        refuse_in_inner_loop("starts Azurite (npm, `make tools`)")
         azurite = ROOT / ".local" / "bin" / "azurite-blob"
         if not azurite.exists():
             raise RuntimeError("Azurite is missing: run `make tools`")

@@ -39,6 +39,9 @@ class PostgresServer:
 
     def start(self) -> PostgresServer:
         """Create the cluster on first use, then start the server."""
+        from harness.kafka_broker import refuse_in_inner_loop
+
+        refuse_in_inner_loop("starts PostgreSQL (a Debian package)")
         if not self.data.exists():
             if os.geteuid() == 0:
                 shutil.chown(self.root, "postgres", "postgres")

@@ -12,12 +12,17 @@ from harness import kafka_broker
 from tests.support.kafka import create_topics, run_sync
 
 # What a test needs, read from the fixtures it uses: ``make check`` deselects these
-# markers (``-m "not kafka and not spark and not container"``), so a test that uses a
-# broker through a fixture cannot be left unmarked by mistake.
+# markers (``-m "not kafka and not spark and not container and not tools"``), so a test
+# that uses a broker or a program of the machine through a fixture cannot be left
+# unmarked by mistake. ``tools``: PostgreSQL, Azurite, helm, promtool, Prometheus,
+# Chromium: what ``make tools`` installs beside the virtualenv.
 NEEDS = {
     "kafka": {"broker", "kafka_bootstrap", "new_topic", "private_broker"},
     "spark": {"spark"},
+    "tools": {"postgres_server", "azurite_server", "stores"},
 }
+
+TOOL_PARAMS = {"postgresql", "postgres", "abfs", "abfss"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -26,6 +31,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         for marker, fixtures in NEEDS.items():
             if used & fixtures:
                 item.add_marker(marker)
+        # A parameter that picks PostgreSQL or Azure storage (the fixture is then taken
+        # by request.getfixturevalue, out of fixturenames' sight).
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None and TOOL_PARAMS & {str(v) for v in callspec.params.values()}:
+            item.add_marker("tools")
     # The Spark tests first (each takes 10-60 s): pytest-xdist hands tests out in this
     # order, so the long ones start early and the short ones fill the workers' ends.
     items.sort(key=lambda item: item.get_closest_marker("spark") is None)

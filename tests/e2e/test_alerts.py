@@ -27,6 +27,7 @@ import httpx
 import pytest
 import yaml
 
+from harness.kafka_broker import refuse_in_inner_loop
 from harness.machine import free_port
 from harness.service_process import ServiceProcess
 from tests.support.helm import by_kind, render
@@ -37,8 +38,11 @@ from tests.support.service import spark_progress, wait_for
 HERE = Path(__file__).parent
 NAMESPACE = "data"  # the label Kubernetes' service discovery would give the series
 
+pytestmark = pytest.mark.tools  # helm, promtool and Prometheus
+
 
 def tool(name: str) -> str:
+    refuse_in_inner_loop(f"runs {name} (a Debian package)")
     found = shutil.which(name)
     if found is None:
         pytest.fail(f"{name} is missing: run `make system-deps` (Debian's prometheus package)")

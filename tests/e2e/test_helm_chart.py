@@ -48,6 +48,8 @@ from tests.support.service import QUERY, metric, wait_for
 
 PROMETHEUS_OPERATOR = "github.com/prometheus-operator/prometheus-operator@v0.78.2"
 
+pytestmark = pytest.mark.tools  # helm (make tools)
+
 
 def crd_schemas() -> dict[str, dict[str, Any]]:
     found = subprocess.run(

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from harness.kafka_broker import refuse_in_inner_loop
 from harness.machine import ROOT
 from harness.service_process import ServiceProcess
 from tests.support.kafka import delete_records, produce, run_sync, unique_group
@@ -29,9 +30,12 @@ TOKENS = {
     ]
 }
 
+pytestmark = pytest.mark.tools  # Chromium
+
 
 def chromium(*args: str) -> str:
     """Run headless Chromium; its standard output."""
+    refuse_in_inner_loop("runs Chromium (a Debian package)")
     found = shutil.which("chromium")
     if found is None:
         pytest.fail("chromium is missing: run `make system-deps` (Debian's chromium package)")

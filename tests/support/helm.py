@@ -18,6 +18,9 @@ KUBERNETES = "1.30.0"
 
 
 def helm() -> str:
+    from harness.kafka_broker import refuse_in_inner_loop
+
+    refuse_in_inner_loop("runs helm (built by `make tools`)")
     found = ROOT / ".local" / "bin" / "helm"
     if found.exists():
         return str(found)
