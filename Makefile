@@ -73,8 +73,9 @@ typecheck: venv
 # and folders (tests/conftest.py); TEST_WORKERS=0 runs it in this one process.
 TEST_WORKERS ?= 2
 
+# --durations: the slowest tests close every run's output (where a cold run's time goes).
 test: jars tools lint typecheck docs
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=30 $(PYTEST_ARGS)
 
 # The inner loop needs the virtualenv alone: every test that needs no broker, Spark,
 # container or program beside the virtualenv (markers kafka, spark, container, tools, read

@@ -4,6 +4,7 @@ limit, the routes themselves (``http.refusals``)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -81,3 +82,24 @@ def test_routing_validation_and_route_refusals_share_the_shape(client: TestClien
     assert body["errors"] == [
         {"field": "topic", "problem": "101 topics; at most 100 (SIDECAR_MAX_TOPICS_PER_EVENT)"}
     ]
+
+
+def test_with_tokens_reads_need_one_and_the_scrape_and_probes_stay_open(tmp_path: Path) -> None:
+    """What the chart's values and the security page say: with tokens (reads protected by
+    default) /v1/* and /ui need a token that may read; /metrics, /livez, /readyz do not."""
+    from tests.support.app import settings_for
+
+    tokens = tmp_path / "tokens.json"
+    secret = "reader-secret-0123456789abcdefghij"
+    tokens.write_text(
+        json.dumps({"tokens": [{"name": "reader", "token": secret, "read": ["*"]}]})
+    )
+    settings = settings_for(tmp_path, tokens_file=str(tokens))
+    app = create_app(settings, committer=InMemoryCommitter(), log_ends=InMemoryLogEnds())
+    with TestClient(app) as client:
+        for path in ("/metrics", "/livez", "/readyz"):
+            assert client.get(path).status_code == 200, path
+        for path in ("/v1/status", "/v1/queries", "/ui"):
+            assert client.get(path).status_code == 401, path
+            answer = client.get(path, headers={"authorization": f"Bearer {secret}"})
+            assert answer.status_code == 200, path

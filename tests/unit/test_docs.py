@@ -200,3 +200,16 @@ def test_every_image_build_a_page_shows_keeps_the_default_extras() -> None:
     for page in PAGES:
         for shown in re.findall(r"EXTRAS=([a-z0-9,-]+)", page.read_text()):
             assert default <= set(shown.split(",")), f"{page.name}: EXTRAS={shown}"
+
+
+def test_the_java_the_jvm_listener_needs_is_the_one_its_build_targets() -> None:
+    """A Spark 3.5 driver on Java 11 meets UnsupportedClassVersionError: the pages that
+    attach the jar say which Java it needs, and it is the one the POM compiles for."""
+    pom = (ROOT / "jobs" / "jvm-listener" / "pom.xml").read_text()
+    release = re.search(r"<maven.compiler.release>(\d+)</maven.compiler.release>", pom)
+    assert release is not None
+    page = (DOCS / "attach" / "jvm-listener.md").read_text()
+    assert f"must run Java {release[1]} or newer" in page
+    trouble = (DOCS / "operate" / "troubleshooting.md").read_text()
+    assert "UnsupportedClassVersionError" in trouble
+    assert f"built for Java {release[1]}" in trouble
