@@ -178,6 +178,9 @@ def test_broker_outage_keeps_the_service_live_and_commits_the_newest_on_return(
                 for r in ("broker_unavailable", "timeout", "kafka_error")
             )
             assert failed >= 1, "failures are counted with a reason"
+            # A broker that is gone is what it is, not an unexpected error.
+            assert metric(text, by_reason, consumergroup=group, reason="kafka_error") is None
+            assert metric(text, by_reason, consumergroup=group, reason="broker_unavailable")
             skipped = metric(text, "sidecar_commits_skipped_total", consumergroup=group)
 
             private_broker.start()  # returns once it answers metadata requests

@@ -14,8 +14,12 @@ the number of brokers and lanes, never on the number of groups. Facts this relie
     else answers UNKNOWN_MEMBER_ID / ILLEGAL_GENERATION / REBALANCE_IN_PROGRESS.
   - NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE and COORDINATOR_LOAD_IN_PROGRESS mean
     "ask again": the coordinator is looked up anew and the commit retried, within the
-    commit's timeout. A brand-new broker answers so for seconds while it creates
-    ``__consumer_offsets``; a commit whose timeout ends that way fails with reason
+    commit's timeout. So does a coordinator (or the broker asked for it) that refuses the
+    connection: a dead broker keeps its groups until Kafka fences it
+    (``broker.session.timeout.ms``, 9 s by default), and a look-up after that names the
+    new coordinator; each look-up asks a random broker. A brand-new broker answers "ask
+    again" for seconds while it creates ``__consumer_offsets``; a commit whose timeout
+    ends that way fails with reason
     ``coordinator_not_available`` (and is retried with backoff like any failure).
   - The broker handles one request per connection at a time, in order (it mutes the
     connection until the answer is sent), and Kafka 4's group coordinator lingers
@@ -65,6 +69,8 @@ _ASK_AGAIN = (
     kafka_errors.GroupCoordinatorNotAvailableError,
     kafka_errors.GroupLoadInProgressError,
 )
+# The coordinator, or the broker asked for it, cannot be reached: look it up again.
+_UNREACHABLE = (ConnectionError, kafka_errors.NodeNotReadyError)
 _CONNECTION_KEYS = (
     "client_id",
     "ssl_context",
@@ -131,6 +137,9 @@ class KafkaOffsetCommitter:
         message = OffsetCommit(group, list(by_topic.items()))
         lane = zlib.crc32(group.encode()) % self.lanes
         asked_again: kafka_errors.KafkaError | None = None  # the last "not yet" answer
+        unreachable: BaseException | None = None  # the last broker that could not be reached
+        node: int | None = None
+        backoff = self.retry_backoff
         resends = RESENDS
         try:
             async with asyncio.timeout(self.timeout):
@@ -147,6 +156,13 @@ class KafkaOffsetCommitter:
                         asked_again = exc
                         self._coordinators.pop(group, None)
                         await asyncio.sleep(self.retry_backoff)
+                    except _UNREACHABLE as exc:
+                        unreachable = exc
+                        self._coordinators.pop(group, None)
+                        if self._client is not None:
+                            self._client.force_metadata_update()
+                        await asyncio.sleep(backoff)
+                        backoff = min(2 * backoff, 1.0)
                     except kafka_errors.KafkaConnectionError:
                         # The broker closed the connection under the request: with
                         # OAUTHBEARER it does so once the token has expired. Again on a new
@@ -161,8 +177,17 @@ class KafkaOffsetCommitter:
             raise
         except BaseException as exc:
             self._coordinators.pop(group, None)
-            if isinstance(exc, kafka_errors.KafkaConnectionError | kafka_errors.NodeNotReadyError):
+            if isinstance(exc, TimeoutError) and unreachable is not None:
+                exc = unreachable
+            if isinstance(exc, (kafka_errors.KafkaConnectionError, *_UNREACHABLE)):
                 exc = await self._why_unreachable() or exc
+            if isinstance(exc, _UNREACHABLE):
+                where = "its coordinator" if node is None else f"its coordinator, broker {node},"
+                raise BrokerUnavailable(
+                    f"group {group!r}: {where} could not be reached within {self.timeout:g} s "
+                    f"({exc}); Kafka moves the groups of a broker that "
+                    "died once it fences it (broker.session.timeout.ms)"
+                ) from exc
             if isinstance(exc, TimeoutError) and asked_again is not None:
                 raise CoordinatorNotAvailable(
                     f"group {group!r} had no coordinator within {self.timeout:g} s (Kafka "
@@ -284,8 +309,8 @@ def _commit_error(exc: BaseException, group: str, timeout: float) -> CommitError
         return NotAuthorized(f"Kafka refused the commit: {exc}")
     if isinstance(exc, kafka_errors.UnknownTopicOrPartitionError):
         return UnknownTopicPartition(f"Kafka does not know a committed partition: {exc}")
-    if isinstance(exc, (kafka_errors.KafkaConnectionError, kafka_errors.NodeNotReadyError)):
-        return BrokerUnavailable(f"cannot reach Kafka: {exc}")
+    if isinstance(exc, (kafka_errors.KafkaConnectionError, *_UNREACHABLE)):
+        return BrokerUnavailable(f"cannot reach Kafka: {exc!r}")
     if isinstance(exc, kafka_errors.KafkaError):
         return CommitError(f"{type(exc).__name__}: {exc}")
     return CommitError(f"unexpected {type(exc).__name__}: {exc}")
