@@ -6,7 +6,6 @@ here (machines are shared and noisy): that it runs end to end and prints them is
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 
@@ -14,6 +13,7 @@ import pytest
 
 from bench.__main__ import SCENARIOS
 from harness.machine import ROOT
+from tests.support.bench_output import check_cpu_columns
 
 
 def _marks(name: str) -> list[pytest.MarkDecorator]:
@@ -26,23 +26,13 @@ def _marks(name: str) -> list[pytest.MarkDecorator]:
     return marks
 
 
-def _tables(output: str) -> list[tuple[list[str], list[list[str]]]]:
-    """The markdown tables ``bench.figures.Table`` printed: (header, rows) each."""
-    found: list[tuple[list[str], list[list[str]]]] = []
-    lines = output.splitlines()
-    for index, line in enumerate(lines[:-1]):
-        if line.startswith("| ") and lines[index + 1].startswith("| --- |"):
-            rows = []
-            for row in lines[index + 2 :]:
-                if not row.startswith("| "):
-                    break
-                rows.append([c.strip() for c in row.strip("|").split(" | ")])
-            found.append(([c.strip() for c in line.strip("|").split(" | ")], rows))
-    return found
+# Scenarios whose full path (``python -m bench NAME``, its tables) a test of their own runs
+# with more load and more checks: not run twice.
+RUN_ELSEWHERE = {"soak": "tests/e2e/test_faults.py::test_soak_short_form"}
 
 
 @pytest.mark.parametrize(
-    "name", [pytest.param(name, marks=_marks(name)) for name in SCENARIOS]
+    "name", [pytest.param(n, marks=_marks(n)) for n in SCENARIOS if n not in RUN_ELSEWHERE]
 )  # fmt: skip
 def test_the_scenario_runs_and_prints_its_figures_with_each_sides_cpu(name: str) -> None:
     environment = {k: v for k, v in os.environ.items() if k != "BENCH_KAFKA_PID"}
@@ -55,17 +45,12 @@ def test_the_scenario_runs_and_prints_its_figures_with_each_sides_cpu(name: str)
         timeout=900,
     )
     assert done.returncode == 0, f"{name} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-    tables = _tables(done.stdout)
-    assert tables, f"{name} printed no table:\n{done.stdout[-3000:]}"
-    for header, rows in tables:
-        assert rows, f"{name}: a table without rows: {header}"
-        assert header[-1] == "steal %", header
-        sides = [i for i, column in enumerate(header) if column.endswith(" CPU s")]
-        assert sides, f"{name}: no CPU column in {header}"
-        for row in rows:
-            assert len(row) == len(header), (header, row)
-            for i in sides:
-                assert re.fullmatch(r"-|[\d,]+(\.\d+)?", row[i]), (header[i], row[i])
-            assert any(row[i] != "-" and float(row[i].replace(",", "")) > 0 for i in sides), (
-                f"{name}: no side used any CPU in {row}"
-            )
+    check_cpu_columns(name, done.stdout)
+
+
+def test_a_scenario_run_elsewhere_is_run_there_through_the_runner() -> None:
+    for name, test in RUN_ELSEWHERE.items():
+        path, _, function = test.partition("::")
+        source = (ROOT / path).read_text()
+        assert f"def {function}(" in source, test
+        assert f'"-m", "bench", "{name}"' in source, f"{test} does not run bench {name}"

@@ -9,6 +9,8 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -22,11 +24,13 @@ from sqlalchemy import event
 
 from bench.figures import rss_kib
 from harness.kafka_broker import LocalBroker
+from harness.machine import ROOT
 from harness.service_process import ServiceProcess
 from spark_offset_sidecar.adapters.sql.store import SqlStore
 from spark_offset_sidecar.app import create_app
 from spark_offset_sidecar.settings import Settings
 from spark_offset_sidecar.testing import InMemoryCommitter, InMemoryLogEnds
+from tests.support.bench_output import check_cpu_columns
 from tests.support.kafka import create_topics, run_sync, unique_group
 from tests.support.offset_watch import OffsetWatch
 from tests.support.service import QUERY, metric, metric_sum, spark_progress, wait_for
@@ -414,12 +418,20 @@ def test_slow_broker_coalesces_and_catches_up(tmp_path: Path, private_broker: Lo
 
 
 def test_soak_short_form(kafka_bootstrap: str) -> None:
-    """bench/soak.py for 45 s: no error, memory and descriptors flat after warm-up."""
-    from bench.soak import run_soak
-
-    report = run_soak(kafka_bootstrap, seconds=45, queries=300, rate=200)
-    print("\n" + report.summary())
-    assert report.errors == []
-    warm, end = report.warm(), report.samples[-1]
-    assert end[1] - warm[1] < 20 * 1024, "RSS grew by more than 20 MiB after warm-up"
-    assert abs(end[2] - warm[2]) < 50, "file descriptors are not flat"
+    """``python -m bench soak`` for 45 s, through the benchmarks' runner (so this is also
+    that scenario's smoke run): no error, memory and descriptors flat after warm-up, and
+    its table with each side's CPU."""
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "soak", "--bootstrap", kafka_bootstrap,
+         "--seconds", "45", "--queries", "300", "--rate", "200"],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    print("\n" + done.stdout[-2000:])
+    assert done.returncode == 0, f"soak failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    ((header, (row,)),) = check_cpu_columns("soak", done.stdout)
+    cell = dict(zip(header, row, strict=True))
+    assert cell["errors"] == "0"
+    warm = float(next(v for k, v in cell.items() if k.startswith("RSS MiB at t=")))
+    assert float(cell["RSS MiB at the end"]) - warm < 20, "RSS grew by more than 20 MiB"
+    fds_warm, fds_end = (int(n) for n in cell["fds warm -> end"].split(" -> "))
+    assert abs(fds_end - fds_warm) < 50, "file descriptors are not flat"

@@ -91,9 +91,7 @@ def test_with_tokens_reads_need_one_and_the_scrape_and_probes_stay_open(tmp_path
 
     tokens = tmp_path / "tokens.json"
     secret = "reader-secret-0123456789abcdefghij"
-    tokens.write_text(
-        json.dumps({"tokens": [{"name": "reader", "token": secret, "read": ["*"]}]})
-    )
+    tokens.write_text(json.dumps({"tokens": [{"name": "reader", "token": secret, "read": ["*"]}]}))
     settings = settings_for(tmp_path, tokens_file=str(tokens))
     app = create_app(settings, committer=InMemoryCommitter(), log_ends=InMemoryLogEnds())
     with TestClient(app) as client:
