@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -85,11 +86,22 @@ def _path_without(tmp: Path, *left_out: str) -> str:
     for folder in os.environ["PATH"].split(os.pathsep):
         if any(Path(folder).resolve().is_relative_to(p.resolve()) for p in own):
             continue
+        if not _open_to_others(Path(folder)):  # root's own (a pyenv under /root, say)
+            continue
         for program in Path(folder).glob("*") if Path(folder).is_dir() else ():
             link = bin_dir / program.name
             if program.name not in left_out and not link.exists() and os.access(program, os.X_OK):
                 link.symlink_to(program)
     return str(bin_dir)
+
+
+def _open_to_others(folder: Path) -> bool:
+    """Whether a user who is not the owner may reach ``folder``: every folder from the root
+    down to it lets others in."""
+    resolved = folder.resolve()
+    return all(
+        p.exists() and p.stat().st_mode & stat.S_IXOTH for p in (resolved, *resolved.parents)
+    )
 
 
 def test_make_demo_from_a_fresh_clone_as_a_user_who_is_not_root() -> None:
