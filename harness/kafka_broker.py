@@ -15,7 +15,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.machine import ROOT
+from harness.machine import ROOT, refuse_in_inner_loop
 
 SCRIPT = ROOT / "scripts" / "local-kafka.sh"
 import kafka_metadata  # noqa: E402  (scripts/, on the path by harness.machine)
@@ -94,17 +94,6 @@ def brand_new(folder: Path, version: str | None = None) -> LocalBroker:
     broker = LocalBroker(f"127.0.0.1:{port}", port, folder, started_here=True, extra_env=extra)
     broker.start()
     return broker
-
-
-def refuse_in_inner_loop(what: str) -> None:
-    """``make check`` (``INNER_LOOP=1``) runs only tests that need nothing but the
-    virtualenv: one that reaches for a broker, Spark, a container or a program of the
-    machine anyway lacks its marker, and says so."""
-    if os.environ.get("INNER_LOOP") == "1":
-        raise RuntimeError(
-            f"this test {what}, but `make check` runs with the virtualenv alone: mark it "
-            "(pytest.mark.kafka, .spark, .container or .tools; see CONTRIBUTING.md)"
-        )
 
 
 REUSE = "SIDECAR_TEST_KAFKA"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import os
 import signal
 import socket
 import subprocess
@@ -52,3 +53,14 @@ def stop_process(process: subprocess.Popen[bytes] | None, grace: float = 10.0) -
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
+
+
+def refuse_in_inner_loop(what: str) -> None:
+    """``make check`` (``INNER_LOOP=1``) runs only tests that need nothing but the
+    virtualenv: one that reaches for a broker, Spark, a container or a program of the
+    machine anyway lacks its marker, and says so."""
+    if os.environ.get("INNER_LOOP") == "1":
+        raise RuntimeError(
+            f"this test {what}, but `make check` runs with the virtualenv alone: mark it "
+            "(pytest.mark.kafka, .spark, .container or .tools; see CONTRIBUTING.md)"
+        )

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness.machine import ROOT, answers, free_port, stop_process
+from harness.machine import ROOT, answers, free_port, refuse_in_inner_loop, stop_process
 
 # Azurite's documented development account (public, the same in every Azurite).
 AZURE_ACCOUNT = "devstoreaccount1"
@@ -61,8 +61,6 @@ class AzuriteServer(_Server):
     """Azurite's blob service: ``abfs://`` / ``abfss://`` through adlfs."""
 
     def start(self) -> AzuriteServer:
-        from harness.kafka_broker import refuse_in_inner_loop
-
         refuse_in_inner_loop("starts Azurite (npm, `make tools`)")
         azurite = ROOT / ".local" / "bin" / "azurite-blob"
         if not azurite.exists():

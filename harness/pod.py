@@ -33,7 +33,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from harness.machine import ROOT, free_port
+from harness.machine import ROOT, free_port, refuse_in_inner_loop
 
 CONF = ROOT / ".local" / "podman" / "containers.conf"
 BASE_TAG = "localhost/spark-offset-sidecar-base"
@@ -89,8 +89,6 @@ def build_base() -> str:
 
 def build_image() -> tuple[str, int]:
     """The project's Dockerfile built on the Debian base: (tag, size in bytes)."""
-    from harness.kafka_broker import refuse_in_inner_loop
-
     refuse_in_inner_loop("builds the container image")
     base = build_base()
     podman(

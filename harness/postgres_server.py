@@ -11,7 +11,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from harness.machine import free_port
+from harness.machine import free_port, refuse_in_inner_loop
 
 
 def pg_bin() -> Path | None:
@@ -39,8 +39,6 @@ class PostgresServer:
 
     def start(self) -> PostgresServer:
         """Create the cluster on first use, then start the server."""
-        from harness.kafka_broker import refuse_in_inner_loop
-
         refuse_in_inner_loop("starts PostgreSQL (a Debian package)")
         if not self.data.exists():
             if os.geteuid() == 0:

@@ -10,19 +10,9 @@ from pathlib import Path
 
 
 def write_or_check(target: Path, make: Callable[[], str], description: str) -> int:
-    """The command line of a generating script: writes ``target``, or with ``--check``
-    exits 1 when it is not what ``make`` makes now."""
-    parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--check", action="store_true", help=f"exit 1 if {target.name} is stale")
-    args = parser.parse_args()
-    wanted = make()
-    if args.check:
-        if not target.exists() or target.read_text() != wanted:
-            print(f"{target} is not current: run python {sys.argv[0]}", file=sys.stderr)
-            return 1
-        return 0
-    target.write_text(wanted)
-    return 0
+    """The command line of a script that makes ``target`` whole: writes it, or with
+    ``--check`` exits 1 when it is not what ``make`` makes now."""
+    return write_or_check_pages({target: lambda _current: make()}, description)
 
 
 def splice(text: str, name: str, block: str, source: str) -> str:
@@ -38,14 +28,16 @@ def splice(text: str, name: str, block: str, source: str) -> str:
 
 
 def write_or_check_pages(pages: dict[Path, Callable[[str], str]], description: str) -> int:
-    """As ``write_or_check``, for pages of which only generated blocks are made: each
-    page's function takes the page as it is and returns it with its blocks made anew."""
+    """The command line of a generating script: writes each page, or with ``--check``
+    exits 1 when one is not current. Each page's function takes the page as it is (""
+    when there is none yet) and returns it as it should be: whole, or with its generated
+    blocks made anew."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--check", action="store_true", help="exit 1 if a page is stale")
     args = parser.parse_args()
     stale = []
     for target, make in pages.items():
-        current = target.read_text()
+        current = target.read_text() if target.exists() else ""
         wanted = make(current)
         if wanted == current:
             continue

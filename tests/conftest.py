@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from harness import kafka_broker
+from harness.machine import refuse_in_inner_loop
 from tests.support.kafka import create_topics, run_sync
 
 # What a test needs, read from the fixtures it uses: ``make check`` deselects these
@@ -74,7 +75,7 @@ def spark() -> Iterator[object]:
     """A real local SparkSession with Spark's own Kafka connector (shared per session)."""
     from jobs.spark_session import kafka_spark_session
 
-    kafka_broker.refuse_in_inner_loop("starts Spark")
+    refuse_in_inner_loop("starts Spark")
     session = kafka_spark_session("sidecar-tests")
     yield session
     session.stop()

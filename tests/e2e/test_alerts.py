@@ -27,8 +27,7 @@ import httpx
 import pytest
 import yaml
 
-from harness.kafka_broker import refuse_in_inner_loop
-from harness.machine import free_port
+from harness.machine import free_port, refuse_in_inner_loop
 from harness.service_process import ServiceProcess
 from tests.support.helm import by_kind, render
 from tests.support.kafka import delete_records, produce, run_sync, unique_group

@@ -15,8 +15,7 @@ from typing import Any
 
 import pytest
 
-from harness.kafka_broker import refuse_in_inner_loop
-from harness.machine import ROOT
+from harness.machine import ROOT, refuse_in_inner_loop
 from harness.service_process import ServiceProcess
 from tests.support.kafka import delete_records, produce, run_sync, unique_group
 from tests.support.scenarios import three_groups

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from harness.machine import ROOT
+from harness.machine import ROOT, refuse_in_inner_loop
 
 CHART = ROOT / "helm" / "spark-offset-sidecar"
 PRODUCTION = CHART / "ci" / "production-values.yaml"
@@ -18,8 +18,6 @@ KUBERNETES = "1.30.0"
 
 
 def helm() -> str:
-    from harness.kafka_broker import refuse_in_inner_loop
-
     refuse_in_inner_loop("runs helm (built by `make tools`)")
     found = ROOT / ".local" / "bin" / "helm"
     if found.exists():
@@ -31,9 +29,13 @@ def helm() -> str:
 
 
 def render(*args: str) -> list[dict[str, Any]]:
+    """The chart as release ``r`` in namespace ``data``, with ``args`` (values)."""
+    return _template("r", "--namespace", "data", *args)
+
+
+def _template(release: str, *args: str) -> list[dict[str, Any]]:
     out = subprocess.run(
-        [helm(), "template", "r", str(CHART), "--namespace", "data", "--kube-version", KUBERNETES,
-         *args],
+        [helm(), "template", release, str(CHART), "--kube-version", KUBERNETES, *args],
         check=True, capture_output=True, text=True,
     ).stdout  # fmt: skip
     return [doc for doc in yaml.safe_load_all(out) if doc]
@@ -66,9 +68,4 @@ def render_as(install: str) -> list[dict[str, Any]]:
     release, chart, *args = words[2:]
     assert (ROOT / chart).resolve() == CHART, install
     args = [a for a in args if a != "--create-namespace"]  # the cluster's, not the chart's
-    args = [str(ROOT / a) if a.endswith(".yaml") else a for a in args]
-    out = subprocess.run(
-        [helm(), "template", release, str(CHART), "--kube-version", KUBERNETES, *args],
-        check=True, capture_output=True, text=True,
-    ).stdout  # fmt: skip
-    return [doc for doc in yaml.safe_load_all(out) if doc]
+    return _template(release, *(str(ROOT / a) if a.endswith(".yaml") else a for a in args))

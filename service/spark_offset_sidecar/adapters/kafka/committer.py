@@ -309,8 +309,8 @@ def _commit_error(exc: BaseException, group: str, timeout: float) -> CommitError
         return NotAuthorized(f"Kafka refused the commit: {exc}")
     if isinstance(exc, kafka_errors.UnknownTopicOrPartitionError):
         return UnknownTopicPartition(f"Kafka does not know a committed partition: {exc}")
-    if isinstance(exc, (kafka_errors.KafkaConnectionError, *_UNREACHABLE)):
-        return BrokerUnavailable(f"cannot reach Kafka: {exc!r}")
+    if isinstance(exc, kafka_errors.KafkaConnectionError):
+        return BrokerUnavailable(f"cannot reach Kafka: {exc}")
     if isinstance(exc, kafka_errors.KafkaError):
         return CommitError(f"{type(exc).__name__}: {exc}")
     return CommitError(f"unexpected {type(exc).__name__}: {exc}")
