@@ -5,6 +5,7 @@
 #                                   metadata requests, print the bootstrap address
 #   scripts/local-kafka.sh stop     stop the broker that this state folder started
 #   scripts/local-kafka.sh status   say whether it runs; exit 0 if it answers, else 3
+#   scripts/local-kafka.sh wait     wait until the broker this folder started answers
 #
 # Environment:
 #   LOCAL_KAFKA_PORT  client port (default 9092); the controller takes another free port
@@ -12,6 +13,18 @@
 #   LOCAL_KAFKA_HEAP  JVM heap (default 512m)
 #   LOCAL_KAFKA_VERSION  another Apache Kafka release (e.g. 3.9.1, for lag tools too old
 #                     for Kafka 4's protocol); read when the folder is new
+#
+# One node of a cluster (scripts/local-kafka-cluster.sh sets these; read when the folder is
+# new, except the controller port, which a node keeps):
+#   LOCAL_KAFKA_NODE_ID          this node's id (default 1)
+#   LOCAL_KAFKA_CONTROLLER_PORT  this node's controller port (default: a free one)
+#   LOCAL_KAFKA_VOTERS           controller.quorum.voters (default: this node alone)
+#   LOCAL_KAFKA_CLUSTER_ID       the cluster id formatted into the storage (default: new)
+#   LOCAL_KAFKA_REPLICAS         replicas of every topic, internal ones included (default
+#                                1); above 1, min.insync.replicas is 2
+#   LOCAL_KAFKA_WAIT             0: `start` returns once the JVM runs, without waiting for
+#                                it to answer (a cluster's first node cannot answer
+#                                before a quorum of controllers runs); `wait` waits
 #
 # Optional secured listeners (for tests of Kafka security; read when the folder is new):
 #   LOCAL_KAFKA_USERS      user:password[,user:password]: SASL PLAIN users and SCRAM-SHA-256/512
@@ -86,11 +99,18 @@ write_config() {
     advertised+=",SSL://127.0.0.1:$LOCAL_KAFKA_SSL_PORT"
     protocols+=",SSL:SSL"
   fi
+  local node_id=${LOCAL_KAFKA_NODE_ID:-1} replicas=${LOCAL_KAFKA_REPLICAS:-1}
+  local voters=${LOCAL_KAFKA_VOTERS:-$node_id@127.0.0.1:$controller_port}
+  local min_isr=1 offsets_partitions=1
+  # Several replicas: acks=all waits for 2 of them, as production sets it; the groups'
+  # coordinators are spread over the nodes (the partitions of __consumer_offsets).
+  [ "$replicas" -gt 1 ] && { min_isr=2; offsets_partitions=12; }
   cat >"$config" <<CONF
-# Written by scripts/local-kafka.sh: a single-node KRaft cluster for local runs and tests.
+# Written by scripts/local-kafka.sh: a KRaft node (broker and controller in one JVM) for
+# local runs and tests; alone, or one of a cluster (scripts/local-kafka-cluster.sh).
 process.roles=broker,controller
-node.id=1
-controller.quorum.voters=1@127.0.0.1:$controller_port
+node.id=$node_id
+controller.quorum.voters=$voters
 listeners=$listeners
 advertised.listeners=$advertised
 controller.listener.names=CONTROLLER
@@ -99,13 +119,15 @@ listener.security.protocol.map=$protocols
 log.dirs=$dir/data
 num.partitions=1
 auto.create.topics.enable=true
-# One node: every internal topic has one replica; tests want them small and fast.
-offsets.topic.replication.factor=1
-offsets.topic.num.partitions=1
-transaction.state.log.replication.factor=1
-transaction.state.log.min.isr=1
-share.coordinator.state.topic.replication.factor=1
-share.coordinator.state.topic.min.isr=1
+# Alone, every topic has one replica; tests want internal topics small and fast.
+default.replication.factor=$replicas
+min.insync.replicas=$min_isr
+offsets.topic.replication.factor=$replicas
+offsets.topic.num.partitions=$offsets_partitions
+transaction.state.log.replication.factor=$replicas
+transaction.state.log.min.isr=$min_isr
+share.coordinator.state.topic.replication.factor=$replicas
+share.coordinator.state.topic.min.isr=$min_isr
 group.initial.rebalance.delay.ms=0
 log.segment.bytes=16777216
 # Retention is enforced within a second (Kafka: every 5 min): tests of data lost by
@@ -158,7 +180,7 @@ scram_format_args() {
 start() {
   mkdir -p "$dir"
   if pid=$(our_pid); then
-    wait_ready "$pid"
+    [ "${LOCAL_KAFKA_WAIT:-1}" = 0 ] || wait_ready "$pid"
     echo "$bootstrap"
     return
   fi
@@ -173,9 +195,12 @@ start() {
   local jars
   jars=$("$root/scripts/fetch-jars.sh" kafka ${LOCAL_KAFKA_VERSION:+"$LOCAL_KAFKA_VERSION"})
   # Keep the controller port across restarts while it is free; otherwise take a new one.
-  local controller_port=""
-  [ -f "$dir/controller.port" ] && controller_port=$(cat "$dir/controller.port")
-  if [ -z "$controller_port" ] || port_in_use "$controller_port"; then
+  local controller_port=${LOCAL_KAFKA_CONTROLLER_PORT:-}
+  [ -z "$controller_port" ] && [ -f "$dir/controller.port" ] \
+    && controller_port=$(cat "$dir/controller.port")
+  if [ -n "${LOCAL_KAFKA_CONTROLLER_PORT:-}" ]; then
+    echo "$controller_port" >"$dir/controller.port"  # the voters name it: it never moves
+  elif [ -z "$controller_port" ] || port_in_use "$controller_port"; then
     controller_port=$(free_port)
     echo "$controller_port" >"$dir/controller.port"
   fi
@@ -199,10 +224,10 @@ CONF
   [ -z "${LOCAL_KAFKA_OAUTH_JWKS_URL:-}" ] \
     || java_cmd+=("-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls=$LOCAL_KAFKA_OAUTH_JWKS_URL")
   if [ ! -f "$dir/data/meta.properties" ]; then
-    local cluster_id
+    local cluster_id=${LOCAL_KAFKA_CLUSTER_ID:-}
     # Like Kafka's Uuid.randomUuid: never starting with "-", which argument parsers take for
     # an option (about one id in 64 would).
-    cluster_id=$(python3 -c '
+    [ -n "$cluster_id" ] || cluster_id=$(python3 -c '
 import base64, uuid
 while (cid := base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")).startswith("-"):
     pass
@@ -215,7 +240,7 @@ print(cid)')
   fi
   nohup "${java_cmd[@]}" kafka.Kafka "$config" >>"$logfile" 2>&1 </dev/null &
   echo $! >"$pidfile"
-  wait_ready "$!"
+  [ "${LOCAL_KAFKA_WAIT:-1}" = 0 ] || wait_ready "$!"
   echo "$bootstrap"
 }
 
@@ -271,5 +296,9 @@ case "${1:-}" in
   start) start ;;
   stop) stop ;;
   status) status ;;
-  *) echo "usage: $0 start|stop|status" >&2; exit 2 ;;
+  wait)
+    pid=$(our_pid) || { echo "no broker started from $dir is running" >&2; exit 1; }
+    wait_ready "$pid"
+    ;;
+  *) echo "usage: $0 start|stop|status|wait" >&2; exit 2 ;;
 esac

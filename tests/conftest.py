@@ -18,7 +18,7 @@ from tests.support.kafka import create_topics, run_sync
 # unmarked by mistake. ``tools``: PostgreSQL, Azurite, helm, promtool, Prometheus,
 # Chromium: what ``make tools`` installs beside the virtualenv.
 NEEDS = {
-    "kafka": {"broker", "kafka_bootstrap", "new_topic", "private_broker"},
+    "kafka": {"broker", "kafka_bootstrap", "new_topic", "private_broker", "cluster"},
     "spark": {"spark"},
     "tools": {"postgres_server", "azurite_server", "stores"},
 }

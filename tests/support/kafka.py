@@ -23,7 +23,9 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
         return pool.submit(asyncio.run, coro).result()
 
 
-async def create_topics(bootstrap: str, names: list[str], partitions: int, **config: str) -> None:
+async def create_topics(
+    bootstrap: str, names: list[str], partitions: int, replicas: int = 1, **config: str
+) -> None:
     """Create the topics (with topic ``config``, e.g. ``retention.ms``) and return once the
     broker's metadata has every partition: the controller accepts a topic before the
     broker knows it, and a commit to a partition it does not know yet fails with
@@ -34,7 +36,10 @@ async def create_topics(bootstrap: str, names: list[str], partitions: int, **con
         await admin.create_topics(
             [
                 NewTopic(
-                    name, num_partitions=partitions, replication_factor=1, topic_configs=config
+                    name,
+                    num_partitions=partitions,
+                    replication_factor=replicas,
+                    topic_configs=config,
                 )
                 for name in names
             ]

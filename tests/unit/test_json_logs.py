@@ -68,3 +68,31 @@ def test_a_line_quoting_odd_input_is_still_utf8_json() -> None:
     line = json.loads(text.encode("utf-8"))
     assert line["message"] == "refused 'evil-\\ud800'"
     assert line["group_id"] == "g-\\udc80"
+
+
+def aiokafka_line(message: str, created: float) -> logging.LogRecord:
+    made = logging.LogRecord(
+        "aiokafka.client",
+        logging.ERROR,
+        __file__,
+        1,
+        "Unable connect to node with id %s: %s",
+        (2, message),
+        None,
+    )
+    made.created = created
+    return made
+
+
+def test_a_library_line_repeated_every_attempt_is_said_once_a_minute() -> None:
+    from spark_offset_sidecar.observe.logs import RepeatedLines
+
+    lines = RepeatedLines(window=60)
+    said = [lines.filter(aiokafka_line("refused", 100 + i / 10)) for i in range(100)]
+    assert said == [True] + [False] * 99, "the first is said, the 99 repeats are not"
+    assert lines.filter(aiokafka_line("timed out", 105)), "another message is another line"
+    later = aiokafka_line("refused", 161)
+    assert lines.filter(later)
+    assert later.getMessage().endswith("(said 99 more times in the last 60 s)")
+    ours = record("commit failed: timeout")
+    assert all(lines.filter(ours) for _ in range(3)), "the service's own lines are never dropped"

@@ -32,6 +32,10 @@ CONTEXT = (
     "reason",  # why it failed (a bounded word, as in the metrics)
 )
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+# Libraries that log every attempt of what they retry (aiokafka: one ERROR a connection
+# attempt to a dead broker, several a second): a line they repeat is said once a minute.
+QUIETED = ("aiokafka",)
+REPEAT_WINDOW_SECONDS = 60.0
 
 
 def about(**fields: Any) -> dict[str, Any]:
@@ -59,6 +63,32 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(line, default=str, ensure_ascii=False)
 
 
+class RepeatedLines(logging.Filter):
+    """Lets the first of identical lines (logger, level, message) from a ``QUIETED``
+    library through, drops the repeats for ``window`` seconds, and says how many it
+    dropped on the next one it lets through."""
+
+    def __init__(self, window: float = REPEAT_WINDOW_SECONDS) -> None:
+        super().__init__()
+        self.window = window
+        self._seen: dict[tuple[str, int, str], tuple[float, int]] = {}  # -> (said at, dropped)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not record.name.startswith(QUIETED):
+            return True
+        key = (record.name, record.levelno, record.getMessage())
+        said_at, dropped = self._seen.get(key, (None, 0))
+        if said_at is not None and record.created - said_at < self.window:
+            self._seen[key] = (said_at, dropped + 1)
+            return False
+        if len(self._seen) > 1000:  # bounded: messages name brokers, not groups
+            self._seen.clear()
+        self._seen[key] = (record.created, 0)
+        if dropped:
+            record.msg = f"{record.msg} (said {dropped} more times in the last {self.window:g} s)"
+        return True
+
+
 def configure_logging(level: str, log_format: str) -> None:
     """One handler on the root logger, on stderr; uvicorn's loggers are routed to it (run
     uvicorn with ``log_config=None``)."""
@@ -67,6 +97,7 @@ def configure_logging(level: str, log_format: str) -> None:
         handler.setFormatter(JsonFormatter())
     else:
         handler.setFormatter(logging.Formatter(TEXT_FORMAT))
+    handler.addFilter(RepeatedLines())
     root = logging.getLogger()
     for existing in list(root.handlers):
         root.removeHandler(existing)

@@ -4,11 +4,15 @@
 ``KafkaOffsetCommitter`` sends each commit as a plain OffsetCommit request (v2 or v3, as
 aiokafka would choose: generation -1, no member id, broker-default retention; encoded,
 and its answer decoded, by ``offset_commit_wire``) to the group's coordinator, over one
-of a fixed number of *lanes* (connections) per coordinator; a group always uses the same
-lane.
+of a fixed number of *lanes* (connections); a group always uses the same lane. A lane
+carries the groups of one partition of ``__consumer_offsets`` only (``offsets_topic``):
+commits on a partition whose replica died wait for Kafka to fence it, and the broker
+answers a connection in order, so a lane shared with another partition would make that
+partition's groups wait too. Lanes are ``max(lanes, partitions)`` in all, spread over the
+coordinators (``lanes`` per coordinator while ``__consumer_offsets`` has one partition).
 One shared ``AIOKafkaClient`` finds coordinators. Broker connections therefore depend on
-the number of brokers and lanes, never on the number of groups. Facts this relies on
-(Kafka protocol and broker, aiokafka 0.14 read in source):
+the number of brokers, lanes and partitions, never on the number of groups. Facts this
+relies on (Kafka protocol and broker, aiokafka 0.14 read in source):
   - A commit with generation -1 and an empty member id is what a consumer that never
     joins the group sends; the broker accepts it only while the group has no members,
     else answers UNKNOWN_MEMBER_ID / ILLEGAL_GENERATION / REBALANCE_IN_PROGRESS.
@@ -37,6 +41,7 @@ import asyncio
 import json
 import logging
 import ssl
+import time
 import zlib
 from collections import defaultdict
 from collections.abc import Mapping
@@ -46,8 +51,10 @@ from aiokafka import errors as kafka_errors
 from aiokafka.client import AIOKafkaClient, CoordinationType
 from aiokafka.conn import AIOKafkaConnection, create_conn
 
+from spark_offset_sidecar.adapters.kafka import offsets_topic
 from spark_offset_sidecar.adapters.kafka.oauth import RESENDS
 from spark_offset_sidecar.adapters.kafka.offset_commit_wire import OffsetCommit
+from spark_offset_sidecar.adapters.kafka.unreachable_brokers import UnreachableBrokers
 from spark_offset_sidecar.core.changes import CommitRequest
 from spark_offset_sidecar.errors import (
     AuthenticationFailed,
@@ -71,6 +78,7 @@ _ASK_AGAIN = (
 )
 # The coordinator, or the broker asked for it, cannot be reached: look it up again.
 _UNREACHABLE = (ConnectionError, kafka_errors.NodeNotReadyError)
+UNREACHABLE_BACKOFF_MAX = 0.5  # seconds between look-ups of a dead broker's groups
 _CONNECTION_KEYS = (
     "client_id",
     "ssl_context",
@@ -121,12 +129,21 @@ class KafkaOffsetCommitter:
         self.retry_backoff = 0.1
         self._client: AIOKafkaClient | None = None
         self._coordinators: dict[str, int] = {}  # group -> coordinator node id
+        # Partitions of __consumer_offsets: learnt once, before the first commit is sent
+        # (a group's lane never changes, see above); 1 when Kafka does not tell.
+        self._offsets_partitions: int | None = None
         self._connections: dict[tuple[int, int], AIOKafkaConnection] = {}  # (node, lane)
         self._connecting: dict[tuple[int, int], asyncio.Lock] = defaultdict(asyncio.Lock)
         # Why commits fail for every group alike (Kafka refusing the credentials, no token,
         # TLS), until a commit succeeds again; shown on /readyz and /ui.
-        self.problem: str | None = None
+        self.credentials_problem: str | None = None
+        self.unreachable = UnreachableBrokers()
         self.resent = 0  # commits sent again after the broker closed their connection
+
+    @property
+    def problem(self) -> str | None:
+        """What keeps commits from Kafka now, in one sentence (``/readyz``, ``/ui``)."""
+        return self.credentials_problem or self.unreachable.problem(time.monotonic())
 
     async def commit(self, request: CommitRequest) -> None:
         group = request.group_id
@@ -135,7 +152,6 @@ class KafkaOffsetCommitter:
         for tp, offset in sorted(request.offsets.items()):
             by_topic[tp.topic].append((tp.partition, offset, metadata))
         message = OffsetCommit(group, list(by_topic.items()))
-        lane = zlib.crc32(group.encode()) % self.lanes
         asked_again: kafka_errors.KafkaError | None = None  # the last "not yet" answer
         unreachable: BaseException | None = None  # the last broker that could not be reached
         node: int | None = None
@@ -145,12 +161,14 @@ class KafkaOffsetCommitter:
             async with asyncio.timeout(self.timeout):
                 while True:
                     try:
+                        node = None
                         node = await self._coordinator(group)
-                        connection = await self._connection(node, lane)
+                        connection = await self._connection(node, await self._lane(group))
                         error = _first_error(await connection.send(message))
                         if error is not None:
                             raise error
-                        self.problem = None
+                        self.credentials_problem = None
+                        self.unreachable.reached(group, node, time.monotonic())
                         return
                     except _ASK_AGAIN as exc:
                         asked_again = exc
@@ -159,10 +177,16 @@ class KafkaOffsetCommitter:
                     except _UNREACHABLE as exc:
                         unreachable = exc
                         self._coordinators.pop(group, None)
+                        if node is not None:
+                            self.unreachable.missed(
+                                group, node, self._address(node), time.monotonic()
+                            )
                         if self._client is not None:
                             self._client.force_metadata_update()
+                        # Short steps: the group's new coordinator is taken as soon as
+                        # Kafka names one (once it has fenced the dead broker).
                         await asyncio.sleep(backoff)
-                        backoff = min(2 * backoff, 1.0)
+                        backoff = min(2 * backoff, UNREACHABLE_BACKOFF_MAX)
                     except kafka_errors.KafkaConnectionError:
                         # The broker closed the connection under the request: with
                         # OAUTHBEARER it does so once the token has expired. Again on a new
@@ -196,8 +220,30 @@ class KafkaOffsetCommitter:
                 ) from exc
             failure = _commit_error(exc, group, self.timeout)
             if isinstance(failure, AuthenticationFailed | TlsFailed):
-                self.problem = str(failure)
+                self.credentials_problem = str(failure)
             raise failure from exc
+
+    async def _lane(self, group: str) -> int:
+        """The group's lane: its partition of ``__consumer_offsets``, then its place among
+        ``lanes // partitions`` lanes of that partition (see above)."""
+        partitions = self._offsets_partitions
+        if partitions is None:
+            found = await offsets_topic.partition_count(await self._client_started())
+            if found is None:
+                log.warning(
+                    "Kafka does not let this principal describe %s: groups are not kept "
+                    "apart by their partition of it, so a dead broker can delay commits "
+                    "of groups it does not hold (allow Describe on the topic)",
+                    offsets_topic.OFFSETS_TOPIC,
+                )
+            partitions = self._offsets_partitions = found or 1
+        per_partition = max(1, self.lanes // partitions)
+        spread = zlib.crc32(group.encode()) % per_partition
+        return offsets_topic.partition_for(group, partitions) * per_partition + spread
+
+    def _address(self, node: int) -> str:
+        broker = None if self._client is None else self._client.cluster.broker_metadata(node)
+        return "" if broker is None else f"{broker.host}:{broker.port}"
 
     async def _client_started(self) -> AIOKafkaClient:
         """The shared client, started on first use (and again after a failed start)."""

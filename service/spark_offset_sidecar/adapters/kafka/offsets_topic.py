@@ -1,0 +1,55 @@
+"""Where Kafka keeps a group's commits: one partition of ``__consumer_offsets``.
+
+A group's coordinator is the leader of that partition, and its commits are appended to it
+with acks=all: while a replica of the partition is in its ISR but dead (until Kafka fences
+the broker, ``broker.session.timeout.ms``), every commit of every group on the partition
+waits, whichever broker coordinates it. Groups on other partitions are not concerned; the
+committer keeps them on other connections (the broker answers a connection's requests one
+at a time, in order), which needs each group's partition, known here without asking Kafka
+(Kafka 3.9-4.4, ``GroupCoordinatorService.partitionFor`` / ``Utils.abs``):
+``abs(groupId.hashCode()) % partitions``, with ``abs(Integer.MIN_VALUE)`` taken as 0."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiokafka import errors as kafka_errors
+from aiokafka.client import AIOKafkaClient
+
+from spark_offset_sidecar.adapters.kafka.topic_metadata import metadata_request
+
+OFFSETS_TOPIC = "__consumer_offsets"
+_INT_MIN = -(1 << 31)
+
+
+def java_string_hash(text: str) -> int:
+    """Java's ``String.hashCode`` (over UTF-16 code units), as a signed 32-bit int."""
+    value = 0
+    data = text.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        value = (31 * value + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
+    return value - (1 << 32) if value >= 1 << 31 else value
+
+
+def partition_for(group: str, partitions: int) -> int:
+    """The partition of ``__consumer_offsets`` (of ``partitions``) that holds ``group``."""
+    value = java_string_hash(group)
+    return (0 if value == _INT_MIN else abs(value)) % partitions
+
+
+async def partition_count(client: AIOKafkaClient) -> int | None:
+    """How many partitions ``__consumer_offsets`` has, or None when Kafka does not let
+    this principal describe it (then the caller cannot tell groups' partitions apart).
+    Raises what reaching Kafka raises, and ``GroupCoordinatorNotAvailableError`` while
+    the topic does not exist yet (a brand-new cluster creates it on the first look-up)."""
+    response: Any = await client.send(client.get_random_node(), metadata_request([OFFSETS_TOPIC]))
+    for topic in response.to_object()["topics"]:
+        code = topic["error_code"]
+        if code == kafka_errors.TopicAuthorizationFailedError.errno:
+            return None
+        if code != 0 or not topic["partitions"]:
+            raise kafka_errors.GroupCoordinatorNotAvailableError(
+                f"{OFFSETS_TOPIC} has no partitions yet (error {code})"
+            )
+        return len(topic["partitions"])
+    return None

@@ -1,0 +1,299 @@
+"""Kafka as production runs it: a cluster of 4 KRaft nodes (scripts/local-kafka-cluster.sh,
+started in an empty folder), every topic and ``__consumer_offsets`` with 3 replicas and
+min.insync.replicas 2, the groups' coordinators spread over the nodes. The service commits
+for groups posting a checkpoint every half second while a node is killed (and not brought
+back until every group has moved) and while every node is restarted in turn; what it does
+is read from outside, in Kafka, as lag tools read it.
+
+Facts these tests rest on (Kafka 4, KRaft): a commit is appended to the group's partition of
+``__consumer_offsets`` with acks=all, so while a dead replica is still in that partition's
+ISR (until the controller fences the broker, ``broker.session.timeout.ms``, 9 s by
+default) every commit to that partition waits, whichever broker coordinates it: that wait
+is Kafka's. Groups on partitions the dead broker does not replicate must not wait at all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.client import AIOKafkaClient, CoordinationType
+
+from harness import kafka_cluster
+from harness.machine import ROOT
+from harness.service_process import ServiceProcess
+from spark_offset_sidecar.adapters.kafka.offsets_topic import partition_for
+from tests.support.cluster_traffic import Checkpoints, CommitWitness
+from tests.support.kafka import create_topics, produce, run_sync, unique_group
+from tests.support.service import metric_sum, spark_progress, wait_for
+
+pytestmark = pytest.mark.kafka
+
+NODES = 4
+PARTITIONS = 4
+VALUES = ROOT / "helm" / "spark-offset-sidecar" / "values.yaml"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[kafka_cluster.LocalCluster]:
+    local = kafka_cluster.brand_new(tmp_path_factory.mktemp("kafka-cluster"), NODES)
+    yield local
+    local.stop()
+
+
+@dataclass(frozen=True)
+class OffsetsPartition:
+    leader: int
+    replicas: frozenset[int]
+
+
+async def _offsets_layout(bootstrap: str) -> dict[int, OffsetsPartition]:
+    """``__consumer_offsets``: each partition's leader and replicas (created, on a new
+    cluster, by the first coordinator look-up)."""
+    client = AIOKafkaClient(bootstrap_servers=bootstrap)
+    await client.bootstrap()
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        for _ in range(200):
+            try:
+                await client.coordinator_lookup(CoordinationType.GROUP, "any")
+                (described,) = await admin.describe_topics(["__consumer_offsets"])
+                if described["error_code"] == 0 and all(
+                    p["leader"] >= 0 for p in described["partitions"]
+                ):
+                    return {
+                        p["partition"]: OffsetsPartition(p["leader"], frozenset(p["replicas"]))
+                        for p in described["partitions"]
+                    }
+            except Exception as exc:  # a new cluster answers "not yet" for a few seconds
+                if not getattr(exc, "retriable", False):
+                    raise
+            await asyncio.sleep(0.25)
+        raise AssertionError("__consumer_offsets has no leaders")
+    finally:
+        await admin.close()
+        await client.close()
+
+
+async def _coordinators(bootstrap: str, groups: list[str]) -> dict[str, int]:
+    client = AIOKafkaClient(bootstrap_servers=bootstrap)
+    await client.bootstrap()
+    try:
+        return {g: int(await client.coordinator_lookup(CoordinationType.GROUP, g)) for g in groups}
+    finally:
+        await client.close()
+
+
+def _groups_by_partition(
+    layout: dict[int, OffsetsPartition], victim: int, wanted: dict[str, int]
+) -> dict[str, list[str]]:
+    """New group names, as many of each kind as ``wanted``: "victim's" (coordinated by
+    ``victim``); "replicated" (coordinated by another broker, on a partition ``victim``
+    replicates); "untouched" (on a partition it does not replicate)."""
+    kinds: dict[str, list[str]] = {kind: [] for kind in wanted}
+    while any(len(kinds[kind]) < n for kind, n in wanted.items()):
+        group = unique_group("cluster")
+        where = layout[partition_for(group, len(layout))]
+        kind = (
+            "victim's"
+            if where.leader == victim
+            else "replicated"
+            if victim in where.replicas
+            else "untouched"
+        )
+        if len(kinds[kind]) < wanted[kind]:
+            kinds[kind].append(group)
+    return kinds
+
+
+def _failed(service: ServiceProcess, groups: list[str]) -> dict[str, float]:
+    text = service.metrics()
+    return {g: metric_sum(text, "sidecar_commits_failed_total", consumergroup=g) for g in groups}
+
+
+def test_a_killed_broker_holds_only_the_groups_whose_commits_it_replicates(
+    cluster: kafka_cluster.LocalCluster, tmp_path: Path
+) -> None:
+    bootstrap, topic = cluster.bootstrap, unique_group("orders")
+    run_sync(create_topics(bootstrap, [topic], PARTITIONS, replicas=3))
+    layout = run_sync(_offsets_layout(bootstrap))
+    assert {len(p.replicas) for p in layout.values()} == {3}
+    victim = Counter(p.leader for p in layout.values()).most_common(1)[0][0]
+    # Many groups wait on the dead broker's replica: if groups of other partitions shared
+    # their connections, some untouched group would share one with a waiting group.
+    kinds = _groups_by_partition(layout, victim, {"victim's": 8, "replicated": 24, "untouched": 12})
+    groups = [g for names in kinds.values() for g in names]
+    service = ServiceProcess(tmp_path, bootstrap).start()
+    try:
+        with CommitWitness(bootstrap, groups, interval=0.25) as witness:
+            with Checkpoints(service.url, groups, topic, PARTITIONS, every=1.0) as posts:
+                wait_for(
+                    lambda: all(witness.batch(g) > 0 for g in groups),
+                    timeout=120,
+                    what="every group's first commit",
+                )
+                first = witness.now()
+                # The service's formula for a group's partition is Kafka's: its coordinator
+                # is that partition's leader.
+                found = run_sync(_coordinators(bootstrap, groups))
+                assert found == {g: layout[partition_for(g, len(layout))].leader for g in groups}
+                assert set(_failed(service, groups).values()) == {0}
+
+                # As long a time of commits before the kill as Kafka takes to fence.
+                wait_for(lambda: witness.now() - first > 15, timeout=30, what="15 s of commits")
+                killed = witness.now()
+                cluster.kill_node(victim)
+                others = next(n for n in range(1, NODES + 1) if n != victim)
+                warning = wait_for(
+                    lambda: re.search(
+                        rf"warning: Kafka: broker {victim} \(.*\) cannot be reached.*",
+                        service.http.get("/readyz").text,
+                    ),
+                    timeout=60,
+                    what="/readyz naming the dead broker",
+                )
+                wait_for(
+                    lambda: victim not in cluster.live_brokers(asking=others),
+                    timeout=120,
+                    what="Kafka fencing the killed broker",
+                )
+                fenced = witness.now()
+                # The killed broker never comes back while every group moves on without it.
+                wait_for(
+                    lambda: all(
+                        witness.committed_between(g, fenced, witness.now()) for g in groups
+                    ),
+                    timeout=120,
+                    what="every group committing again without the killed broker",
+                )
+                wait_for(
+                    lambda: "cannot be reached" not in service.http.get("/readyz").text,
+                    timeout=60,
+                    what="/readyz without the warning once no group waits on the broker",
+                )
+                settled = witness.now()
+            wait_for(
+                lambda: all(witness.batch(g) == posts.batch[g] for g in groups),
+                timeout=60,
+                what="every group's newest checkpoint committed",
+            )
+        failed = _failed(service, groups)
+        log = service.log.read_text()
+    finally:
+        service.stop()
+        cluster.start_node(victim)
+
+    longest = {
+        kind: max(witness.longest_without_commit(g, killed - 1, settled) for g in names)
+        for kind, names in kinds.items()
+    }
+    print(
+        f"\nbroker {victim} killed; Kafka fenced it {fenced - killed:.1f} s later. Longest time "
+        "without a commit, by kind of group: "
+        + ", ".join(f"{kind} {seconds:.1f} s" for kind, seconds in longest.items())
+        + "; commits of each untouched group between kill and fence: "
+        + ", ".join(str(witness.committed_between(g, killed, fenced)) for g in kinds["untouched"])
+        + "; failures counted: "
+        + ", ".join(f"{kind} {sum(failed[g] for g in names):g}" for kind, names in kinds.items())
+        + f"; posts refused: {posts.refused()}\n{warning.group(0)}"
+    )
+    assert posts.refused() == {}, "every checkpoint was answered 200 throughout"
+    window = fenced - killed
+    for group in kinds["untouched"]:
+        # Its partition of __consumer_offsets has no replica on the dead broker: it commits
+        # while the broker is dead and not yet fenced as often as in as long a time before
+        # (half, for the witness's own reads; sharing connections gave 2 in 10 s, not 9).
+        during = witness.committed_between(group, killed, fenced)
+        before = witness.committed_between(group, killed - window, killed)
+        assert during >= before / 2, (
+            f"{group}: {during} commits between the kill and the fence, {before} before"
+        )
+        assert failed[group] == 0, f"{group}: failures counted for a group the broker did not hold"
+    said = re.findall(rf"Kafka broker {victim} \(.*?\) cannot be reached", log)
+    assert len(said) == 1, f"the broker's death is logged once, not per attempt: {len(said)}"
+    repeated = Counter(re.findall(r"Unable connect to node with id \d+: [^\n\"]*", log))
+    assert max(repeated.values(), default=0) <= 1, f"aiokafka's line per attempt: {repeated}"
+
+
+def test_a_rolling_restart_pages_nobody_and_lag_is_read_while_leaders_move(
+    cluster: kafka_cluster.LocalCluster, tmp_path: Path
+) -> None:
+    bootstrap, topic = cluster.bootstrap, unique_group("rolled")
+    run_sync(create_topics(bootstrap, [topic], PARTITIONS, replicas=3))
+    run_sync(produce(bootstrap, topic, 2000))
+    groups = [unique_group("roll") for _ in range(16)]
+    idle = unique_group("idle")  # committed once, at 10 per partition: its lag is the truth
+    service = ServiceProcess(
+        tmp_path, bootstrap, export_kafka_lag="true", lag_read_interval_seconds=1
+    ).start()
+    failures_above = yaml.safe_load(VALUES.read_text())["metrics"]["prometheusRule"][
+        "failuresAbove"
+    ]
+    produced = 2000
+    statuses: Counter[str] = Counter()
+
+    def idle_lag() -> float:
+        return metric_sum(service.metrics(), "kafka_consumergroup_lag", consumergroup=idle)
+
+    try:
+        idle_offsets = {topic: {str(p): 10 for p in range(PARTITIONS)}}
+        assert service.post_progress(idle, spark_progress(1, idle_offsets)).status_code == 200
+        with CommitWitness(bootstrap, [*groups, idle]) as witness:
+            with Checkpoints(service.url, groups, topic, PARTITIONS) as posts:
+                wait_for(
+                    lambda: all(witness.batch(g) > 0 for g in [*groups, idle]),
+                    timeout=120,
+                    what="every group's first commit",
+                )
+                started = witness.now()
+                for node in range(1, NODES + 1):
+                    down = witness.now()
+                    cluster.stop_node(node)  # a controlled shutdown: leadership moves first
+                    run_sync(produce(bootstrap, topic, 40, start=produced))
+                    produced += 40
+                    truth = produced - 10 * PARTITIONS
+                    wait_for(
+                        lambda: idle_lag() == truth,  # noqa: B023  (used in this turn only)
+                        timeout=60,
+                        what=f"the idle group's lag read with node {node} down",
+                    )
+                    wait_for(
+                        lambda: all(
+                            witness.committed_between(g, down, witness.now())  # noqa: B023
+                            for g in groups
+                        ),
+                        timeout=60,
+                        what=f"every group committing with node {node} down",
+                    )
+                    for group in groups:
+                        statuses[service.http.get(f"/v1/status/{group}").json()["status"]] += 1
+                    cluster.start_node(node)
+                ended = witness.now()
+            wait_for(
+                lambda: all(witness.batch(g) == posts.batch[g] for g in groups),
+                timeout=60,
+                what="every group's newest checkpoint committed",
+            )
+        failed = _failed(service, groups)
+    finally:
+        service.stop()
+    longest = max(witness.longest_without_commit(g, started, ended) for g in groups)
+    print(
+        f"\nrolling restart of {NODES} nodes over {ended - started:.0f} s: longest time "
+        f"without a commit {longest:.1f} s; failures counted {sum(failed.values()):g} "
+        f"(most for one group {max(failed.values()):g}); statuses seen {dict(statuses)}; "
+        f"posts refused {posts.refused()}"
+    )
+    assert posts.refused() == {}
+    assert max(failed.values()) <= failures_above, (
+        "a routine roll must not fire SparkOffsetSidecarCommitFailuresRising"
+    )
+    assert set(statuses) <= {"OK", "WARN"}, f"a routine roll shows no group in trouble: {statuses}"

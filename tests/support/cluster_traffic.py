@@ -1,0 +1,129 @@
+"""Traffic and a witness for tests on a Kafka cluster: Spark-like checkpoints posted for many
+groups at once, and each group's commits seen from outside, in Kafka, by when they changed."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Iterable
+
+import httpx
+from aiokafka.admin import AIOKafkaAdminClient
+
+from tests.support.service import spark_progress
+
+
+def offsets_of(topic: str, batch: int, partitions: int) -> dict[str, dict[str, int]]:
+    return {topic: {str(p): batch for p in range(partitions)}}
+
+
+class Checkpoints:
+    """Posts a checkpoint for every group in turn, each about every ``every`` s (a batch
+    number that grows, committed as every partition's offset); records each answer."""
+
+    def __init__(
+        self, url: str, groups: list[str], topic: str, partitions: int, every: float = 0.5
+    ) -> None:
+        self.url, self.groups, self.topic = url, groups, topic
+        self.partitions, self.every = partitions, every
+        self.batch = dict.fromkeys(groups, 0)
+        self.answers: defaultdict[int, int] = defaultdict(int)  # status code -> count
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Checkpoints:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+    def _run(self) -> None:
+        pause = self.every / len(self.groups)
+        with httpx.Client(base_url=self.url, timeout=10) as http:
+            while not self._stop.is_set():
+                for group in self.groups:
+                    batch = self.batch[group] + 1
+                    progress = spark_progress(
+                        batch, offsets_of(self.topic, batch, self.partitions), query=f"q-{group}"
+                    )
+                    try:
+                        code = http.post(
+                            "/v1/progress", json={"group_id": group, "progress": progress}
+                        ).status_code
+                    except httpx.TransportError:
+                        code = 0
+                    self.answers[code] += 1
+                    if code == 200:
+                        self.batch[group] = batch
+                    time.sleep(pause)
+
+    def refused(self) -> dict[int, int]:
+        return {code: n for code, n in self.answers.items() if code != 200}
+
+
+class CommitWitness:
+    """Reads every group's committed offsets from Kafka (as lag tools do) every
+    ``interval`` s, all groups at once, each read bounded so that a group whose coordinator
+    is dead does not hold the others; ``changes[group]`` lists (monotonic time, batch) each
+    time the committed batch moved."""
+
+    def __init__(
+        self, bootstrap: str, groups: Iterable[str], interval: float = 0.2, timeout: float = 1.0
+    ) -> None:
+        self.bootstrap, self.groups = bootstrap, list(groups)
+        self.interval, self.timeout = interval, timeout
+        self.changes: dict[str, list[tuple[float, int]]] = {g: [] for g in self.groups}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._run()), daemon=True)
+
+    def __enter__(self) -> CommitWitness:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+    @staticmethod
+    def now() -> float:
+        """The witness's clock (the times in ``changes``)."""
+        return time.monotonic()
+
+    def batch(self, group: str) -> int:
+        return self.changes[group][-1][1] if self.changes[group] else 0
+
+    def committed_between(self, group: str, start: float, end: float) -> int:
+        """How many times the group's commit moved within [start, end]."""
+        return sum(1 for at, _ in self.changes[group] if start <= at <= end)
+
+    def longest_without_commit(self, group: str, start: float, end: float) -> float:
+        """The longest time within [start, end] in which the group's commit did not move."""
+        times = [start, *(at for at, _ in self.changes[group] if start < at < end), end]
+        return max(b - a for a, b in itertools.pairwise(times))
+
+    async def _read(self, admin: AIOKafkaAdminClient, group: str) -> None:
+        try:
+            async with asyncio.timeout(self.timeout):
+                found = await admin.list_consumer_group_offsets(group)
+        except Exception:
+            return
+        batches = {meta.offset for meta in found.values()}
+        if len(batches) == 1:
+            (batch,) = batches
+            if batch != self.batch(group):
+                self.changes[group].append((time.monotonic(), batch))
+
+    async def _run(self) -> None:
+        admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=3000)
+        await admin.start()
+        try:
+            while not self._stop.is_set():
+                await asyncio.gather(*(self._read(admin, g) for g in self.groups))
+                await asyncio.sleep(self.interval)
+        finally:
+            await admin.close()
