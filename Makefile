@@ -25,7 +25,7 @@ HELM_CACHED := $(CACHE)/tools/helm-$(HELM_VERSION)/helm
 # Go module proxy (GitHub is not reachable from everywhere).
 PROMETHEUS_OPERATOR := github.com/prometheus-operator/prometheus-operator@v0.78.2
 
-.PHONY: test check demo docs bench fuzz lint typecheck venv jars tools system-deps kafka-start kafka-stop clean
+.PHONY: test check demo docs bench fuzz lint typecheck venv jars tools system-deps kafka-start kafka-stop kafka-cluster-start kafka-cluster-stop clean
 
 $(STAMP): pyproject.toml jobs/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -127,6 +127,13 @@ kafka-start: jars
 kafka-stop:
 	scripts/local-kafka.sh stop
 
+kafka-cluster-start: jars
+	scripts/local-kafka-cluster.sh start
+
+kafka-cluster-stop:
+	scripts/local-kafka-cluster.sh stop
+
 clean:
 	-scripts/local-kafka.sh stop
+	-scripts/local-kafka-cluster.sh stop
 	rm -rf $(VENV) .local .mypy_cache .ruff_cache .pytest_cache

@@ -5,7 +5,7 @@
 # from .local/jars/<name> in this checkout. A second run, or a second clone, is a no-op.
 #
 #   scripts/fetch-jars.sh kafka [VERSION] the Apache Kafka broker (for local-kafka.sh;
-#                                         default: the POM's version, 4.1.1)
+#                                         default: the POM's version, 4.4.0)
 #   scripts/fetch-jars.sh spark [PYTHON]  Spark's Kafka connector for the pyspark that
 #                                         PYTHON (default .venv/bin/python) has installed
 #   scripts/fetch-jars.sh spark-connect [PYTHON]

@@ -33,11 +33,7 @@ layout() {
   if [ ! -f "$dir/cluster.env" ]; then
     local nodes=${LOCAL_KAFKA_CLUSTER_NODES:-3} n voters="" cluster_id
     [ "$nodes" -ge 1 ] 2>/dev/null || { echo "LOCAL_KAFKA_CLUSTER_NODES must be a number >= 1" >&2; exit 2; }
-    cluster_id=$(python3 -c '
-import base64, uuid
-while (cid := base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")).startswith("-"):
-    pass
-print(cid)')
+    cluster_id=$("$node_script" cluster-id)
     {
       echo "NODES=$nodes"
       echo "CLUSTER_ID=$cluster_id"

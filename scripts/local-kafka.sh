@@ -62,6 +62,16 @@ our_pid() {
   echo "$pid"
 }
 
+# Like Kafka's Uuid.randomUuid: never starting with "-", which argument parsers take for an
+# option (about one id in 64 would).
+new_cluster_id() {
+  python3 -c '
+import base64, uuid
+while (cid := base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")).startswith("-"):
+    pass
+print(cid)'
+}
+
 free_port() {
   python3 "$root/scripts/free_port.py"
 }
@@ -225,13 +235,7 @@ CONF
     || java_cmd+=("-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls=$LOCAL_KAFKA_OAUTH_JWKS_URL")
   if [ ! -f "$dir/data/meta.properties" ]; then
     local cluster_id=${LOCAL_KAFKA_CLUSTER_ID:-}
-    # Like Kafka's Uuid.randomUuid: never starting with "-", which argument parsers take for
-    # an option (about one id in 64 would).
-    [ -n "$cluster_id" ] || cluster_id=$(python3 -c '
-import base64, uuid
-while (cid := base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")).startswith("-"):
-    pass
-print(cid)')
+    [ -n "$cluster_id" ] || cluster_id=$(new_cluster_id)
     local scram=()
     mapfile -t scram < <(scram_format_args)
     "${java_cmd[@]}" kafka.tools.StorageTool format --cluster-id="$cluster_id" -c "$config" "${scram[@]}" \
@@ -296,6 +300,7 @@ case "${1:-}" in
   start) start ;;
   stop) stop ;;
   status) status ;;
+  cluster-id) new_cluster_id ;;  # for local-kafka-cluster.sh: one id for all its nodes
   wait)
     pid=$(our_pid) || { echo "no broker started from $dir is running" >&2; exit 1; }
     wait_ready "$pid"

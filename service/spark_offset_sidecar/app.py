@@ -77,7 +77,7 @@ if TYPE_CHECKING:  # replicas' modules need the postgres extra: imported when re
 log = logging.getLogger(__name__)
 
 
-def create_app(
+def create_app(  # noqa: C901, PLR0915  (the composition root, every mode)
     settings: Settings,
     *,
     store: LedgerStore | None = None,
@@ -140,7 +140,7 @@ def create_app(
         runtime.check_folder = check_path
 
     @asynccontextmanager
-    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:  # noqa: C901, PLR0915  (starts every part in order)
         replica_id = new_replica_id() if settings.replicated else None
         ledger_store = store if store is not None else _sql_store(settings, replica_id, metrics)
         if isinstance(ledger_store, SqlStore):

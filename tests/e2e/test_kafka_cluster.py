@@ -195,6 +195,11 @@ def test_a_killed_broker_holds_only_the_groups_whose_commits_it_replicates(
         kind: max(witness.longest_without_commit(g, killed - 1, settled) for g in names)
         for kind, names in kinds.items()
     }
+    back = {
+        kind: max(next(at for at, _ in witness.changes[g] if at > fenced) for g in kinds[kind])
+        - fenced
+        for kind in ("victim's", "replicated")
+    }
     print(
         f"\nbroker {victim} killed; Kafka fenced it {fenced - killed:.1f} s later. Longest time "
         "without a commit, by kind of group: "
@@ -203,6 +208,8 @@ def test_a_killed_broker_holds_only_the_groups_whose_commits_it_replicates(
         + ", ".join(str(witness.committed_between(g, killed, fenced)) for g in kinds["untouched"])
         + "; failures counted: "
         + ", ".join(f"{kind} {sum(failed[g] for g in names):g}" for kind, names in kinds.items())
+        + "; after the fence, the first commit of the groups that waited came within "
+        + ", ".join(f"{kind} {back[kind]:.1f} s" for kind in back)
         + f"; posts refused: {posts.refused()}\n{warning.group(0)}"
     )
     assert posts.refused() == {}, "every checkpoint was answered 200 throughout"

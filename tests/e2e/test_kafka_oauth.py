@@ -1,6 +1,7 @@
-"""SASL/OAUTHBEARER towards a real Kafka 4.1.1 broker whose listener checks every token's
-signature against the JWKS of a real issuer started here (``harness.oidc_issuer``, with
-Kafka's BrokerJwtValidator: 4.1.1's default one checks no signature):
+"""SASL/OAUTHBEARER towards a real Kafka broker (the suite's release) whose listener checks
+every token's signature against the JWKS of a real issuer started here
+(``harness.oidc_issuer``, with Kafka's BrokerJwtValidator: 4.1.0-4.1.1's default one checks
+no signature):
 
 - the broker refuses forged, expired and misaddressed tokens, and closes a connection
   whose token has expired (what the service must carry on across);

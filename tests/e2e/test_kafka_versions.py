@@ -1,7 +1,8 @@
 """The commit path, ``describe-group``, lag and status on each Kafka release users run:
-4.1 (the suite's default, the newest) and 3.9 (what many clusters still run; 4.0 removed
-old protocol versions). Each broker is started for the test, in an empty folder (KRaft,
-jars from Maven Central), so the first commit also meets a brand-new coordinator."""
+every minor line on Maven Central, from 4.4 (the suite's default, the newest) down to 4.0
+(which removed old protocol versions), and 3.9 (the last with ZooKeeper, what many clusters
+still run). Each broker is started for the test, in an empty folder (KRaft, jars from
+Maven Central), so the first commit also meets a brand-new coordinator."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from tests.support.service import metric, spark_progress, wait_for
 
 pytestmark = pytest.mark.kafka
 
-VERSIONS = ["4.1.1", "3.9.1"]
+VERSIONS = ["4.4.0", "4.3.1", "4.2.2", "4.1.1", "4.0.2", "3.9.1"]
 
 
 @pytest.fixture(params=VERSIONS, ids=[f"kafka-{v}" for v in VERSIONS])

@@ -7,10 +7,8 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import signal
 import subprocess
-import sys
 import time
 import venv
 import zipfile
@@ -20,7 +18,7 @@ import httpx
 import pytest
 
 from harness.machine import ROOT, free_port
-from tests.support.wheels import listener_wheel
+from tests.support.wheels import listener_wheel, service_wheel
 
 
 def dockerfile_healthcheck() -> list[str]:
@@ -31,34 +29,11 @@ def dockerfile_healthcheck() -> list[str]:
     return command
 
 
-def dockerfile_build_context() -> list[str]:
-    """What the Dockerfile's build stage copies from the checkout (``COPY src... dst``)."""
-    sources: list[str] = []
-    for line in (ROOT / "Dockerfile").read_text().splitlines():
-        if line.startswith("COPY ") and "--from=" not in line:
-            sources += line.split()[1:-1]
-    return sources
-
-
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The wheel, built as the Dockerfile builds it: from only what it copies, in a clean
     folder (a checkout's own ``build/`` can hold modules that no longer exist)."""
-    context = tmp_path_factory.mktemp("context")
-    for source in dockerfile_build_context():
-        if (ROOT / source).is_dir():
-            skip = shutil.ignore_patterns("__pycache__", "*.egg-info")
-            shutil.copytree(ROOT / source, context / source, ignore=skip)
-        else:
-            shutil.copy(ROOT / source, context / source)
-    wheels = tmp_path_factory.mktemp("wheels")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(context)],
-        check=True,
-        capture_output=True,
-    )
-    (built,) = wheels.glob("spark_offset_sidecar-*.whl")
-    return built
+    return service_wheel(tmp_path_factory.mktemp("wheels"))
 
 
 @pytest.mark.parametrize("extra", ["", "postgres"], ids=["plain install", "[postgres]"])

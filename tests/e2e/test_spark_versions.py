@@ -8,7 +8,7 @@ service down (its address refuses connections): Spark finishes every batch all t
 and the next run, with the service up, is committed to the end.
 
 The cases, one per cell of the compatibility table in docs/versions.md:
-  - classic PySpark 3.5.7, 4.0.0 and 4.1.1 on the suite's Kafka 4.1.1 (the project's own
+  - classic PySpark 3.5.7, 4.0.0 and 4.1.1 on the suite's Kafka 4.4.0 (the project's own
     4.2.0 runs in every other Spark test);
   - Spark Connect clients 3.5.7, 4.0.0, 4.1.1 and 4.2.0 (``pyspark[connect]``) with a
     local Connect server that the client starts. A 4.x client runs the listener itself,
@@ -52,7 +52,7 @@ OLD_KAFKA = "3.9.1"
 # A Connect client's local server listens on 15002 whichever test starts it: the Connect
 # cases run one after another on one worker (and under a lock against other test runs).
 LOCAL_CONNECT = pytest.mark.xdist_group("spark-connect-15002")
-CASES = [  # on the suite's broker (Kafka 4.1.1)
+CASES = [  # on the suite's broker (Kafka 4.4.0)
     *(pytest.param(v, "classic", id=v) for v in VERSIONS),
     *(pytest.param(v, "connect", id=f"{v}-connect", marks=LOCAL_CONNECT) for v in CONNECT_VERSIONS),
 ]

@@ -44,7 +44,6 @@ JSON = {"content-type": "application/json"}
 @pytest.mark.parametrize(
     ("content", "problem"),
     [
-        (b"[" * 2000 + b"]" * 2000, "is nested too deep to parse"),
         (b'{"group_id": "g\xff\xfe", "progress": {}}', "is not valid UTF-8"),
         (b'{"group_id": ', "is not JSON (Expecting value at position 13)"),
     ],
@@ -58,6 +57,7 @@ def test_bodies_that_do_not_parse_are_refused_in_the_one_shape(
 
 
 def test_deep_nesting_within_the_body_limit_is_refused_naming_the_problem(tmp_path: Path) -> None:
+    # 200,000 levels: too deep for json on every Python (3.13 parses 2,000, 3.11 does not).
     settings = Settings(database_url=f"sqlite:///{tmp_path / 'sidecar.db'}")
     app = create_app(settings, committer=InMemoryCommitter(), log_ends=InMemoryLogEnds())
     with TestClient(app) as client:

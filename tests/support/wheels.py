@@ -25,3 +25,29 @@ def listener_wheel(folder: Path) -> Path:
     subprocess.run([*build, str(source)], check=True, capture_output=True)
     (wheel,) = folder.glob("spark_offset_listener-*.whl")
     return wheel
+
+
+def dockerfile_build_context() -> list[str]:
+    """What the Dockerfile's build stage copies from the checkout (``COPY src... dst``)."""
+    sources: list[str] = []
+    for line in (ROOT / "Dockerfile").read_text().splitlines():
+        if line.startswith("COPY ") and "--from=" not in line:
+            sources += line.split()[1:-1]
+    return sources
+
+
+def service_wheel(folder: Path) -> Path:
+    """Build ``spark-offset-sidecar`` into ``folder`` as the Dockerfile builds it: from only
+    what it copies."""
+    context = folder / "context"
+    context.mkdir(parents=True)
+    for source in dockerfile_build_context():
+        if (ROOT / source).is_dir():
+            skip = shutil.ignore_patterns("__pycache__", "*.egg-info")
+            shutil.copytree(ROOT / source, context / source, ignore=skip)
+        else:
+            shutil.copy(ROOT / source, context / source)
+    build = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(folder)]
+    subprocess.run([*build, str(context)], check=True, capture_output=True)
+    (wheel,) = folder.glob("spark_offset_sidecar-*.whl")
+    return wheel

@@ -109,11 +109,15 @@ def test_pauses_are_counted_by_generation(keeper: tuple[HeapKeeper, Clock]) -> N
 
 def test_thaw_every_zero_never_freezes() -> None:
     gc.unfreeze()
+    gc.collect()
+    # What the interpreter counts with nothing frozen: 0, but 375 on Python 3.12.1, whose
+    # collections leave objects counted in the permanent generation.
+    nothing_frozen = gc.get_freeze_count()
     kept = HeapKeeper(thaw_every=0.0)
     kept.install()
     try:
         gc.collect()
-        assert kept.frozen == 0
+        assert kept.frozen == nothing_frozen
     finally:
         kept.uninstall()
 

@@ -139,7 +139,7 @@ def timeless(status: GroupStatus) -> bool:
     return all(not p.current_lag for p in status.partitions)
 
 
-def partition_status(
+def partition_status(  # noqa: PLR0911  (Burrow's rules, one return each)
     series: list[tuple[float, int, int]],
     current_lag: int,
     now: float,

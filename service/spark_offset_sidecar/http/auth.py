@@ -289,7 +289,7 @@ def _failing(entry: Any, where: str) -> Callable[[str], ConfigError]:
     return fail
 
 
-def _grant(
+def _grant(  # noqa: C901, PLR0912  (one check per field of a token entry)
     entry: Any, index: int, *, kind: str = "tokens", keys: frozenset[str] = _KEYS
 ) -> TokenGrant:
     fail = _failing(entry, f"{kind}[{index}]")

@@ -29,13 +29,13 @@ from spark_offset_sidecar.http.auth import TokenGrant
 from spark_offset_sidecar.http.models import (
     CheckpointEvent,
     CommitIntervalRequest,
-    ErrorAnswer,
     EventAnswer,
     GroupId,
     ProgressEvent,
     QueryId,
     QueryView,
     StartingOffsetsAnswer,
+    refusals,
 )
 from spark_offset_sidecar.observe.logs import about
 
@@ -62,9 +62,7 @@ _LOG_LEVEL = {
     Outcome.UNKNOWN_QUERY: logging.INFO,
     Outcome.UNKNOWN_CHECKPOINT: logging.INFO,
 }
-ERRORS: dict[int | str, dict[str, object]] = {
-    code: {"model": ErrorAnswer} for code in (401, 403, 404, 409, 413, 422, 429, 503)
-}
+ERRORS = refusals(401, 403, 404, 409, 413, 422, 429, 503)
 
 
 def _durable(request: Request) -> DurableLedger:

@@ -24,15 +24,13 @@ from spark_offset_sidecar.core.group_report import FolderReport
 from spark_offset_sidecar.errors import InvalidEvent
 from spark_offset_sidecar.http.access import allow_write, caller, runtime_of
 from spark_offset_sidecar.http.auth import TokenGrant
-from spark_offset_sidecar.http.models import ErrorAnswer, FolderPath, FolderView, FollowRequest
+from spark_offset_sidecar.http.models import FolderPath, FolderView, FollowRequest, refusals
 from spark_offset_sidecar.http.state import Runtime
 from spark_offset_sidecar.ports.checkpoints import FollowedFolder, FollowedFolders
 
 log = logging.getLogger(__name__)
 router = APIRouter(prefix="/v1/followed-folders", tags=["followed folders"])
-ERRORS: dict[int | str, dict[str, object]] = {
-    code: {"model": ErrorAnswer} for code in (401, 403, 404, 409, 422, 503)
-}
+ERRORS = refusals(401, 403, 404, 409, 422, 503)
 
 
 def normalized(path: str, runtime: Runtime) -> str:

@@ -110,6 +110,26 @@ class ErrorAnswer(BaseModel):
     errors: list[FieldProblem] = Field(default=[], description="the fields at fault, if any")
 
 
+# Refusals' descriptions in the API schema, by status: RFC 9110's reason phrases, written
+# here because Python's own (http.HTTPStatus, which FastAPI uses) differ between versions
+# (413 and 422 were renamed in 3.13).
+REFUSAL_PHRASES = {
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not Found",
+    409: "Conflict",
+    413: "Content Too Large",
+    422: "Unprocessable Content",
+    429: "Too Many Requests",
+    503: "Service Unavailable",
+}
+
+
+def refusals(*codes: int) -> dict[int | str, dict[str, object]]:
+    """``responses=`` for a route that refuses with these statuses (an ``ErrorAnswer``)."""
+    return {code: {"model": ErrorAnswer, "description": REFUSAL_PHRASES[code]} for code in codes}
+
+
 class EventAnswer(ErrorAnswer):
     """What became of an event; a refused event's answer is an ``ErrorAnswer`` too."""
 

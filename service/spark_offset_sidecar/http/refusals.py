@@ -100,7 +100,7 @@ def _body_problem(exc: HTTPException) -> str | None:
     return None
 
 
-def exception_answers(metrics: SidecarMetrics) -> dict[type[Exception], Handler]:
+def exception_answers(metrics: SidecarMetrics) -> dict[type[Exception], Handler]:  # noqa: C901  (one handler per error)
     """Exception -> answer, for ``app.add_exception_handler``."""
 
     async def validation(_request: Request, exc: RequestValidationError) -> Response:

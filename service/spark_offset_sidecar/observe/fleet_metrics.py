@@ -184,7 +184,7 @@ class FleetExposition:
         self.builds += 1
         return text, packed
 
-    def _group(
+    def _group(  # noqa: C901, PLR0912  (one branch per optional family)
         self,
         f: dict[str, Family],
         ledger: Ledger,

@@ -207,7 +207,7 @@ class DurableLedger:
             items, self._queue = self._queue, []
             await self._write(items)
 
-    async def _write(
+    async def _write(  # noqa: C901, PLR0912  (a batch's kinds, each answered)
         self, items: list[_Event | _Result | _Refresh], *, alone: bool = False
     ) -> None:
         """Decide ``items`` and write them as one transaction, then answer them; a batch

@@ -45,6 +45,7 @@ import time
 import zlib
 from collections import defaultdict
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from aiokafka import errors as kafka_errors
@@ -152,91 +153,101 @@ class KafkaOffsetCommitter:
         for tp, offset in sorted(request.offsets.items()):
             by_topic[tp.topic].append((tp.partition, offset, metadata))
         message = OffsetCommit(group, list(by_topic.items()))
-        asked_again: kafka_errors.KafkaError | None = None  # the last "not yet" answer
-        unreachable: BaseException | None = None  # the last broker that could not be reached
-        node: int | None = None
-        backoff = self.retry_backoff
-        resends = RESENDS
+        tries = _Tries(backoff=self.retry_backoff)
         try:
             async with asyncio.timeout(self.timeout):
-                while True:
-                    try:
-                        node = None
-                        node = await self._coordinator(group)
-                        connection = await self._connection(node, await self._lane(group))
-                        error = _first_error(await connection.send(message))
-                        if error is not None:
-                            raise error
-                        self.credentials_problem = None
-                        self.unreachable.reached(group, node, time.monotonic())
-                        return
-                    except _ASK_AGAIN as exc:
-                        asked_again = exc
-                        self._coordinators.pop(group, None)
-                        await asyncio.sleep(self.retry_backoff)
-                    except _UNREACHABLE as exc:
-                        unreachable = exc
-                        self._coordinators.pop(group, None)
-                        if node is not None:
-                            self.unreachable.missed(
-                                group, node, self._address(node), time.monotonic()
-                            )
-                        if self._client is not None:
-                            self._client.force_metadata_update()
-                        # Short steps: the group's new coordinator is taken as soon as
-                        # Kafka names one (once it has fenced the dead broker).
-                        await asyncio.sleep(backoff)
-                        backoff = min(2 * backoff, UNREACHABLE_BACKOFF_MAX)
-                    except kafka_errors.KafkaConnectionError:
-                        # The broker closed the connection under the request: with
-                        # OAUTHBEARER it does so once the token has expired. Again on a new
-                        # connection (a new token); the same offsets again are harmless and
-                        # no later commit of the group can be in flight.
-                        if not resends:
-                            raise
-                        resends -= 1
-                        self.resent += 1
-                        self._coordinators.pop(group, None)
+                while not await self._try(group, message, tries):
+                    pass
         except asyncio.CancelledError:
             raise
         except BaseException as exc:
             self._coordinators.pop(group, None)
-            if isinstance(exc, TimeoutError) and unreachable is not None:
-                exc = unreachable
-            if isinstance(exc, (kafka_errors.KafkaConnectionError, *_UNREACHABLE)):
-                exc = await self._why_unreachable() or exc
-            if isinstance(exc, _UNREACHABLE):
-                where = "its coordinator" if node is None else f"its coordinator, broker {node},"
-                raise BrokerUnavailable(
-                    f"group {group!r}: {where} could not be reached within {self.timeout:g} s "
-                    f"({exc}); Kafka moves the groups of a broker that "
-                    "died once it fences it (broker.session.timeout.ms)"
-                ) from exc
-            if isinstance(exc, TimeoutError) and asked_again is not None:
-                raise CoordinatorNotAvailable(
-                    f"group {group!r} had no coordinator within {self.timeout:g} s (Kafka "
-                    f"kept answering {type(asked_again).__name__}; a new broker creates "
-                    "__consumer_offsets first); retried with backoff"
-                ) from exc
-            failure = _commit_error(exc, group, self.timeout)
+            failure, cause = await self._failure(exc, group, tries)
             if isinstance(failure, AuthenticationFailed | TlsFailed):
                 self.credentials_problem = str(failure)
-            raise failure from exc
+            raise failure from cause
 
-    async def _lane(self, group: str) -> int:
+    async def _try(self, group: str, message: OffsetCommit, tries: _Tries) -> bool:
+        """One try: True once Kafka took the commit, False to try again (it has waited
+        what it should); raises what ends the commit."""
+        tries.node = None
+        try:
+            tries.node = node = await self._coordinator(group)
+            connection = await self._connection(node, await self._lane(group, node))
+            error = _first_error(await connection.send(message))
+            if error is not None:
+                raise error
+            self.credentials_problem = None
+            self.unreachable.reached(group, node, time.monotonic())
+            return True
+        except _ASK_AGAIN as exc:
+            tries.asked_again = exc
+            self._coordinators.pop(group, None)
+            await asyncio.sleep(self.retry_backoff)
+        except _UNREACHABLE as exc:
+            tries.unreachable = exc
+            self._coordinators.pop(group, None)
+            if tries.node is not None:
+                address = self._address(tries.node)
+                self.unreachable.missed(group, tries.node, address, time.monotonic())
+            if self._client is not None:
+                self._client.force_metadata_update()
+            # Short steps: the group's new coordinator is taken as soon as Kafka names one
+            # (once it has fenced the dead broker).
+            await asyncio.sleep(tries.backoff)
+            tries.backoff = min(2 * tries.backoff, UNREACHABLE_BACKOFF_MAX)
+        except kafka_errors.KafkaConnectionError:
+            # The broker closed the connection under the request: with OAUTHBEARER it does
+            # so once the token has expired. Again on a new connection (a new token); the
+            # same offsets again are harmless and no later commit of the group can be in
+            # flight.
+            if not tries.resends:
+                raise
+            tries.resends -= 1
+            self.resent += 1
+            self._coordinators.pop(group, None)
+        return False
+
+    async def _failure(
+        self, exc: BaseException, group: str, tries: _Tries
+    ) -> tuple[CommitError, BaseException]:
+        """The failure that ended a commit, named, and the error it comes from."""
+        if isinstance(exc, TimeoutError) and tries.unreachable is not None:
+            exc = tries.unreachable
+        if isinstance(exc, (kafka_errors.KafkaConnectionError, *_UNREACHABLE)):
+            exc = await self._why_unreachable() or exc
+        if isinstance(exc, _UNREACHABLE):
+            node = tries.node
+            where = "its coordinator" if node is None else f"its coordinator, broker {node},"
+            return BrokerUnavailable(
+                f"group {group!r}: {where} could not be reached within {self.timeout:g} s "
+                f"({exc}); Kafka moves the groups of a broker that "
+                "died once it fences it (broker.session.timeout.ms)"
+            ), exc
+        if isinstance(exc, TimeoutError) and tries.asked_again is not None:
+            return CoordinatorNotAvailable(
+                f"group {group!r} had no coordinator within {self.timeout:g} s (Kafka "
+                f"kept answering {type(tries.asked_again).__name__}; a new broker creates "
+                "__consumer_offsets first); retried with backoff"
+            ), exc
+        return _commit_error(exc, group, self.timeout), exc
+
+    async def _lane(self, group: str, coordinator: int) -> int:
         """The group's lane: its partition of ``__consumer_offsets``, then its place among
         ``lanes // partitions`` lanes of that partition (see above)."""
         partitions = self._offsets_partitions
         if partitions is None:
-            found = await offsets_topic.partition_count(await self._client_started())
-            if found is None:
+            client = await self._client_started()
+            found = await offsets_topic.partition_count(client, coordinator)
+            if isinstance(found, str):
                 log.warning(
-                    "Kafka does not let this principal describe %s: groups are not kept "
-                    "apart by their partition of it, so a dead broker can delay commits "
-                    "of groups it does not hold (allow Describe on the topic)",
+                    "Kafka does not say how many partitions %s has (%s): groups are not "
+                    "kept apart by their partition of it, so a dead broker can delay "
+                    "commits of groups it does not hold (allow Describe on the topic)",
                     offsets_topic.OFFSETS_TOPIC,
+                    found,
                 )
-            partitions = self._offsets_partitions = found or 1
+            partitions = self._offsets_partitions = found if isinstance(found, int) else 1
         per_partition = max(1, self.lanes // partitions)
         spread = zlib.crc32(group.encode()) % per_partition
         return offsets_topic.partition_for(group, partitions) * per_partition + spread
@@ -323,6 +334,17 @@ class KafkaOffsetCommitter:
             await client.close()
 
 
+@dataclass
+class _Tries:
+    """What the tries of one commit have met so far."""
+
+    backoff: float  # the wait before the next look-up of an unreachable coordinator
+    node: int | None = None  # the coordinator of the current try, once known
+    asked_again: kafka_errors.KafkaError | None = None  # the last "not yet" answer
+    unreachable: BaseException | None = None  # the last broker that could not be reached
+    resends: int = RESENDS  # left, after the broker closed the connection under a request
+
+
 def _first_error(response: Any) -> kafka_errors.KafkaError | None:
     """The first partition error of an OffsetCommit response, as an aiokafka error."""
     for topic, partitions in response.topics:
@@ -333,7 +355,7 @@ def _first_error(response: Any) -> kafka_errors.KafkaError | None:
     return None
 
 
-def _commit_error(exc: BaseException, group: str, timeout: float) -> CommitError:
+def _commit_error(exc: BaseException, group: str, timeout: float) -> CommitError:  # noqa: PLR0911  (one reason per error)
     if isinstance(exc, TimeoutError):
         return CommitTimeout(f"no answer from Kafka within {timeout:g} s")
     if isinstance(exc, _MEMBERS):

@@ -37,19 +37,15 @@ def partition_for(group: str, partitions: int) -> int:
     return (0 if value == _INT_MIN else abs(value)) % partitions
 
 
-async def partition_count(client: AIOKafkaClient) -> int | None:
-    """How many partitions ``__consumer_offsets`` has, or None when Kafka does not let
-    this principal describe it (then the caller cannot tell groups' partitions apart).
-    Raises what reaching Kafka raises, and ``GroupCoordinatorNotAvailableError`` while
-    the topic does not exist yet (a brand-new cluster creates it on the first look-up)."""
-    response: Any = await client.send(client.get_random_node(), metadata_request([OFFSETS_TOPIC]))
+async def partition_count(client: AIOKafkaClient, coordinator: int) -> int | str:
+    """How many partitions ``__consumer_offsets`` has, asked of a group's ``coordinator``
+    (it leads one of them, so its metadata has the topic); or why Kafka does not say
+    (the principal may not describe it; a Kafka-compatible service without the topic,
+    such as Azure Event Hubs). Raises what reaching the broker raises."""
+    response: Any = await client.send(coordinator, metadata_request([OFFSETS_TOPIC]))
     for topic in response.to_object()["topics"]:
         code = topic["error_code"]
-        if code == kafka_errors.TopicAuthorizationFailedError.errno:
-            return None
-        if code != 0 or not topic["partitions"]:
-            raise kafka_errors.GroupCoordinatorNotAvailableError(
-                f"{OFFSETS_TOPIC} has no partitions yet (error {code})"
-            )
-        return len(topic["partitions"])
-    return None
+        if code == 0 and topic["partitions"]:
+            return len(topic["partitions"])
+        return f"{kafka_errors.for_code(code).__name__} for {OFFSETS_TOPIC}"
+    return f"no metadata for {OFFSETS_TOPIC}"

@@ -228,7 +228,7 @@ class JwksVerifier:
         return document
 
 
-def _refusal(exc: Exception, verifier: JwksVerifier) -> str:
+def _refusal(exc: Exception, verifier: JwksVerifier) -> str:  # noqa: PLR0911  (one reason per error)
     if isinstance(exc, jwt.ExpiredSignatureError):
         return "the token has expired"
     if isinstance(exc, jwt.ImmatureSignatureError):
