@@ -9,7 +9,8 @@ Facts these tests rest on (Kafka 4, KRaft): a commit is appended to the group's 
 ``__consumer_offsets`` with acks=all, so while a dead replica is still in that partition's
 ISR (until the controller fences the broker, ``broker.session.timeout.ms``, 9 s by
 default) every commit to that partition waits, whichever broker coordinates it: that wait
-is Kafka's. Groups on partitions the dead broker does not replicate must not wait at all.
+is Kafka's (a plain consumer's commit shows it in the same test). Groups on partitions the
+dead broker does not replicate must not wait at all.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from harness import kafka_cluster
 from harness.machine import ROOT
 from harness.service_process import ServiceProcess
 from spark_offset_sidecar.adapters.kafka.offsets_topic import partition_for
-from tests.support.cluster_traffic import Checkpoints, CommitWitness
+from tests.support.cluster_traffic import Checkpoints, CommitWitness, PlainCommit
 from tests.support.kafka import create_topics, produce, run_sync, unique_group
 from tests.support.service import metric_sum, spark_progress, wait_for
 
@@ -114,6 +115,10 @@ def _groups_by_partition(
     return kinds
 
 
+def _since(moment: float | None, start: float) -> str:
+    return "never" if moment is None else f"{moment - start:.1f} s"
+
+
 def _failed(service: ServiceProcess, groups: list[str]) -> dict[str, float]:
     text = service.metrics()
     return {g: metric_sum(text, "sidecar_commits_failed_total", consumergroup=g) for g in groups}
@@ -131,9 +136,15 @@ def test_a_killed_broker_holds_only_the_groups_whose_commits_it_replicates(
     # their connections, some untouched group would share one with a waiting group.
     kinds = _groups_by_partition(layout, victim, {"victim's": 8, "replicated": 24, "untouched": 12})
     groups = [g for names in kinds.values() for g in names]
+    # Two more groups, committed by a plain consumer: what Kafka alone does for each kind.
+    plain = _groups_by_partition(layout, victim, {"replicated": 1, "untouched": 1})
     service = ServiceProcess(tmp_path, bootstrap).start()
     try:
-        with CommitWitness(bootstrap, groups, interval=0.25) as witness:
+        with (
+            CommitWitness(bootstrap, groups, interval=0.25) as witness,
+            PlainCommit(bootstrap, plain["replicated"][0], topic) as plain_replicated,
+            PlainCommit(bootstrap, plain["untouched"][0], topic) as plain_untouched,
+        ):
             with Checkpoints(service.url, groups, topic, PARTITIONS, every=1.0) as posts:
                 wait_for(
                     lambda: all(witness.batch(g) > 0 for g in groups),
@@ -151,6 +162,8 @@ def test_a_killed_broker_holds_only_the_groups_whose_commits_it_replicates(
                 wait_for(lambda: witness.now() - first > 15, timeout=30, what="15 s of commits")
                 killed = witness.now()
                 cluster.kill_node(victim)
+                plain_replicated.commit_now()
+                plain_untouched.commit_now()
                 others = next(n for n in range(1, NODES + 1) if n != victim)
                 warning = wait_for(
                     lambda: re.search(
@@ -210,10 +223,18 @@ def test_a_killed_broker_holds_only_the_groups_whose_commits_it_replicates(
         + ", ".join(f"{kind} {sum(failed[g] for g in names):g}" for kind, names in kinds.items())
         + "; after the fence, the first commit of the groups that waited came within "
         + ", ".join(f"{kind} {back[kind]:.1f} s" for kind in back)
+        + "; a plain consumer's commit after the kill, replicated: "
+        + f"{_since(plain_replicated.done_at, killed)}, untouched: "
+        + _since(plain_untouched.done_at, killed)
         + f"; posts refused: {posts.refused()}\n{warning.group(0)}"
     )
     assert posts.refused() == {}, "every checkpoint was answered 200 throughout"
+    # The premise, shown by a plain consumer: Kafka holds a commit to a partition whose
+    # dead replica is still in its ISR until it fences the broker, and no other.
+    assert plain_replicated.done_at is not None, plain_replicated.error
+    assert plain_untouched.done_at is not None, plain_untouched.error
     window = fenced - killed
+    assert plain_untouched.done_at - killed < window / 2 < plain_replicated.done_at - killed
     for group in kinds["untouched"]:
         # Its partition of __consumer_offsets has no replica on the dead broker: it commits
         # while the broker is dead and not yet fenced as often as in as long a time before

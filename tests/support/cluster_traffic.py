@@ -127,3 +127,52 @@ class CommitWitness:
                 await asyncio.sleep(self.interval)
         finally:
             await admin.close()
+
+
+class PlainCommit:
+    """A group committed by a plain aiokafka consumer (no sidecar), once when started and
+    once more on ``commit_now()``: ``done_at`` is when Kafka answered that second commit
+    (the witness's clock), what Kafka alone does for the group."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str) -> None:
+        self.bootstrap, self.group, self.topic = bootstrap, group, topic
+        self.done_at: float | None = None
+        self.error: BaseException | None = None
+        self._ready, self._go = threading.Event(), threading.Event()
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._run()), daemon=True)
+
+    def __enter__(self) -> PlainCommit:
+        self._thread.start()
+        if not self._ready.wait(60):
+            raise AssertionError(f"{self.group}: the plain consumer's first commit: {self.error}")
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._go.set()
+        self._thread.join(60)
+
+    def commit_now(self) -> None:
+        self._go.set()
+
+    async def _run(self) -> None:
+        from aiokafka import AIOKafkaConsumer, TopicPartition
+
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.bootstrap,
+            group_id=self.group,
+            enable_auto_commit=False,
+            request_timeout_ms=60_000,
+        )
+        partition = TopicPartition(self.topic, 0)
+        try:
+            await consumer.start()
+            consumer.assign([partition])
+            await consumer.commit({partition: 1})
+            self._ready.set()
+            await asyncio.to_thread(self._go.wait)
+            await consumer.commit({partition: 2})
+            self.done_at = time.monotonic()
+        except BaseException as exc:
+            self.error = exc
+        finally:
+            await consumer.stop()

@@ -8,8 +8,9 @@ of a fixed number of *lanes* (connections); a group always uses the same lane. A
 carries the groups of one partition of ``__consumer_offsets`` only (``offsets_topic``):
 commits on a partition whose replica died wait for Kafka to fence it, and the broker
 answers a connection in order, so a lane shared with another partition would make that
-partition's groups wait too. Lanes are ``max(lanes, partitions)`` in all, spread over the
-coordinators (``lanes`` per coordinator while ``__consumer_offsets`` has one partition).
+partition's groups wait too. Lanes are at most ``max(lanes, partitions)`` in all, spread
+over the coordinators (``lanes`` per coordinator while ``__consumer_offsets`` has one
+partition).
 One shared ``AIOKafkaClient`` finds coordinators. Broker connections therefore depend on
 the number of brokers, lanes and partitions, never on the number of groups. Facts this
 relies on (Kafka protocol and broker, aiokafka 0.14 read in source):
