@@ -193,11 +193,7 @@ def test_a_killed_broker_holds_only_the_groups_whose_commits_it_replicates(
                     what="/readyz without the warning once no group waits on the broker",
                 )
                 settled = witness.now()
-            wait_for(
-                lambda: all(witness.batch(g) == posts.batch[g] for g in groups),
-                timeout=60,
-                what="every group's newest checkpoint committed",
-            )
+            witness.wait_for_newest(posts)
         failed = _failed(service, groups)
         log = service.log.read_text()
     finally:
@@ -305,11 +301,7 @@ def test_a_rolling_restart_pages_nobody_and_lag_is_read_while_leaders_move(
                         statuses[service.http.get(f"/v1/status/{group}").json()["status"]] += 1
                     cluster.start_node(node)
                 ended = witness.now()
-            wait_for(
-                lambda: all(witness.batch(g) == posts.batch[g] for g in groups),
-                timeout=60,
-                what="every group's newest checkpoint committed",
-            )
+            witness.wait_for_newest(posts)
         failed = _failed(service, groups)
     finally:
         service.stop()

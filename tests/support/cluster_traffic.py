@@ -9,32 +9,23 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Iterable
+from typing import Self
 
 import httpx
 from aiokafka.admin import AIOKafkaAdminClient
 
-from tests.support.service import spark_progress
+from tests.support.service import spark_progress, wait_for
 
 
-def offsets_of(topic: str, batch: int, partitions: int) -> dict[str, dict[str, int]]:
-    return {topic: {str(p): batch for p in range(partitions)}}
+class _InThread:
+    """Runs ``_loop`` in a thread of its own for the time of a ``with`` block; ``_stop`` is
+    set when the block ends."""
 
-
-class Checkpoints:
-    """Posts a checkpoint for every group in turn, each about every ``every`` s (a batch
-    number that grows, committed as every partition's offset); records each answer."""
-
-    def __init__(
-        self, url: str, groups: list[str], topic: str, partitions: int, every: float = 0.5
-    ) -> None:
-        self.url, self.groups, self.topic = url, groups, topic
-        self.partitions, self.every = partitions, every
-        self.batch = dict.fromkeys(groups, 0)
-        self.answers: defaultdict[int, int] = defaultdict(int)  # status code -> count
+    def __init__(self) -> None:
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread = threading.Thread(target=self._loop, daemon=True)
 
-    def __enter__(self) -> Checkpoints:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 
@@ -42,7 +33,28 @@ class Checkpoints:
         self._stop.set()
         self._thread.join(30)
 
-    def _run(self) -> None:
+    def _loop(self) -> None:
+        raise NotImplementedError
+
+
+def offsets_of(topic: str, batch: int, partitions: int) -> dict[str, dict[str, int]]:
+    return {topic: {str(p): batch for p in range(partitions)}}
+
+
+class Checkpoints(_InThread):
+    """Posts a checkpoint for every group in turn, each about every ``every`` s (a batch
+    number that grows, committed as every partition's offset); records each answer."""
+
+    def __init__(
+        self, url: str, groups: list[str], topic: str, partitions: int, every: float = 0.5
+    ) -> None:
+        super().__init__()
+        self.url, self.groups, self.topic = url, groups, topic
+        self.partitions, self.every = partitions, every
+        self.batch = dict.fromkeys(groups, 0)
+        self.answers: defaultdict[int, int] = defaultdict(int)  # status code -> count
+
+    def _loop(self) -> None:
         pause = self.every / len(self.groups)
         with httpx.Client(base_url=self.url, timeout=10) as http:
             while not self._stop.is_set():
@@ -66,7 +78,7 @@ class Checkpoints:
         return {code: n for code, n in self.answers.items() if code != 200}
 
 
-class CommitWitness:
+class CommitWitness(_InThread):
     """Reads every group's committed offsets from Kafka (as lag tools do) every
     ``interval`` s, all groups at once, each read bounded so that a group whose coordinator
     is dead does not hold the others; ``changes[group]`` lists (monotonic time, batch) each
@@ -78,16 +90,10 @@ class CommitWitness:
         self.bootstrap, self.groups = bootstrap, list(groups)
         self.interval, self.timeout = interval, timeout
         self.changes: dict[str, list[tuple[float, int]]] = {g: [] for g in self.groups}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=lambda: asyncio.run(self._run()), daemon=True)
+        super().__init__()
 
-    def __enter__(self) -> CommitWitness:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self._stop.set()
-        self._thread.join(30)
+    def _loop(self) -> None:
+        asyncio.run(self._run())
 
     @staticmethod
     def now() -> float:
@@ -96,6 +102,14 @@ class CommitWitness:
 
     def batch(self, group: str) -> int:
         return self.changes[group][-1][1] if self.changes[group] else 0
+
+    def wait_for_newest(self, posts: Checkpoints) -> None:
+        """Until every group's committed batch is the last one ``posts`` had answered."""
+        wait_for(
+            lambda: all(self.batch(g) == posts.batch[g] for g in posts.groups),
+            timeout=60,
+            what="every group's newest checkpoint committed",
+        )
 
     def committed_between(self, group: str, start: float, end: float) -> int:
         """How many times the group's commit moved within [start, end]."""
