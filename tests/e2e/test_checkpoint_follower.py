@@ -29,6 +29,7 @@ from harness.service_process import ServiceProcess
 from spark_offset_listener.listener import OffsetCommitListener
 from tests.support.checkpoints import COMMIT_LOG, offset_log
 from tests.support.cli import offset_sidecar
+from tests.support.in_thread import InThread
 from tests.support.kafka import committed_offsets, log_ends, produce, run_sync, unique_group
 from tests.support.offset_watch import OffsetWatch
 from tests.support.service import metric, metric_sum, wait_for
@@ -103,16 +104,17 @@ def test_a_job_without_a_listener_is_committed_through_its_local_checkpoint(
     assert group in listed.stdout
 
 
-class CheckpointSync:
+class CheckpointSync(InThread):
     """Copies a local checkpoint folder into an object store as Spark writes it (metadata,
     then each new ``offsets/N``, then each new ``commits/N``), from a thread; ``put(key,
     body)`` writes one object under the folder."""
 
+    JOIN_SECONDS = 10.0
+
     def __init__(self, local: Path, put: Callable[[str, bytes], None]) -> None:
         self.local, self.put = local, put
         self.copied: set[str] = set()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+        super().__init__()
 
     @classmethod
     def to_s3(cls, local: Path, server: S3Server, bucket: str, prefix: str) -> CheckpointSync:
@@ -123,13 +125,8 @@ class CheckpointSync:
             lambda key, body: client.put_object(Bucket=bucket, Key=f"{prefix}/{key}", Body=body),
         )
 
-    def __enter__(self) -> CheckpointSync:
-        self._thread.start()
-        return self
-
     def __exit__(self, *_exc: object) -> None:
-        self._stop.set()
-        self._thread.join(10)
+        super().__exit__(*_exc)
         self.once()
 
     def once(self) -> None:
@@ -144,7 +141,7 @@ class CheckpointSync:
                     self.put(key, file.read_bytes())
                     self.copied.add(key)
 
-    def _run(self) -> None:
+    def _loop(self) -> None:
         while not self._stop.wait(0.2):
             self.once()
 

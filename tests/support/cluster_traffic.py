@@ -9,39 +9,19 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Iterable
-from typing import Self
 
 import httpx
 from aiokafka.admin import AIOKafkaAdminClient
 
+from tests.support.in_thread import InThread
 from tests.support.service import spark_progress, wait_for
-
-
-class _InThread:
-    """Runs ``_loop`` in a thread of its own for the time of a ``with`` block; ``_stop`` is
-    set when the block ends."""
-
-    def __init__(self) -> None:
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-
-    def __enter__(self) -> Self:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self._stop.set()
-        self._thread.join(30)
-
-    def _loop(self) -> None:
-        raise NotImplementedError
 
 
 def offsets_of(topic: str, batch: int, partitions: int) -> dict[str, dict[str, int]]:
     return {topic: {str(p): batch for p in range(partitions)}}
 
 
-class Checkpoints(_InThread):
+class Checkpoints(InThread):
     """Posts a checkpoint for every group in turn, each about every ``every`` s (a batch
     number that grows, committed as every partition's offset); records each answer."""
 
@@ -78,7 +58,7 @@ class Checkpoints(_InThread):
         return {code: n for code, n in self.answers.items() if code != 200}
 
 
-class CommitWitness(_InThread):
+class CommitWitness(InThread):
     """Reads every group's committed offsets from Kafka (as lag tools do) every
     ``interval`` s, all groups at once, each read bounded so that a group whose coordinator
     is dead does not hold the others; ``changes[group]`` lists (monotonic time, batch) each

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 
 from aiokafka.admin import AIOKafkaAdminClient
 
+from tests.support.in_thread import InThread
 
-class OffsetWatch:
+
+class OffsetWatch(InThread):
     """Polls ``group`` every ``interval`` s; ``regressions`` lists every partition seen to
     move backwards, ``history`` every distinct observation."""
+
+    JOIN_SECONDS = 10.0
 
     def __init__(self, bootstrap: str, group: str, interval: float = 0.05) -> None:
         self.bootstrap, self.group, self.interval = bootstrap, group, interval
@@ -19,16 +22,10 @@ class OffsetWatch:
         self.history: list[dict[tuple[str, int], int]] = []
         self.regressions: list[str] = []
         self.errors = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=lambda: asyncio.run(self._run()), daemon=True)
+        super().__init__()
 
-    def __enter__(self) -> OffsetWatch:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self._stop.set()
-        self._thread.join(10)
+    def _loop(self) -> None:
+        asyncio.run(self._run())
 
     async def _run(self) -> None:
         admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=3000)
