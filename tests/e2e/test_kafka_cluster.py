@@ -110,7 +110,7 @@ def _groups_by_partition(
             if victim in where.replicas
             else "untouched"
         )
-        if len(kinds[kind]) < wanted[kind]:
+        if len(kinds.get(kind, ())) < wanted.get(kind, 0):
             kinds[kind].append(group)
     return kinds
 
