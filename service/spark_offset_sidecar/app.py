@@ -235,6 +235,7 @@ def create_app(  # noqa: C901, PLR0915  (the composition root, every mode)
             board=runtime.board,
             record_times=times,
             risk_seconds=settings.retention_risk_seconds,
+            waits=kafka.waiting,
         )
         metrics.watch_lag(runtime.lag_monitor)
         runtime.lag_task = asyncio.create_task(runtime.lag_monitor.run(), name="lag monitor")

@@ -68,6 +68,10 @@ class InMemoryCommitter:
         self.gate.set()
         self.in_flight = 0
         self.max_in_flight = 0
+        self.waits: dict[str, str] = {}  # what ``waiting`` says of a group (tests set it)
+
+    def waiting(self, group_id: str) -> str | None:
+        return self.waits.get(group_id)
 
     async def commit(self, request: CommitRequest) -> None:
         self.in_flight += 1

@@ -4,6 +4,7 @@ query ids list what every replica registered."""
 
 from __future__ import annotations
 
+import json
 import time
 from array import array
 from collections import Counter
@@ -12,7 +13,11 @@ from typing import Any
 import pytest
 
 from spark_offset_sidecar.adapters.sql.lease_store import LeaseStore
-from spark_offset_sidecar.adapters.sql.status_board import SqlStatusBoard
+from spark_offset_sidecar.adapters.sql.status_board import (
+    SqlStatusBoard,
+    decode_report,
+    encode_report,
+)
 from spark_offset_sidecar.core.group_report import (
     CommitUnderway,
     FolderReport,
@@ -74,6 +79,7 @@ def entry(
         in_flight=CommitUnderway(7, {TP0: 40, TP1: 2**62}, 2),
         retry_at=at + 3,
         last_failure="broker unavailable",
+        waiting="its coordinator, broker 2, cannot be reached for 4 s",
         counters=GroupCounters(
             succeeded=5,
             skipped=1,
@@ -117,6 +123,16 @@ def test_what_an_owner_publishes_every_replica_reads_back_as_it_was(stores: Any)
     newer = entry("g0", "a", at=200.0)
     assert board_a.publish([newer]) == 1
     assert board_b.read(["g0"]) == [newer.report]
+
+
+def test_a_report_published_before_commit_waiting_existed_reads_as_not_waiting() -> None:
+    """During a rolling upgrade, older replicas publish reports without ``waiting``."""
+    report = entry("g0", "a").report
+    doc = json.loads(encode_report(report))
+    del doc["waiting"]
+    read = decode_report("g0", "a", report.evaluated_at, json.dumps(doc))
+    assert read.live.waiting is None
+    assert read.live.last_failure == report.live.last_failure
 
 
 def test_only_the_owner_writes_a_groups_report(stores: Any) -> None:

@@ -21,6 +21,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -119,6 +120,15 @@ def _since(moment: float | None, start: float) -> str:
     return "never" if moment is None else f"{moment - start:.1f} s"
 
 
+VICTIMS = "victim's"
+
+
+def _status(service: ServiceProcess, group: str) -> Any:
+    answer = service.http.get(f"/v1/status/{group}")
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
 def _failed(service: ServiceProcess, groups: list[str]) -> dict[str, float]:
     text = service.metrics()
     return {g: metric_sum(text, "sidecar_commits_failed_total", consumergroup=g) for g in groups}
@@ -173,6 +183,20 @@ def test_a_killed_broker_holds_only_the_groups_whose_commits_it_replicates(
                     timeout=60,
                     what="/readyz naming the dead broker",
                 )
+                # Each of its groups' status says why its commit waits; no other group's.
+                waiting = wait_for(
+                    lambda: [
+                        said
+                        for g in kinds["victim's"]
+                        if (said := _status(service, g)["commit_waiting"])
+                        and f"broker {victim} " in said
+                    ],
+                    timeout=30,
+                    what="the status of the dead broker's groups saying why commits wait",
+                )
+                assert all(
+                    _status(service, g)["commit_waiting"] is None for g in kinds["untouched"]
+                )
                 wait_for(
                     lambda: victim not in cluster.live_brokers(asking=others),
                     timeout=120,
@@ -222,7 +246,8 @@ def test_a_killed_broker_holds_only_the_groups_whose_commits_it_replicates(
         + "; a plain consumer's commit after the kill, replicated: "
         + f"{_since(plain_replicated.done_at, killed)}, untouched: "
         + _since(plain_untouched.done_at, killed)
-        + f"; posts refused: {posts.refused()}\n{warning.group(0)}"
+        + f"; posts refused: {posts.refused()}\n{warning.group(0)}\n"
+        + f"{len(waiting)} of {len(kinds[VICTIMS])} of its groups' status: {waiting[0]}"
     )
     assert posts.refused() == {}, "every checkpoint was answered 200 throughout"
     # The premise, shown by a plain consumer: Kafka holds a commit to a partition whose

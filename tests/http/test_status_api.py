@@ -106,6 +106,29 @@ def test_repeated_failures_make_the_group_err_and_a_success_clears_it(
         wait_for(lambda: status_of(client)["totallag"] == 10, what="the lag, at the next read")
 
 
+def test_a_commit_held_by_an_unreachable_coordinator_says_so_in_the_status(
+    tmp_path: Path, ends: InMemoryLogEnds
+) -> None:
+    """The committer's word on a commit in flight (``OffsetCommitter.waiting``) is the
+    group's ``commit_waiting`` in its status, its query's state and the page, while the
+    commit is in flight, and gone once it is answered."""
+    committer = InMemoryCommitter()
+    committer.gate.clear()  # the commit stays in flight
+    why = "its coordinator, broker 2, cannot be reached for 4 s"
+    committer.waits[GROUP] = why
+    with running(tmp_path, ends, committer) as client:
+        post_progress(client, 1, {"orders": {"0": 40, "1": 7}})
+        wait_for(lambda: status_of(client)["commit_waiting"] == why, what="the status to say it")
+        (query,) = client.get("/v1/queries").json()
+        assert query["in_flight"] is not None
+        assert query["commit_waiting"] == why
+        assert client.get(f"/v1/queries/{query['query_id']}").json()["commit_waiting"] == why
+        wait_for(lambda: f"commit waits: {why}" in client.get("/ui").text, what="the page")
+        committer.gate.set()
+        wait_for(lambda: status_of(client)["commit_waiting"] is None, what="the wait to end")
+        assert client.get("/v1/queries").json()[0]["commit_waiting"] is None
+
+
 def test_a_failing_read_keeps_the_service_up_and_leaves_lag_unknown(tmp_path: Path) -> None:
     ends = InMemoryLogEnds(fail_with=KafkaReadError("brokers unreachable"))
     with running(tmp_path, ends, InMemoryCommitter()) as client:

@@ -47,6 +47,9 @@ class RecordingCommitter:
         finally:
             self.active[request.group_id] -= 1
 
+    def waiting(self, group_id: str) -> str | None:
+        return None
+
     async def close(self) -> None:
         pass
 

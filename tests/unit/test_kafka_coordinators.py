@@ -73,3 +73,22 @@ def test_a_broker_back_releases_every_group_that_waited_on_it() -> None:
     assert brokers.nodes() == [3]
     brokers.missed("c", 2, "", now=6)  # c's coordinator is now 2, and 2 is gone again
     assert brokers.nodes() == [2]
+
+
+def test_a_group_waiting_on_a_dead_broker_says_which_until_it_commits() -> None:
+    brokers = UnreachableBrokers()
+    brokers.missed("a", 2, "127.0.0.1:9093", now=100)
+    brokers.missed("b", 3, "", now=101)
+    waiting = brokers.waiting_on("a", now=104)
+    assert waiting is not None
+    assert waiting.startswith(
+        "its coordinator, broker 2 (127.0.0.1:9093), cannot be reached for 4 s"
+    )
+    assert "broker.session.timeout.ms" in waiting
+    assert brokers.waiting_on("c", now=104) is None, "a group that never missed waits on nothing"
+    brokers.reached("a", 1, now=109)  # Kafka named broker 1
+    assert brokers.waiting_on("a", now=110) is None
+    assert brokers.waiting_on("b", now=110) == (
+        "its coordinator, broker 3, cannot be reached for 9 s: Kafka names a new coordinator "
+        "once it fences the broker (broker.session.timeout.ms, 9 s by default)"
+    )

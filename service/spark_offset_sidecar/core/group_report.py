@@ -41,6 +41,9 @@ class LiveCommits:
     retry_at: float | None  # while failures are backed off
     last_failure: str | None
     counters: GroupCounters
+    # Why the commit in flight has no answer yet, as the committer sees it now (its
+    # coordinator cannot be reached); None when nothing is known to hold it.
+    waiting: str | None = None
 
 
 @dataclass(frozen=True)
@@ -77,7 +80,9 @@ class GroupReport:
     lag: GroupLag | None = None  # time lag, data at risk, catch-up (None: not evaluated)
 
 
-def live_of(group: GroupState) -> LiveCommits:
+def live_of(group: GroupState, waiting: str | None = None) -> LiveCommits:
+    """The live part of ``group``'s state; ``waiting`` (the committer's word on the commit
+    in flight) is kept only while a commit is in flight."""
     flight = group.in_flight
     return LiveCommits(
         in_flight=CommitUnderway(flight.checkpoint.checkpoint_id, flight.offsets, flight.attempt)
@@ -86,6 +91,7 @@ def live_of(group: GroupState) -> LiveCommits:
         retry_at=group.retry_at if group.failures else None,
         last_failure=group.last_failure,
         counters=group.counters.copy(),
+        waiting=waiting if flight is not None else None,
     )
 
 
@@ -98,7 +104,15 @@ def report_of(
     reported_by: str | None = None,
     folders: tuple[FolderReport, ...] = (),
     lag: GroupLag | None = None,
+    waiting: str | None = None,
 ) -> GroupReport:
     return GroupReport(
-        status, live_of(group), pending, evaluated_at, log_ends_read_at, reported_by, folders, lag
+        status,
+        live_of(group, waiting),
+        pending,
+        evaluated_at,
+        log_ends_read_at,
+        reported_by,
+        folders,
+        lag,
     )

@@ -17,7 +17,7 @@ from fastapi import APIRouter, HTTPException, Path, Query, Request
 from fastapi.responses import JSONResponse, Response
 
 from spark_offset_sidecar.core.changes import Decision, Outcome
-from spark_offset_sidecar.core.group_report import NOT_REPORTED, LiveCommits
+from spark_offset_sidecar.core.group_report import NOT_REPORTED, LiveCommits, live_of
 from spark_offset_sidecar.core.lag_figures import JobRates
 from spark_offset_sidecar.core.ledger import unknown_query
 from spark_offset_sidecar.core.names import TOPIC
@@ -333,9 +333,17 @@ async def get_query(query_id: QueryId, request: Request) -> QueryView | JSONResp
 
 async def _published_live(request: Request, group_ids: set[str]) -> dict[str, LiveCommits]:
     """With replicas, the live commit state of ``group_ids`` as their owners published it
-    (every replica answers the same; a group not reported yet shows none); alone, none:
+    (every replica answers the same; a group not reported yet shows none); alone, that of
+    the groups whose commit in flight waits (the committer's word on it): for the others
     the ledger's memory is the live state."""
     runtime = runtime_of(request)
+    if runtime.board is None and runtime.commit_loop is not None and runtime.durable is not None:
+        groups, waiting = runtime.durable.ledger.groups, runtime.commit_loop.committer.waiting
+        return {
+            g: live_of(groups[g], why)
+            for g in group_ids
+            if g in groups and groups[g].in_flight is not None and (why := waiting(g))
+        }
     if runtime.board is None or not group_ids:
         return {}
     reports = await runtime.published(group_ids)

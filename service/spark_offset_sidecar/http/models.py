@@ -182,6 +182,12 @@ class QueryView(BaseModel):
     committed: CommittedView | None
     retry_at: float | None
     last_failure: str | None
+    commit_waiting: str | None = Field(
+        default=None,
+        description="why the commit in flight has no answer yet, when the committer knows "
+        "(its coordinator cannot be reached: a broker died and Kafka has not moved the "
+        "group yet); null otherwise",
+    )
     rewind_allowed: bool
     commit_interval_seconds: float = Field(
         description="the group's minimum time between commits (its own, else the default)"
@@ -237,6 +243,7 @@ class QueryView(BaseModel):
             else None,
             retry_at=live.retry_at,
             last_failure=live.last_failure,
+            commit_waiting=live.waiting,
             rewind_allowed=group.rewind_allowed,
             commit_interval_seconds=(
                 default_interval if group.commit_interval is None else group.commit_interval

@@ -200,6 +200,8 @@ def _group(report: GroupReport, now: float) -> str:
     failures = by_reason or "none"
     if status.consecutive_failures:
         failures = f"<b>{status.consecutive_failures} in a row</b><br>{failures}"
+    if report.live.waiting:
+        failures += f'<div class="sub">commit waits: {escape(report.live.waiting)}</div>'
     if not status.partitions:  # no lag to speak of before a first commit
         lag = "&ndash;"
     elif status.total_lag is None:

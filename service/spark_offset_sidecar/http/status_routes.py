@@ -127,6 +127,12 @@ class GroupStatusView(BaseModel):
     partition_count: int
     maxlag: PartitionStatusView | None
     consecutive_failures: int
+    commit_waiting: str | None = Field(
+        default=None,
+        description="why the commit in flight has no answer yet, when the committer knows "
+        "(its coordinator cannot be reached: a broker died and Kafka has not moved the "
+        "group yet); null otherwise",
+    )
     last_commit_at: float | None
     evaluated_at: float = Field(description="Unix time of the evaluation this comes from")
     reported_by: str | None = Field(
@@ -169,6 +175,7 @@ class GroupStatusView(BaseModel):
             partition_count=len(status.partitions),
             maxlag=PartitionStatusView.of(worst) if worst else None,
             consecutive_failures=status.consecutive_failures,
+            commit_waiting=report.live.waiting,
             last_commit_at=status.last_commit_at,
             evaluated_at=report.evaluated_at,
             reported_by=report.reported_by,

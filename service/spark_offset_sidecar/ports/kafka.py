@@ -18,6 +18,11 @@ class OffsetCommitter(Protocol):
     async def commit(self, request: CommitRequest) -> None:
         """Commit ``request.offsets`` for ``request.group_id`` or raise ``CommitError``."""
 
+    def waiting(self, group_id: str) -> str | None:
+        """Why a commit of the group in flight has no answer yet, in one sentence, when the
+        committer knows (its coordinator cannot be reached); else None. Cheap: read on
+        every status of the group."""
+
     async def close(self) -> None: ...
 
 

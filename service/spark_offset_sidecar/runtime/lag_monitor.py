@@ -98,6 +98,8 @@ class LagMonitor:
     read_at: float | None = None  # when the log ends were last read successfully
     evaluated_at: float | None = None
     statuses: dict[str, GroupStatus] = field(default_factory=dict)
+    # Why a group's commit in flight has no answer yet (``OffsetCommitter.waiting``).
+    waits: Callable[[str], str | None] = lambda _group_id: None
     counters: LagReadCounters = field(default_factory=LagReadCounters)
     evaluations: int = 0  # groups evaluated in all (the others kept their status)
     _inputs: dict[str, StatusInputs] = field(default_factory=dict)  # as last evaluated
@@ -359,6 +361,7 @@ class LagMonitor:
             replica,
             folders,
             lag if lag is not None else self.lags.get(group.group_id),
+            self.waits(group.group_id) if group.in_flight is not None else None,
         )
 
     def report_now(self, group: GroupState, ledger: Ledger, now: float) -> GroupReport:

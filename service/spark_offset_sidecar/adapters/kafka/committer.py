@@ -147,6 +147,9 @@ class KafkaOffsetCommitter:
         """What keeps commits from Kafka now, in one sentence (``/readyz``, ``/ui``)."""
         return self.credentials_problem or self.unreachable.problem(time.monotonic())
 
+    def waiting(self, group_id: str) -> str | None:
+        return self.unreachable.waiting_on(group_id, time.monotonic())
+
     async def commit(self, request: CommitRequest) -> None:
         group = request.group_id
         metadata = commit_metadata(request, self.replica_id)

@@ -73,6 +73,18 @@ class UnreachableBrokers:
     def nodes(self) -> list[int]:
         return sorted(self._down)
 
+    def waiting_on(self, group: str, now: float) -> str | None:
+        """Why ``group``'s commit waits, when its coordinator is a broker listed here."""
+        node = self._waits_on.get(group)
+        if node is None:
+            return None
+        down = self._down[node]
+        return (
+            f"its coordinator, broker {node}{f' ({down.address})' if down.address else ''}, "
+            f"cannot be reached for {now - down.since:.0f} s: Kafka names a new coordinator "
+            "once it fences the broker (broker.session.timeout.ms, 9 s by default)"
+        )
+
     def problem(self, now: float) -> str | None:
         if not self._down:
             return None

@@ -157,6 +157,7 @@ def encode_report(report: GroupReport) -> str:
             else None,
             "retry_at": live.retry_at,
             "last_failure": live.last_failure,
+            "waiting": live.waiting,
             "folders": [
                 [
                     f.path,
@@ -210,6 +211,7 @@ def decode_report(group_id: str, reported_by: str, evaluated_at: float, text: st
         else None,
         retry_at=doc["retry_at"],
         last_failure=doc["last_failure"],
+        waiting=doc.get("waiting"),  # absent from reports published before it existed
         counters=GroupCounters(
             succeeded=counters["succeeded"],
             skipped=counters["skipped"],
