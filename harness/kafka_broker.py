@@ -124,3 +124,47 @@ def acquire() -> LocalBroker:
     broker = LocalBroker(bootstrap, port, state_dir, started_here=True)
     broker.start()
     return broker
+
+
+@dataclass(frozen=True)
+class Acl:
+    """One ALLOW ACL, from any host: ``principal`` (``User:alice``) may do ``operation``
+    (READ, DESCRIBE, ...) on the ``resource`` (TOPIC, GROUP, CLUSTER) named ``name``,
+    matched as ``pattern`` (LITERAL or PREFIXED)."""
+
+    principal: str
+    resource: str
+    pattern: str
+    name: str
+    operation: str
+
+
+def add_acls(bootstrap: str, acls: list[Acl]) -> None:
+    """Add ``acls`` with Kafka's own Admin client (``scripts/java/KafkaAcls.java``, run
+    from source on the broker's jars) through ``bootstrap``, a super user's listener."""
+    jars = subprocess.run(
+        [str(ROOT / "scripts" / "fetch-jars.sh"), "kafka"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    args = [
+        f
+        for acl in acls
+        for f in (acl.principal, acl.resource, acl.pattern, acl.name, acl.operation)
+    ]
+    done = subprocess.run(
+        [
+            "java",
+            "-cp",
+            f"{jars}/*",
+            str(ROOT / "scripts" / "java" / "KafkaAcls.java"),
+            bootstrap,
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"adding ACLs through {bootstrap} failed: {done.stderr.strip()[-2000:]}")

@@ -38,6 +38,9 @@
 #                          BrokerJwtValidator, which checks the signature (4.1.0-4.1.1's
 #                          default validator checks none); LOCAL_KAFKA_OAUTH_AUDIENCE and
 #                          LOCAL_KAFKA_OAUTH_ISSUER (optional) are required of every token
+#   LOCAL_KAFKA_ACLS       1: Kafka's StandardAuthorizer on; the PLAINTEXT and controller
+#                          listeners' principal (User:ANONYMOUS) is a super user, every
+#                          SASL user needs ACLs (scripts/java/KafkaAcls.java adds them)
 #
 # Jars come from Maven Central on first use (scripts/fetch-jars.sh kafka) and are cached.
 set -euo pipefail
@@ -168,6 +171,13 @@ CONF
       || echo "sasl.oauthbearer.expected.audience=$LOCAL_KAFKA_OAUTH_AUDIENCE" >>"$config"
     [ -z "${LOCAL_KAFKA_OAUTH_ISSUER:-}" ] \
       || echo "sasl.oauthbearer.expected.issuer=$LOCAL_KAFKA_OAUTH_ISSUER" >>"$config"
+  fi
+  if [ "${LOCAL_KAFKA_ACLS:-0}" = 1 ]; then
+    cat >>"$config" <<CONF
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+super.users=User:ANONYMOUS
+allow.everyone.if.no.acl.found=false
+CONF
   fi
   if [ -n "${LOCAL_KAFKA_SSL_PORT:-}" ]; then
     cat >>"$config" <<CONF
