@@ -41,7 +41,9 @@ class OffsetCommitListener(StreamingQueryListener):
     The consumer group of a query is ``group_id`` (one fixed name), or ``group_prefix`` +
     the query's name, or ``group_id(query_id, query_name)`` when ``group_id`` is callable.
     The service's token is ``token``, or the content of ``token_file``, read again whenever
-    the file changes (a projected service-account token, a mounted Secret).
+    the file changes (a projected service-account token, a mounted Secret). ``cluster``
+    names the Kafka cluster the query reads, when the service has several (default: the
+    service's choice for the group).
     Queries without a Kafka source are reported too; the service ignores them.
     """
 
@@ -56,6 +58,7 @@ class OffsetCommitListener(StreamingQueryListener):
         timeout: float = 5.0,
         flush_timeout: float = 10.0,
         ssl_context: ssl.SSLContext | None = None,
+        cluster: str | None = None,
     ) -> None:
         if (group_id is None) == (group_prefix is None):
             raise ValueError("give exactly one of group_id and group_prefix")
@@ -63,6 +66,7 @@ class OffsetCommitListener(StreamingQueryListener):
             raise ValueError("give token or token_file, not both")
         self._group = group_id
         self._group_prefix = group_prefix
+        self.cluster = cluster
         self.service_url = service_url
         self.flush_timeout = flush_timeout
         self._sender_options: dict[str, Any] = {
@@ -117,7 +121,7 @@ class OffsetCommitListener(StreamingQueryListener):
         try:
             head = json.loads(progress_json)
             query_id, name = str(head["id"]), head.get("name")
-            self.sender.offer(query_id, self.group_for(query_id, name), progress_json)
+            self.sender.offer(query_id, self.group_for(query_id, name), progress_json, self.cluster)
         except Exception:
             log.exception("dropped a progress event that could not be reported")
 

@@ -76,11 +76,15 @@ class ProgressSender:
         self._thread = threading.Thread(target=self._run, name="offset-sidecar-sender", daemon=True)
         self._thread.start()
 
-    def offer(self, query_id: str, group_id: str, progress_json: str) -> None:
-        """Queue ``progress_json`` (Spark's own JSON text) for ``group_id``."""
-        body = b'{"group_id":%s,"progress":%s}' % (
+    def offer(
+        self, query_id: str, group_id: str, progress_json: str, cluster: str | None = None
+    ) -> None:
+        """Queue ``progress_json`` (Spark's own JSON text) for ``group_id``, whose offsets
+        live on Kafka cluster ``cluster`` (None: the service's choice)."""
+        body = b'{"group_id":%s,"progress":%s%s}' % (
             json.dumps(group_id).encode(),
             progress_json.encode(),
+            b"" if cluster is None else b',"cluster":%s' % json.dumps(cluster).encode(),
         )
         with self._changed:
             self.stats.offered += 1

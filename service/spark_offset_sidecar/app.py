@@ -18,7 +18,7 @@ import socket
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from fastapi import FastAPI, Request
 from fastapi.responses import PlainTextResponse, Response
@@ -64,11 +64,17 @@ from spark_offset_sidecar.ports.kafka import (
 )
 from spark_offset_sidecar.ports.status_board import StatusBoard
 from spark_offset_sidecar.ports.store import LedgerStore
+from spark_offset_sidecar.runtime.by_cluster import (
+    ClusterCommittedReaders,
+    ClusterCommitters,
+    ClusterStartingOffsets,
+)
 from spark_offset_sidecar.runtime.checkpoint_follower import REASONS, CheckpointFollower
 from spark_offset_sidecar.runtime.commit_loop import CommitLoop
 from spark_offset_sidecar.runtime.durable_ledger import DurableLedger
 from spark_offset_sidecar.runtime.identity_keys import keep_keys_fresh
 from spark_offset_sidecar.runtime.lag_monitor import LagMonitor
+from spark_offset_sidecar.runtime.lag_monitors import LagMonitors
 from spark_offset_sidecar.settings import Settings
 
 if TYPE_CHECKING:  # replicas' modules need the postgres extra: imported when replicated
@@ -99,17 +105,35 @@ def create_app(  # noqa: C901, PLR0915  (the composition root, every mode)
     its ``group_reports``, ``record_times`` to aiokafka when ``log_ends`` is Kafka too;
     tests may pass others (``testing``)."""
     metrics = SidecarMetrics(registry or CollectorRegistry())
-    # Made once: every Kafka client shares its token provider (one token for all).
-    client_options = kafka_client_options(settings)
-    starting_offsets = starting_offsets or KafkaStartingOffsetsReader(
-        client_options, request_timeout=settings.commit_timeout_seconds
-    )
-    runtime = Runtime(settings, metrics, clock, starting_offsets)
-    tokens_source = client_options.get("sasl_oauth_token_provider")
-    if tokens_source is not None:
-        runtime.identity_problems.append(
-            lambda: tokens_source.problem and f"Kafka token: {tokens_source.problem}"
+    clusters = settings.clusters()
+    # Each Kafka cluster (keyed as the ledger keeps it, None the default) with its own
+    # client options, made once: every client of a cluster shares its token provider.
+    options_of = {
+        clusters.stored(name): kafka_client_options(settings.for_cluster(name))
+        for name in clusters.names
+    }
+    several = len(options_of) > 1
+
+    def said(key: str | None, what: str) -> str:  # "Kafka token", "Kafka (eu) token"
+        return what if not several else what.replace("Kafka", f"Kafka ({clusters.name_of(key)})", 1)
+
+    def group_cluster(group_id: str) -> str | None:
+        group = runtime.durable.ledger.groups.get(group_id) if runtime.durable else None
+        return group.cluster if group is not None else clusters.of(group_id).name
+
+    if starting_offsets is None:
+        readers = {
+            key: KafkaStartingOffsetsReader(o, request_timeout=settings.commit_timeout_seconds)
+            for key, o in options_of.items()
+        }
+        starting_offsets = (
+            ClusterStartingOffsets(readers, group_cluster) if several else readers[None]
         )
+    runtime = Runtime(settings, metrics, clock, starting_offsets)
+    for key, options in options_of.items():
+        tokens_source = options.get("sasl_oauth_token_provider")
+        if tokens_source is not None:
+            runtime.identity_problems.append(_problem(said(key, "Kafka token"), tokens_source))
     verifier = _token_verifier(settings)
     if verifier is not None:
         runtime.identity_problems.append(
@@ -129,6 +153,7 @@ def create_app(  # noqa: C901, PLR0915  (the composition root, every mode)
             exclude_topics=settings.metrics_exclude_topics,
             export_kafka_lag=settings.export_kafka_lag,
             max_age=settings.metrics_max_age_seconds,
+            cluster_names=clusters.name_of if several else None,
         ),
         clock,
         head=lambda: generate_latest(metrics.registry),
@@ -140,7 +165,7 @@ def create_app(  # noqa: C901, PLR0915  (the composition root, every mode)
         runtime.check_folder = check_path
 
     @asynccontextmanager
-    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:  # noqa: C901, PLR0915  (starts every part in order)
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:  # noqa: C901, PLR0912, PLR0915  (starts every part in order)
         replica_id = new_replica_id() if settings.replicated else None
         ledger_store = store if store is not None else _sql_store(settings, replica_id, metrics)
         if isinstance(ledger_store, SqlStore):
@@ -161,13 +186,22 @@ def create_app(  # noqa: C901, PLR0915  (the composition root, every mode)
                     name="issuer keys",
                 )
             )
-        kafka = committer or KafkaOffsetCommitter(
-            client_options,
-            timeout=settings.commit_timeout_seconds,
-            replica_id=replica_id,
+        committers = {
+            key: KafkaOffsetCommitter(
+                options, timeout=settings.commit_timeout_seconds, replica_id=replica_id
+            )
+            for key, options in options_of.items()
+            if committer is None
+        }
+        for key, each in committers.items():
+            runtime.identity_problems.append(_problem(said(key, "Kafka"), each))
+        kafka: OffsetCommitter = (
+            committer
+            if committer is not None
+            else ClusterCommitters(committers)
+            if several
+            else committers[None]
         )
-        if isinstance(kafka, KafkaOffsetCommitter):
-            runtime.identity_problems.append(lambda: kafka.problem and f"Kafka: {kafka.problem}")
         ownership = None
         if replica_id is not None:
             ownership = Ownership(
@@ -186,13 +220,17 @@ def create_app(  # noqa: C901, PLR0915  (the composition root, every mode)
             from spark_offset_sidecar.runtime.lease_keeper import LeaseKeeper
 
             # A double committer never wrote to Kafka: nothing there to read back.
-            read_back = committed_reader or (
-                KafkaCommittedReader(
-                    client_options, request_timeout=settings.commit_timeout_seconds
+            read_back: CommittedOffsetsReader | None = committed_reader
+            if read_back is None and committer is None:
+                backs = {
+                    key: KafkaCommittedReader(
+                        options, request_timeout=settings.commit_timeout_seconds
+                    )
+                    for key, options in options_of.items()
+                }
+                read_back = (
+                    ClusterCommittedReaders(backs, group_cluster) if several else backs[None]
                 )
-                if committer is None
-                else None
-            )
             keeper = LeaseKeeper(
                 LeaseStore(ledger_store.engine, ownership.replica_id, settings.lease_seconds),
                 PostgresChangeNotices(settings.database_url),
@@ -213,30 +251,48 @@ def create_app(  # noqa: C901, PLR0915  (the composition root, every mode)
             ]
         runtime.durable.on_settled = _on_settled(runtime.commit_loop, metrics)
         runtime.commit_task = asyncio.create_task(runtime.commit_loop.run(), name="commit loop")
-        reader = (
-            log_ends
+        # Each cluster's log ends are read by its own monitor (a topic of one name on two
+        # clusters is two topics); tests may pass one reader (one cluster).
+        log_readers: dict[str | None, LogEndReader] = (
+            {None: log_ends}
             if log_ends is not None
-            else KafkaLogEndReader(client_options, timeout=settings.commit_timeout_seconds)
+            else {
+                key: KafkaLogEndReader(options, timeout=settings.commit_timeout_seconds)
+                for key, options in options_of.items()
+            }
         )
-        times = record_times
-        if times is None and settings.read_record_times and log_ends is None:
-            times = KafkaRecordTimeReader(client_options, timeout=settings.commit_timeout_seconds)
+        time_readers: dict[str | None, RecordTimeReader] = {}
+        if record_times is not None:
+            time_readers[None] = record_times
+        elif settings.read_record_times and log_ends is None:
+            time_readers = {
+                key: KafkaRecordTimeReader(options, timeout=settings.commit_timeout_seconds)
+                for key, options in options_of.items()
+            }
         resending = [
-            a for a in (kafka, reader) if isinstance(a, KafkaOffsetCommitter | KafkaLogEndReader)
+            a
+            for a in (*committers.values(), *log_readers.values())
+            if isinstance(a, KafkaOffsetCommitter | KafkaLogEndReader)
         ]
         metrics.watch_resent(lambda: sum(adapter.resent for adapter in resending))
-        runtime.lag_monitor = LagMonitor(
-            lambda: runtime.durable.ledger,  # type: ignore[union-attr]
-            reader,
-            interval=settings.lag_read_interval_seconds,
-            err_after_failures=settings.status_err_after_failures,
-            windows=CommitWindows(settings.status_window, settings.status_stop_after_seconds),
-            clock=clock,
-            board=runtime.board,
-            record_times=times,
-            risk_seconds=settings.retention_risk_seconds,
-            waits=kafka.waiting,
-        )
+        monitors = {
+            key: LagMonitor(
+                lambda: runtime.durable.ledger,  # type: ignore[union-attr]
+                reader,
+                interval=settings.lag_read_interval_seconds,
+                err_after_failures=settings.status_err_after_failures,
+                windows=CommitWindows(settings.status_window, settings.status_stop_after_seconds),
+                clock=clock,
+                board=runtime.board,
+                record_times=time_readers.get(key),
+                risk_seconds=settings.retention_risk_seconds,
+                waits=kafka.waiting,
+                one_cluster=len(log_readers) > 1,
+                cluster=key,
+            )
+            for key, reader in log_readers.items()
+        }
+        runtime.lag_monitor = LagMonitors(monitors) if len(monitors) > 1 else monitors[None]
         metrics.watch_lag(runtime.lag_monitor)
         runtime.lag_task = asyncio.create_task(runtime.lag_monitor.run(), name="lag monitor")
         runtime.followed = followed_folders or (
@@ -251,9 +307,10 @@ def create_app(  # noqa: C901, PLR0915  (the composition root, every mode)
                 relist_every=settings.follow_relist_every,
                 read_timeout=settings.follow_read_timeout_seconds,
                 clock=clock,
+                clusters=clusters,
             )
             runtime.follower = follower
-            runtime.lag_monitor.folders = follower.reports  # published with the groups
+            runtime.lag_monitor.set_folders(follower.reports)  # published with the groups
             metrics.watch_folders(follower.figures, lambda: storage.requests, REASONS)
             background.append(asyncio.create_task(follower.run(), name="checkpoint follower"))
         # The loaded ledger, and the fleet's state after each full collection, lives as
@@ -278,9 +335,10 @@ def create_app(  # noqa: C901, PLR0915  (the composition root, every mode)
             )
             if runtime.lease_keeper is not None:
                 await _leave(runtime.lease_keeper, clean=runtime.commit_loop.cancelled == 0)
-            await reader.close()
-            if times is not None:
-                await times.close()
+            for log_reader in log_readers.values():
+                await log_reader.close()
+            for time_reader in time_readers.values():
+                await time_reader.close()
             await kafka.close()
             await runtime.durable.close()
             log.info("stopped")
@@ -305,6 +363,16 @@ def create_app(  # noqa: C901, PLR0915  (the composition root, every mode)
     page = MetricsPage(fleet, settings.metrics_max_scrapes_per_second)
     _add_operational_routes(app, runtime, page)
     return app
+
+
+class _SaysProblem(Protocol):
+    @property
+    def problem(self) -> str | None: ...
+
+
+def _problem(what: str, source: _SaysProblem) -> Callable[[], str | None]:
+    """``source``'s problem, when it has one, as ``/readyz`` says it: "what: problem"."""
+    return lambda: (problem := source.problem) and f"{what}: {problem}"
 
 
 KEYS_RETRY = 10.0  # seconds between fetches of the issuer's keys while they fail

@@ -7,7 +7,7 @@ offset-sidecar starting-offsets GROUP [--topic T]
                            the startingOffsets that restart a query where GROUP stands
 offset-sidecar describe-group GROUP [--topic T]
                            the group as kafka-consumer-groups.sh shows it, read from Kafka
-offset-sidecar follow PATH --group GROUP
+offset-sidecar follow PATH --group GROUP [--cluster NAME]
                            follow a Spark checkpoint folder into GROUP (no listener needed)
 offset-sidecar unfollow PATH / offset-sidecar followed
                            stop following it / list the followed folders and how they go
@@ -151,9 +151,10 @@ class ServiceRefused(Exception):
 def _follow(settings: Settings, args: argparse.Namespace) -> int:
     import json
 
-    folder = _service_call(
-        settings, args, "POST", "/v1/followed-folders", {"path": args.path, "group_id": args.group}
-    )
+    body = {"path": args.path, "group_id": args.group}
+    if args.cluster:
+        body["cluster"] = args.cluster
+    folder = _service_call(settings, args, "POST", "/v1/followed-folders", body)
     print(json.dumps(folder, indent=2))
     return 0
 
@@ -212,6 +213,11 @@ def _folder_arguments(sub: argparse.ArgumentParser, *, path: bool, group: bool) 
         sub.add_argument("path", help="the checkpoint folder: /abs/path, s3://bucket/key, ...")
     if group:
         sub.add_argument("--group", required=True, help="the consumer group to commit to")
+        sub.add_argument(
+            "--cluster",
+            help="the Kafka cluster the job reads, when the service has several "
+            "(default: the service's choice for the group)",
+        )
     sub.add_argument(
         "--url",
         help="the service (default http://SIDECAR_HOST:SIDECAR_PORT); "

@@ -2,6 +2,12 @@
 
 A missing required value, a value that does not parse, or an unknown ``SIDECAR_``
 variable (a typo would otherwise be silently ignored) raises ``ConfigError`` naming it.
+
+Several Kafka clusters: the ``SIDECAR_KAFKA_*`` settings describe the cluster named
+``SIDECAR_KAFKA_CLUSTER_NAME``; each name in ``SIDECAR_KAFKA_CLUSTERS`` is one more,
+described by the same settings under ``SIDECAR_CLUSTER_<NAME>_`` (``-`` as ``_``):
+``SIDECAR_CLUSTER_EU_WEST_KAFKA_BOOTSTRAP_SERVERS``. A setting not given for a cluster
+takes its default, never another cluster's value (credentials never cross clusters).
 """
 
 from __future__ import annotations
@@ -17,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from spark_offset_sidecar.core.clusters import Clusters
+from spark_offset_sidecar.core.names import CLUSTER
 from spark_offset_sidecar.errors import ConfigError
 from spark_offset_sidecar.gil import SWITCH_INTERVAL
 
@@ -185,6 +193,46 @@ def _storage_options(value: str) -> dict[str, dict[str, Any]]:
     return parsed
 
 
+def _cluster_name(value: str) -> str:
+    name = value.strip()
+    if problem := CLUSTER.problem(name):
+        raise ValueError(problem)
+    return name
+
+
+@dataclass(frozen=True)
+class KafkaCluster:
+    """One more Kafka cluster: its name and the ``kafka_*`` settings given for it (the
+    others take their defaults)."""
+
+    name: str
+    values: tuple[tuple[str, Any], ...] = ()
+
+
+def _clusters(value: str) -> tuple[KafkaCluster, ...]:
+    names = [_cluster_name(n) for n in value.split(",") if n.strip()]
+    if len(set(names)) != len(names):
+        raise ValueError("names a cluster twice")
+    return tuple(KafkaCluster(name) for name in names)
+
+
+def _cluster_by_group(value: str) -> tuple[tuple[str, str], ...]:
+    """``pattern=cluster,...``: the first pattern that matches a group names its cluster."""
+    pairs = []
+    for item in (i.strip() for i in value.split(",") if i.strip()):
+        pattern, equals, name = item.partition("=")
+        if not equals:
+            raise ValueError(f"{item!r} is not pattern=cluster")
+        (pattern,) = _some_patterns(pattern)
+        pairs.append((pattern, _cluster_name(name)))
+    return tuple(pairs)
+
+
+def cluster_env_name(cluster: str, field_name: str) -> str:
+    """The variable that sets ``field_name`` (a ``kafka_*`` setting) for ``cluster``."""
+    return f"{PREFIX}CLUSTER_{cluster.upper().replace('-', '_')}_{field_name.upper()}"
+
+
 def _setting(default: Any, parse: Callable[[str], Any], doc: str, *, secret: bool = False) -> Any:
     return field(default=default, repr=not secret, metadata={"parse": parse, "doc": doc})
 
@@ -202,6 +250,26 @@ def default_database_url() -> str:
 class Settings:
     kafka_bootstrap_servers: str = _setting(
         "127.0.0.1:9092", _bootstrap, "Kafka bootstrap servers, host:port[,host:port]"
+    )
+    kafka_cluster_name: str = _setting(
+        "default",
+        _cluster_name,
+        "the name of the Kafka cluster the SIDECAR_KAFKA_* settings describe: jobs name it "
+        "(their cluster option), statuses and /ui show it",
+    )
+    kafka_clusters: tuple[KafkaCluster, ...] = _setting(
+        (),
+        _clusters,
+        "names of more Kafka clusters (comma-separated), each described by the SIDECAR_KAFKA_* "
+        "settings under SIDECAR_CLUSTER_<NAME>_ ('-' as '_'), e.g. "
+        "SIDECAR_CLUSTER_EU_WEST_KAFKA_BOOTSTRAP_SERVERS; what is not given there takes its "
+        "default",
+    )
+    kafka_cluster_by_group: tuple[tuple[str, str], ...] = _setting(
+        (),
+        _cluster_by_group,
+        "the cluster of a group whose job names none: pattern=cluster,... (first match; "
+        "else SIDECAR_KAFKA_CLUSTER_NAME's); a group keeps the cluster of its first event",
     )
     database_url: str = _setting(
         None,
@@ -495,6 +563,56 @@ class Settings:
         if self.kafka_security_protocol.startswith("SASL"):
             self._check_sasl()
         self._check_oidc()
+        self._check_clusters()
+
+    def _check_clusters(self) -> None:
+        names = self.cluster_names()
+        if self.kafka_cluster_name in names[1:]:
+            raise ConfigError(
+                env_name("kafka_clusters"),
+                f"names {self.kafka_cluster_name!r}, which SIDECAR_KAFKA_CLUSTER_NAME already "
+                "names (the SIDECAR_KAFKA_* settings describe it)",
+            )
+        for _pattern, name in self.kafka_cluster_by_group:
+            if name not in names:
+                raise ConfigError(
+                    env_name("kafka_cluster_by_group"),
+                    f"no cluster is named {name!r}; known: {', '.join(names)}",
+                )
+        for cluster in self.kafka_clusters:
+            try:
+                self.for_cluster(cluster.name)
+            except ConfigError as exc:
+                variable = exc.variable.removeprefix(PREFIX).lower()
+                raise ConfigError(cluster_env_name(cluster.name, variable), exc.problem) from None
+
+    def cluster_names(self) -> tuple[str, ...]:
+        """Every Kafka cluster's name, SIDECAR_KAFKA_CLUSTER_NAME's first."""
+        return (self.kafka_cluster_name, *(c.name for c in self.kafka_clusters))
+
+    def clusters(self) -> Clusters:
+        return Clusters(
+            self.kafka_cluster_name,
+            tuple(c.name for c in self.kafka_clusters),
+            self.kafka_cluster_by_group,
+        )
+
+    def for_cluster(self, name: str) -> Settings:
+        """These settings with the Kafka connection of cluster ``name``: what its Kafka
+        adapters are built from."""
+        if name == self.kafka_cluster_name:
+            return self
+        cluster = next((c for c in self.kafka_clusters if c.name == name), None)
+        if cluster is None:
+            raise KeyError(name)
+        defaults = {f.name: f.default for f in dataclasses.fields(self) if f.name in KAFKA_FIELDS}
+        return dataclasses.replace(
+            self,
+            **{**defaults, **dict(cluster.values)},
+            kafka_cluster_name=name,
+            kafka_clusters=(),
+            kafka_cluster_by_group=(),
+        )
 
     def _check_oidc(self) -> None:
         issuer, audience = self.oidc_issuer, self.oidc_audience
@@ -568,18 +686,26 @@ class Settings:
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
         environ = os.environ if environ is None else environ
         fields = {env_name(f.name): f for f in dataclasses.fields(cls)}
-        unknown = sorted(k for k in environ if k.startswith(PREFIX) and k not in fields)
+        values = _parsed(environ, fields)
+        clusters: tuple[KafkaCluster, ...] = values.get("kafka_clusters", ())
+        by_cluster = {
+            c.name: {
+                cluster_env_name(c.name, name): fields[env_name(name)] for name in KAFKA_FIELDS
+            }
+            for c in clusters
+        }
+        known = set(fields).union(*by_cluster.values())
+        unknown = sorted(k for k in environ if k.startswith(PREFIX) and k not in known)
         if unknown:
-            raise ConfigError(unknown[0], f"unknown setting; known: {', '.join(sorted(fields))}")
-        values: dict[str, Any] = {}
-        for variable, spec in fields.items():
-            raw = environ.get(variable)
-            if raw is None:
-                continue
-            try:
-                values[spec.name] = spec.metadata["parse"](raw.strip())
-            except ValueError as exc:
-                raise ConfigError(variable, f"invalid value {raw!r}: {exc}") from None
+            also = " and SIDECAR_CLUSTER_<NAME>_KAFKA_* of each cluster" if clusters else ""
+            raise ConfigError(
+                unknown[0], f"unknown setting; known: {', '.join(sorted(fields))}{also}"
+            )
+        if clusters:
+            values["kafka_clusters"] = tuple(
+                KafkaCluster(c.name, tuple(_parsed(environ, by_cluster[c.name]).items()))
+                for c in clusters
+            )
         return cls(**values)
 
     @classmethod
@@ -589,6 +715,31 @@ class Settings:
             (env_name(f.name), _shown(f.default), f.metadata["doc"])
             for f in dataclasses.fields(cls)
         ]
+
+
+# The settings that describe one Kafka cluster's connection (each cluster has its own).
+KAFKA_FIELDS = frozenset(
+    f.name
+    for f in dataclasses.fields(Settings)
+    if f.name.startswith("kafka_")
+    and f.name not in ("kafka_cluster_name", "kafka_clusters", "kafka_cluster_by_group")
+)
+
+
+def _parsed(
+    environ: Mapping[str, str], fields: Mapping[str, dataclasses.Field[Any]]
+) -> dict[str, Any]:
+    """The values of the ``fields`` (by variable) that ``environ`` sets, parsed."""
+    values: dict[str, Any] = {}
+    for variable, spec in fields.items():
+        raw = environ.get(variable)
+        if raw is None:
+            continue
+        try:
+            values[spec.name] = spec.metadata["parse"](raw.strip())
+        except ValueError as exc:
+            raise ConfigError(variable, f"invalid value {raw!r}: {exc}") from None
+    return values
 
 
 def _shown(default: Any) -> str:

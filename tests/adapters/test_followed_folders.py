@@ -12,7 +12,7 @@ def test_registrations_are_durable_and_unique_per_path(database_url: str) -> Non
     store = SqlStore(database_url)
     store.migrate()
     folders = SqlFollowedFolders(store.engine)
-    first = FollowedFolder("s3://b/orders", "orders", ("orders-*",), "team-a")
+    first = FollowedFolder("s3://b/orders", "orders", ("orders-*",), "team-a", "eu-west")
     assert folders.add(first) is None
     assert folders.add(FollowedFolder("s3://b/orders", "other")) == first
     assert folders.add(FollowedFolder("/mnt/ckpt/payments", "payments")) is None

@@ -12,6 +12,7 @@ import pytest
 
 from spark_offset_sidecar.adapters.sql.store import SqlStore
 from spark_offset_sidecar.core.changes import Decision, QueryRegistered
+from spark_offset_sidecar.core.clusters import ClusterOf
 from spark_offset_sidecar.core.ledger import Ledger
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.errors import StoreError, StoreUnavailable
@@ -170,3 +171,15 @@ def test_a_groups_own_commit_interval_is_kept_and_can_return_to_the_default(
     assert (again.groups["g1"].commit_interval, again.groups["g2"].commit_interval) == (2.5, 0.0)
     record(ledger, store, ledger.decide_commit_interval("g1", None))
     assert reload(store).groups["g1"].commit_interval is None
+
+
+def test_a_groups_kafka_cluster_is_kept_and_a_new_query_on_it_keeps_it(store: SqlStore) -> None:
+    ledger = Ledger()
+    eu = ClusterOf("eu", named=True)
+    record(ledger, store, ledger.decide_progress("q1", "g1", "r", 1, {T0: 1}, 1.0, eu))
+    record(ledger, store, ledger.decide_progress("q2", "g2", "r", 1, {T0: 1}, 1.0))
+    again = reload(store)
+    assert (again.groups["g1"].cluster, again.groups["g2"].cluster) == ("eu", None)
+    record(ledger, store, ledger.decide_release("q1"))
+    record(ledger, store, ledger.decide_progress("q3", "g1", "r", 1, {T0: 2}, 2.0))
+    assert reload(store).groups["g1"].cluster == "eu"

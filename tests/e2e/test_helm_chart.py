@@ -94,12 +94,13 @@ def validate(docs: list[dict[str, Any]]) -> None:
             kubernetes_validate.validate(doc, KUBERNETES, strict=True)
 
 
-@pytest.mark.parametrize("values", ["default", "production", "identities", "msk-iam"])
+@pytest.mark.parametrize("values", ["default", "production", "identities", "msk-iam", "clusters"])
 def test_chart_lints_renders_and_validates(values: str) -> None:
     files = {
         "production": PRODUCTION,
         "identities": CHART / "ci" / "identities-values.yaml",
         "msk-iam": CHART / "ci" / "msk-iam-values.yaml",
+        "clusters": CLUSTERS,
     }
     args = ["-f", str(files[values])] if values in files else []
     lint = subprocess.run([helm(), "lint", str(CHART), *args], capture_output=True, text=True)
@@ -330,6 +331,28 @@ def test_oauthbearer_msk_iam_and_jobs_identities_reach_the_service(tmp_path: Pat
     }
     annotations = msk["ServiceAccount"][0]["metadata"]["annotations"]
     assert annotations == {"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/x"}
+
+
+CLUSTERS = CHART / "ci" / "clusters-values.yaml"
+
+
+def test_several_clusters_reach_the_service_with_credentials_from_a_secret(tmp_path: Path) -> None:
+    kinds = by_kind(render("-f", str(CLUSTERS)))
+    validate([doc for docs in kinds.values() for doc in docs])
+    container = kinds["Deployment"][0]["spec"]["template"]["spec"]["containers"][0]
+    assert {"secretRef": {"name": "sidecar-kafka-eu-west"}} in container["envFrom"]
+    config = kinds["ConfigMap"][0]["data"]
+    # What the pod's environment holds: the ConfigMap and the Secret's key.
+    environ = {
+        **_settings_of(config, tmp_path),
+        "SIDECAR_CLUSTER_EU_WEST_KAFKA_SASL_PASSWORD": "from-the-secret",
+    }
+    settings = Settings.from_env(environ)
+    assert settings.cluster_names() == ("main", "eu-west")
+    eu = settings.for_cluster("eu-west")
+    assert (eu.kafka_security_protocol, eu.kafka_sasl_mechanism) == ("SASL_SSL", "SCRAM-SHA-512")
+    assert eu.kafka_sasl_secret() == "from-the-secret"
+    assert settings.clusters().of("eu-orders").name == "eu-west"
 
 
 def metric_names(text: str) -> set[str]:

@@ -404,7 +404,9 @@ BOTH_LISTENERS_JOB = PLAIN_JOB.replace(
     'spark.sparkContext.setLogLevel("WARN")',
     'spark.sparkContext.setLogLevel("WARN")\n'
     "from spark_offset_listener.listener import OffsetCommitListener\n"
-    "spark.streams.addListener(OffsetCommitListener(sys.argv[5], group_prefix='same-'))",
+    "spark.streams.addListener(\n"
+    "    OffsetCommitListener(sys.argv[5], group_prefix='same-', cluster='eu-west')\n"
+    ")",
 )
 
 
@@ -413,7 +415,8 @@ def test_the_python_and_the_jvm_listener_send_the_same_body_for_the_same_progres
 ) -> None:
     """One job with both listeners, each posting to its own capture server: for every
     batch the two bodies are the same bytes (a group name with quotes, a backslash and
-    non-ASCII text shows the JSON escaping matches too)."""
+    non-ASCII text shows the JSON escaping matches too), the Kafka cluster each names
+    included."""
     python_side, jvm_side = Capture(), Capture()
     try:
         topic = topic_with_records(kafka_bootstrap, "jvm-same")
@@ -423,7 +426,7 @@ def test_the_python_and_the_jvm_listener_send_the_same_body_for_the_same_progres
         jars = jars_with(python, listener_jar)
         submit(
             python,
-            ["--jars", jars, *attach_conf(jvm_side.url, "same-{queryName}"),
+            ["--jars", jars, *attach_conf(jvm_side.url, "same-{queryName}", cluster="eu-west"),
              str(tmp_path / "job.py"), kafka_bootstrap, topic, str(tmp_path / "checkpoint"),
              name, python_side.url],
             tmp_path,
@@ -439,6 +442,7 @@ def test_the_python_and_the_jvm_listener_send_the_same_body_for_the_same_progres
         for batch in python_bodies.keys() & jvm_bodies.keys():
             assert python_bodies[batch] == jvm_bodies[batch], f"batch {batch}"
         assert json.loads(jvm_bodies[last])["group_id"] == f"same-{name}"
+        assert json.loads(jvm_bodies[last])["cluster"] == "eu-west"  # each names its cluster
     finally:
         python_side.shutdown()
         jvm_side.shutdown()

@@ -90,6 +90,11 @@ REQUESTS: list[tuple[str, Any, str | None]] = [
     ("not an object", [1, 2], "team-a-secret-0001"),
     ("not JSON", b"{nope", "team-a-secret-0001"),
     ("accepted again", progress(7), "team-a-secret-0001"),
+    ("its cluster named", progress(8) | {"cluster": "default"}, "team-a-secret-0001"),
+    ("cluster null", progress(9) | {"cluster": None}, "team-a-secret-0001"),
+    ("cluster the service lacks", progress(10) | {"cluster": "eu"}, "team-a-secret-0001"),
+    ("cluster not a name", progress(10) | {"cluster": "EU west"}, "team-a-secret-0001"),
+    ("cluster not a string", progress(10) | {"cluster": 1}, "team-a-secret-0001"),
 ]
 
 
@@ -125,9 +130,11 @@ def hot_answers(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     answered: list[str] = []
     real = progress_route.record_progress
 
-    async def counted(request: Any, group_id: str, body: dict[str, Any]) -> Any:
+    async def counted(
+        request: Any, group_id: str, body: dict[str, Any], cluster: str | None = None
+    ) -> Any:
         answered.append(group_id)
-        return await real(request, group_id, body)
+        return await real(request, group_id, body, cluster)
 
     monkeypatch.setattr(progress_route, "record_progress", counted)
     return answered
@@ -146,8 +153,8 @@ def test_every_answer_of_the_hot_path_is_the_routes(
             through_route = _send(routed, body, token, ROUTED)
             assert len(hot_answers) == taken  # the routed app's request skips the hot path...
             assert through_hot == through_route, what
-        # ... and the hot path took the 16 well-formed ones, refused or not (not the 7 others).
-        assert len(hot_answers) == 16, hot_answers
+        # ... and the hot path took the 18 well-formed ones, refused or not (not the 10 others).
+        assert len(hot_answers) == 18, hot_answers
         assert (
             hot.get("/v1/queries/q-a-orders").json() == routed.get("/v1/queries/q-a-orders").json()
         )

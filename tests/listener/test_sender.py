@@ -7,6 +7,7 @@ import socket
 import time
 from pathlib import Path
 
+from spark_offset_listener.listener import OffsetCommitListener
 from spark_offset_listener.sender import ProgressSender
 from tests.support.fake_sidecar import FakeSidecar, progress
 
@@ -18,6 +19,21 @@ def test_delivers_spark_json_verbatim_with_the_group_and_token(sidecar: FakeSide
     assert sidecar.received == [{"group_id": "group-a", "progress": json.loads(progress("q", 1))}]
     assert sidecar.headers_seen[0]["Authorization"] == "Bearer s3cret"
     assert sender.stats.delivered == 1
+
+
+def test_a_listener_that_names_its_cluster_sends_it_with_every_event(
+    sidecar: FakeSidecar,
+) -> None:
+    listener = OffsetCommitListener(sidecar.url, group_id="orders", cluster="eu-west")
+    listener.report_json(progress("q", 1))
+    plain = OffsetCommitListener(sidecar.url, group_id="payments")
+    plain.report_json(progress("p", 1))
+    assert listener.sender.flush(5)
+    assert plain.sender.flush(5)
+    by_group = {body["group_id"]: body for body in sidecar.received}
+    assert by_group["orders"]["cluster"] == "eu-west"
+    assert by_group["orders"]["progress"] == json.loads(progress("q", 1))
+    assert "cluster" not in by_group["payments"], "no cluster named: the service chooses"
 
 
 def test_only_the_newest_unsent_event_per_query_is_kept(sidecar: FakeSidecar) -> None:

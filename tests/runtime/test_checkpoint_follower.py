@@ -9,6 +9,7 @@ import asyncio
 import threading
 
 from spark_offset_sidecar.core.changes import Outcome
+from spark_offset_sidecar.core.clusters import Clusters
 from spark_offset_sidecar.core.ledger import Backoff
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.errors import CheckpointReadError, StoreUnavailable
@@ -54,13 +55,17 @@ class Folder:
 
 
 async def setup(
-    *, relist_every: int = 60, topics: tuple[str, ...] | None = None
+    *,
+    relist_every: int = 60,
+    topics: tuple[str, ...] | None = None,
+    cluster: str | None = None,
+    clusters: Clusters | None = None,
 ) -> tuple[CheckpointFollower, Folder, InMemoryStore]:
     storage, store = InMemoryCheckpointStorage(), InMemoryStore()
     durable = await DurableLedger.open(store, max_pending=100, backoff=Backoff(0.5, 10))
-    registry = InMemoryFollowedFolders(FollowedFolder(PATH, GROUP, topics, "ops"))
+    registry = InMemoryFollowedFolders(FollowedFolder(PATH, GROUP, topics, "ops", cluster))
     follower = CheckpointFollower(
-        storage, registry, durable, interval=1.0, relist_every=relist_every
+        storage, registry, durable, interval=1.0, relist_every=relist_every, clusters=clusters
     )
     return follower, Folder(storage), store
 
@@ -330,3 +335,26 @@ async def test_a_read_that_never_returns_fails_its_poll_and_the_others_go_on() -
     await asyncio.sleep(0.1)  # the stuck read returns; the next poll reads again
     await follower.poll_all()
     assert recorded(follower)[0] == 0
+
+
+async def test_a_folder_commits_to_the_cluster_its_registration_named() -> None:
+    clusters = Clusters("main", ("eu",), (("orders-*", "eu"),))
+    follower, folder, _ = await setup(cluster="main", clusters=clusters)
+    folder.start()
+    folder.run(0, 1)
+    await follower.poll_all()
+    # Named: the default cluster, though the settings' pattern would choose eu.
+    assert follower.durable.ledger.groups[GROUP].cluster is None
+    follower, folder, _ = await setup(clusters=clusters)
+    folder.start()
+    folder.run(0, 1)
+    await follower.poll_all()
+    assert follower.durable.ledger.groups[GROUP].cluster == "eu"  # the pattern's choice
+    # A cluster the settings dropped since the folder was registered: refused, by name.
+    follower, folder, _ = await setup(cluster="us", clusters=clusters)
+    folder.start()
+    folder.run(0)
+    await follower.poll_all()
+    assert errors(follower) == {"refused": 1}
+    assert "no Kafka cluster is named 'us'" in (follower.states[PATH].last_error or "")
+    assert GROUP not in follower.durable.ledger.groups

@@ -37,7 +37,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "core": {"errors"},
     "ports": {"core", "errors"},
     "observe": {"core", "errors", "turns"},
-    "settings": {"errors", "gil"},
+    "settings": {"errors", "gil", "core"},  # core: names' rules, the clusters' choice
     "adapters": {"core", "ports", "errors", "settings"},
     "runtime": {"core", "ports", "observe", "errors", "turns"},
     "http": {"core", "ports", "runtime", "observe", "errors", "settings", "turns"},

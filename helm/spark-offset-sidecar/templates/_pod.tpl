@@ -3,6 +3,9 @@
 envFrom:
   - configMapRef:
       name: {{ include "sidecar.fullname" . }}
+{{- with .Values.extraEnvFrom }}
+{{ toYaml . | indent 2 }}
+{{- end }}
 {{- if eq .Values.database.type "postgresql" }}
 env:
   - name: SIDECAR_DATABASE_URL

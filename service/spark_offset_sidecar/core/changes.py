@@ -55,6 +55,7 @@ class CommitRequest:
     # With replicas: the owner epoch under which this replica took the commit; its success
     # is recorded only while the replica still holds the group at that epoch (the fence).
     fence: int | None = None
+    cluster: str | None = None  # R14: the group's Kafka cluster (None: the default one)
 
     @property
     def group_id(self) -> str:
@@ -74,11 +75,13 @@ class CommitRequest:
 
 @dataclass(frozen=True)
 class QueryRegistered:
-    """``query_id`` now owns ``group_id`` (and no other query may commit to it)."""
+    """``query_id`` now owns ``group_id`` (and no other query may commit to it); a new
+    group commits to Kafka cluster ``cluster`` (R14; None: the default one)."""
 
     query_id: str
     group_id: str
     at: float
+    cluster: str | None = None
 
 
 @dataclass(frozen=True)

@@ -78,6 +78,7 @@ class GroupReport:
     reported_by: str | None = None  # the replica that published it (None: this process)
     folders: tuple[FolderReport, ...] = ()  # the group's followed folders read here
     lag: GroupLag | None = None  # time lag, data at risk, catch-up (None: not evaluated)
+    cluster: str | None = None  # its Kafka cluster, as the ledger keeps it (None: default)
 
 
 def live_of(group: GroupState, waiting: str | None = None) -> LiveCommits:
@@ -115,4 +116,5 @@ def report_of(
         reported_by,
         folders,
         lag,
+        group.cluster,
     )

@@ -47,6 +47,9 @@ Rules
                  replace the slot (R5, counted skipped), so the newest offsets are always
                  the ones committed, at most one interval late. ``take(flush=True)`` (at
                  shutdown) does not wait for the interval.
+  R14 cluster    A group commits to one Kafka cluster, fixed when it is first registered
+                 (None: the service's default cluster). An event whose job names another
+                 cluster for it is CONFLICT; one that names none takes the group's.
   R12 repair     After a takeover, a group whose offsets in Kafka differ from its stored
                  committed offsets (a late commit of the old owner landed) is ``repair``ed:
                  it commits its stored offsets again at once (taken like R9), unless a
@@ -86,6 +89,7 @@ from spark_offset_sidecar.core.changes import (
     QueryReleased,
     RewindAllowed,
 )
+from spark_offset_sidecar.core.clusters import DEFAULT_CLUSTER, ClusterOf
 from spark_offset_sidecar.core.ledger_state import (
     Backoff,
     CommittedOffsets,
@@ -98,6 +102,10 @@ from spark_offset_sidecar.core.offsets import OffsetMap, TopicPartition, describ
 from spark_offset_sidecar.core.replica_merge import merge_group
 
 DEFAULT_MAX_PENDING = 100  # Flink's FlinkKafkaConsumerBase.MAX_NUM_PENDING_CHECKPOINTS
+
+
+def _cluster(name: str | None) -> str:
+    return "the default Kafka cluster" if name is None else f"Kafka cluster {name!r}"
 
 
 def _nothing(outcome: Outcome, detail: str, **where: Any) -> Decision:
@@ -182,9 +190,10 @@ class Ledger:
         batch_id: int,
         offsets: OffsetMap,
         now: float,
+        cluster: ClusterOf = DEFAULT_CLUSTER,
     ) -> Decision:
         """A Spark progress event: snapshot and completion of ``batch_id`` at once."""
-        admitted = self._admit(query_id, group_id, batch_id, offsets, now)
+        admitted = self._admit(query_id, group_id, batch_id, offsets, now, cluster)
         if isinstance(admitted, Decision):
             return admitted
         checkpoint = Checkpoint(query_id, group_id, batch_id, run_id, dict(offsets), now)
@@ -205,9 +214,10 @@ class Ledger:
         run_id: str | None,
         offsets: OffsetMap,
         now: float,
+        cluster: ClusterOf = DEFAULT_CLUSTER,
     ) -> Decision:
         """A pending snapshot (Flink ``snapshotState``), to be completed later."""
-        claimed = self._admit(query_id, group_id, checkpoint_id, offsets, now)
+        claimed = self._admit(query_id, group_id, checkpoint_id, offsets, now, cluster)
         if isinstance(claimed, Decision):
             return claimed
         where: dict[str, Any] = {
@@ -304,7 +314,13 @@ class Ledger:
         )
 
     def _admit(
-        self, query_id: str, group_id: str, checkpoint_id: int, offsets: OffsetMap, now: float
+        self,
+        query_id: str,
+        group_id: str,
+        checkpoint_id: int,
+        offsets: OffsetMap,
+        now: float,
+        cluster: ClusterOf,
     ) -> Decision | tuple[Change, ...]:
         """The refusal of a new checkpoint (nothing to commit, R1, R3), or the changes that
         admitting it starts with (a registration for a new query)."""
@@ -315,13 +331,15 @@ class Ledger:
         }
         if not offsets:
             return _nothing(Outcome.IGNORED, "no Kafka offsets in it", **where)
-        claimed = self._claim(query_id, group_id, now)
+        claimed = self._claim(query_id, group_id, now, cluster)
         if isinstance(claimed, Decision):
             return claimed
         return self._stale(query_id, checkpoint_id, where) or claimed
 
-    def _claim(self, query_id: str, group_id: str, now: float) -> Decision | tuple[Change, ...]:
-        """R1: the registration to add, or the CONFLICT that refuses the event."""
+    def _claim(
+        self, query_id: str, group_id: str, now: float, cluster: ClusterOf
+    ) -> Decision | tuple[Change, ...]:
+        """R1, R14: the registration to add, or the CONFLICT that refuses the event."""
         where: dict[str, Any] = {"query_id": query_id, "group_id": group_id}
         query = self.queries.get(query_id)
         if query is not None and query.group_id != group_id:
@@ -339,7 +357,17 @@ class Ledger:
                 "group would overwrite each other's offsets",
                 **where,
             )
-        return () if query is not None else (QueryRegistered(query_id, group_id, now),)
+        if group is not None and cluster.named and group.cluster != cluster.name:
+            return _nothing(
+                Outcome.CONFLICT,
+                f"group {group_id!r} commits to {_cluster(group.cluster)}, not "
+                f"{_cluster(cluster.name)}; a group's offsets live on one cluster",
+                **where,
+            )
+        if query is not None:
+            return ()
+        new = cluster.name if group is None else group.cluster
+        return (QueryRegistered(query_id, group_id, now, new),)
 
     def _stale(self, query_id: str, checkpoint_id: int, where: dict[str, Any]) -> Decision | None:
         """R3."""
@@ -545,6 +573,7 @@ class Ledger:
             rewind=group.rewind_allowed,
             refresh=refresh,
             fence=fence,
+            cluster=group.cluster,
         )
         self.apply_change(CommitStarted(request))
         group.interval_from = now  # R13
@@ -665,7 +694,11 @@ class Ledger:
 
     def _registered(self, change: QueryRegistered) -> None:
         self.queries[change.query_id] = QueryState(change.query_id, change.group_id, change.at)
-        group = self.groups.setdefault(change.group_id, GroupState(change.group_id))
+        group = self.groups.get(change.group_id)
+        if group is None:
+            group = self.groups[change.group_id] = GroupState(
+                change.group_id, cluster=change.cluster
+            )
         group.query_id = change.query_id
         self._reindex(group)
 

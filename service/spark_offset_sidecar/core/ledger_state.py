@@ -78,6 +78,7 @@ class GroupState:
     last_failure: str | None = None
     rewind_allowed: bool = False
     commit_interval: float | None = None  # R13: this group's own; None: the ledger's default
+    cluster: str | None = None  # R14: the Kafka cluster it commits to; None: the default one
     # R13: when its last commit was taken (memory only; -inf: none yet, the next is not held)
     interval_from: float = -math.inf
     counters: GroupCounters = field(default_factory=GroupCounters)

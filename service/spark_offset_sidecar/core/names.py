@@ -24,6 +24,8 @@ Kinds (N3, N4):
   folder path   1-2048, any character
   grant pattern a token's group or topic pattern: 1-255, any character
   token name    1-255, any character (shown in logs, metrics and answers)
+  cluster name  1-40, lowercase ASCII letters, digits and '-' (also in environment
+                variables' names and metric labels)
 """
 
 from __future__ import annotations
@@ -98,3 +100,4 @@ TOPIC = NameRule(
 FOLDER_PATH = NameRule("path", 2048)
 GRANT_PATTERN = NameRule("pattern", 255)
 TOKEN_NAME = NameRule("token name", 255)
+CLUSTER = NameRule("cluster name", 40, r"[a-z0-9-]", "lowercase ASCII letters, digits and '-'")

@@ -32,6 +32,7 @@ def merge_group(mine: GroupState | None, stored: GroupState) -> GroupState:
     merged.query_id = stored.query_id  # M1
     merged.rewind_allowed = stored.rewind_allowed and not (flying is not None and flying.rewind)
     merged.commit_interval = stored.commit_interval
+    merged.cluster = stored.cluster
     merged.committed = _newer(mine.committed, stored.committed)  # M2
     slot = stored.slot  # M3
     in_flight = flying is not None and _same(slot, flying.checkpoint) if slot else False

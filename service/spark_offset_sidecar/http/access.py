@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING
 
 from fastapi import Request
 
-from spark_offset_sidecar.errors import Forbidden
+from spark_offset_sidecar.core.clusters import ClusterOf, UnknownCluster
+from spark_offset_sidecar.errors import Forbidden, InvalidEvent
 from spark_offset_sidecar.http.auth import TokenGrant
 
 if TYPE_CHECKING:
@@ -72,3 +73,12 @@ def may_see(request: Request, grant: TokenGrant | None, group: str, *, write: bo
         group,
     )
     return False
+
+
+def cluster_of(request: Request, group_id: str, named: str | None) -> ClusterOf:
+    """R14: the Kafka cluster of ``group_id``'s event or registration, whose job named
+    ``named`` (None: none); a name the service does not have is an ``InvalidEvent``."""
+    try:
+        return runtime_of(request).clusters.of(group_id, named)
+    except UnknownCluster as exc:
+        raise InvalidEvent("cluster", str(exc)) from None

@@ -24,7 +24,14 @@ from spark_offset_sidecar.core.names import TOPIC
 from spark_offset_sidecar.core.offsets import MAX_OFFSET, OffsetMap, from_json
 from spark_offset_sidecar.core.spark_progress import parse_progress
 from spark_offset_sidecar.errors import InvalidEvent
-from spark_offset_sidecar.http.access import allow_read, allow_write, caller, may_see, runtime_of
+from spark_offset_sidecar.http.access import (
+    allow_read,
+    allow_write,
+    caller,
+    cluster_of,
+    may_see,
+    runtime_of,
+)
 from spark_offset_sidecar.http.auth import TokenGrant
 from spark_offset_sidecar.http.models import (
     CheckpointEvent,
@@ -139,7 +146,9 @@ def _answer(decision: Decision) -> JSONResponse:
     return JSONResponse(body, status_code=STATUS[decision.outcome])
 
 
-async def record_progress(request: Request, group_id: str, progress: dict[str, Any]) -> Response:
+async def record_progress(
+    request: Request, group_id: str, progress: dict[str, Any], cluster: str | None = None
+) -> Response:
     """Record a progress event of ``group_id`` (body already shaped as ``ProgressEvent``)
     and answer it; refusals are raised (``http.refusals`` answers them). Shared by the
     FastAPI route below and the hot path (``http.progress_route``)."""
@@ -147,11 +156,12 @@ async def record_progress(request: Request, group_id: str, progress: dict[str, A
     report = parse_progress(progress)
     _limit(report.offsets, "progress.sources", request)
     allow_write(grant, group_id, {tp.topic for tp in report.offsets})
+    where = cluster_of(request, group_id, cluster)
     runtime = runtime_of(request)
     now = runtime.clock()
     decision = await _durable(request).record(
         lambda ledger: ledger.decide_progress(
-            report.query_id, group_id, report.run_id, report.batch_id, report.offsets, now
+            report.query_id, group_id, report.run_id, report.batch_id, report.offsets, now, where
         ),
         query_id=report.query_id,
         group_id=group_id,
@@ -175,7 +185,7 @@ async def post_progress(event: ProgressEvent, request: Request) -> Response:
     ``progress.id``, with the end offsets of every Kafka source, completed at once.
     (Well-formed events are answered by ``http.progress_route`` before they reach here,
     with the same answers.)"""
-    return await record_progress(request, event.group_id, event.progress)
+    return await record_progress(request, event.group_id, event.progress, event.cluster)
 
 
 @router.post("/queries/{query_id}/checkpoints", response_model=EventAnswer, responses=ERRORS)
@@ -187,10 +197,11 @@ async def post_checkpoint(
     offsets = from_json(event.offsets)
     _limit(offsets, "offsets", request)
     allow_write(grant, event.group_id, {tp.topic for tp in offsets})
+    where = cluster_of(request, event.group_id, event.cluster)
     now = runtime_of(request).clock()
     decision = await _durable(request).record(
         lambda ledger: ledger.decide_snapshot(
-            query_id, event.group_id, event.checkpoint_id, event.run_id, offsets, now
+            query_id, event.group_id, event.checkpoint_id, event.run_id, offsets, now, where
         ),
         query_id=query_id,
         group_id=event.group_id,
@@ -307,7 +318,13 @@ async def list_queries(request: Request) -> list[QueryView]:
     live = await _published_live(request, {q.group_id for q in visible})
     default = runtime_of(request).settings.min_commit_interval_seconds
     return [
-        QueryView.of(q, groups[q.group_id], live.get(q.group_id), default_interval=default)
+        QueryView.of(
+            q,
+            groups[q.group_id],
+            live.get(q.group_id),
+            default_interval=default,
+            clusters=runtime_of(request).clusters,
+        )
         for q in sorted(visible, key=lambda q: q.query_id)
     ]
 
@@ -328,6 +345,7 @@ async def get_query(query_id: QueryId, request: Request) -> QueryView | JSONResp
         ledger.groups[query.group_id],
         live.get(query.group_id),
         default_interval=runtime_of(request).settings.min_commit_interval_seconds,
+        clusters=runtime_of(request).clusters,
     )
 
 

@@ -22,7 +22,7 @@ from fastapi.responses import JSONResponse
 
 from spark_offset_sidecar.core.group_report import FolderReport
 from spark_offset_sidecar.errors import InvalidEvent
-from spark_offset_sidecar.http.access import allow_write, caller, runtime_of
+from spark_offset_sidecar.http.access import allow_write, caller, cluster_of, runtime_of
 from spark_offset_sidecar.http.auth import TokenGrant
 from spark_offset_sidecar.http.models import FolderPath, FolderView, FollowRequest, refusals
 from spark_offset_sidecar.http.state import Runtime
@@ -70,6 +70,7 @@ def view(folder: FollowedFolder, found: tuple[FolderReport, str | None] | None) 
     return FolderView(
         path=folder.path,
         group_id=folder.group_id,
+        cluster=folder.cluster,
         topics=None if folder.topics is None else list(folder.topics),
         reading=read is not None,
         read_by=reader,
@@ -90,10 +91,15 @@ async def follow(body: FollowRequest, request: Request) -> FolderView | JSONResp
     the offsets of ``offsets/N`` to the group."""
     grant = await caller(request, event=True)
     allow_write(grant, body.group_id)
+    cluster_of(request, body.group_id, body.cluster)  # a cluster the service has
     runtime = runtime_of(request)
     path = normalized(body.path, runtime)
     folder = FollowedFolder(
-        path, body.group_id, grant.topics if grant else None, grant.name if grant else None
+        path,
+        body.group_id,
+        grant.topics if grant else None,
+        grant.name if grant else None,
+        body.cluster,
     )
     existing = await asyncio.to_thread(_registry(runtime).add, folder)
     if existing is not None:

@@ -14,6 +14,7 @@ from pydantic import (
 )
 
 from spark_offset_sidecar.core import names
+from spark_offset_sidecar.core.clusters import Clusters
 from spark_offset_sidecar.core.group_report import LiveCommits, live_of
 from spark_offset_sidecar.core.ledger import GroupState, QueryState, checkpoints_behind
 from spark_offset_sidecar.core.offsets import MAX_OFFSET, OffsetJson, to_json
@@ -42,6 +43,15 @@ def schema_of(rule: names.NameRule) -> StringConstraints:
 GroupId = Annotated[str, schema_of(names.GROUP_ID), checked_by(names.GROUP_ID)]
 RunId = Annotated[str, schema_of(names.RUN_ID), checked_by(names.RUN_ID)]
 QueryId = Annotated[str, schema_of(names.QUERY_ID), checked_by(names.QUERY_ID)]
+ClusterName = Annotated[
+    str,
+    schema_of(names.CLUSTER),
+    checked_by(names.CLUSTER),
+    Field(
+        description="the Kafka cluster of the group's offsets (default: the service's choice "
+        "for the group, SIDECAR_KAFKA_CLUSTER_BY_GROUP, else its default cluster)"
+    ),
+]
 CheckpointId = Annotated[int, Field(strict=True, ge=0, le=MAX_OFFSET)]
 
 
@@ -51,6 +61,7 @@ class ProgressEvent(BaseModel):
     model_config = ConfigDict(extra="forbid")
     group_id: GroupId
     progress: dict[str, Any]
+    cluster: ClusterName | None = None
 
 
 class CheckpointEvent(BaseModel):
@@ -71,6 +82,7 @@ class CheckpointEvent(BaseModel):
     group_id: GroupId
     offsets: dict[str, dict[str, Annotated[int, Field(strict=True)]]]
     run_id: RunId | None = None
+    cluster: ClusterName | None = None
 
     @field_validator("offsets")
     @classmethod
@@ -174,6 +186,10 @@ class CountersView(BaseModel):
 class QueryView(BaseModel):
     query_id: str
     group_id: str
+    cluster: str | None = Field(
+        default=None,
+        description="the Kafka cluster of the group's offsets (with one cluster: its name)",
+    )
     run_id: str | None
     last_completed_checkpoint: int | None
     pending_checkpoints: list[int]
@@ -206,6 +222,7 @@ class QueryView(BaseModel):
         live: LiveCommits | None = None,
         *,
         default_interval: float = 0.0,
+        clusters: Clusters | None = None,
     ) -> QueryView:
         """The query's stored state with the live state of its group's commits: ``live``
         (with replicas, as its owner published it) or this process's memory of them."""
@@ -215,6 +232,7 @@ class QueryView(BaseModel):
         return cls(
             query_id=query.query_id,
             group_id=query.group_id,
+            cluster=(clusters or Clusters()).name_of(group.cluster),
             run_id=query.last_run_id,
             last_completed_checkpoint=query.last_completed_id,
             pending_checkpoints=list(query.pending),
@@ -286,6 +304,7 @@ class FollowRequest(BaseModel):
     )
     path: FolderPath
     group_id: GroupId
+    cluster: ClusterName | None = None
 
 
 class FolderView(BaseModel):
@@ -293,6 +312,9 @@ class FolderView(BaseModel):
 
     path: str
     group_id: str
+    cluster: str | None = Field(
+        default=None, description="the Kafka cluster its registration named (null: none)"
+    )
     topics: list[str] | None = Field(description="topic patterns allowed (None: any)")
     reading: bool = Field(description="it is read: polled by the replica that owns the group")
     read_by: str | None = Field(

@@ -6,10 +6,11 @@ body size limit (``BodySizeLimit`` wraps it), the tokens, grants and rate limits
 same recording (``event_routes.record_progress``) and the same answers.
 
 Invariants
-  - A well-formed event (a JSON object of exactly ``group_id`` and ``progress``, the
-    ``ProgressEvent`` shape) is answered here; anything else goes on, with its body, to
-    the FastAPI route, which refuses it as it always did: there is one definition of
-    every refusal, and the hot path never answers what the route would refuse otherwise.
+  - A well-formed event (a JSON object of exactly ``group_id`` and ``progress``, and
+    optionally a valid ``cluster``: the ``ProgressEvent`` shape) is answered here;
+    anything else goes on, with its body, to the FastAPI route, which refuses it as it
+    always did: there is one definition of every refusal, and the hot path never answers
+    what the route would refuse otherwise.
   - A refusal raised while recording is answered by the application's own exception
     handlers (``http.refusals``), looked up by the exception's class as Starlette does.
   - ``tests/http/test_progress_route.py`` sends the same requests to both paths and
@@ -25,11 +26,13 @@ from typing import Any
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from spark_offset_sidecar.core.names import GROUP_ID
+from spark_offset_sidecar.core.names import CLUSTER, GROUP_ID
 from spark_offset_sidecar.http.event_routes import record_progress
 from spark_offset_sidecar.http.refusals import Handler
 
 PATH = "/v1/progress"
+_FIELDS = frozenset({"group_id", "progress"})
+_FIELDS_WITH_CLUSTER = _FIELDS | {"cluster"}
 
 
 class ProgressRoute:
@@ -48,7 +51,9 @@ class ProgressRoute:
             return
         request = Request(scope, receive)
         try:
-            response = await record_progress(request, event["group_id"], event["progress"])
+            response = await record_progress(
+                request, event["group_id"], event["progress"], event.get("cluster")
+            )
         except Exception as exc:
             handler = self._handler(exc)
             if handler is None:
@@ -101,11 +106,11 @@ def _well_formed(scope: Scope, body: bytes) -> dict[str, Any] | None:
         event = json.loads(body)
     except (ValueError, RecursionError):
         return None
-    if type(event) is not dict or event.keys() != {"group_id", "progress"}:
+    if type(event) is not dict or not _FIELDS <= event.keys() <= _FIELDS_WITH_CLUSTER:
         return None
-    group_id, progress = event["group_id"], event["progress"]
-    if not GROUP_ID.is_valid(group_id):
-        return None
-    if type(progress) is not dict:
-        return None
-    return event
+    valid = (
+        GROUP_ID.is_valid(event["group_id"])
+        and type(event["progress"]) is dict
+        and ("cluster" not in event or CLUSTER.is_valid(event["cluster"]))
+    )
+    return event if valid else None

@@ -8,8 +8,10 @@ import asyncio
 import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING
 
+from spark_offset_sidecar.core.clusters import Clusters
 from spark_offset_sidecar.core.group_report import GroupReport
 from spark_offset_sidecar.http.auth import TokenRegistry
 from spark_offset_sidecar.observe.metrics import SidecarMetrics
@@ -20,6 +22,7 @@ from spark_offset_sidecar.runtime.checkpoint_follower import CheckpointFollower
 from spark_offset_sidecar.runtime.commit_loop import CommitLoop
 from spark_offset_sidecar.runtime.durable_ledger import DurableLedger
 from spark_offset_sidecar.runtime.lag_monitor import LagMonitor
+from spark_offset_sidecar.runtime.lag_monitors import LagMonitors
 from spark_offset_sidecar.settings import Settings
 
 if TYPE_CHECKING:  # replicas' modules need the postgres extra: imported when replicated
@@ -38,7 +41,7 @@ class Runtime:
     durable: DurableLedger | None = None
     commit_loop: CommitLoop | None = None
     commit_task: asyncio.Task[None] | None = None
-    lag_monitor: LagMonitor | None = None
+    lag_monitor: LagMonitor | LagMonitors | None = None  # LagMonitors: several clusters
     lag_task: asyncio.Task[None] | None = None
     lease_keeper: LeaseKeeper | None = None
     followed: FollowedFolders | None = None  # the registry of followed folders
@@ -51,6 +54,11 @@ class Runtime:
     # jobs' token issuer): each says its problem, or None. Shown on /readyz and /ui.
     identity_problems: list[Callable[[], str | None]] = field(default_factory=list)
     ready: bool = False
+
+    @cached_property
+    def clusters(self) -> Clusters:
+        """The Kafka clusters, and which one a group's events go to (R14)."""
+        return self.settings.clusters()
 
     def problems(self) -> list[str]:
         return [problem for check in self.identity_problems if (problem := check())]

@@ -214,6 +214,8 @@ def _group(report: GroupReport, now: float) -> str:
         else "never"
     )
     query_id = escape(status.query_id) if status.query_id else "released"
+    if report.cluster is not None:  # a group on another cluster than the default one
+        query_id += f" &middot; Kafka cluster {escape(report.cluster)}"
     figures = report.lag
     return f"""<tbody class="group {status.status.value}">
 <tr><td><b class="name">{escape(status.group_id)}</b><div class="sub">query {query_id}</div></td>

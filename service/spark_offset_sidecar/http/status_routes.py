@@ -19,6 +19,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from spark_offset_sidecar.core.changes import Outcome
+from spark_offset_sidecar.core.clusters import Clusters
 from spark_offset_sidecar.core.group_report import GroupReport
 from spark_offset_sidecar.core.group_status import PartitionStatus
 from spark_offset_sidecar.core.lag_figures import CatchUp, PartitionLag
@@ -31,6 +32,7 @@ from spark_offset_sidecar.turns import Turns
 if TYPE_CHECKING:
     from spark_offset_sidecar.core.ledger import Ledger
     from spark_offset_sidecar.runtime.lag_monitor import LagMonitor
+    from spark_offset_sidecar.runtime.lag_monitors import LagMonitors
 
 router = APIRouter(prefix="/v1", tags=["status"])
 
@@ -120,6 +122,10 @@ class CatchUpView(BaseModel):
 
 class GroupStatusView(BaseModel):
     group: str
+    cluster: str | None = Field(
+        default=None,
+        description="the Kafka cluster of the group's offsets (with one cluster: its name)",
+    )
     query_id: str | None
     status: str = Field(description="OK, WARN, STALL, STOP, REWIND or ERR")
     complete: float = Field(description="share of partitions with a full window")
@@ -161,13 +167,14 @@ class GroupStatusView(BaseModel):
     partitions: list[PartitionStatusView]
 
     @classmethod
-    def of(cls, report: GroupReport) -> GroupStatusView:
+    def of(cls, report: GroupReport, clusters: Clusters) -> GroupStatusView:
         status = report.status
         worst = status.max_lag
         lag = report.lag
         by_tp = {(p.topic, p.partition): p for p in lag.partitions} if lag is not None else {}
         return cls(
             group=status.group_id,
+            cluster=clusters.name_of(report.cluster),
             query_id=status.query_id,
             status=status.status.value,
             complete=status.complete,
@@ -200,7 +207,7 @@ class StatusAnswer(BaseModel):
     groups: list[GroupStatusView]
 
 
-def monitor_of(request: Request) -> tuple[Ledger, LagMonitor]:
+def monitor_of(request: Request) -> tuple[Ledger, LagMonitor | LagMonitors]:
     runtime = runtime_of(request)
     if runtime.lag_monitor is None or runtime.durable is None:
         raise HTTPException(503, "the service is starting")
@@ -257,7 +264,7 @@ async def list_status(request: Request) -> StatusAnswer:
     groups = []
     turns = Turns()
     for report in reports:
-        groups.append(GroupStatusView.of(report))
+        groups.append(GroupStatusView.of(report, runtime_of(request).clusters))
         await turns.take()
     return StatusAnswer(evaluated_at=evaluated_at, log_ends_read_at=read_at, groups=groups)
 
@@ -277,9 +284,9 @@ async def get_status(group_id: GroupId, request: Request) -> GroupStatusView | J
                 f"no status of group {group_id} has been published: its owner publishes "
                 "one after each read of the log ends (lag_read_interval_seconds)",
             )
-        return GroupStatusView.of(found[0])
+        return GroupStatusView.of(found[0], runtime_of(request).clusters)
     group = ledger.groups.get(group_id)
     if group is None or not ledger.commits(group_id):
         return refusal(404, Outcome.UNKNOWN_QUERY.value, f"no group {group_id} is known")
     now = runtime.clock()
-    return GroupStatusView.of(monitor.report_now(group, ledger, now))
+    return GroupStatusView.of(monitor.report_now(group, ledger, now), runtime_of(request).clusters)

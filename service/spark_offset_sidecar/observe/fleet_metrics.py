@@ -27,6 +27,8 @@ What is exported per group (docs/operate/metrics.md lists every series):
     not move, the time lag before it is known. Gauges of something held or in flight are
     exported while it is so. ``observe.reference`` says which is which.
   - Statuses are one series per group, the current one, at 1 (``status`` label).
+  - With several Kafka clusters, every per-group series also has ``cluster_name`` (the
+    group's cluster; klag-exporter's label); with one, none.
 
 Invariants
   - The text is as of one build: groups that appear or go during a build are in it or
@@ -74,6 +76,11 @@ class FleetOptions:
     exclude_topics: tuple[str, ...] = ()
     export_kafka_lag: bool = False  # kafka_exporter's own series too
     max_age: float = 1.0
+    # With several Kafka clusters, every per-group series has a ``cluster_name`` label (not
+    # ``cluster``, which Kubernetes set-ups often give each scrape target): the name of the
+    # group's cluster (None, as the ledger keeps the default one: its name). None:
+    # one cluster, no label (the series of a single-cluster service do not change).
+    cluster_names: Callable[[str | None], str] | None = None
 
     # Set in __post_init__ from the patterns, compiled once.
     group_shown: Callable[[str], bool] = field(init=False, repr=False, compare=False)
@@ -196,6 +203,8 @@ class FleetExposition:
         if group is None:
             return  # gone since the build started
         g = f'consumergroup="{escape(group_id)}"'
+        if self.options.cluster_names is not None:  # names are [a-z0-9-]: nothing to escape
+            g += f',cluster_name="{self.options.cluster_names(group.cluster)}"'
         counters = group.counters
         f["succeeded"].add(g, counters.succeeded)
         f["failed"].add(g, sum(counters.failed.values()))

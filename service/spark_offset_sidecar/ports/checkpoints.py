@@ -44,6 +44,7 @@ class FollowedFolder:
     group_id: str
     topics: tuple[str, ...] | None = None
     registered_by: str | None = None
+    cluster: str | None = None  # the Kafka cluster its registration named (None: none)
 
 
 class FollowedFolders(Protocol):

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 
 from spark_offset_sidecar.core.changes import Decision, Outcome
 from spark_offset_sidecar.core.checkpoint_log import OffsetLogEntry
+from spark_offset_sidecar.core.clusters import Clusters, UnknownCluster
 from spark_offset_sidecar.core.group_report import FolderReport
 from spark_offset_sidecar.core.ledger import Ledger
 from spark_offset_sidecar.core.patterns import matches_any
@@ -122,8 +123,10 @@ class CheckpointFollower:
         concurrency: int = 8,
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
+        clusters: Clusters | None = None,
     ) -> None:
         self.storage = storage
+        self.clusters = clusters or Clusters()  # R14: the cluster of a folder's group
         self.folders = folders
         self.durable = durable
         self.interval = interval
@@ -314,10 +317,14 @@ class CheckpointFollower:
                     f"{folder.path}: the token that registered it ({folder.registered_by}) "
                     f"may not commit offsets of {refused}",
                 )
+        try:
+            cluster = self.clusters.of(folder.group_id, folder.cluster)
+        except UnknownCluster as exc:  # registered for a cluster the settings dropped since
+            raise PollFailed("refused", f"{folder.path}: {exc}") from None
         now = self.clock()
         snapshot = await self.durable.record(
             lambda ledger: ledger.decide_snapshot(
-                query_id, folder.group_id, batch, None, entry.offsets, now
+                query_id, folder.group_id, batch, None, entry.offsets, now, cluster
             ),
             query_id=query_id,
             group_id=folder.group_id,

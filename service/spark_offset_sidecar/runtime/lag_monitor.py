@@ -100,6 +100,10 @@ class LagMonitor:
     statuses: dict[str, GroupStatus] = field(default_factory=dict)
     # Why a group's commit in flight has no answer yet (``OffsetCommitter.waiting``).
     waits: Callable[[str], str | None] = lambda _group_id: None
+    # With several Kafka clusters (``runtime.lag_monitors``): this monitor reads and
+    # evaluates only the groups of ``cluster`` (R14; None: the default one).
+    one_cluster: bool = False
+    cluster: str | None = None
     counters: LagReadCounters = field(default_factory=LagReadCounters)
     evaluations: int = 0  # groups evaluated in all (the others kept their status)
     _inputs: dict[str, StatusInputs] = field(default_factory=dict)  # as last evaluated
@@ -129,6 +133,9 @@ class LagMonitor:
     def max_gap(self) -> float:
         """The widest gap between two reads that a record's time is interpolated in."""
         return 1.5 * self.interval + 0.5
+
+    def set_folders(self, folders: Callable[[], Mapping[str, tuple[FolderReport, ...]]]) -> None:
+        self.folders = folders
 
     def note_job(self, group_id: str, rates: JobRates) -> None:
         """What the group's job said of its pace in its last progress event."""
@@ -176,13 +183,16 @@ class LagMonitor:
             await self.read_record_times(committed)
         await self.evaluate(ledger)
 
-    @staticmethod
-    def _committed(ledger: Ledger) -> list[OffsetMap]:
+    def watches(self, group: GroupState) -> bool:
+        """Whether ``group`` is this monitor's: its cluster's, when it watches one."""
+        return not self.one_cluster or group.cluster == self.cluster
+
+    def _committed(self, ledger: Ledger) -> list[OffsetMap]:
         """The committed offsets of every group this process commits."""
         return [
             g.committed.offsets
             for g in ledger.groups.values()
-            if g.committed is not None and ledger.commits(g.group_id)
+            if g.committed is not None and ledger.commits(g.group_id) and self.watches(g)
         ]
 
     def oldest_unread(self, tp: TopicPartition, committed: int) -> int | None:
@@ -244,7 +254,9 @@ class LagMonitor:
 
     async def evaluate(self, ledger: Ledger) -> None:  # noqa: C901  (one step per figure)
         now = self.clock()
-        groups = [g for g in ledger.groups.values() if ledger.commits(g.group_id)]
+        groups = [
+            g for g in ledger.groups.values() if ledger.commits(g.group_id) and self.watches(g)
+        ]
         if self.board is not None:
             await self.seed_windows([g.group_id for g in groups])
         inputs: dict[str, StatusInputs] = {}

@@ -34,6 +34,7 @@ class SqlFollowedFolders:
                 row.group_id,
                 None if row.topics is None else tuple(json.loads(row.topics)),
                 row.registered_by,
+                row.cluster,
             )
             for row in rows
         ]
@@ -45,6 +46,7 @@ class SqlFollowedFolders:
             "topics": None if folder.topics is None else json.dumps(list(folder.topics)),
             "registered_by": folder.registered_by,
             "registered_at": time.time(),
+            "cluster": folder.cluster,
         }
         try:
             with self.engine.begin() as conn:

@@ -63,6 +63,7 @@ consumer_groups = Table(
     Column("group_id", String(255), primary_key=True),
     Column("rewind_allowed", Boolean, nullable=False, default=False),
     Column("commit_interval_seconds", Float, nullable=True),  # None: the service's default
+    Column("cluster", String(40), nullable=True),  # its Kafka cluster; None: the default one
     Column("slot_query_id", String(200), nullable=True),
     Column("slot_checkpoint_id", BigInteger, nullable=True),
     Column("slot_run_id", String(200), nullable=True),
@@ -91,6 +92,7 @@ followed_folders = Table(
     Column("path", String(2048), primary_key=True),
     Column("group_id", String(255), nullable=False, index=True),
     Column("topics", Text, nullable=True),  # JSON list of patterns; NULL: any topic
+    Column("cluster", String(40), nullable=True),  # the cluster named; NULL: the group's
     Column("registered_by", String(200), nullable=True),
     Column("registered_at", Float, nullable=False),
 )

@@ -158,6 +158,7 @@ def encode_report(report: GroupReport) -> str:
             "retry_at": live.retry_at,
             "last_failure": live.last_failure,
             "waiting": live.waiting,
+            "cluster": report.cluster,
             "folders": [
                 [
                     f.path,
@@ -245,6 +246,7 @@ def decode_report(group_id: str, reported_by: str, evaluated_at: float, text: st
         reported_by,
         folders,
         _decode_lag(doc.get("lag")),  # absent in rows published before it existed
+        doc.get("cluster"),  # likewise
     )
 
 

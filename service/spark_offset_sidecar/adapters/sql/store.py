@@ -133,6 +133,7 @@ class SqlStore:
             query_id=owner,
             rewind_allowed=row["rewind_allowed"],
             commit_interval=row["commit_interval_seconds"],
+            cluster=row["cluster"],
         )
         if row["slot_checkpoint_id"] is not None:
             group.slot = Checkpoint(

@@ -115,7 +115,7 @@ class _Write:
 def _group_if_new(dialect: Any) -> _Write:
     return _Write(
         dialect.insert(consumer_groups)
-        .values(group_id=bindparam("b_group"), rewind_allowed=False)
+        .values(group_id=bindparam("b_group"), rewind_allowed=False, cluster=bindparam("b_cluster"))
         .on_conflict_do_nothing(index_elements=["group_id"])
     )
 
@@ -225,7 +225,7 @@ def _registered(conn: Connection, changes: list[QueryRegistered]) -> None:
         conn,
         [{"b_query": c.query_id, "b_group": c.group_id, "b_at": c.at} for c in changes],
     )
-    groups = [{"b_group": c.group_id} for c in changes]
+    groups = [{"b_group": c.group_id, "b_cluster": c.cluster} for c in changes]
     _INSERT_GROUP_IF_NEW[conn.dialect.name].run(conn, groups)
 
 

@@ -39,8 +39,12 @@ final class Json {
     return out.append('"').toString();
   }
 
-  /** The body of {@code POST /v1/progress}: the group and Spark's own progress JSON. */
-  static String progressEvent(String groupId, String progressJson) {
-    return "{\"group_id\":" + quote(groupId) + ",\"progress\":" + progressJson + "}";
+  /**
+   * The body of {@code POST /v1/progress}: the group, Spark's own progress JSON and the Kafka
+   * cluster of the group's offsets (null: left to the service).
+   */
+  static String progressEvent(String groupId, String progressJson, String cluster) {
+    return "{\"group_id\":" + quote(groupId) + ",\"progress\":" + progressJson
+        + (cluster == null ? "" : ",\"cluster\":" + quote(cluster)) + "}";
   }
 }

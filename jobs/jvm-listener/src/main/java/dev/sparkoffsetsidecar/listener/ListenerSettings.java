@@ -28,6 +28,8 @@ import java.util.function.UnaryOperator;
  *     dropped and counted ({@code spark.offsetSidecar.maxQueries}, 10000)
  * @param backoffMaxMillis the longest wait between retries ({@code
  *     spark.offsetSidecar.backoffMaxMs}, 10000)
+ * @param cluster the Kafka cluster the queries read, when the service has several ({@code
+ *     spark.offsetSidecar.cluster}), or null: the service's choice for the group
  */
 public record ListenerSettings(
     URI url,
@@ -39,7 +41,8 @@ public record ListenerSettings(
     long timeoutMillis,
     long flushTimeoutMillis,
     int maxQueries,
-    long backoffMaxMillis) {
+    long backoffMaxMillis,
+    String cluster) {
 
   public static final String PREFIX = "spark.offsetSidecar.";
 
@@ -76,6 +79,11 @@ public record ListenerSettings(
       throw new BadSetting(
           "group", "knows only {queryName} and {queryId} as placeholders, got '" + template + "'");
     }
+    String cluster = text(lookup, "cluster", null);
+    if (cluster != null && !cluster.matches("[a-z0-9-]{1,40}")) {
+      throw new BadSetting(
+          "cluster", "must be 1-40 lowercase letters, digits and '-', got '" + cluster + "'");
+    }
     String tokenFile = text(lookup, "tokenFile", null);
     String caFile = text(lookup, "caFile", null);
     if (caFile != null && !Path.of(caFile).toFile().canRead()) {
@@ -91,7 +99,8 @@ public record ListenerSettings(
         positive(lookup, "timeoutMs", 5000),
         positive(lookup, "flushTimeoutMs", 10000),
         (int) Math.min(Integer.MAX_VALUE, positive(lookup, "maxQueries", 10000)),
-        positive(lookup, "backoffMaxMs", 10000));
+        positive(lookup, "backoffMaxMs", 10000),
+        cluster);
   }
 
   /** The consumer group of a query, from the template. */

@@ -19,6 +19,7 @@ import org.slf4j.LoggerFactory;
  * spark.sql.streaming.streamingQueryListeners dev.sparkoffsetsidecar.listener.OffsetCommitListener
  * spark.offsetSidecar.url                     http://sidecar:8000
  * spark.offsetSidecar.group                   {queryName}   (optional; see ListenerSettings)
+ * spark.offsetSidecar.cluster                 eu-west       (optional: with several clusters)
  * </pre>
  *
  * <p>Spark creates one instance per session (a Spark Connect server: one per client session);
@@ -102,7 +103,8 @@ public class OffsetCommitListener extends StreamingQueryListener {
     try {
       StreamingQueryProgress progress = event.progress();
       String queryId = progress.id().toString();
-      sender.offer(queryId, settings.groupFor(queryId, progress.name()), progress.json());
+      sender.offer(
+          queryId, settings.groupFor(queryId, progress.name()), progress.json(), settings.cluster());
     } catch (RuntimeException | LinkageError e) {
       LOG.warn("spark-offset-sidecar: dropped a progress event that could not be read: {}", e.toString());
     }

@@ -93,8 +93,9 @@ final class ProgressSender implements Runnable {
   }
 
   /** Queue {@code progressJson} (Spark's own JSON text) of {@code queryId} for {@code groupId}. */
-  void offer(String queryId, String groupId, String progressJson) {
-    byte[] body = Json.progressEvent(groupId, progressJson).getBytes(StandardCharsets.UTF_8);
+  void offer(String queryId, String groupId, String progressJson, String cluster) {
+    byte[] body =
+        Json.progressEvent(groupId, progressJson, cluster).getBytes(StandardCharsets.UTF_8);
     synchronized (this) {
       offered.incrementAndGet();
       if (waiting.remove(queryId) != null) {

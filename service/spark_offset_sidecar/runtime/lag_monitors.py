@@ -1,0 +1,97 @@
+"""Several Kafka clusters: one lag monitor per cluster, read as one.
+
+Each cluster's monitor reads its own cluster's log ends and evaluates only its groups
+(``LagMonitor.one_cluster``): a topic of one name on two clusters is two topics, and a
+cluster that cannot be read leaves only its own groups' lag unknown. The metrics, the
+status API and the page read this as they read a single monitor.
+
+Invariants
+  - A group is watched by exactly one monitor, its cluster's (ledger R14); a group
+    whose cluster the settings no longer name is watched by none (its status is asked of
+    the default cluster's monitor, with no log ends).
+  - ``read_at`` and ``evaluated_at`` are the oldest of the monitors' (None while one has
+    none): what is shown as of then is at least that fresh.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import ChainMap
+from collections.abc import Callable, Iterable, Mapping
+
+from spark_offset_sidecar.core.group_report import FolderReport, GroupReport
+from spark_offset_sidecar.core.group_status import GroupStatus
+from spark_offset_sidecar.core.lag_figures import GroupLag, JobRates
+from spark_offset_sidecar.core.ledger import Ledger
+from spark_offset_sidecar.core.ledger_state import GroupState
+from spark_offset_sidecar.runtime.lag_monitor import LagMonitor, LagReadCounters
+
+
+class LagMonitors:
+    def __init__(self, by_cluster: Mapping[str | None, LagMonitor]) -> None:
+        if None not in by_cluster:
+            raise ValueError("the default cluster (None) needs a monitor")
+        self.by_cluster = dict(by_cluster)
+        self._default = self.by_cluster[None]
+
+    # Built at each read: a monitor replaces its tables at each evaluation.
+    @property
+    def statuses(self) -> Mapping[str, GroupStatus]:
+        return ChainMap(*(m.statuses for m in self.by_cluster.values()))
+
+    @property
+    def lags(self) -> Mapping[str, GroupLag]:
+        return ChainMap(*(m.lags for m in self.by_cluster.values()))
+
+    @property
+    def lost(self) -> Mapping[str, Mapping[str, int]]:
+        return ChainMap(*(m.lost for m in self.by_cluster.values()))
+
+    def of(self, group: GroupState) -> LagMonitor:
+        return self.by_cluster.get(group.cluster, self._default)
+
+    @property
+    def read_at(self) -> float | None:
+        return _oldest(m.read_at for m in self.by_cluster.values())
+
+    @property
+    def evaluated_at(self) -> float | None:
+        return _oldest(m.evaluated_at for m in self.by_cluster.values())
+
+    @property
+    def counters(self) -> LagReadCounters:
+        total = LagReadCounters()
+        for monitor in self.by_cluster.values():
+            c = monitor.counters
+            total.succeeded += c.succeeded
+            total.failed += c.failed
+            total.record_reads += c.record_reads
+            total.record_partitions += c.record_partitions
+            total.record_failures += c.record_failures
+        return total
+
+    def set_folders(self, folders: Callable[[], Mapping[str, tuple[FolderReport, ...]]]) -> None:
+        for monitor in self.by_cluster.values():
+            monitor.folders = folders
+
+    def note_job(self, group_id: str, rates: JobRates) -> None:
+        for monitor in self.by_cluster.values():  # kept only by the group's (forget_gone)
+            monitor.note_job(group_id, rates)
+
+    def report(
+        self, status: GroupStatus, group: GroupState, ledger: Ledger, now: float
+    ) -> GroupReport:
+        return self.of(group).report(status, group, ledger, now)
+
+    def report_now(self, group: GroupState, ledger: Ledger, now: float) -> GroupReport:
+        return self.of(group).report_now(group, ledger, now)
+
+    async def run(self) -> None:
+        await asyncio.gather(*(m.run() for m in self.by_cluster.values()))
+
+
+def _oldest(times: Iterable[float | None]) -> float | None:
+    found = list(times)
+    if not found or any(t is None for t in found):
+        return None
+    return min(t for t in found if t is not None)

@@ -1,0 +1,193 @@
+"""Several Kafka clusters behind one service, on two brand-new brokers with different
+security: ``main`` (PLAINTEXT, the SIDECAR_KAFKA_* settings) and ``eu`` (SASL SCRAM, under
+SIDECAR_CLUSTER_EU_*), plus ``denied``: the same SASL listener with a wrong password. A
+topic of one name on both clusters with different log ends shows that each group's lag
+is read from its own cluster; a cluster that refuses credentials, then one that is down,
+costs the others nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from harness.kafka_broker import LocalBroker, brand_new
+from harness.machine import free_port
+from harness.service_process import ServiceProcess
+from tests.support.kafka import (
+    committed_offsets,
+    create_topics,
+    log_ends,
+    produce,
+    run_sync,
+    unique_group,
+)
+from tests.support.service import metric, spark_progress, wait_for
+
+pytestmark = pytest.mark.kafka
+
+USER, PASSWORD = "sidecar", "eu-cluster-password-8c2d"
+TOPIC = "orders"  # on both clusters: two topics
+
+
+@dataclass(frozen=True)
+class Clusters:
+    main: LocalBroker
+    eu: LocalBroker
+    eu_sasl: str
+
+
+@pytest.fixture(scope="module")
+def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Clusters]:
+    main = brand_new(tmp_path_factory.mktemp("main-kafka"))
+    port, sasl_port = free_port(), free_port()
+    eu = LocalBroker(
+        f"127.0.0.1:{port}",
+        port,
+        tmp_path_factory.mktemp("eu-kafka"),
+        started_here=True,
+        extra_env=(
+            ("LOCAL_KAFKA_USERS", f"{USER}:{PASSWORD}"),
+            ("LOCAL_KAFKA_SASL_PORT", str(sasl_port)),
+        ),
+    )
+    try:
+        eu.start()
+        yield Clusters(main, eu, f"127.0.0.1:{sasl_port}")
+    finally:
+        eu.stop()
+        main.stop()
+
+
+def _service(tmp_path: Path, clusters: Clusters) -> ServiceProcess:
+    password = tmp_path / "eu-password"
+    password.write_text(PASSWORD)
+    sasl = {
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": "SCRAM-SHA-256",
+        "sasl_username": USER,
+    }
+    return ServiceProcess(
+        tmp_path,
+        clusters.main.bootstrap,
+        kafka_cluster_name="main",
+        kafka_clusters="eu,denied",
+        kafka_cluster_by_group="eu-*=eu",
+        **{f"cluster_eu_kafka_{k}": v for k, v in sasl.items()},
+        cluster_eu_kafka_bootstrap_servers=clusters.eu_sasl,
+        cluster_eu_kafka_sasl_password_file=str(password),
+        **{f"cluster_denied_kafka_{k}": v for k, v in sasl.items()},
+        cluster_denied_kafka_bootstrap_servers=clusters.eu_sasl,
+        cluster_denied_kafka_sasl_password="not-" + PASSWORD,
+        lag_read_interval_seconds=1,
+        commit_timeout_seconds=3,
+        retry_initial_seconds=0.2,
+        retry_max_seconds=1,
+    ).start()
+
+
+def _post(
+    service: ServiceProcess, group: str, batch: int, offsets: dict[str, int], **kw: str
+) -> int:
+    progress = spark_progress(batch, {TOPIC: {str(p): o for p, o in offsets.items()}}, group)
+    answer = service.http.post("/v1/progress", json={"group_id": group, "progress": progress, **kw})
+    return answer.status_code
+
+
+def _lag(service: ServiceProcess, group: str) -> int | None:
+    return service.http.get(f"/v1/status/{group}").json()["totallag"]
+
+
+def _failed(service: ServiceProcess, group: str, reason: str) -> float:
+    text = service.metrics()
+    found = metric(
+        text, "sidecar_commits_failed_by_reason_total", consumergroup=group, reason=reason
+    )
+    return found or 0.0
+
+
+def test_one_service_commits_for_jobs_on_two_clusters_each_failure_its_own(
+    tmp_path: Path, clusters: Clusters
+) -> None:
+    main, eu = clusters.main.bootstrap, clusters.eu.bootstrap
+    for bootstrap, records in ((main, 30), (eu, 70)):
+        run_sync(create_topics(bootstrap, [TOPIC], 1))
+        run_sync(produce(bootstrap, TOPIC, records))
+    assert log_ends(main, [TOPIC]) == {(TOPIC, 0): 30}
+    assert log_ends(eu, [TOPIC]) == {(TOPIC, 0): 70}
+    on_main, named_eu, eu_by_pattern = unique_group("m"), unique_group("n"), unique_group("eu-")
+    refused = unique_group("d")
+    service = _service(tmp_path, clusters)
+    try:
+        assert _post(service, on_main, 1, {0: 10}) == 200
+        assert _post(service, named_eu, 1, {0: 20}, cluster="eu") == 200
+        assert _post(service, eu_by_pattern, 1, {0: 25}) == 200
+        assert _post(service, refused, 1, {0: 5}, cluster="denied") == 200
+        wait_for(lambda: committed_offsets(main, on_main) == {(TOPIC, 0): 10}, what="on main")
+        wait_for(lambda: committed_offsets(eu, named_eu) == {(TOPIC, 0): 20}, what="named eu")
+        wait_for(
+            lambda: committed_offsets(eu, eu_by_pattern) == {(TOPIC, 0): 25}, what="by pattern"
+        )
+        # Each on its own cluster only.
+        assert committed_offsets(eu, on_main) == {}
+        assert committed_offsets(main, named_eu) == committed_offsets(main, eu_by_pattern) == {}
+        # Lag from each group's own cluster: the same topic name, two log ends.
+        wait_for(lambda: _lag(service, on_main) == 20, what="main's lag: 30 - 10")
+        wait_for(lambda: _lag(service, named_eu) == 50, what="eu's lag: 70 - 20")
+        assert _lag(service, eu_by_pattern) == 45
+        # Credentials refused on one cluster: its group fails, counted; no other does.
+        wait_for(
+            lambda: _failed(service, refused, "authentication_failed") >= 2,
+            what="the denied cluster's group failing as authentication_failed",
+        )
+        assert committed_offsets(eu, refused) == {}
+        ready = service.http.get("/readyz").text
+        assert "warning: Kafka (denied): " in ready, ready
+        assert "Kafka (eu)" not in ready, ready
+        assert "Kafka (main)" not in ready, ready
+        # A group stays on its cluster; a cluster the service lacks is named.
+        moved = service.http.post(
+            "/v1/progress",
+            json={
+                "group_id": on_main,
+                "progress": spark_progress(2, {TOPIC: {"0": 11}}, on_main),
+                "cluster": "eu",
+            },
+        )
+        assert moved.status_code == 409, moved.text
+        assert "commits to the default Kafka cluster, not Kafka cluster 'eu'" in moved.text
+        unknown = service.http.post(
+            "/v1/progress",
+            json={
+                "group_id": unique_group("u"),
+                "progress": spark_progress(1, {TOPIC: {"0": 1}}, "q-unknown"),
+                "cluster": "us",
+            },
+        )
+        assert unknown.status_code == 422, unknown.text
+        assert "no Kafka cluster is named 'us'" in unknown.text
+
+        # The eu cluster goes down: main's group keeps committing, eu's wait.
+        clusters.eu.stop()
+        for batch in range(2, 6):
+            assert _post(service, on_main, batch, {0: 10 + batch}) == 200
+            assert _post(service, named_eu, batch, {0: 20 + batch}, cluster="eu") == 200
+            wait_for(
+                lambda b=batch: committed_offsets(main, on_main) == {(TOPIC, 0): 10 + b},
+                what=f"main's batch {batch} committed while eu is down",
+            )
+        assert sum(_failed(service, on_main, r) for r in ("broker_unavailable", "timeout")) == 0
+        wait_for(
+            lambda: "Kafka (eu)" in service.http.get("/readyz").text,
+            what="/readyz naming the eu cluster",
+        )
+        clusters.eu.start()
+        wait_for(
+            lambda: committed_offsets(eu, named_eu) == {(TOPIC, 0): 25},
+            timeout=60,
+            what="eu's newest checkpoint once it is back",
+        )
+    finally:
+        service.stop()

@@ -1,0 +1,91 @@
+"""Several Kafka clusters in the running app (in-process, doubles for Kafka): each commit
+carries its group's cluster to the committer, and the group's cluster shows in its status,
+its query's state, its followed folder, the page and, as ``cluster_name``, every per-group
+series. The same against two real brokers is ``tests/e2e/test_kafka_clusters.py``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi.testclient import TestClient
+
+from spark_offset_sidecar.app import create_app
+from spark_offset_sidecar.core.offsets import TopicPartition
+from spark_offset_sidecar.settings import KafkaCluster
+from spark_offset_sidecar.testing import InMemoryCommitter, InMemoryLogEnds
+from tests.support.app import settings_for
+from tests.support.service import metric, spark_progress, wait_for
+
+
+def _post(client: TestClient, group: str, cluster: str | None = None) -> int:
+    body = {"group_id": group, "progress": spark_progress(1, {"orders": {"0": 5}}, f"q-{group}")}
+    if cluster is not None:
+        body["cluster"] = cluster
+    return client.post("/v1/progress", json=body).status_code
+
+
+def test_a_groups_cluster_reaches_the_committer_and_every_view(tmp_path: Path) -> None:
+    settings = settings_for(
+        tmp_path,
+        kafka_cluster_name="main",
+        kafka_clusters=(KafkaCluster("eu", (("kafka_bootstrap_servers", "eu-1:9092"),)),),
+        kafka_cluster_by_group=(("eu-*", "eu"),),
+        lag_read_interval_seconds=0.05,
+    )
+    committer = InMemoryCommitter()
+    ends = InMemoryLogEnds({TopicPartition("orders", 0): 9})
+    app = create_app(settings, committer=committer, log_ends=ends)
+    with TestClient(app) as client:
+        assert _post(client, "orders") == 200
+        assert _post(client, "payments", cluster="eu") == 200
+        assert _post(client, "eu-clicks") == 200
+        wait_for(lambda: len(committer.commits) == 3, what="three commits")
+        assert {r.group_id: r.cluster for r in committer.commits} == {
+            "orders": None,  # the default cluster, as the ledger keeps it
+            "payments": "eu",
+            "eu-clicks": "eu",
+        }
+        status = {
+            g: client.get(f"/v1/status/{g}").json()["cluster"] for g in ("orders", "payments")
+        }
+        assert status == {"orders": "main", "payments": "eu"}
+        queries = {q["group_id"]: q["cluster"] for q in client.get("/v1/queries").json()}
+        assert queries == {"orders": "main", "payments": "eu", "eu-clicks": "eu"}
+        text = client.get("/metrics").text
+        for group, cluster in (("orders", "main"), ("payments", "eu"), ("eu-clicks", "eu")):
+            at = {"consumergroup": group, "cluster_name": cluster}
+            assert metric(text, "sidecar_commits_succeeded_total", **at) == 1, group
+            assert metric(text, "sidecar_commits_failed_total", **at) == 0, group
+        page = wait_for(
+            lambda: (t := client.get("/ui").text) and "Kafka cluster eu" in t and t,
+            what="the page naming the cluster",
+        )
+        assert "Kafka cluster main" not in page  # the default one goes unsaid
+        followed = client.post(
+            "/v1/followed-folders",
+            json={"path": str(tmp_path / "ckpt"), "group_id": "clicks", "cluster": "eu"},
+        )
+        assert followed.status_code == 201, followed.text
+        assert followed.json()["cluster"] == "eu"
+        unknown = client.post(
+            "/v1/followed-folders",
+            json={"path": str(tmp_path / "other"), "group_id": "other", "cluster": "us"},
+        )
+        assert unknown.status_code == 422, unknown.text
+        assert "no Kafka cluster is named 'us'" in unknown.text
+
+
+def test_with_one_cluster_the_series_have_no_cluster_label(tmp_path: Path) -> None:
+    app = create_app(
+        settings_for(tmp_path), committer=InMemoryCommitter(), log_ends=InMemoryLogEnds()
+    )
+    with TestClient(app) as client:
+        assert _post(client, "orders") == 200
+        text = wait_for(
+            lambda: (
+                (t := client.get("/metrics").text) and "sidecar_commits_succeeded_total{" in t and t
+            ),
+            what="the group's series",
+        )
+        assert "cluster_name=" not in text
+        assert client.get("/v1/status/orders").json()["cluster"] == "default"
