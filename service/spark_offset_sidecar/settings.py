@@ -206,7 +206,10 @@ class KafkaCluster:
     others take their defaults)."""
 
     name: str
-    values: tuple[tuple[str, Any], ...] = ()
+    values: tuple[tuple[str, Any], ...] = field(default=(), repr=False)  # secrets among them
+
+    def __repr__(self) -> str:
+        return f"KafkaCluster({self.name!r}, set={[name for name, _ in self.values]})"
 
 
 def _clusters(value: str) -> tuple[KafkaCluster, ...]:

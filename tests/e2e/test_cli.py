@@ -90,5 +90,20 @@ def test_follow_with_a_token_and_url_as_the_manual_shows(
         )  # fmt: skip
         assert listed.returncode == 0, listed.stderr
         assert str(folder) in listed.stdout
+        # --cluster names the Kafka cluster (this service has one, named "default").
+        other = tmp_path / "other-checkpoint"
+        on_cluster = [*command, "follow", str(other), "--group", "payments", "--url", service.url]
+        named = subprocess.run(
+            [*on_cluster, "--cluster", "default"],
+            env=with_token, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert named.returncode == 0, named.stderr
+        assert json.loads(named.stdout)["cluster"] == "default"
+        unknown = subprocess.run(
+            [*on_cluster, "--cluster", "us"],
+            env=with_token, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert unknown.returncode == 1
+        assert "no Kafka cluster is named 'us'" in unknown.stderr, unknown.stderr
     finally:
         service.stop()

@@ -61,6 +61,14 @@ def test_each_cluster_is_described_by_its_own_settings_and_defaults(tmp_path: Pa
     assert analytics.commit_timeout_seconds == settings.commit_timeout_seconds
     with pytest.raises(KeyError):
         settings.for_cluster("us")
+    # A cluster's secrets stay out of the settings' repr, as the service's own do.
+    with_secret = Settings.from_env(
+        _env(tmp_path, SIDECAR_CLUSTER_ANALYTICS_KAFKA_SASL_PASSWORD="analytics-secret")
+    )
+    shown = repr(with_secret) + repr(with_secret.for_cluster("analytics"))
+    assert "main-secret" not in shown
+    assert "analytics-secret" not in shown
+    assert "kafka_sasl_password" in repr(with_secret.kafka_clusters[1])  # its name only
 
 
 @pytest.mark.parametrize(
