@@ -16,6 +16,7 @@ import os
 import secrets
 import socket
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Protocol
@@ -36,6 +37,7 @@ from spark_offset_sidecar.adapters.kafka.record_times import KafkaRecordTimeRead
 from spark_offset_sidecar.adapters.kafka.starting_offsets import KafkaStartingOffsetsReader
 from spark_offset_sidecar.adapters.sql.followed_folders import SqlFollowedFolders
 from spark_offset_sidecar.adapters.sql.store import SqlStore
+from spark_offset_sidecar.core.clusters import Clusters
 from spark_offset_sidecar.core.group_status import CommitWindows
 from spark_offset_sidecar.core.leases import Ownership
 from spark_offset_sidecar.core.ledger import Backoff
@@ -319,6 +321,7 @@ def create_app(  # noqa: C901, PLR0915  (the composition root, every mode)
         gil.install()
         runtime.ready = True
         log.info("ready: %d queries, %d groups loaded", *_sizes(runtime.durable))
+        _warn_of_dropped_clusters(runtime.durable, clusters)
         try:
             yield
         finally:
@@ -363,6 +366,22 @@ def create_app(  # noqa: C901, PLR0915  (the composition root, every mode)
     page = MetricsPage(fleet, settings.metrics_max_scrapes_per_second)
     _add_operational_routes(app, runtime, page)
     return app
+
+
+def _warn_of_dropped_clusters(durable: DurableLedger, clusters: Clusters) -> None:
+    """Groups stored on a cluster the settings no longer name cannot commit (R14): say so
+    once, at start, naming the clusters."""
+    dropped = Counter(
+        g.cluster
+        for g in durable.ledger.groups.values()
+        if g.cluster is not None and g.cluster not in clusters.others
+    )
+    if dropped:
+        log.warning(
+            "groups on Kafka clusters the settings do not name: %s; their commits fail "
+            "until SIDECAR_KAFKA_CLUSTERS names them again",
+            ", ".join(f"{name!r} ({count} groups)" for name, count in sorted(dropped.items())),
+        )
 
 
 class _SaysProblem(Protocol):

@@ -5,8 +5,10 @@ series. The same against two real brokers is ``tests/e2e/test_kafka_clusters.py`
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
+import pytest
 from fastapi.testclient import TestClient
 
 from spark_offset_sidecar.app import create_app
@@ -89,3 +91,26 @@ def test_with_one_cluster_the_series_have_no_cluster_label(tmp_path: Path) -> No
         )
         assert "cluster_name=" not in text
         assert client.get("/v1/status/orders").json()["cluster"] == "default"
+
+
+def test_a_cluster_dropped_from_the_settings_is_said_at_start(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    eu = (KafkaCluster("eu", (("kafka_bootstrap_servers", "eu-1:9092"),)),)
+    before = settings_for(tmp_path, kafka_clusters=eu)
+    with TestClient(
+        create_app(before, committer=InMemoryCommitter(), log_ends=InMemoryLogEnds())
+    ) as client:
+        assert _post(client, "payments", cluster="eu") == 200
+        assert _post(client, "orders") == 200
+    caplog.set_level(logging.WARNING, logger="spark_offset_sidecar.app")
+    after = settings_for(tmp_path)  # eu is no longer named
+    with TestClient(
+        create_app(after, committer=InMemoryCommitter(), log_ends=InMemoryLogEnds())
+    ) as client:
+        assert client.get("/v1/status/payments").json()["cluster"] == "eu"
+    said = [r.getMessage() for r in caplog.records if "do not name" in r.getMessage()]
+    assert said == [
+        "groups on Kafka clusters the settings do not name: 'eu' (1 groups); their commits "
+        "fail until SIDECAR_KAFKA_CLUSTERS names them again"
+    ]
