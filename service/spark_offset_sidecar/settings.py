@@ -532,6 +532,7 @@ class Settings:
     def __post_init__(self) -> None:
         if self.database_url is None:
             object.__setattr__(self, "database_url", default_database_url())
+        self._check_values()
         if self.retry_max_seconds < self.retry_initial_seconds:
             raise ConfigError(
                 env_name("retry_max_seconds"), "must not be less than SIDECAR_RETRY_INITIAL_SECONDS"
@@ -567,6 +568,22 @@ class Settings:
             self._check_sasl()
         self._check_oidc()
         self._check_clusters()
+
+    def _check_values(self) -> None:
+        """Every value given, however the settings are built (from the environment, by
+        ``Settings(...)``, by ``for_cluster``), passes its setting's own parser: a value
+        the environment could not set is refused here too, naming the variable. A single
+        value is kept as the parser gives it (``sasl_ssl`` is ``SASL_SSL`` however given)."""
+        for spec in dataclasses.fields(self):
+            value = getattr(self, spec.name)
+            if value is None or value == spec.default:
+                continue
+            try:
+                parsed = spec.metadata["parse"](_as_env(value))
+            except ValueError as exc:
+                raise ConfigError(env_name(spec.name), f"invalid value {value!r}: {exc}") from None
+            if isinstance(value, str | int | float):  # tuples and dicts hold more than text
+                object.__setattr__(self, spec.name, parsed)
 
     def _check_clusters(self) -> None:
         names = self.cluster_names()
@@ -743,6 +760,25 @@ def _parsed(
         except ValueError as exc:
             raise ConfigError(variable, f"invalid value {raw!r}: {exc}") from None
     return values
+
+
+def _as_env(value: Any) -> str:
+    """``value`` as an environment variable would give it."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return json.dumps(value)
+    if isinstance(value, tuple):
+        return ",".join(_as_env_item(item) for item in value)
+    return str(value)
+
+
+def _as_env_item(item: Any) -> str:
+    if isinstance(item, KafkaCluster):
+        return item.name
+    if isinstance(item, tuple):  # key=value pairs: SASL extensions, cluster patterns
+        return "=".join(str(part) for part in item)
+    return str(item)
 
 
 def _shown(default: Any) -> str:

@@ -221,3 +221,28 @@ def test_jobs_identities_need_issuer_audience_and_a_tokens_file(
     )
     with pytest.raises(ConfigError, match=r"spark-offset-sidecar\[oidc\]"):
         Settings.from_env({**both, "SIDECAR_TOKENS_FILE": str(tokens)})
+
+
+@pytest.mark.parametrize(
+    ("given", "variable"),
+    [
+        ({"port": -1}, "SIDECAR_PORT"),
+        ({"commit_timeout_seconds": 0.0}, "SIDECAR_COMMIT_TIMEOUT_SECONDS"),
+        ({"kafka_bootstrap_servers": "no-port"}, "SIDECAR_KAFKA_BOOTSTRAP_SERVERS"),
+        ({"kafka_security_protocol": "TLS"}, "SIDECAR_KAFKA_SECURITY_PROTOCOL"),
+        ({"metrics_groups": ()}, "SIDECAR_METRICS_GROUPS"),
+        ({"kafka_sasl_extensions": (("auth", "x"),)}, "SIDECAR_KAFKA_SASL_EXTENSIONS"),
+    ],
+)
+def test_settings_built_in_code_are_checked_as_the_environment_is(
+    given: dict[str, object], variable: str
+) -> None:
+    with pytest.raises(ConfigError) as refused:
+        Settings(**given)  # type: ignore[arg-type]
+    assert refused.value.variable == variable
+
+
+def test_a_value_built_in_code_is_kept_as_its_parser_gives_it() -> None:
+    settings = Settings(kafka_security_protocol="plaintext", kafka_bootstrap_servers="a:1, b:2")
+    assert settings.kafka_security_protocol == "PLAINTEXT"
+    assert settings.kafka_bootstrap_servers == "a:1,b:2"
