@@ -1,6 +1,7 @@
 """Several Kafka clusters behind one service, on two brand-new brokers with different
 security: ``main`` (PLAINTEXT, the SIDECAR_KAFKA_* settings) and ``eu`` (SASL SCRAM, under
-SIDECAR_CLUSTER_EU_*), plus ``denied``: the same SASL listener with a wrong password. A
+SIDECAR_CLUSTER_EU_*), ``eu-tls`` (the second broker's TLS listener, its CA given), and
+``denied``: the SASL listener with a wrong password. A
 topic of one name on both clusters with different log ends shows that each group's lag
 is read from its own cluster; a cluster that refuses credentials, then one that is down,
 costs the others nothing."""
@@ -26,6 +27,7 @@ from tests.support.kafka import (
     unique_group,
 )
 from tests.support.service import metric, spark_progress, wait_for
+from tests.support.tls import make_certificates
 
 pytestmark = pytest.mark.kafka
 
@@ -38,12 +40,15 @@ class Clusters:
     main: LocalBroker
     eu: LocalBroker
     eu_sasl: str
+    eu_tls: str
+    ca: Path
 
 
 @pytest.fixture(scope="module")
 def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Clusters]:
     main = brand_new(tmp_path_factory.mktemp("main-kafka"))
-    port, sasl_port = free_port(), free_port()
+    certificates = make_certificates(tmp_path_factory.mktemp("eu-certs"))
+    port, sasl_port, ssl_port = free_port(), free_port(), free_port()
     eu = LocalBroker(
         f"127.0.0.1:{port}",
         port,
@@ -52,11 +57,13 @@ def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Clusters]:
         extra_env=(
             ("LOCAL_KAFKA_USERS", f"{USER}:{PASSWORD}"),
             ("LOCAL_KAFKA_SASL_PORT", str(sasl_port)),
+            ("LOCAL_KAFKA_SSL_PORT", str(ssl_port)),
+            ("LOCAL_KAFKA_SSL_PEM", str(certificates.bundle)),
         ),
     )
     try:
         eu.start()
-        yield Clusters(main, eu, f"127.0.0.1:{sasl_port}")
+        yield Clusters(main, eu, f"127.0.0.1:{sasl_port}", f"127.0.0.1:{ssl_port}", certificates.ca)
     finally:
         eu.stop()
         main.stop()
@@ -74,7 +81,7 @@ def _service(tmp_path: Path, clusters: Clusters) -> ServiceProcess:
         tmp_path,
         clusters.main.bootstrap,
         kafka_cluster_name="main",
-        kafka_clusters="eu,denied",
+        kafka_clusters="eu,eu-tls,denied",
         kafka_cluster_by_group="eu-*=eu",
         **{f"cluster_eu_kafka_{k}": v for k, v in sasl.items()},
         cluster_eu_kafka_bootstrap_servers=clusters.eu_sasl,
@@ -82,6 +89,9 @@ def _service(tmp_path: Path, clusters: Clusters) -> ServiceProcess:
         **{f"cluster_denied_kafka_{k}": v for k, v in sasl.items()},
         cluster_denied_kafka_bootstrap_servers=clusters.eu_sasl,
         cluster_denied_kafka_sasl_password="not-" + PASSWORD,
+        cluster_eu_tls_kafka_bootstrap_servers=clusters.eu_tls,
+        cluster_eu_tls_kafka_security_protocol="SSL",
+        cluster_eu_tls_kafka_ssl_cafile=str(clusters.ca),
         lag_read_interval_seconds=1,
         commit_timeout_seconds=3,
         retry_initial_seconds=0.2,
@@ -119,9 +129,10 @@ def test_one_service_commits_for_jobs_on_two_clusters_each_failure_its_own(
     assert log_ends(main, [TOPIC]) == {(TOPIC, 0): 30}
     assert log_ends(eu, [TOPIC]) == {(TOPIC, 0): 70}
     on_main, named_eu, eu_by_pattern = unique_group("m"), unique_group("n"), unique_group("eu-")
-    refused = unique_group("d")
+    refused, over_tls = unique_group("d"), unique_group("t")
     service = _service(tmp_path, clusters)
     try:
+        assert _post(service, over_tls, 1, {0: 30}, cluster="eu-tls") == 200
         assert _post(service, on_main, 1, {0: 10}) == 200
         assert _post(service, named_eu, 1, {0: 20}, cluster="eu") == 200
         assert _post(service, eu_by_pattern, 1, {0: 25}) == 200
@@ -131,6 +142,7 @@ def test_one_service_commits_for_jobs_on_two_clusters_each_failure_its_own(
         wait_for(
             lambda: committed_offsets(eu, eu_by_pattern) == {(TOPIC, 0): 25}, what="by pattern"
         )
+        wait_for(lambda: committed_offsets(eu, over_tls) == {(TOPIC, 0): 30}, what="over TLS")
         # Each on its own cluster only.
         assert committed_offsets(eu, on_main) == {}
         assert committed_offsets(main, named_eu) == committed_offsets(main, eu_by_pattern) == {}
@@ -147,6 +159,7 @@ def test_one_service_commits_for_jobs_on_two_clusters_each_failure_its_own(
         ready = service.http.get("/readyz").text
         assert "warning: Kafka (denied): " in ready, ready
         assert "Kafka (eu)" not in ready, ready
+        assert "Kafka (eu-tls)" not in ready, ready
         assert "Kafka (main)" not in ready, ready
         # A group stays on its cluster; a cluster the service lacks is named.
         moved = service.http.post(
