@@ -150,6 +150,24 @@ def test_one_service_commits_for_jobs_on_two_clusters_each_failure_its_own(
         wait_for(lambda: _lag(service, on_main) == 20, what="main's lag: 30 - 10")
         wait_for(lambda: _lag(service, named_eu) == 50, what="eu's lag: 70 - 20")
         assert _lag(service, eu_by_pattern) == 45
+
+        # The list, the page and the series read the clusters' monitors as one (each
+        # as of its last evaluation).
+        def listed() -> dict[str, tuple[str, int | None]]:
+            answer = service.http.get("/v1/status").json()
+            return {g["group"]: (g["cluster"], g["totallag"]) for g in answer["groups"]}
+
+        wait_for(
+            lambda: {listed().get(on_main), listed().get(named_eu)} == {("main", 20), ("eu", 50)},
+            what="both clusters' groups listed with their lag",
+        )
+        assert "Kafka cluster eu" in service.http.get("/ui").text
+        text = service.metrics()
+        at_main = {"consumergroup": on_main, "cluster_name": "main", "topic": TOPIC}
+        at_eu = {"consumergroup": named_eu, "cluster_name": "eu", "topic": TOPIC}
+        assert metric(text, "sidecar_consumergroup_lag", **at_main) == 20
+        assert metric(text, "sidecar_consumergroup_lag", **at_eu) == 50
+        assert (metric(text, "sidecar_log_end_reads_total", result="succeeded") or 0) >= 2
         # Credentials refused on one cluster: its group fails, counted; no other does.
         wait_for(
             lambda: _failed(service, refused, "authentication_failed") >= 2,
