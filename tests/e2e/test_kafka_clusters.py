@@ -12,11 +12,13 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from harness.kafka_broker import LocalBroker, brand_new
 from harness.machine import free_port
+from harness.replica_cluster import ReplicaCluster
 from harness.service_process import ServiceProcess
 from tests.support.kafka import (
     committed_offsets,
@@ -69,7 +71,8 @@ def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Clusters]:
         main.stop()
 
 
-def _service(tmp_path: Path, clusters: Clusters) -> ServiceProcess:
+def _settings(tmp_path: Path, clusters: Clusters) -> dict[str, Any]:
+    """The service's settings, but main's bootstrap: main, eu, eu-tls and denied."""
     password = tmp_path / "eu-password"
     password.write_text(PASSWORD)
     sasl = {
@@ -77,9 +80,7 @@ def _service(tmp_path: Path, clusters: Clusters) -> ServiceProcess:
         "sasl_mechanism": "SCRAM-SHA-256",
         "sasl_username": USER,
     }
-    return ServiceProcess(
-        tmp_path,
-        clusters.main.bootstrap,
+    return dict(
         kafka_cluster_name="main",
         kafka_clusters="eu,eu-tls,denied",
         kafka_cluster_by_group="eu-*=eu",
@@ -96,13 +97,24 @@ def _service(tmp_path: Path, clusters: Clusters) -> ServiceProcess:
         commit_timeout_seconds=3,
         retry_initial_seconds=0.2,
         retry_max_seconds=1,
+    )
+
+
+def _service(tmp_path: Path, clusters: Clusters) -> ServiceProcess:
+    return ServiceProcess(
+        tmp_path, clusters.main.bootstrap, **_settings(tmp_path, clusters)
     ).start()
 
 
 def _post(
-    service: ServiceProcess, group: str, batch: int, offsets: dict[str, int], **kw: str
+    service: ServiceProcess,
+    group: str,
+    batch: int,
+    offsets: dict[str, int],
+    topic: str = TOPIC,
+    **kw: str,
 ) -> int:
-    progress = spark_progress(batch, {TOPIC: {str(p): o for p, o in offsets.items()}}, group)
+    progress = spark_progress(batch, {topic: {str(p): o for p, o in offsets.items()}}, group)
     answer = service.http.post("/v1/progress", json={"group_id": group, "progress": progress, **kw})
     return answer.status_code
 
@@ -231,3 +243,47 @@ def test_one_service_commits_for_jobs_on_two_clusters_each_failure_its_own(
         )
     finally:
         service.stop()
+
+
+def test_replicas_commit_each_group_on_its_cluster_and_agree_on_its_status(
+    tmp_path: Path, clusters: Clusters, postgres_server: Any
+) -> None:
+    """Two replicas on one PostgreSQL, each with both clusters: whichever replica takes a
+    group's events, it is committed on its own cluster, and every replica answers its
+    status (from the board its owner publishes to) with its cluster and its lag."""
+    main, eu, topic = clusters.main.bootstrap, clusters.eu.bootstrap, "payments"
+    for bootstrap, records in ((main, 40), (eu, 90)):
+        run_sync(create_topics(bootstrap, [topic], 1))
+        run_sync(produce(bootstrap, topic, records))
+    postgres_server.reset()
+    settings = {
+        **_settings(tmp_path, clusters),
+        "commit_timeout_seconds": 1,
+        "lease_seconds": 3,
+    }
+    replicas = ReplicaCluster(tmp_path, main, postgres_server.url, 2, **settings).start()
+    on_main, on_eu = unique_group("rm"), unique_group("re")
+    try:
+        first, second = replicas.replicas.values()
+        assert _post(first, on_main, 1, {0: 15}, topic) == 200
+        assert _post(second, on_eu, 1, {0: 35}, topic, cluster="eu") == 200
+        wait_for(lambda: committed_offsets(main, on_main) == {(topic, 0): 15}, what="on main")
+        wait_for(lambda: committed_offsets(eu, on_eu) == {(topic, 0): 35}, what="on eu")
+        assert committed_offsets(eu, on_main) == committed_offsets(main, on_eu) == {}
+        for replica in (first, second):
+            for group, expected in ((on_main, ("main", 25)), (on_eu, ("eu", 55))):
+                wait_for(
+                    lambda r=replica, g=group, e=expected: _cluster_and_lag(r, g) == e,
+                    timeout=30,
+                    what=f"{group}'s published status on every replica",
+                )
+    finally:
+        replicas.stop()
+
+
+def _cluster_and_lag(replica: ServiceProcess, group: str) -> tuple[str, int] | None:
+    answer = replica.http.get(f"/v1/status/{group}")
+    if answer.status_code != 200:
+        return None
+    status = answer.json()
+    return status["cluster"], status["totallag"]
