@@ -267,6 +267,67 @@ def test_a_refused_identity_is_a_reason_and_the_service_recovers(
         service.stop()
 
 
+def test_oauthbearer_as_one_of_several_clusters_with_its_own_token(
+    tmp_path: Path, oauth_kafka: OauthKafka, issuer: OidcIssuer
+) -> None:
+    """OAUTHBEARER as a cluster of its own (``idp``) beside the same broker's PLAINTEXT
+    listener as the default cluster, and ``idp-bad``, the OAuth listener with a wrong
+    client secret: each cluster has its own token provider, whose trouble is its own."""
+    plain = oauth_kafka.broker.bootstrap
+    topic = f"oauth-clusters-{uuid.uuid4().hex[:6]}"
+    run_sync(create_topics(plain, [topic], 1))
+    good, bad = tmp_path / "good-secret", tmp_path / "bad-secret"
+    good.write_text(CLIENT_SECRET)
+    bad.write_text("not-the-secret-0000")
+    oauth = {
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": "OAUTHBEARER",
+        "bootstrap_servers": oauth_kafka.oauth,
+        "oauth_token_url": issuer.token_url,
+        "oauth_client_id": "sidecar",
+        "oauth_audience": AUDIENCE,
+    }
+    clusters = {
+        f"cluster_{name}_kafka_{key}": value
+        for name in ("idp", "idp_bad")
+        for key, value in oauth.items()
+    }
+    service = ServiceProcess(
+        tmp_path,
+        plain,
+        kafka_clusters="idp,idp-bad",
+        **clusters,
+        cluster_idp_kafka_oauth_client_secret_file=str(good),
+        cluster_idp_bad_kafka_oauth_client_secret_file=str(bad),
+        commit_timeout_seconds=5,
+        retry_initial_seconds=0.2,
+        retry_max_seconds=2,
+    ).start()
+    groups = {name: unique_group(name) for name in ("default", "idp", "idp-bad")}
+    try:
+        for batch, (cluster, group) in enumerate(groups.items(), start=1):
+            named = {} if cluster == "default" else {"cluster": cluster}
+            answer = service.http.post(
+                "/v1/progress",
+                json={
+                    "group_id": group,
+                    "progress": spark_progress(batch, {topic: {"0": batch}}, str(uuid.uuid4())),
+                    **named,
+                },
+            )
+            assert answer.status_code == 200, answer.text
+        wait_for(lambda: committed_offsets(plain, groups["default"]) == {(topic, 0): 1})
+        wait_for(lambda: committed_offsets(plain, groups["idp"]) == {(topic, 0): 2})
+        said = "Kafka (idp-bad) token: the token endpoint answered HTTP 401: invalid_client"
+        ready = wait_for(lambda: (t := service.http.get("/readyz").text) and said in t and t)
+        assert "Kafka (idp) token" not in ready, ready
+        assert "Kafka (default)" not in ready, ready
+        assert committed_offsets(plain, groups["idp-bad"]) == {}
+        _assert_no_secrets(issuer, service.metrics(), service.log.read_text())
+    finally:
+        service.stop()
+
+
 class _SignedTokensKept(MskIamTokens):
     """The MSK signer, keeping every token it signed."""
 
