@@ -17,9 +17,9 @@ import secrets
 import socket
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import AsyncIterator, Callable, Coroutine
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import TYPE_CHECKING, Any, Protocol
 
 from fastapi import FastAPI, Request
 from fastapi.responses import PlainTextResponse, Response
@@ -168,183 +168,188 @@ def create_app(  # noqa: C901, PLR0915  (the composition root, every mode)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:  # noqa: C901, PLR0912, PLR0915  (starts every part in order)
-        replica_id = new_replica_id() if settings.replicated else None
-        ledger_store = store if store is not None else _sql_store(settings, replica_id, metrics)
-        if isinstance(ledger_store, SqlStore):
-            await asyncio.to_thread(ledger_store.migrate)
-        runtime.durable = await DurableLedger.open(
-            ledger_store,
-            max_pending=settings.max_pending_checkpoints,
-            backoff=Backoff(settings.retry_initial_seconds, settings.retry_max_seconds),
-            refresh_after=settings.recommit_idle_after_seconds,
-            commit_interval=settings.min_commit_interval_seconds,
-        )
-        background: list[asyncio.Task[None]] = []
-        if verifier is not None:
-            await verifier.refresh()  # a wrong issuer URL shows on /readyz at once
-            background.append(
-                asyncio.create_task(
+        # Each part registers how it stops as it starts: a failure while starting stops
+        # what had started, and shutdown stops everything in the reverse order.
+        async with AsyncExitStack() as stack:
+            stack.callback(log.info, "stopped")
+            replica_id = new_replica_id() if settings.replicated else None
+            ledger_store = store
+            if ledger_store is None:
+                ledger_store = _sql_store(settings, replica_id, metrics)
+                stack.callback(ledger_store.close)  # also closed with the ledger: idempotent
+            if isinstance(ledger_store, SqlStore):
+                await asyncio.to_thread(ledger_store.migrate)
+            runtime.durable = await DurableLedger.open(
+                ledger_store,
+                max_pending=settings.max_pending_checkpoints,
+                backoff=Backoff(settings.retry_initial_seconds, settings.retry_max_seconds),
+                refresh_after=settings.recommit_idle_after_seconds,
+                commit_interval=settings.min_commit_interval_seconds,
+            )
+            stack.push_async_callback(runtime.durable.close)
+            if verifier is not None:
+                await verifier.refresh()  # a wrong issuer URL shows on /readyz at once
+                _run_in_background(
+                    stack,
                     keep_keys_fresh(verifier, settings.oidc_jwks_refresh_seconds, KEYS_RETRY),
-                    name="issuer keys",
+                    "issuer keys",
                 )
+            committers = {
+                key: KafkaOffsetCommitter(
+                    options, timeout=settings.commit_timeout_seconds, replica_id=replica_id
+                )
+                for key, options in options_of.items()
+                if committer is None
+            }
+            for key, each in committers.items():
+                runtime.identity_problems.append(_problem(said(key, "Kafka"), each))
+            kafka: OffsetCommitter = (
+                committer
+                if committer is not None
+                else ClusterCommitters(committers)
+                if several
+                else committers[None]
             )
-        committers = {
-            key: KafkaOffsetCommitter(
-                options, timeout=settings.commit_timeout_seconds, replica_id=replica_id
+            stack.push_async_callback(kafka.close)
+            ownership = None
+            if replica_id is not None:
+                ownership = Ownership(
+                    replica_id, settings.lease_seconds, settings.commit_timeout_seconds
+                )
+                runtime.durable.ledger.commit_only(set())  # L5: nothing until claimed
+                metrics.groups_owned.set_function(lambda: len(ownership.epochs))
+            runtime.commit_loop = CommitLoop(
+                runtime.durable, kafka, metrics, clock=clock, ownership=ownership
             )
-            for key, options in options_of.items()
-            if committer is None
-        }
-        for key, each in committers.items():
-            runtime.identity_problems.append(_problem(said(key, "Kafka"), each))
-        kafka: OffsetCommitter = (
-            committer
-            if committer is not None
-            else ClusterCommitters(committers)
-            if several
-            else committers[None]
-        )
-        ownership = None
-        if replica_id is not None:
-            ownership = Ownership(
-                replica_id, settings.lease_seconds, settings.commit_timeout_seconds
-            )
-            runtime.durable.ledger.commit_only(set())  # L5: nothing until claimed
-            metrics.groups_owned.set_function(lambda: len(ownership.epochs))
-        runtime.commit_loop = CommitLoop(
-            runtime.durable, kafka, metrics, clock=clock, ownership=ownership
-        )
-        runtime.board = status_board
-        if ownership is not None and isinstance(ledger_store, SqlStore):
-            from spark_offset_sidecar.adapters.sql.change_notices import PostgresChangeNotices
-            from spark_offset_sidecar.adapters.sql.lease_store import LeaseStore
-            from spark_offset_sidecar.adapters.sql.status_board import SqlStatusBoard
-            from spark_offset_sidecar.runtime.lease_keeper import LeaseKeeper
+            runtime.board = status_board
+            if ownership is not None and isinstance(ledger_store, SqlStore):
+                from spark_offset_sidecar.adapters.sql.change_notices import PostgresChangeNotices
+                from spark_offset_sidecar.adapters.sql.lease_store import LeaseStore
+                from spark_offset_sidecar.adapters.sql.status_board import SqlStatusBoard
+                from spark_offset_sidecar.runtime.lease_keeper import LeaseKeeper
 
-            # A double committer never wrote to Kafka: nothing there to read back.
-            read_back: CommittedOffsetsReader | None = committed_reader
-            if read_back is None and committer is None:
-                backs = {
-                    key: KafkaCommittedReader(
-                        options, request_timeout=settings.commit_timeout_seconds
+                # A double committer never wrote to Kafka: nothing there to read back.
+                read_back: CommittedOffsetsReader | None = committed_reader
+                if read_back is None and committer is None:
+                    backs = {
+                        key: KafkaCommittedReader(
+                            options, request_timeout=settings.commit_timeout_seconds
+                        )
+                        for key, options in options_of.items()
+                    }
+                    read_back = (
+                        ClusterCommittedReaders(backs, group_cluster) if several else backs[None]
                     )
+                    stack.push_async_callback(read_back.close)
+                keeper = LeaseKeeper(
+                    LeaseStore(ledger_store.engine, ownership.replica_id, settings.lease_seconds),
+                    PostgresChangeNotices(settings.database_url),
+                    ownership,
+                    runtime.durable,
+                    on_owned=runtime.commit_loop.wake,
+                    read_back=read_back,
+                    read_back_after=settings.commit_timeout_seconds,
+                    on_mismatch=lambda _group: metrics.takeover_mismatches.inc(),
+                )
+                runtime.lease_keeper = keeper
+                if runtime.board is None:
+                    runtime.board = SqlStatusBoard(ledger_store.engine, ownership.replica_id)
+                # Leases are handed back after the commit loop stopped (registered before it).
+                stack.push_async_callback(_leave, keeper, runtime.commit_loop)
+                await keeper.round()  # hold a share of the groups before answering ready
+                _run_in_background(stack, keeper.run(), "lease keeper")
+                _run_in_background(stack, keeper.listen(), "notices")
+            runtime.durable.on_settled = _on_settled(runtime.commit_loop, metrics)
+            runtime.commit_task = asyncio.create_task(runtime.commit_loop.run(), name="commit loop")
+            stack.push_async_callback(
+                _stop_commits,
+                runtime.commit_loop,
+                runtime.commit_task,
+                settings.shutdown_grace_seconds,
+            )
+            # Each cluster's log ends are read by its own monitor (a topic of one name on two
+            # clusters is two topics); tests may pass one reader (one cluster).
+            log_readers: dict[str | None, LogEndReader] = (
+                {None: log_ends}
+                if log_ends is not None
+                else {
+                    key: KafkaLogEndReader(options, timeout=settings.commit_timeout_seconds)
                     for key, options in options_of.items()
                 }
-                read_back = (
-                    ClusterCommittedReaders(backs, group_cluster) if several else backs[None]
-                )
-            keeper = LeaseKeeper(
-                LeaseStore(ledger_store.engine, ownership.replica_id, settings.lease_seconds),
-                PostgresChangeNotices(settings.database_url),
-                ownership,
-                runtime.durable,
-                on_owned=runtime.commit_loop.wake,
-                read_back=read_back,
-                read_back_after=settings.commit_timeout_seconds,
-                on_mismatch=lambda _group: metrics.takeover_mismatches.inc(),
             )
-            runtime.lease_keeper = keeper
-            if runtime.board is None:
-                runtime.board = SqlStatusBoard(ledger_store.engine, ownership.replica_id)
-            await keeper.round()  # hold a share of the groups before answering ready
-            background += [
-                asyncio.create_task(keeper.run(), name="lease keeper"),
-                asyncio.create_task(keeper.listen(), name="notices"),
-            ]
-        runtime.durable.on_settled = _on_settled(runtime.commit_loop, metrics)
-        runtime.commit_task = asyncio.create_task(runtime.commit_loop.run(), name="commit loop")
-        # Each cluster's log ends are read by its own monitor (a topic of one name on two
-        # clusters is two topics); tests may pass one reader (one cluster).
-        log_readers: dict[str | None, LogEndReader] = (
-            {None: log_ends}
-            if log_ends is not None
-            else {
-                key: KafkaLogEndReader(options, timeout=settings.commit_timeout_seconds)
-                for key, options in options_of.items()
-            }
-        )
-        time_readers: dict[str | None, RecordTimeReader] = {}
-        if record_times is not None:
-            time_readers[None] = record_times
-        elif settings.read_record_times and log_ends is None:
-            time_readers = {
-                key: KafkaRecordTimeReader(options, timeout=settings.commit_timeout_seconds)
-                for key, options in options_of.items()
-            }
-        resending = [
-            a
-            for a in (*committers.values(), *log_readers.values())
-            if isinstance(a, KafkaOffsetCommitter | KafkaLogEndReader)
-        ]
-        metrics.watch_resent(lambda: sum(adapter.resent for adapter in resending))
-        monitors = {
-            key: LagMonitor(
-                lambda: runtime.durable.ledger,  # type: ignore[union-attr]
-                reader,
-                interval=settings.lag_read_interval_seconds,
-                err_after_failures=settings.status_err_after_failures,
-                windows=CommitWindows(settings.status_window, settings.status_stop_after_seconds),
-                clock=clock,
-                board=runtime.board,
-                record_times=time_readers.get(key),
-                risk_seconds=settings.retention_risk_seconds,
-                waits=kafka.waiting,
-                one_cluster=len(log_readers) > 1,
-                cluster=key,
-            )
-            for key, reader in log_readers.items()
-        }
-        runtime.lag_monitor = LagMonitors(monitors) if len(monitors) > 1 else monitors[None]
-        metrics.watch_lag(runtime.lag_monitor)
-        runtime.lag_task = asyncio.create_task(runtime.lag_monitor.run(), name="lag monitor")
-        runtime.followed = followed_folders or (
-            SqlFollowedFolders(ledger_store.engine) if isinstance(ledger_store, SqlStore) else None
-        )
-        if runtime.followed is not None:
-            follower = CheckpointFollower(
-                storage,
-                runtime.followed,
-                runtime.durable,
-                interval=settings.follow_interval_seconds,
-                relist_every=settings.follow_relist_every,
-                read_timeout=settings.follow_read_timeout_seconds,
-                clock=clock,
-                clusters=clusters,
-            )
-            runtime.follower = follower
-            runtime.lag_monitor.set_folders(follower.reports)  # published with the groups
-            metrics.watch_folders(follower.figures, lambda: storage.requests, REASONS)
-            background.append(asyncio.create_task(follower.run(), name="checkpoint follower"))
-        # The loaded ledger, and the fleet's state after each full collection, lives as
-        # long as the process: out of the cyclic GC's scans (heap.HeapKeeper).
-        heap.install()
-        gil.install()
-        runtime.ready = True
-        log.info("ready: %d queries, %d groups loaded", *_sizes(runtime.durable))
-        _warn_of_dropped_clusters(runtime.durable, clusters)
-        try:
-            yield
-        finally:
-            runtime.ready = False
-            heap.uninstall()
-            gil.uninstall()
-            runtime.lag_task.cancel()
-            await runtime.commit_loop.stop(settings.shutdown_grace_seconds)
-            runtime.commit_task.cancel()
-            for task in background:
-                task.cancel()
-            await asyncio.gather(
-                runtime.commit_task, runtime.lag_task, *background, return_exceptions=True
-            )
-            if runtime.lease_keeper is not None:
-                await _leave(runtime.lease_keeper, clean=runtime.commit_loop.cancelled == 0)
             for log_reader in log_readers.values():
-                await log_reader.close()
+                stack.push_async_callback(log_reader.close)
+            time_readers: dict[str | None, RecordTimeReader] = {}
+            if record_times is not None:
+                time_readers[None] = record_times
+            elif settings.read_record_times and log_ends is None:
+                time_readers = {
+                    key: KafkaRecordTimeReader(options, timeout=settings.commit_timeout_seconds)
+                    for key, options in options_of.items()
+                }
             for time_reader in time_readers.values():
-                await time_reader.close()
-            await kafka.close()
-            await runtime.durable.close()
-            log.info("stopped")
+                stack.push_async_callback(time_reader.close)
+            resending = [
+                a
+                for a in (*committers.values(), *log_readers.values())
+                if isinstance(a, KafkaOffsetCommitter | KafkaLogEndReader)
+            ]
+            metrics.watch_resent(lambda: sum(adapter.resent for adapter in resending))
+            monitors = {
+                key: LagMonitor(
+                    lambda: runtime.durable.ledger,  # type: ignore[union-attr]
+                    reader,
+                    interval=settings.lag_read_interval_seconds,
+                    err_after_failures=settings.status_err_after_failures,
+                    windows=CommitWindows(
+                        settings.status_window, settings.status_stop_after_seconds
+                    ),
+                    clock=clock,
+                    board=runtime.board,
+                    record_times=time_readers.get(key),
+                    risk_seconds=settings.retention_risk_seconds,
+                    waits=kafka.waiting,
+                    one_cluster=len(log_readers) > 1,
+                    cluster=key,
+                )
+                for key, reader in log_readers.items()
+            }
+            runtime.lag_monitor = LagMonitors(monitors) if len(monitors) > 1 else monitors[None]
+            metrics.watch_lag(runtime.lag_monitor)
+            runtime.lag_task = _run_in_background(stack, runtime.lag_monitor.run(), "lag monitor")
+            runtime.followed = followed_folders or (
+                SqlFollowedFolders(ledger_store.engine)
+                if isinstance(ledger_store, SqlStore)
+                else None
+            )
+            if runtime.followed is not None:
+                follower = CheckpointFollower(
+                    storage,
+                    runtime.followed,
+                    runtime.durable,
+                    interval=settings.follow_interval_seconds,
+                    relist_every=settings.follow_relist_every,
+                    read_timeout=settings.follow_read_timeout_seconds,
+                    clock=clock,
+                    clusters=clusters,
+                )
+                runtime.follower = follower
+                runtime.lag_monitor.set_folders(follower.reports)  # published with the groups
+                metrics.watch_folders(follower.figures, lambda: storage.requests, REASONS)
+                _run_in_background(stack, follower.run(), "checkpoint follower")
+            # The loaded ledger, and the fleet's state after each full collection, lives as
+            # long as the process: out of the cyclic GC's scans (heap.HeapKeeper).
+            heap.install()
+            stack.callback(heap.uninstall)
+            gil.install()
+            stack.callback(gil.uninstall)
+            _warn_of_dropped_clusters(runtime.durable, clusters)
+            runtime.ready = True
+            log.info("ready: %d queries, %d groups loaded", *_sizes(runtime.durable))
+            try:
+                yield
+            finally:
+                runtime.ready = False
 
     app = FastAPI(
         title="spark-offset-sidecar",
@@ -432,11 +437,32 @@ def _sql_store(settings: Settings, replica_id: str | None, metrics: SidecarMetri
     )
 
 
-async def _leave(keeper: LeaseKeeper, *, clean: bool) -> None:
+async def _leave(keeper: LeaseKeeper, loop: CommitLoop) -> None:
+    """Hand back the leases: cleanly when no commit was cut short by the stop."""
     try:
-        await keeper.leave(clean=clean)
+        await keeper.leave(clean=loop.cancelled == 0)
     except Exception as exc:  # the leases expire on their own
         log.warning("could not hand back leases: %s", exc)
+
+
+async def _stop_commits(loop: CommitLoop, task: asyncio.Task[None], grace: float) -> None:
+    """Let commits in flight finish (within ``grace``), then end the loop."""
+    await loop.stop(grace)
+    await _cancel(task)
+
+
+def _run_in_background(
+    stack: AsyncExitStack, work: Coroutine[Any, Any, None], name: str
+) -> asyncio.Task[None]:
+    """``work`` as a task, cancelled (and awaited) when ``stack`` closes."""
+    task = asyncio.create_task(work, name=name)
+    stack.push_async_callback(_cancel, task)
+    return task
+
+
+async def _cancel(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
 
 
 def _on_settled(loop: CommitLoop, metrics: SidecarMetrics) -> Callable[[int, float], None]:

@@ -7,6 +7,7 @@ same flows against the real broker are in ``test_service_kafka.py``.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+import spark_offset_sidecar.app as app_module
 from spark_offset_sidecar.app import create_app
 from spark_offset_sidecar.errors import StoreUnavailable
 from spark_offset_sidecar.settings import Settings
@@ -202,6 +204,51 @@ def test_start_up_and_shutdown(tmp_path: Path) -> None:
     assert not runtime.ready
     assert runtime.commit_task.done(), "the lifespan stops the commit loop"
     assert (tmp_path / "sidecar.db").exists()
+
+
+class _Closing(InMemoryCommitter):
+    def __init__(self) -> None:
+        super().__init__()
+        self.closed = False
+
+    async def close(self) -> None:
+        self.closed = True
+
+
+class _ClosingStore(InMemoryStore):
+    def __init__(self) -> None:
+        super().__init__()
+        self.closed = False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_a_failure_while_starting_stops_what_had_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The last step of the start fails: the commit loop, the lag monitor, the follower,
+    the committer, the readers and the ledger that had started are stopped, and the
+    process-wide settings put back, as at shutdown."""
+    switch = sys.getswitchinterval()
+
+    def fails(*_args: object) -> None:
+        raise RuntimeError("the last step of the start fails")
+
+    monkeypatch.setattr(app_module, "_warn_of_dropped_clusters", fails)
+    committer, store = _Closing(), _ClosingStore()
+    app = create_app(
+        settings_for(tmp_path), store=store, committer=committer, log_ends=InMemoryLogEnds()
+    )
+    with pytest.raises(RuntimeError, match="the last step"), TestClient(app):
+        pass
+    runtime = app.state.runtime
+    assert not runtime.ready
+    assert runtime.commit_task.done(), "the commit loop stopped"
+    assert runtime.lag_task.done(), "the lag monitor stopped"
+    assert committer.closed, "the committer closed"
+    assert store.closed, "the ledger's store closed"
+    assert sys.getswitchinterval() == switch, "the switch interval put back"
 
 
 def test_store_unavailable_answers_503_and_changes_nothing(tmp_path: Path) -> None:
