@@ -315,7 +315,10 @@ def create_app(  # noqa: C901, PLR0915  (the composition root, every mode)
                 for key, reader in log_readers.items()
             }
             runtime.lag_monitor = LagMonitors(monitors) if len(monitors) > 1 else monitors[None]
-            metrics.watch_lag(runtime.lag_monitor)
+            metrics.watch_lag(
+                runtime.lag_monitor,
+                {clusters.name_of(k): m for k, m in monitors.items()} if several else None,
+            )
             runtime.lag_task = _run_in_background(stack, runtime.lag_monitor.run(), "lag monitor")
             runtime.followed = followed_folders or (
                 SqlFollowedFolders(ledger_store.engine)

@@ -54,6 +54,8 @@ def test_a_groups_cluster_reaches_the_committer_and_every_view(tmp_path: Path) -
         queries = {q["group_id"]: q["cluster"] for q in client.get("/v1/queries").json()}
         assert queries == {"orders": "main", "payments": "eu", "eu-clicks": "eu"}
         text = client.get("/metrics").text
+        at_main = {"cluster_name": "main", "result": "failed"}  # one reader given: main's
+        assert metric(text, "sidecar_log_end_reads_total", **at_main) == 0
         for group, cluster in (("orders", "main"), ("payments", "eu"), ("eu-clicks", "eu")):
             at = {"consumergroup": group, "cluster_name": cluster}
             assert metric(text, "sidecar_commits_succeeded_total", **at) == 1, group
@@ -90,6 +92,7 @@ def test_with_one_cluster_the_series_have_no_cluster_label(tmp_path: Path) -> No
             what="the group's series",
         )
         assert "cluster_name=" not in text
+        assert metric(text, "sidecar_log_end_reads_total", result="failed") == 0
         assert client.get("/v1/status/orders").json()["cluster"] == "default"
 
 

@@ -157,8 +157,10 @@ class SidecarMetrics:
         )
         build.labels(package_version()).set(1)
 
-    def watch_lag(self, monitor: LagView) -> None:
-        self.registry.register(LagCollector(monitor))
+    def watch_lag(self, monitor: LagView, by_cluster: Mapping[str, LagView] | None = None) -> None:
+        """``monitor``'s reads; with several Kafka clusters, each cluster's (``by_cluster``,
+        by name) with a ``cluster_name`` label."""
+        self.registry.register(LagCollector(monitor, by_cluster))
 
     def watch_resent(self, resent: Callable[[], int]) -> None:
         """``resent``: requests sent again after the broker closed their connection."""
@@ -177,39 +179,47 @@ class SidecarMetrics:
 
 
 class LagCollector(Collector):
-    """The lag monitor's own reads (process-wide); the per-group series are
+    """The lag monitor's own reads (process-wide, or per Kafka cluster with a
+    ``cluster_name`` label when there are several); the per-group series are
     ``observe.fleet_metrics``'s."""
 
-    def __init__(self, monitor: LagView) -> None:
-        self._monitor = monitor
+    def __init__(self, monitor: LagView, by_cluster: Mapping[str, LagView] | None = None) -> None:
+        self._monitors: Mapping[str, LagView] = by_cluster or {"": monitor}
+        self._labelled = by_cluster is not None
 
     def collect(self) -> Iterator[Metric]:
-        counters = self._monitor.counters
+        cluster = ["cluster_name"] if self._labelled else []
         reads = CounterMetricFamily(
             "sidecar_log_end_reads",
             "Reads of the brokers' log-end (and log-start) offsets, by result.",
-            labels=["result"],
+            labels=[*cluster, "result"],
         )
-        reads.add_metric(["succeeded"], counters.succeeded)
-        reads.add_metric(["failed"], counters.failed)
         read_at = GaugeMetricFamily(
             "sidecar_log_end_read_timestamp_seconds",
             "Unix time of the last successful read of the log-end offsets (0: none yet).",
-            value=self._monitor.read_at or 0.0,
+            labels=cluster,
         )
         record_reads = CounterMetricFamily(
             "sidecar_record_time_reads",
             "Reads of record timestamps from Kafka (for the time lag of partitions whose "
             "oldest unprocessed record is older than the log-end history), by result.",
-            labels=["result"],
+            labels=[*cluster, "result"],
         )
-        record_reads.add_metric(["succeeded"], counters.record_reads - counters.record_failures)
-        record_reads.add_metric(["failed"], counters.record_failures)
         record_partitions = CounterMetricFamily(
             "sidecar_record_time_partitions",
             "Partitions whose record timestamp was read from Kafka (one fetch each).",
-            value=counters.record_partitions,
+            labels=cluster,
         )
+        for name, monitor in self._monitors.items():
+            at = [name] if self._labelled else []
+            counters = monitor.counters
+            reads.add_metric([*at, "succeeded"], counters.succeeded)
+            reads.add_metric([*at, "failed"], counters.failed)
+            read_at.add_metric(at, monitor.read_at or 0.0)
+            succeeded = counters.record_reads - counters.record_failures
+            record_reads.add_metric([*at, "succeeded"], succeeded)
+            record_reads.add_metric([*at, "failed"], counters.record_failures)
+            record_partitions.add_metric(at, counters.record_partitions)
         yield from (reads, read_at, record_reads, record_partitions)
 
 
