@@ -68,6 +68,20 @@ class FleetView(Protocol):
 
 
 @dataclass(frozen=True)
+class _Tables:
+    """A ``FleetView``'s tables, read once per turn of a build (with several Kafka
+    clusters each read merges the clusters' monitors: once per turn, not per group)."""
+
+    statuses: Mapping[str, GroupStatus]
+    lags: Mapping[str, GroupLag]
+    lost: Mapping[str, Mapping[str, int]]
+
+
+def _tables(view: FleetView | None) -> _Tables | None:
+    return None if view is None else _Tables(view.statuses, view.lags, view.lost)
+
+
+@dataclass(frozen=True)
 class FleetOptions:
     granularity: str = "topic"  # group, topic or partition
     groups: tuple[str, ...] = ("*",)
@@ -168,7 +182,7 @@ class FleetExposition:
         started = self._monotonic()
         families = _families(self.options)
         ledger = self._ledger()
-        monitor = self._monitor()
+        monitor = _tables(self._monitor())
         for outcome, count in sorted(ledger.unattributed.items()):
             if count:
                 families["events"].add(f'consumergroup="",outcome="{outcome}"', count)
@@ -178,7 +192,7 @@ class FleetExposition:
         for group_id in group_ids:
             self._group(families, ledger, monitor, group_id, now)
             if await turns.take():
-                ledger, monitor = self._ledger(), self._monitor()
+                ledger, monitor = self._ledger(), _tables(self._monitor())
         parts = [self._head()]
         for family in families.values():
             if family.lines:
