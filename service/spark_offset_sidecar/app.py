@@ -50,7 +50,7 @@ from spark_offset_sidecar.http.event_routes import router
 from spark_offset_sidecar.http.follow_routes import router as follow_router
 from spark_offset_sidecar.http.progress_route import ProgressRoute
 from spark_offset_sidecar.http.refusals import exception_answers
-from spark_offset_sidecar.http.state import Runtime
+from spark_offset_sidecar.http.state import Running, Runtime
 from spark_offset_sidecar.http.status_page import router as status_page_router
 from spark_offset_sidecar.http.status_routes import router as status_router
 from spark_offset_sidecar.observe.fleet_metrics import FleetExposition, FleetOptions, MetricsPage
@@ -74,6 +74,7 @@ from spark_offset_sidecar.runtime.by_cluster import (
 from spark_offset_sidecar.runtime.checkpoint_follower import REASONS, CheckpointFollower
 from spark_offset_sidecar.runtime.commit_loop import CommitLoop
 from spark_offset_sidecar.runtime.durable_ledger import DurableLedger
+from spark_offset_sidecar.runtime.group_reports import LocalReports, PublishedReports
 from spark_offset_sidecar.runtime.identity_keys import keep_keys_fresh
 from spark_offset_sidecar.runtime.lag_monitor import LagMonitor
 from spark_offset_sidecar.runtime.lag_monitors import LagMonitors
@@ -119,8 +120,10 @@ def create_app(  # noqa: C901, PLR0915  (the composition root, every mode)
     def said(key: str | None, what: str) -> str:  # "Kafka token", "Kafka (eu) token"
         return what if not several else what.replace("Kafka", f"Kafka ({clusters.name_of(key)})", 1)
 
+    opened: list[DurableLedger] = []  # the ledger, once the lifespan has opened it
+
     def group_cluster(group_id: str) -> str | None:
-        group = runtime.durable.ledger.groups.get(group_id) if runtime.durable else None
+        group = opened[0].ledger.groups.get(group_id) if opened else None
         return group.cluster if group is not None else clusters.of(group_id).name
 
     if starting_offsets is None:
@@ -145,8 +148,8 @@ def create_app(  # noqa: C901, PLR0915  (the composition root, every mode)
     gil = GilShare(settings.gil_switch_interval_seconds)
     metrics.watch_heap(heap)
     fleet = FleetExposition(
-        lambda: runtime.durable.ledger,  # type: ignore[union-attr]
-        lambda: runtime.lag_monitor,
+        lambda: opened[0].ledger,  # built only once running (the /metrics route)
+        lambda: runtime.running.lag_monitor if runtime.running else None,
         FleetOptions(
             granularity=settings.metrics_granularity,
             groups=settings.metrics_groups,
@@ -179,14 +182,15 @@ def create_app(  # noqa: C901, PLR0915  (the composition root, every mode)
                 stack.callback(ledger_store.close)  # also closed with the ledger: idempotent
             if isinstance(ledger_store, SqlStore):
                 await asyncio.to_thread(ledger_store.migrate)
-            runtime.durable = await DurableLedger.open(
+            durable = await DurableLedger.open(
                 ledger_store,
                 max_pending=settings.max_pending_checkpoints,
                 backoff=Backoff(settings.retry_initial_seconds, settings.retry_max_seconds),
                 refresh_after=settings.recommit_idle_after_seconds,
                 commit_interval=settings.min_commit_interval_seconds,
             )
-            stack.push_async_callback(runtime.durable.close)
+            stack.push_async_callback(durable.close)
+            opened[:] = [durable]
             if verifier is not None:
                 await verifier.refresh()  # a wrong issuer URL shows on /readyz at once
                 _run_in_background(
@@ -216,12 +220,10 @@ def create_app(  # noqa: C901, PLR0915  (the composition root, every mode)
                 ownership = Ownership(
                     replica_id, settings.lease_seconds, settings.commit_timeout_seconds
                 )
-                runtime.durable.ledger.commit_only(set())  # L5: nothing until claimed
+                durable.ledger.commit_only(set())  # L5: nothing until claimed
                 metrics.groups_owned.set_function(lambda: len(ownership.epochs))
-            runtime.commit_loop = CommitLoop(
-                runtime.durable, kafka, metrics, clock=clock, ownership=ownership
-            )
-            runtime.board = status_board
+            commit_loop = CommitLoop(durable, kafka, metrics, clock=clock, ownership=ownership)
+            board = status_board
             if ownership is not None and isinstance(ledger_store, SqlStore):
                 from spark_offset_sidecar.adapters.sql.change_notices import PostgresChangeNotices
                 from spark_offset_sidecar.adapters.sql.lease_store import LeaseStore
@@ -245,27 +247,23 @@ def create_app(  # noqa: C901, PLR0915  (the composition root, every mode)
                     LeaseStore(ledger_store.engine, ownership.replica_id, settings.lease_seconds),
                     PostgresChangeNotices(settings.database_url),
                     ownership,
-                    runtime.durable,
-                    on_owned=runtime.commit_loop.wake,
+                    durable,
+                    on_owned=commit_loop.wake,
                     read_back=read_back,
                     read_back_after=settings.commit_timeout_seconds,
                     on_mismatch=lambda _group: metrics.takeover_mismatches.inc(),
                 )
-                runtime.lease_keeper = keeper
-                if runtime.board is None:
-                    runtime.board = SqlStatusBoard(ledger_store.engine, ownership.replica_id)
+                if board is None:
+                    board = SqlStatusBoard(ledger_store.engine, ownership.replica_id)
                 # Leases are handed back after the commit loop stopped (registered before it).
-                stack.push_async_callback(_leave, keeper, runtime.commit_loop)
+                stack.push_async_callback(_leave, keeper, commit_loop)
                 await keeper.round()  # hold a share of the groups before answering ready
                 _run_in_background(stack, keeper.run(), "lease keeper")
                 _run_in_background(stack, keeper.listen(), "notices")
-            runtime.durable.on_settled = _on_settled(runtime.commit_loop, metrics)
-            runtime.commit_task = asyncio.create_task(runtime.commit_loop.run(), name="commit loop")
+            durable.on_settled = _on_settled(commit_loop, metrics)
+            commit_task = asyncio.create_task(commit_loop.run(), name="commit loop")
             stack.push_async_callback(
-                _stop_commits,
-                runtime.commit_loop,
-                runtime.commit_task,
-                settings.shutdown_grace_seconds,
+                _stop_commits, commit_loop, commit_task, settings.shutdown_grace_seconds
             )
             # Each cluster's log ends are read by its own monitor (a topic of one name on two
             # clusters is two topics); tests may pass one reader (one cluster).
@@ -297,7 +295,7 @@ def create_app(  # noqa: C901, PLR0915  (the composition root, every mode)
             metrics.watch_resent(lambda: sum(adapter.resent for adapter in resending))
             monitors = {
                 key: LagMonitor(
-                    lambda: runtime.durable.ledger,  # type: ignore[union-attr]
+                    lambda: durable.ledger,
                     reader,
                     interval=settings.lag_read_interval_seconds,
                     err_after_failures=settings.status_err_after_failures,
@@ -305,7 +303,7 @@ def create_app(  # noqa: C901, PLR0915  (the composition root, every mode)
                         settings.status_window, settings.status_stop_after_seconds
                     ),
                     clock=clock,
-                    board=runtime.board,
+                    board=board,
                     record_times=time_readers.get(key),
                     risk_seconds=settings.retention_risk_seconds,
                     waits=kafka.waiting,
@@ -314,30 +312,30 @@ def create_app(  # noqa: C901, PLR0915  (the composition root, every mode)
                 )
                 for key, reader in log_readers.items()
             }
-            runtime.lag_monitor = LagMonitors(monitors) if len(monitors) > 1 else monitors[None]
+            lag_monitor = LagMonitors(monitors) if len(monitors) > 1 else monitors[None]
             metrics.watch_lag(
-                runtime.lag_monitor,
+                lag_monitor,
                 {clusters.name_of(k): m for k, m in monitors.items()} if several else None,
             )
-            runtime.lag_task = _run_in_background(stack, runtime.lag_monitor.run(), "lag monitor")
-            runtime.followed = followed_folders or (
+            lag_task = _run_in_background(stack, lag_monitor.run(), "lag monitor")
+            followed = followed_folders or (
                 SqlFollowedFolders(ledger_store.engine)
                 if isinstance(ledger_store, SqlStore)
                 else None
             )
-            if runtime.followed is not None:
+            follower = None
+            if followed is not None:
                 follower = CheckpointFollower(
                     storage,
-                    runtime.followed,
-                    runtime.durable,
+                    followed,
+                    durable,
                     interval=settings.follow_interval_seconds,
                     relist_every=settings.follow_relist_every,
                     read_timeout=settings.follow_read_timeout_seconds,
                     clock=clock,
                     clusters=clusters,
                 )
-                runtime.follower = follower
-                runtime.lag_monitor.set_folders(follower.reports)  # published with the groups
+                lag_monitor.set_folders(follower.reports)  # published with the groups
                 metrics.watch_folders(follower.figures, lambda: storage.requests, REASONS)
                 _run_in_background(stack, follower.run(), "checkpoint follower")
             # The loaded ledger, and the fleet's state after each full collection, lives as
@@ -346,9 +344,27 @@ def create_app(  # noqa: C901, PLR0915  (the composition root, every mode)
             stack.callback(heap.uninstall)
             gil.install()
             stack.callback(gil.uninstall)
-            _warn_of_dropped_clusters(runtime.durable, clusters)
+            _warn_of_dropped_clusters(durable, clusters)
+            runtime.running = Running(
+                durable,
+                commit_loop,
+                commit_task,
+                lag_monitor,
+                lag_task,
+                reports=PublishedReports(board)
+                if board is not None
+                else LocalReports(
+                    lambda: durable.ledger,
+                    lag_monitor,
+                    kafka.waiting,
+                    follower.reports if follower is not None else None,
+                    clock,
+                ),
+                followed=followed,
+                follower=follower,
+            )
             runtime.ready = True
-            log.info("ready: %d queries, %d groups loaded", *_sizes(runtime.durable))
+            log.info("ready: %d queries, %d groups loaded", *_sizes(durable))
             try:
                 yield
             finally:
@@ -491,10 +507,10 @@ def _add_operational_routes(app: FastAPI, runtime: Runtime, page: MetricsPage) -
 
     @app.get("/readyz", tags=["operations"], response_class=PlainTextResponse)
     async def readyz() -> Response:
-        if not runtime.ready or runtime.durable is None:
+        if not runtime.ready or runtime.running is None:
             return PlainTextResponse("starting or stopping\n", status_code=503)
         try:
-            await runtime.durable.check_store()
+            await runtime.running.durable.check_store()
         except StoreError as exc:
             return PlainTextResponse(f"database: {exc}\n", status_code=503)
         # Events are taken and kept whatever Kafka or an issuer says: ready all the same,
@@ -506,7 +522,7 @@ def _add_operational_routes(app: FastAPI, runtime: Runtime, page: MetricsPage) -
     async def metrics(request: Request) -> Response:
         """The process-wide series, then the per-group ones (``observe.fleet_metrics``:
         built in slices, shared by scrapes that come together, paced)."""
-        if runtime.durable is None:
+        if runtime.running is None:
             return Response(
                 generate_latest(runtime.metrics.registry), media_type=CONTENT_TYPE_LATEST
             )

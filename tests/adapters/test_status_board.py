@@ -11,9 +11,12 @@ from collections import Counter
 from typing import Any
 
 import pytest
+from sqlalchemy import text
 
 from spark_offset_sidecar.adapters.sql.lease_store import LeaseStore
 from spark_offset_sidecar.adapters.sql.status_board import (
+    REPORT_VERSION,
+    NewerReport,
     SqlStatusBoard,
     decode_report,
     encode_report,
@@ -133,6 +136,49 @@ def test_a_report_published_before_commit_waiting_existed_reads_as_not_waiting()
     read = decode_report("g0", "a", report.evaluated_at, json.dumps(doc))
     assert read.live.waiting is None
     assert read.live.last_failure == report.live.last_failure
+
+
+def test_a_version_1_report_reads_with_the_defaults_of_what_it_lacks() -> None:
+    """Version 1 wrote no ``version``, and its oldest rows no ``waiting``, ``lag`` or
+    ``cluster``: each reads as its default, the rest as written."""
+    report = entry("g0", "a", lag=LAG).report
+    doc = json.loads(encode_report(report))
+    assert doc["version"] == REPORT_VERSION
+    for newer in ("version", "waiting", "lag", "cluster"):
+        del doc[newer]
+    read = decode_report("g0", "a", report.evaluated_at, json.dumps(doc))
+    assert (read.live.waiting, read.lag, read.cluster) == (None, None, None)
+    assert read.status == report.status
+    assert read.live.counters == report.live.counters
+    assert read.folders == report.folders
+
+
+def test_a_report_of_a_newer_version_is_left_out_and_said_once(
+    stores: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A newer replica's layout is not misread: its group reads as not reported here,
+    every other group is read, and the warning names the versions once."""
+    a, b = stores
+    LeaseStore(a.engine, "a", 30).renew()
+    LeaseStore(a.engine, "a", 30).claim(2)
+    board_a, board_b = SqlStatusBoard(a.engine, "a"), SqlStatusBoard(b.engine, "b")
+    published = [entry("g0", "a"), entry("g1", "a")]
+    assert board_a.publish(published) == 2
+    newer = json.loads(encode_report(published[1].report))
+    newer["version"] = REPORT_VERSION + 1
+    with a.engine.begin() as conn:
+        conn.execute(
+            text("UPDATE group_reports SET report = :r WHERE group_id = 'g1'"),
+            {"r": json.dumps(newer)},
+        )
+    with pytest.raises(NewerReport, match=f"version {REPORT_VERSION + 1}"):
+        decode_report("g1", "a", 0.0, json.dumps(newer))
+    with caplog.at_level("WARNING"):
+        assert board_b.read() == [published[0].report]
+        assert board_b.read(["g1"]) == []
+    said = [r.getMessage() for r in caplog.records if "group reports of version" in r.getMessage()]
+    assert len(said) == 1, said
+    assert f"version {REPORT_VERSION + 1} (this replica reads up to {REPORT_VERSION})" in said[0]
 
 
 def test_only_the_owner_writes_a_groups_report(stores: Any) -> None:

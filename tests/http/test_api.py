@@ -6,9 +6,11 @@ same flows against the real broker are in ``test_service_kafka.py``.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
@@ -199,10 +201,10 @@ def test_start_up_and_shutdown(tmp_path: Path) -> None:
         assert client.get("/readyz").status_code == 200
         assert client.get("/livez").status_code == 200
         runtime = app.state.runtime
-        assert runtime.commit_task is not None
-        assert not runtime.commit_task.done()
+        assert runtime.running is not None
+        assert not runtime.running.commit_task.done()
     assert not runtime.ready
-    assert runtime.commit_task.done(), "the lifespan stops the commit loop"
+    assert runtime.running.commit_task.done(), "the lifespan stops the commit loop"
     assert (tmp_path / "sidecar.db").exists()
 
 
@@ -236,6 +238,20 @@ def test_a_failure_while_starting_stops_what_had_started(
         raise RuntimeError("the last step of the start fails")
 
     monkeypatch.setattr(app_module, "_warn_of_dropped_clusters", fails)
+    background: dict[str, asyncio.Task[None]] = {}
+    commits: list[asyncio.Task[None]] = []
+    run_in_background, stop_commits = app_module._run_in_background, app_module._stop_commits
+
+    def recorded(stack: AsyncExitStack, work: Coroutine[Any, Any, None], name: str) -> Any:
+        background[name] = run_in_background(stack, work, name)
+        return background[name]
+
+    async def recorded_stop(loop: Any, task: asyncio.Task[None], grace: float) -> None:
+        await stop_commits(loop, task, grace)
+        commits.append(task)
+
+    monkeypatch.setattr(app_module, "_run_in_background", recorded)
+    monkeypatch.setattr(app_module, "_stop_commits", recorded_stop)
     committer, store = _Closing(), _ClosingStore()
     app = create_app(
         settings_for(tmp_path), store=store, committer=committer, log_ends=InMemoryLogEnds()
@@ -244,11 +260,31 @@ def test_a_failure_while_starting_stops_what_had_started(
         pass
     runtime = app.state.runtime
     assert not runtime.ready
-    assert runtime.commit_task.done(), "the commit loop stopped"
-    assert runtime.lag_task.done(), "the lag monitor stopped"
+    assert runtime.running is None, "routes never saw a service half started"
+    assert len(commits) == 1, "the commit loop was stopped"
+    assert commits[0].done(), "the commit loop stopped"
+    assert background["lag monitor"].done(), "the lag monitor stopped"
     assert committer.closed, "the committer closed"
     assert store.closed, "the ledger's store closed"
     assert sys.getswitchinterval() == switch, "the switch interval put back"
+
+
+def test_a_store_without_followed_folders_says_so_and_the_rest_works(tmp_path: Path) -> None:
+    """A store that keeps no followed folders (a double) is not "starting" forever: the
+    folder routes answer 501 naming why, and events, statuses and /ui work."""
+    app = create_app(
+        settings_for(tmp_path),
+        store=InMemoryStore(),
+        committer=InMemoryCommitter(),
+        log_ends=InMemoryLogEnds(),
+    )
+    with TestClient(app) as client:
+        answer = client.get("/v1/followed-folders")
+        assert answer.status_code == 501
+        assert "keeps no followed folders" in answer.json()["detail"]
+        assert post_progress(client, 1, {"t": {"0": 1}}).json()["outcome"] == "accepted"
+        assert client.get("/v1/status").status_code == 200
+        assert client.get("/ui").status_code == 200
 
 
 def test_store_unavailable_answers_503_and_changes_nothing(tmp_path: Path) -> None:

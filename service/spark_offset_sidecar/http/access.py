@@ -14,14 +14,14 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from fastapi import Request
+from fastapi import HTTPException, Request
 
 from spark_offset_sidecar.core.clusters import ClusterOf, UnknownCluster
 from spark_offset_sidecar.errors import Forbidden, InvalidEvent
 from spark_offset_sidecar.http.auth import TokenGrant
 
 if TYPE_CHECKING:
-    from spark_offset_sidecar.http.state import Runtime
+    from spark_offset_sidecar.http.state import Running, Runtime
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +29,14 @@ log = logging.getLogger(__name__)
 def runtime_of(request: Request) -> Runtime:
     runtime: Runtime = request.app.state.runtime
     return runtime
+
+
+def running_of(request: Request) -> Running:
+    """Every part the service started; 503 while it is starting."""
+    running = runtime_of(request).running
+    if running is None:
+        raise HTTPException(503, "the service is starting")
+    return running
 
 
 async def caller(request: Request, *, event: bool) -> TokenGrant | None:

@@ -13,11 +13,10 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Path, Query, Request
+from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import JSONResponse, Response
 
 from spark_offset_sidecar.core.changes import Decision, Outcome
-from spark_offset_sidecar.core.group_report import NOT_REPORTED, LiveCommits, live_of
 from spark_offset_sidecar.core.lag_figures import JobRates
 from spark_offset_sidecar.core.ledger import unknown_query
 from spark_offset_sidecar.core.names import TOPIC
@@ -30,6 +29,7 @@ from spark_offset_sidecar.http.access import (
     caller,
     cluster_of,
     may_see,
+    running_of,
     runtime_of,
 )
 from spark_offset_sidecar.http.auth import TokenGrant
@@ -73,10 +73,7 @@ ERRORS = refusals(401, 403, 404, 409, 413, 422, 429, 503)
 
 
 def _durable(request: Request) -> DurableLedger:
-    durable = runtime_of(request).durable
-    if durable is None:
-        raise HTTPException(503, "the service is starting")
-    return durable
+    return running_of(request).durable
 
 
 def _limit_topics(count: int, field: str, request: Request) -> None:
@@ -166,8 +163,8 @@ async def record_progress(
         query_id=report.query_id,
         group_id=group_id,
     )
-    if decision.outcome is Outcome.ACCEPTED and runtime.lag_monitor is not None:
-        runtime.lag_monitor.note_job(
+    if decision.outcome is Outcome.ACCEPTED:
+        running_of(request).lag_monitor.note_job(
             group_id,
             JobRates(
                 now,
@@ -315,7 +312,7 @@ async def list_queries(request: Request) -> list[QueryView]:
         for q in query_list
         if q.group_id in groups and (grant is None or grant.may_read(q.group_id))
     ]
-    live = await _published_live(request, {q.group_id for q in visible})
+    live = await running_of(request).reports.live({q.group_id for q in visible})
     default = runtime_of(request).settings.min_commit_interval_seconds
     return [
         QueryView.of(
@@ -339,7 +336,7 @@ async def get_query(query_id: QueryId, request: Request) -> QueryView | JSONResp
     query = ledger.queries.get(query_id)
     if query is None or not may_see(request, grant, query.group_id, write=False):
         return _answer(unknown_query(query_id))
-    live = await _published_live(request, {query.group_id})
+    live = await running_of(request).reports.live({query.group_id})
     return QueryView.of(
         query,
         ledger.groups[query.group_id],
@@ -347,23 +344,3 @@ async def get_query(query_id: QueryId, request: Request) -> QueryView | JSONResp
         default_interval=runtime_of(request).settings.min_commit_interval_seconds,
         clusters=runtime_of(request).clusters,
     )
-
-
-async def _published_live(request: Request, group_ids: set[str]) -> dict[str, LiveCommits]:
-    """With replicas, the live commit state of ``group_ids`` as their owners published it
-    (every replica answers the same; a group not reported yet shows none); alone, that of
-    the groups whose commit in flight waits (the committer's word on it): for the others
-    the ledger's memory is the live state."""
-    runtime = runtime_of(request)
-    if runtime.board is None and runtime.commit_loop is not None and runtime.durable is not None:
-        groups, waiting = runtime.durable.ledger.groups, runtime.commit_loop.committer.waiting
-        return {
-            g: live_of(groups[g], why)
-            for g in group_ids
-            if g in groups and groups[g].in_flight is not None and (why := waiting(g))
-        }
-    if runtime.board is None or not group_ids:
-        return {}
-    reports = await runtime.published(group_ids)
-    published = {r.status.group_id: r.live for r in reports}
-    return {g: published.get(g, NOT_REPORTED) for g in group_ids}

@@ -22,7 +22,13 @@ from fastapi.responses import JSONResponse
 
 from spark_offset_sidecar.core.group_report import FolderReport
 from spark_offset_sidecar.errors import InvalidEvent
-from spark_offset_sidecar.http.access import allow_write, caller, cluster_of, runtime_of
+from spark_offset_sidecar.http.access import (
+    allow_write,
+    caller,
+    cluster_of,
+    running_of,
+    runtime_of,
+)
 from spark_offset_sidecar.http.auth import TokenGrant
 from spark_offset_sidecar.http.models import FolderPath, FolderView, FollowRequest, refusals
 from spark_offset_sidecar.http.state import Runtime
@@ -30,7 +36,7 @@ from spark_offset_sidecar.ports.checkpoints import FollowedFolder, FollowedFolde
 
 log = logging.getLogger(__name__)
 router = APIRouter(prefix="/v1/followed-folders", tags=["followed folders"])
-ERRORS = refusals(401, 403, 404, 409, 422, 503)
+ERRORS = refusals(401, 403, 404, 409, 422, 501, 503)
 
 
 def normalized(path: str, runtime: Runtime) -> str:
@@ -44,25 +50,11 @@ def normalized(path: str, runtime: Runtime) -> str:
     return path
 
 
-def _registry(runtime: Runtime) -> FollowedFolders:
-    if runtime.followed is None:
-        raise HTTPException(503, "the service is starting")
-    return runtime.followed
-
-
-async def reading(
-    runtime: Runtime, folders: list[FollowedFolder]
-) -> dict[str, tuple[FolderReport, str | None]]:
-    """By path, how reading each of ``folders`` goes and which replica reads it: with
-    replicas as the groups' owners published it (the same on every replica), else from
-    this process's follower."""
-    if runtime.board is None:
-        follower = runtime.follower
-        local = follower.reports() if follower is not None else {}
-        return {f.path: (f, None) for reports in local.values() for f in reports}
-    groups = {f.group_id for f in folders}
-    published = await runtime.published(groups)
-    return {f.path: (f, r.reported_by) for r in published for f in r.folders}
+def _registry(request: Request) -> FollowedFolders:
+    followed = running_of(request).followed
+    if followed is None:
+        raise HTTPException(501, "this service's store keeps no followed folders")
+    return followed
 
 
 def view(folder: FollowedFolder, found: tuple[FolderReport, str | None] | None) -> FolderView:
@@ -101,7 +93,7 @@ async def follow(body: FollowRequest, request: Request) -> FolderView | JSONResp
         grant.name if grant else None,
         body.cluster,
     )
-    existing = await asyncio.to_thread(_registry(runtime).add, folder)
+    existing = await asyncio.to_thread(_registry(request).add, folder)
     if existing is not None:
         if existing.group_id != folder.group_id:
             return JSONResponse(
@@ -113,11 +105,11 @@ async def follow(body: FollowRequest, request: Request) -> FolderView | JSONResp
                 },
                 status_code=409,
             )
-        found = await reading(runtime, [existing])
+        found = await running_of(request).reports.folders([existing.group_id])
         return JSONResponse(view(existing, found.get(path)).model_dump(), status_code=200)
     log.info("following checkpoint folder %s into group %s", path, folder.group_id)
-    if runtime.follower is not None:
-        runtime.follower.wake()
+    if (follower := running_of(request).follower) is not None:
+        follower.wake()
     return view(folder, None)
 
 
@@ -130,13 +122,12 @@ async def followed(request: Request) -> list[FolderView]:
 async def readable_folders(request: Request, grant: TokenGrant | None) -> list[FolderView]:
     """The followed folders ``grant`` may read, with how reading each goes (the JSON route
     and the status page)."""
-    runtime = runtime_of(request)
     folders = [
         f
-        for f in await asyncio.to_thread(_registry(runtime).list)
+        for f in await asyncio.to_thread(_registry(request).list)
         if grant is None or grant.may_read(f.group_id)
     ]
-    found = await reading(runtime, folders)
+    found = await running_of(request).reports.folders({f.group_id for f in folders})
     return [view(f, found.get(f.path)) for f in folders]
 
 
@@ -147,8 +138,7 @@ async def unfollow(
     """Stop following ``path``. The query it fed stays (``DELETE /v1/queries/{id}``
     releases it); offsets already committed stay in Kafka."""
     grant = await caller(request, event=True)
-    runtime = runtime_of(request)
-    registry = _registry(runtime)
+    registry = _registry(request)
     path = path.rstrip("/")
     folder = next((f for f in await asyncio.to_thread(registry.list) if f.path == path), None)
     if folder is None or (grant is not None and not grant.may_read(folder.group_id)):

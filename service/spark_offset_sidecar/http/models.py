@@ -133,6 +133,7 @@ REFUSAL_PHRASES = {
     413: "Content Too Large",
     422: "Unprocessable Content",
     429: "Too Many Requests",
+    501: "Not Implemented",
     503: "Service Unavailable",
 }
 

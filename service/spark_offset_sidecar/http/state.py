@@ -1,23 +1,22 @@
-"""What the running service holds: built by the composition root (``app``) and
-reached by the HTTP layer through ``request.app.state.runtime``. Nothing here imports the
-application, so routes and the app never import each other."""
+"""What the service holds, reached by the HTTP layer through ``request.app.state.runtime``:
+what the composition root (``app``) builds before starting (``Runtime``), and the parts
+its lifespan started (``Running``), set once every one has started. Nothing here imports
+the application, so routes and the app never import each other."""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING
 
 from spark_offset_sidecar.core.clusters import Clusters
-from spark_offset_sidecar.core.group_report import GroupReport
 from spark_offset_sidecar.http.auth import TokenRegistry
 from spark_offset_sidecar.observe.metrics import SidecarMetrics
 from spark_offset_sidecar.ports.checkpoints import FollowedFolders
+from spark_offset_sidecar.ports.group_reports import GroupReports
 from spark_offset_sidecar.ports.kafka import StartingOffsetsReader
-from spark_offset_sidecar.ports.status_board import StatusBoard
 from spark_offset_sidecar.runtime.checkpoint_follower import CheckpointFollower
 from spark_offset_sidecar.runtime.commit_loop import CommitLoop
 from spark_offset_sidecar.runtime.durable_ledger import DurableLedger
@@ -25,34 +24,43 @@ from spark_offset_sidecar.runtime.lag_monitor import LagMonitor
 from spark_offset_sidecar.runtime.lag_monitors import LagMonitors
 from spark_offset_sidecar.settings import Settings
 
-if TYPE_CHECKING:  # replicas' modules need the postgres extra: imported when replicated
-    from spark_offset_sidecar.runtime.lease_keeper import LeaseKeeper
+
+@dataclass(frozen=True)
+class Running:
+    """The parts the lifespan started, every one of them: routes that need one take this
+    whole (``access.running_of``), never a part that may not be there yet."""
+
+    durable: DurableLedger
+    commit_loop: CommitLoop
+    commit_task: asyncio.Task[None]
+    lag_monitor: LagMonitor | LagMonitors  # LagMonitors: several clusters
+    lag_task: asyncio.Task[None]
+    # What every read answers groups' status and live commit state from: this process's
+    # memory alone, the board of the owners with replicas (chosen once, at start).
+    reports: GroupReports
+    # The registry of followed folders and the loop that reads them; None: the store
+    # keeps no followed folders (a store double without them), and none are read.
+    followed: FollowedFolders | None
+    follower: CheckpointFollower | None
 
 
 @dataclass
 class Runtime:
-    """What the lifespan started; routes reach it through ``request.app.state.runtime``."""
+    """What the composition root built before starting, and what its lifespan started."""
 
     settings: Settings
     metrics: SidecarMetrics
     clock: Callable[[], float]
     starting_offsets: StartingOffsetsReader  # reads a group's commits from Kafka
     tokens: TokenRegistry | None = None
-    durable: DurableLedger | None = None
-    commit_loop: CommitLoop | None = None
-    commit_task: asyncio.Task[None] | None = None
-    lag_monitor: LagMonitor | LagMonitors | None = None  # LagMonitors: several clusters
-    lag_task: asyncio.Task[None] | None = None
-    lease_keeper: LeaseKeeper | None = None
-    followed: FollowedFolders | None = None  # the registry of followed folders
-    follower: CheckpointFollower | None = None
-    # With replicas: what every replica answers status and live commit state from.
-    board: StatusBoard | None = None
     # Why a folder path cannot be followed here (an unknown protocol, a missing extra).
     check_folder: Callable[[str], str | None] = lambda path: None
     # Why an identity does not work now (a Kafka token, Kafka refusing the credentials, the
     # jobs' token issuer): each says its problem, or None. Shown on /readyz and /ui.
     identity_problems: list[Callable[[], str | None]] = field(default_factory=list)
+    # Set once every part has started, and kept until the process ends (events taken
+    # while stopping are still recorded); ``ready`` is True only in between.
+    running: Running | None = None
     ready: bool = False
 
     @cached_property
@@ -63,20 +71,10 @@ class Runtime:
     def problems(self) -> list[str]:
         return [problem for check in self.identity_problems if (problem := check())]
 
-    async def published(self, group_ids: Collection[str] | None = None) -> list[GroupReport]:
-        """With replicas, the reports of ``group_ids`` (None: every group) as their owners
-        last published them, read in a worker thread (the board is a blocking database
-        read; the event loop keeps serving)."""
-        if self.board is None:
-            raise RuntimeError("no status board: the service runs alone")
-        if group_ids is not None and not group_ids:
-            return []
-        return await asyncio.to_thread(self.board.read, group_ids)
-
     def live_problem(self) -> str | None:
-        task, loop = self.commit_task, self.commit_loop
-        if task is None or loop is None:
+        if self.running is None:
             return "the commit loop has not started"
+        task, loop = self.running.commit_task, self.running.commit_loop
         if task.done():
             return "the commit loop has stopped"
         stalled = time.monotonic() - loop.heartbeat

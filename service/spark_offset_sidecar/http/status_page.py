@@ -40,9 +40,9 @@ from spark_offset_sidecar.core.lag_figures import (
     DataStatus,
 )
 from spark_offset_sidecar.errors import Unauthenticated
-from spark_offset_sidecar.http.access import caller, runtime_of
+from spark_offset_sidecar.http.access import caller, running_of, runtime_of
 from spark_offset_sidecar.http.follow_routes import readable_folders
-from spark_offset_sidecar.http.status_routes import as_of, readable_reports
+from spark_offset_sidecar.http.status_routes import readable_reports
 
 if TYPE_CHECKING:
     from spark_offset_sidecar.core.group_report import GroupReport
@@ -78,11 +78,11 @@ async def status_page(
         grant = await caller(request, event=False)
     except Unauthenticated as exc:
         raise Unauthenticated(str(exc), challenge=BROWSER_CHALLENGE) from None
-    runtime = runtime_of(request)
+    runtime, running = runtime_of(request), running_of(request)
     reports = await readable_reports(request, grant)
-    folders = await readable_folders(request, grant) if runtime.followed is not None else []
+    folders = await readable_folders(request, grant) if running.followed is not None else []
     refresh = max(5, round(runtime.settings.lag_read_interval_seconds))
-    _, read_at = as_of(request, reports)
+    _, read_at = running.reports.as_of(reports)
     view = PageView(q, status.upper(), page)
     html = render_page(
         reports, runtime.clock(), read_at, refresh, folders, view, runtime.problems()

@@ -11,28 +11,20 @@ when and by which replica it was evaluated.
 
 from __future__ import annotations
 
-from collections.abc import Collection
-from typing import TYPE_CHECKING
-
-from fastapi import APIRouter, HTTPException, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
-from spark_offset_sidecar.core.changes import Outcome
 from spark_offset_sidecar.core.clusters import Clusters
 from spark_offset_sidecar.core.group_report import GroupReport
 from spark_offset_sidecar.core.group_status import PartitionStatus
 from spark_offset_sidecar.core.lag_figures import CatchUp, PartitionLag
-from spark_offset_sidecar.http.access import allow_read, caller, runtime_of
+from spark_offset_sidecar.http.access import allow_read, caller, running_of, runtime_of
 from spark_offset_sidecar.http.auth import TokenGrant
 from spark_offset_sidecar.http.models import GroupId
 from spark_offset_sidecar.http.refusals import refusal
+from spark_offset_sidecar.ports.group_reports import Missing
 from spark_offset_sidecar.turns import Turns
-
-if TYPE_CHECKING:
-    from spark_offset_sidecar.core.ledger import Ledger
-    from spark_offset_sidecar.runtime.lag_monitor import LagMonitor
-    from spark_offset_sidecar.runtime.lag_monitors import LagMonitors
 
 router = APIRouter(prefix="/v1", tags=["status"])
 
@@ -207,52 +199,13 @@ class StatusAnswer(BaseModel):
     groups: list[GroupStatusView]
 
 
-def monitor_of(request: Request) -> tuple[Ledger, LagMonitor | LagMonitors]:
-    runtime = runtime_of(request)
-    if runtime.lag_monitor is None or runtime.durable is None:
-        raise HTTPException(503, "the service is starting")
-    return runtime.durable.ledger, runtime.lag_monitor
-
-
-async def group_reports(
-    request: Request, group_ids: Collection[str] | None = None
-) -> list[GroupReport]:
-    """The reports of ``group_ids`` (None: every group), by group: with replicas from the
-    board (the same on every replica), else from the lag monitor's last evaluation."""
-    ledger, monitor = monitor_of(request)
-    runtime = runtime_of(request)
-    if runtime.board is not None:
-        return await runtime.published(group_ids)
-    reports = []
-    turns = Turns()  # thousands of groups: events are answered in between
-    for group_id, status in sorted(monitor.statuses.items()):
-        group = ledger.groups.get(group_id)
-        if group is not None and (group_ids is None or group_id in group_ids):
-            reports.append(monitor.report(status, group, ledger, monitor.evaluated_at or 0.0))
-        await turns.take()
-    return reports
-
-
 async def readable_reports(request: Request, grant: TokenGrant | None) -> list[GroupReport]:
     """The reports of every group ``grant`` may read (None: all), by group."""
     return [
         report
-        for report in await group_reports(request)
+        for report in await running_of(request).reports.every()
         if grant is None or grant.may_read(report.status.group_id)
     ]
-
-
-def as_of(request: Request, reports: list[GroupReport]) -> tuple[float | None, float | None]:
-    """When ``reports`` were evaluated (the newest) and their log ends read (the oldest):
-    alone, the lag monitor's last evaluation and read."""
-    _, monitor = monitor_of(request)
-    if runtime_of(request).board is None:
-        return monitor.evaluated_at, monitor.read_at
-    reads = [r.log_ends_read_at for r in reports if r.log_ends_read_at is not None]
-    return (
-        max((r.evaluated_at for r in reports), default=None),
-        min(reads) if reads and len(reads) == len(reports) else None,
-    )
 
 
 @router.get("/status", response_model=StatusAnswer)
@@ -260,7 +213,7 @@ async def list_status(request: Request) -> StatusAnswer:
     """Every group's status (with a token: the groups it may touch)."""
     grant = await caller(request, event=False)
     reports = await readable_reports(request, grant)
-    evaluated_at, read_at = as_of(request, reports)
+    evaluated_at, read_at = running_of(request).reports.as_of(reports)
     groups = []
     turns = Turns()
     for report in reports:
@@ -273,20 +226,7 @@ async def list_status(request: Request) -> StatusAnswer:
 async def get_status(group_id: GroupId, request: Request) -> GroupStatusView | JSONResponse:
     """One group's status: alone evaluated now, with replicas as its owner last published."""
     allow_read(await caller(request, event=False), group_id)
-    ledger, monitor = monitor_of(request)
-    runtime = runtime_of(request)
-    if runtime.board is not None:
-        found = await runtime.published([group_id])
-        if not found:
-            return refusal(
-                404,
-                "not_reported",
-                f"no status of group {group_id} has been published: its owner publishes "
-                "one after each read of the log ends (lag_read_interval_seconds)",
-            )
-        return GroupStatusView.of(found[0], runtime_of(request).clusters)
-    group = ledger.groups.get(group_id)
-    if group is None or not ledger.commits(group_id):
-        return refusal(404, Outcome.UNKNOWN_QUERY.value, f"no group {group_id} is known")
-    now = runtime.clock()
-    return GroupStatusView.of(monitor.report_now(group, ledger, now), runtime_of(request).clusters)
+    found = await running_of(request).reports.one(group_id)
+    if isinstance(found, Missing):
+        return refusal(404, found.outcome, found.detail)
+    return GroupStatusView.of(found, runtime_of(request).clusters)

@@ -5,11 +5,21 @@ Only the group's owner writes its row: ``publish`` inserts from the group's
 ``consumer_groups`` row on the condition that its ``owner_id`` is this replica, in one
 statement, so a replica that lost the group (its lease taken meanwhile) writes nothing.
 Reads take no lock. Each method is one short transaction and blocks.
+
+Versions. Replicas of two releases share the board during a rolling upgrade, so each
+report says the version of its layout (``version``; none: 1). A reader takes every
+version up to its own: a field that an older version lacks reads as its default. A
+report of a newer version than it knows is left out (its group reads as not reported
+on that replica until it is upgraded; said once per version) rather than misread. A
+change that an older reader would misread (a field renamed, removed or given another
+meaning) takes a new version; a field added with a default does too, so that readers
+know what they may find.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from array import array
 from collections import Counter
 from collections.abc import Collection, Iterator, Sequence
@@ -47,6 +57,11 @@ from spark_offset_sidecar.errors import StoreUnavailable
 from spark_offset_sidecar.ports.status_board import BoardEntry
 
 reports_c = group_reports.c
+log = logging.getLogger(__name__)
+
+# The layout ``encode_report`` writes. 1: no ``version`` (``waiting``, ``lag`` and
+# ``cluster`` may be absent); 2: ``version`` written, every field present.
+REPORT_VERSION = 2
 
 _PUBLISH = text(
     """
@@ -71,6 +86,7 @@ class SqlStatusBoard:
             raise ValueError("the status board of replicas needs PostgreSQL")
         self.engine = engine
         self.replica_id = replica_id
+        self._newer_seen: set[int] = set()  # newer report versions met (said once each)
 
     def publish(self, entries: Sequence[BoardEntry]) -> int:
         if not entries:
@@ -101,7 +117,23 @@ class SqlStatusBoard:
             query = query.where(reports_c.group_id.in_(sorted(group_ids)))
         with self._errors("reading group reports"), self.engine.connect() as conn:
             rows = conn.execute(query).all()
-        return [decode_report(r.group_id, r.reported_by, r.evaluated_at, r.report) for r in rows]
+        reports = []
+        for r in rows:
+            try:
+                reports.append(decode_report(r.group_id, r.reported_by, r.evaluated_at, r.report))
+            except NewerReport as exc:
+                self._newer(exc.version)
+        return reports
+
+    def _newer(self, version: int) -> None:
+        if version not in self._newer_seen:
+            self._newer_seen.add(version)
+            log.warning(
+                "group reports of version %d (this replica reads up to %d) are left out "
+                "until this replica is upgraded: their groups read as not reported here",
+                version,
+                REPORT_VERSION,
+            )
 
     def windows(self, group_ids: Collection[str]) -> dict[str, StoredWindow]:
         if not group_ids:
@@ -132,6 +164,7 @@ def encode_report(report: GroupReport) -> str:
     counters = live.counters
     return json.dumps(
         {
+            "version": REPORT_VERSION,
             "query_id": status.query_id,
             "status": status.status.value,
             "complete": status.complete,
@@ -189,8 +222,23 @@ def encode_report(report: GroupReport) -> str:
     )
 
 
+class NewerReport(ValueError):
+    """A report of a layout newer than this release reads."""
+
+    def __init__(self, version: int) -> None:
+        super().__init__(
+            f"a group report of version {version}; this release reads up to {REPORT_VERSION}"
+        )
+        self.version = version
+
+
 def decode_report(group_id: str, reported_by: str, evaluated_at: float, text: str) -> GroupReport:
+    """A report as ``encode_report`` of this release or an older one wrote it; raises
+    ``NewerReport`` for a newer layout."""
     doc: dict[str, Any] = json.loads(text)
+    version = doc.get("version", 1)
+    if version > REPORT_VERSION:
+        raise NewerReport(version)
     status = GroupStatus(
         group_id=group_id,
         query_id=doc["query_id"],
@@ -212,7 +260,7 @@ def decode_report(group_id: str, reported_by: str, evaluated_at: float, text: st
         else None,
         retry_at=doc["retry_at"],
         last_failure=doc["last_failure"],
-        waiting=doc.get("waiting"),  # absent from reports published before it existed
+        waiting=doc.get("waiting"),  # absent from some version-1 reports
         counters=GroupCounters(
             succeeded=counters["succeeded"],
             skipped=counters["skipped"],
@@ -245,7 +293,7 @@ def decode_report(group_id: str, reported_by: str, evaluated_at: float, text: st
         doc["log_ends_read_at"],
         reported_by,
         folders,
-        _decode_lag(doc.get("lag")),  # absent in rows published before it existed
+        _decode_lag(doc.get("lag")),  # absent from some version-1 reports
         doc.get("cluster"),  # likewise
     )
 

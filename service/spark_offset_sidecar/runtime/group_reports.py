@@ -1,0 +1,124 @@
+"""The two ways of keeping the reports of groups (``ports.group_reports``): this process's
+memory when it runs alone, the board of the replicas' owners when replicated. The
+composition root builds one of them; nothing else knows which.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Collection, Mapping, Sequence
+
+from spark_offset_sidecar.core.changes import Outcome
+from spark_offset_sidecar.core.group_report import (
+    NOT_REPORTED,
+    FolderReport,
+    GroupReport,
+    LiveCommits,
+    live_of,
+)
+from spark_offset_sidecar.core.ledger import Ledger
+from spark_offset_sidecar.ports.group_reports import Missing
+from spark_offset_sidecar.ports.status_board import StatusBoard
+from spark_offset_sidecar.runtime.lag_monitor import LagMonitor
+from spark_offset_sidecar.runtime.lag_monitors import LagMonitors
+from spark_offset_sidecar.turns import Turns
+
+FolderReports = Callable[[], Mapping[str, tuple[FolderReport, ...]]]
+
+
+class LocalReports:
+    """Reports built from this process's memory when asked: the lag monitor's last
+    evaluation for the lists, a group evaluated now for ``one``."""
+
+    def __init__(
+        self,
+        ledger: Callable[[], Ledger],
+        monitor: LagMonitor | LagMonitors,
+        waiting: Callable[[str], str | None],
+        folders: FolderReports | None,
+        clock: Callable[[], float],
+    ) -> None:
+        """``waiting``: the committer's word on a group's commit in flight; ``folders``:
+        the checkpoint follower's reports, by group (None: no folder is read here)."""
+        self._ledger = ledger
+        self._monitor = monitor
+        self._waiting = waiting
+        self._folders = folders
+        self._clock = clock
+
+    async def every(self, group_ids: Collection[str] | None = None) -> list[GroupReport]:
+        ledger, monitor = self._ledger(), self._monitor
+        reports = []
+        turns = Turns()  # thousands of groups: events are answered in between
+        for group_id, status in sorted(monitor.statuses.items()):
+            group = ledger.groups.get(group_id)
+            if group is not None and (group_ids is None or group_id in group_ids):
+                reports.append(monitor.report(status, group, ledger, monitor.evaluated_at or 0.0))
+            await turns.take()
+        return reports
+
+    async def one(self, group_id: str) -> GroupReport | Missing:
+        ledger = self._ledger()
+        group = ledger.groups.get(group_id)
+        if group is None or not ledger.commits(group_id):
+            return Missing(Outcome.UNKNOWN_QUERY.value, f"no group {group_id} is known")
+        return self._monitor.report_now(group, ledger, self._clock())
+
+    def as_of(self, reports: Sequence[GroupReport]) -> tuple[float | None, float | None]:
+        return self._monitor.evaluated_at, self._monitor.read_at
+
+    async def live(self, group_ids: Collection[str]) -> dict[str, LiveCommits]:
+        """The groups whose commit in flight waits, with the committer's word on why: for
+        the others the ledger's memory is the live state."""
+        groups = self._ledger().groups
+        return {
+            g: live_of(groups[g], why)
+            for g in group_ids
+            if g in groups and groups[g].in_flight is not None and (why := self._waiting(g))
+        }
+
+    async def folders(
+        self, group_ids: Collection[str]
+    ) -> dict[str, tuple[FolderReport, str | None]]:
+        local = self._folders() if self._folders is not None else {}
+        return {f.path: (f, None) for group_id in group_ids for f in local.get(group_id, ())}
+
+
+class PublishedReports:
+    """Reports as the groups' owners last published them on the board, read in a worker
+    thread (a blocking database read): every replica answers alike."""
+
+    def __init__(self, board: StatusBoard) -> None:
+        self._board = board
+
+    async def every(self, group_ids: Collection[str] | None = None) -> list[GroupReport]:
+        if group_ids is not None and not group_ids:
+            return []
+        return await asyncio.to_thread(self._board.read, group_ids)
+
+    async def one(self, group_id: str) -> GroupReport | Missing:
+        found = await self.every([group_id])
+        if found:
+            return found[0]
+        return Missing(
+            "not_reported",
+            f"no status of group {group_id} has been published: its owner publishes one "
+            "after each read of the log ends (lag_read_interval_seconds)",
+        )
+
+    def as_of(self, reports: Sequence[GroupReport]) -> tuple[float | None, float | None]:
+        reads = [r.log_ends_read_at for r in reports if r.log_ends_read_at is not None]
+        return (
+            max((r.evaluated_at for r in reports), default=None),
+            min(reads) if reads and len(reads) == len(reports) else None,
+        )
+
+    async def live(self, group_ids: Collection[str]) -> dict[str, LiveCommits]:
+        """Every group's, as published (a group not reported yet shows none)."""
+        published = {r.status.group_id: r.live for r in await self.every(group_ids)}
+        return {g: published.get(g, NOT_REPORTED) for g in group_ids}
+
+    async def folders(
+        self, group_ids: Collection[str]
+    ) -> dict[str, tuple[FolderReport, str | None]]:
+        return {f.path: (f, r.reported_by) for r in await self.every(group_ids) for f in r.folders}
