@@ -42,8 +42,6 @@ from spark_offset_sidecar.core.group_status import CommitWindows
 from spark_offset_sidecar.core.leases import Ownership
 from spark_offset_sidecar.core.ledger import Backoff
 from spark_offset_sidecar.errors import StoreError
-from spark_offset_sidecar.gil import GilShare
-from spark_offset_sidecar.heap import HeapKeeper
 from spark_offset_sidecar.http.auth import TokenRegistry
 from spark_offset_sidecar.http.body_limit import BodySizeLimit
 from spark_offset_sidecar.http.event_routes import router
@@ -54,7 +52,7 @@ from spark_offset_sidecar.http.state import Running, Runtime
 from spark_offset_sidecar.http.status_page import router as status_page_router
 from spark_offset_sidecar.http.status_routes import router as status_router
 from spark_offset_sidecar.observe.fleet_metrics import FleetExposition, FleetOptions, MetricsPage
-from spark_offset_sidecar.observe.metrics import SidecarMetrics, package_version
+from spark_offset_sidecar.observe.metrics import HeapView, SidecarMetrics, package_version
 from spark_offset_sidecar.ports.checkpoints import CheckpointStorage, FollowedFolders
 from spark_offset_sidecar.ports.identity import TokenVerifier
 from spark_offset_sidecar.ports.kafka import (
@@ -100,13 +98,16 @@ def create_app(  # noqa: C901, PLR0915  (the composition root, every mode)
     record_times: RecordTimeReader | None = None,
     registry: CollectorRegistry | None = None,
     clock: Callable[[], float] = time.time,
+    heap: HeapView | None = None,
 ) -> FastAPI:
     """Build the service. ``store`` defaults to SQL (``database_url``), ``committer``,
     ``log_ends``, ``starting_offsets`` and (with replicas) ``committed_reader`` to aiokafka
     (``kafka_bootstrap_servers``), ``checkpoint_storage`` to fsspec and
     ``followed_folders`` to the SQL store's table and (with replicas) ``status_board`` to
     its ``group_reports``, ``record_times`` to aiokafka when ``log_ends`` is Kafka too;
-    tests may pass others (``testing``)."""
+    tests may pass others (``testing``). ``heap``: the process's heap keeper, whose pauses
+    are exported (``cli.process_tuning`` installs it; the app changes nothing of the
+    interpreter's)."""
     metrics = SidecarMetrics(registry or CollectorRegistry())
     clusters = settings.clusters()
     # Each Kafka cluster (keyed as the ledger keeps it, None the default) with its own
@@ -144,9 +145,8 @@ def create_app(  # noqa: C901, PLR0915  (the composition root, every mode)
         runtime.identity_problems.append(
             lambda: verifier.problem and f"jobs' token issuer: {verifier.problem}"
         )
-    heap = HeapKeeper(thaw_every=settings.gc_thaw_seconds)
-    gil = GilShare(settings.gil_switch_interval_seconds)
-    metrics.watch_heap(heap)
+    if heap is not None:  # the process's heap keeper (``cli.process_tuning``)
+        metrics.watch_heap(heap)
     fleet = FleetExposition(
         lambda: opened[0].ledger,  # built only once running (the /metrics route)
         lambda: runtime.running.lag_monitor if runtime.running else None,
@@ -176,12 +176,17 @@ def create_app(  # noqa: C901, PLR0915  (the composition root, every mode)
         async with AsyncExitStack() as stack:
             stack.callback(log.info, "stopped")
             replica_id = new_replica_id() if settings.replicated else None
-            ledger_store = store
-            if ledger_store is None:
-                ledger_store = _sql_store(settings, replica_id, metrics)
-                stack.callback(ledger_store.close)  # also closed with the ledger: idempotent
-            if isinstance(ledger_store, SqlStore):
-                await asyncio.to_thread(ledger_store.migrate)
+            # What is built here is known by its type, never tested for it: ``sql`` is the
+            # SQL store built here (None: a store was given), ``committers`` and
+            # ``kafka_log_ends`` the Kafka clients built here.
+            sql: SqlStore | None = None
+            ledger_store: LedgerStore
+            if store is None:
+                sql = ledger_store = _sql_store(settings, replica_id, metrics)
+                stack.callback(sql.close)  # also closed with the ledger: idempotent
+                await asyncio.to_thread(sql.migrate)
+            else:
+                ledger_store = store
             durable = await DurableLedger.open(
                 ledger_store,
                 max_pending=settings.max_pending_checkpoints,
@@ -224,7 +229,7 @@ def create_app(  # noqa: C901, PLR0915  (the composition root, every mode)
                 metrics.groups_owned.set_function(lambda: len(ownership.epochs))
             commit_loop = CommitLoop(durable, kafka, metrics, clock=clock, ownership=ownership)
             board = status_board
-            if ownership is not None and isinstance(ledger_store, SqlStore):
+            if ownership is not None and sql is not None:
                 from spark_offset_sidecar.adapters.sql.change_notices import PostgresChangeNotices
                 from spark_offset_sidecar.adapters.sql.lease_store import LeaseStore
                 from spark_offset_sidecar.adapters.sql.status_board import SqlStatusBoard
@@ -244,7 +249,7 @@ def create_app(  # noqa: C901, PLR0915  (the composition root, every mode)
                     )
                     stack.push_async_callback(read_back.close)
                 keeper = LeaseKeeper(
-                    LeaseStore(ledger_store.engine, ownership.replica_id, settings.lease_seconds),
+                    LeaseStore(sql.engine, ownership.replica_id, settings.lease_seconds),
                     PostgresChangeNotices(settings.database_url),
                     ownership,
                     durable,
@@ -254,7 +259,7 @@ def create_app(  # noqa: C901, PLR0915  (the composition root, every mode)
                     on_mismatch=lambda _group: metrics.takeover_mismatches.inc(),
                 )
                 if board is None:
-                    board = SqlStatusBoard(ledger_store.engine, ownership.replica_id)
+                    board = SqlStatusBoard(sql.engine, ownership.replica_id)
                 # Leases are handed back after the commit loop stopped (registered before it).
                 stack.push_async_callback(_leave, keeper, commit_loop)
                 await keeper.round()  # hold a share of the groups before answering ready
@@ -267,13 +272,13 @@ def create_app(  # noqa: C901, PLR0915  (the composition root, every mode)
             )
             # Each cluster's log ends are read by its own monitor (a topic of one name on two
             # clusters is two topics); tests may pass one reader (one cluster).
+            kafka_log_ends = {
+                key: KafkaLogEndReader(options, timeout=settings.commit_timeout_seconds)
+                for key, options in options_of.items()
+                if log_ends is None
+            }
             log_readers: dict[str | None, LogEndReader] = (
-                {None: log_ends}
-                if log_ends is not None
-                else {
-                    key: KafkaLogEndReader(options, timeout=settings.commit_timeout_seconds)
-                    for key, options in options_of.items()
-                }
+                {None: log_ends} if log_ends is not None else dict(kafka_log_ends)
             )
             for log_reader in log_readers.values():
                 stack.push_async_callback(log_reader.close)
@@ -287,10 +292,9 @@ def create_app(  # noqa: C901, PLR0915  (the composition root, every mode)
                 }
             for time_reader in time_readers.values():
                 stack.push_async_callback(time_reader.close)
-            resending = [
-                a
-                for a in (*committers.values(), *log_readers.values())
-                if isinstance(a, KafkaOffsetCommitter | KafkaLogEndReader)
+            resending: list[KafkaOffsetCommitter | KafkaLogEndReader] = [
+                *committers.values(),
+                *kafka_log_ends.values(),
             ]
             metrics.watch_resent(lambda: sum(adapter.resent for adapter in resending))
             monitors = {
@@ -319,9 +323,7 @@ def create_app(  # noqa: C901, PLR0915  (the composition root, every mode)
             )
             lag_task = _run_in_background(stack, lag_monitor.run(), "lag monitor")
             followed = followed_folders or (
-                SqlFollowedFolders(ledger_store.engine)
-                if isinstance(ledger_store, SqlStore)
-                else None
+                SqlFollowedFolders(sql.engine) if sql is not None else None
             )
             follower = None
             if followed is not None:
@@ -338,12 +340,6 @@ def create_app(  # noqa: C901, PLR0915  (the composition root, every mode)
                 lag_monitor.set_folders(follower.reports)  # published with the groups
                 metrics.watch_folders(follower.figures, lambda: storage.requests, REASONS)
                 _run_in_background(stack, follower.run(), "checkpoint follower")
-            # The loaded ledger, and the fleet's state after each full collection, lives as
-            # long as the process: out of the cyclic GC's scans (heap.HeapKeeper).
-            heap.install()
-            stack.callback(heap.uninstall)
-            gil.install()
-            stack.callback(gil.uninstall)
             _warn_of_dropped_clusters(durable, clusters)
             runtime.running = Running(
                 durable,

@@ -20,15 +20,34 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from spark_offset_sidecar.errors import ConfigError, KafkaReadError, OffsetsNotFound, StoreError
+from spark_offset_sidecar.gil import GilShare
+from spark_offset_sidecar.heap import HeapKeeper
 from spark_offset_sidecar.observe.logs import configure_logging
 from spark_offset_sidecar.settings import Settings
 
 log = logging.getLogger("spark_offset_sidecar")
+
+
+@contextmanager
+def process_tuning(settings: Settings) -> Iterator[HeapKeeper]:
+    """What a serving process sets of the interpreter, for its whole life, and gives back
+    after: the GIL's switch interval (``gil``) and the heap keeper (``heap``). Set here,
+    by the process, never by an app: they are the interpreter's, one per process."""
+    heap = HeapKeeper(thaw_every=settings.gc_thaw_seconds)
+    gil = GilShare(settings.gil_switch_interval_seconds)
+    gil.install()
+    heap.install()
+    try:
+        yield heap
+    finally:
+        heap.uninstall()
+        gil.uninstall()
 
 
 def _serve(settings: Settings) -> int:
@@ -36,8 +55,14 @@ def _serve(settings: Settings) -> int:
 
     from spark_offset_sidecar.app import create_app
 
+    with process_tuning(settings) as heap:
+        _run(uvicorn, create_app(settings, heap=heap), settings)
+    return 0
+
+
+def _run(uvicorn: Any, app: Any, settings: Settings) -> None:
     config = uvicorn.Config(
-        create_app(settings),
+        app,
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level.lower(),
@@ -50,7 +75,6 @@ def _serve(settings: Settings) -> int:
         timeout_graceful_shutdown=int(settings.shutdown_grace_seconds) + 1,
     )
     uvicorn.Server(config).run()
-    return 0
 
 
 def _migrate(settings: Settings) -> int:

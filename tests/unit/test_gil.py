@@ -1,13 +1,16 @@
-"""The switch interval the server runs with, and the interpreter's given back after."""
+"""The switch interval the serving process runs with, and the interpreter's given back after;
+apps never touch it."""
 
 from __future__ import annotations
 
+import gc
 import sys
 from pathlib import Path
 
 from fastapi.testclient import TestClient
 
 from spark_offset_sidecar.app import create_app
+from spark_offset_sidecar.cli import process_tuning
 from spark_offset_sidecar.gil import SWITCH_INTERVAL, GilShare
 from spark_offset_sidecar.testing import InMemoryCommitter, InMemoryLogEnds
 from tests.support.app import settings_for
@@ -31,14 +34,36 @@ def test_the_default_is_shorter_than_cpythons() -> None:
     assert 0 < SWITCH_INTERVAL < 0.005
 
 
-def test_the_server_runs_with_its_setting_and_gives_the_interval_back(tmp_path: Path) -> None:
-    before = sys.getswitchinterval()
-    app = create_app(
-        settings_for(tmp_path, gil_switch_interval_seconds=0.0003),
-        committer=InMemoryCommitter(),
-        log_ends=InMemoryLogEnds({}),
-    )
-    with TestClient(app) as client:
-        assert client.get("/livez").status_code == 200
+def test_the_serving_process_sets_its_interval_and_heap_keeper_and_gives_them_back(
+    tmp_path: Path,
+) -> None:
+    """``serve``'s process tuning: the setting's interval and the heap keeper for the life
+    of the server, the interpreter's own after."""
+    before, callbacks = sys.getswitchinterval(), list(gc.callbacks)
+    with process_tuning(settings_for(tmp_path, gil_switch_interval_seconds=0.0003)) as heap:
         assert sys.getswitchinterval() == 0.0003
+        assert len(gc.callbacks) == len(callbacks) + 1, "the heap keeper watches collections"
+        assert heap.thaw_every == settings_for(tmp_path).gc_thaw_seconds
     assert sys.getswitchinterval() == before
+    assert gc.callbacks == callbacks
+
+
+def test_apps_leave_the_interpreter_alone(tmp_path: Path) -> None:
+    """Two apps in one process, started and stopped in turn: neither sets nor undoes
+    anything of the interpreter's (a process-wide setting per app would be undone by the
+    first app to stop while the other runs)."""
+    before, thresholds = sys.getswitchinterval(), gc.get_threshold()
+    apps = [
+        create_app(
+            settings_for(tmp_path / str(i), gil_switch_interval_seconds=0.0003),
+            committer=InMemoryCommitter(),
+            log_ends=InMemoryLogEnds({}),
+        )
+        for i in range(2)
+    ]
+    with TestClient(apps[0]) as first:
+        with TestClient(apps[1]) as second:
+            assert second.get("/livez").status_code == 200
+            assert sys.getswitchinterval() == before
+        assert first.get("/livez").status_code == 200
+        assert (sys.getswitchinterval(), gc.get_threshold()) == (before, thresholds)

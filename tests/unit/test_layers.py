@@ -50,10 +50,9 @@ MAY_IMPORT: dict[str, set[str]] = {
         "observe",
         "errors",
         "settings",
-        "heap",
-        "gil",
     },
-    "cli": {"app", "adapters", "observe", "errors", "settings", "core"},
+    # The process: it alone sets the interpreter's switch interval and heap keeper.
+    "cli": {"app", "adapters", "observe", "errors", "settings", "core", "heap", "gil"},
     "testing": {"core", "ports", "errors"},
 }
 STDLIB_ONLY = {"errors", "core", "ports", "turns", "heap", "gil"}
