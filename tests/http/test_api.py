@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-import spark_offset_sidecar.app as app_module
+import spark_offset_sidecar.app.start as start_module
 from spark_offset_sidecar.app import create_app
 from spark_offset_sidecar.errors import StoreUnavailable
 from spark_offset_sidecar.settings import Settings
@@ -235,10 +235,10 @@ def test_a_failure_while_starting_stops_what_had_started(
     def fails(*_args: object) -> None:
         raise RuntimeError("the last step of the start fails")
 
-    monkeypatch.setattr(app_module, "_warn_of_dropped_clusters", fails)
+    monkeypatch.setattr(start_module, "warn_of_dropped_clusters", fails)
     background: dict[str, asyncio.Task[None]] = {}
     commits: list[asyncio.Task[None]] = []
-    run_in_background, stop_commits = app_module._run_in_background, app_module._stop_commits
+    run_in_background, stop_commits = start_module.run_in_background, start_module.stop_commits
 
     def recorded(stack: AsyncExitStack, work: Coroutine[Any, Any, None], name: str) -> Any:
         background[name] = run_in_background(stack, work, name)
@@ -248,8 +248,8 @@ def test_a_failure_while_starting_stops_what_had_started(
         await stop_commits(loop, task, grace)
         commits.append(task)
 
-    monkeypatch.setattr(app_module, "_run_in_background", recorded)
-    monkeypatch.setattr(app_module, "_stop_commits", recorded_stop)
+    monkeypatch.setattr(start_module, "run_in_background", recorded)
+    monkeypatch.setattr(start_module, "stop_commits", recorded_stop)
     committer, store = _Closing(), _ClosingStore()
     app = create_app(
         settings_for(tmp_path), store=store, committer=committer, log_ends=InMemoryLogEnds()

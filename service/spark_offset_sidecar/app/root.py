@@ -1,0 +1,220 @@
+"""The FastAPI application, built by ``create_app(settings)``: the parts known before
+starting (settings, metrics, tokens, the Kafka clusters' options), the routes, and the
+lifespan that starts everything else (``app.start``) and hands routes a fully built
+``Running``. ``/readyz`` answers 200 only between the end of the start and the beginning of
+the shutdown.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+
+from fastapi import FastAPI, Request
+from fastapi.responses import PlainTextResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+from spark_offset_sidecar.adapters.checkpoints.fsspec_storage import (
+    FsspecCheckpointStorage,
+    check_path,
+)
+from spark_offset_sidecar.app.kafka_clients import KafkaClients
+from spark_offset_sidecar.app.start import Given, Start
+from spark_offset_sidecar.errors import StoreError
+from spark_offset_sidecar.http.auth import TokenRegistry
+from spark_offset_sidecar.http.body_limit import BodySizeLimit
+from spark_offset_sidecar.http.event_routes import router
+from spark_offset_sidecar.http.follow_routes import router as follow_router
+from spark_offset_sidecar.http.progress_route import ProgressRoute
+from spark_offset_sidecar.http.refusals import exception_answers
+from spark_offset_sidecar.http.state import Runtime
+from spark_offset_sidecar.http.status_page import router as status_page_router
+from spark_offset_sidecar.http.status_routes import router as status_router
+from spark_offset_sidecar.observe.fleet_metrics import FleetExposition, FleetOptions, MetricsPage
+from spark_offset_sidecar.observe.metrics import HeapView, SidecarMetrics, package_version
+from spark_offset_sidecar.ports.checkpoints import CheckpointStorage, FollowedFolders
+from spark_offset_sidecar.ports.identity import TokenVerifier
+from spark_offset_sidecar.ports.kafka import (
+    CommittedOffsetsReader,
+    LogEndReader,
+    OffsetCommitter,
+    RecordTimeReader,
+    StartingOffsetsReader,
+)
+from spark_offset_sidecar.ports.status_board import StatusBoard
+from spark_offset_sidecar.ports.store import LedgerStore
+from spark_offset_sidecar.runtime.durable_ledger import DurableLedger
+from spark_offset_sidecar.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+def create_app(
+    settings: Settings,
+    *,
+    store: LedgerStore | None = None,
+    committer: OffsetCommitter | None = None,
+    log_ends: LogEndReader | None = None,
+    starting_offsets: StartingOffsetsReader | None = None,
+    committed_reader: CommittedOffsetsReader | None = None,
+    checkpoint_storage: CheckpointStorage | None = None,
+    followed_folders: FollowedFolders | None = None,
+    status_board: StatusBoard | None = None,
+    record_times: RecordTimeReader | None = None,
+    registry: CollectorRegistry | None = None,
+    clock: Callable[[], float] = time.time,
+    heap: HeapView | None = None,
+) -> FastAPI:
+    """Build the service. ``store`` defaults to SQL (``database_url``), ``committer``,
+    ``log_ends``, ``starting_offsets`` and (with replicas) ``committed_reader`` to aiokafka
+    (``kafka_bootstrap_servers``), ``checkpoint_storage`` to fsspec and
+    ``followed_folders`` to the SQL store's table and (with replicas) ``status_board`` to
+    its ``group_reports``, ``record_times`` to aiokafka when ``log_ends`` is Kafka too;
+    tests may pass others (``testing``). ``heap``: the process's heap keeper, whose pauses
+    are exported (``cli.process_tuning`` installs it; the app changes nothing of the
+    interpreter's)."""
+    metrics = SidecarMetrics(registry or CollectorRegistry())
+    kafka = KafkaClients(settings, settings.clusters())
+    opened: list[DurableLedger] = []  # the ledger, once the lifespan has opened it
+    verifier = _token_verifier(settings)
+    storage = checkpoint_storage or FsspecCheckpointStorage(settings.checkpoint_storage_options)
+    runtime = Runtime(
+        settings,
+        metrics,
+        clock,
+        starting_offsets or kafka.starting_offsets(lambda group_id: start.group_cluster(group_id)),
+    )
+    start = Start(
+        settings,
+        runtime,
+        kafka,
+        Given(
+            store,
+            committer,
+            log_ends,
+            committed_reader,
+            followed_folders,
+            status_board,
+            record_times,
+        ),
+        storage,
+        verifier,
+        opened,
+    )
+    runtime.identity_problems.extend(kafka.token_problems())
+    if verifier is not None:
+        runtime.identity_problems.append(
+            lambda: verifier.problem and f"jobs' token issuer: {verifier.problem}"
+        )
+    if settings.tokens_file:
+        runtime.tokens = TokenRegistry.from_file(settings.tokens_file, verifier)
+    if checkpoint_storage is None:
+        runtime.check_folder = check_path
+    if heap is not None:  # the process's heap keeper (``cli.process_tuning``)
+        metrics.watch_heap(heap)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        async with AsyncExitStack() as stack:
+            stack.callback(log.info, "stopped")
+            runtime.running = running = await start.run(stack)
+            runtime.ready = True
+            ledger = running.durable.ledger
+            log.info("ready: %d queries, %d groups loaded", len(ledger.queries), len(ledger.groups))
+            try:
+                yield
+            finally:
+                runtime.ready = False
+
+    app = FastAPI(
+        title="spark-offset-sidecar",
+        version=package_version(),
+        description="Commits Spark Structured Streaming's Kafka offsets to a consumer group "
+        "on every checkpoint, so that lag tools see Spark jobs.",
+        lifespan=lifespan,
+    )
+    app.state.runtime = runtime
+    answers = exception_answers(metrics)
+    app.add_middleware(ProgressRoute, handlers=answers)  # inside the body limit
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes, metrics=metrics)
+    for routes in (router, status_router, follow_router, status_page_router):
+        app.include_router(routes)
+    for exception, answer in answers.items():
+        app.add_exception_handler(exception, answer)
+    fleet = FleetExposition(
+        lambda: opened[0].ledger,  # built only once running (the /metrics route)
+        lambda: runtime.running.lag_monitor if runtime.running else None,
+        _fleet_options(settings, kafka),
+        clock,
+        head=lambda: generate_latest(metrics.registry),
+    )
+    _add_operational_routes(
+        app, runtime, MetricsPage(fleet, settings.metrics_max_scrapes_per_second)
+    )
+    return app
+
+
+def _fleet_options(settings: Settings, kafka: KafkaClients) -> FleetOptions:
+    return FleetOptions(
+        granularity=settings.metrics_granularity,
+        groups=settings.metrics_groups,
+        exclude_groups=settings.metrics_exclude_groups,
+        topics=settings.metrics_topics,
+        exclude_topics=settings.metrics_exclude_topics,
+        export_kafka_lag=settings.export_kafka_lag,
+        max_age=settings.metrics_max_age_seconds,
+        cluster_names=kafka.clusters.name_of if kafka.several else None,
+    )
+
+
+def _token_verifier(settings: Settings) -> TokenVerifier | None:
+    """The jobs' JWT verifier when an issuer is set (PyJWT, the ``oidc`` extra, imported
+    only then)."""
+    if not settings.oidc_issuer or not settings.oidc_audience:
+        return None
+    from spark_offset_sidecar.adapters.oidc.jwks_verifier import JwksVerifier
+
+    return JwksVerifier(
+        settings.oidc_issuer,
+        settings.oidc_audience,
+        jwks_url=settings.oidc_jwks_url,
+        ca_file=settings.oidc_ca_file,
+        bearer_file=settings.oidc_bearer_token_file,
+        refresh=settings.oidc_jwks_refresh_seconds,
+    )
+
+
+def _add_operational_routes(app: FastAPI, runtime: Runtime, page: MetricsPage) -> None:
+    @app.get("/livez", tags=["operations"], response_class=PlainTextResponse)
+    async def livez() -> Response:
+        problem = runtime.live_problem()
+        if problem:
+            return PlainTextResponse(problem + "\n", status_code=503)
+        return PlainTextResponse("ok\n")
+
+    @app.get("/readyz", tags=["operations"], response_class=PlainTextResponse)
+    async def readyz() -> Response:
+        if not runtime.ready or runtime.running is None:
+            return PlainTextResponse("starting or stopping\n", status_code=503)
+        try:
+            await runtime.running.durable.check_store()
+        except StoreError as exc:
+            return PlainTextResponse(f"database: {exc}\n", status_code=503)
+        # Events are taken and kept whatever Kafka or an issuer says: ready all the same,
+        # with the reason on the page (and in the log, once per change).
+        problems = "".join(f"warning: {problem}\n" for problem in runtime.problems())
+        return PlainTextResponse(f"ok\n{problems}")
+
+    @app.get("/metrics", tags=["operations"], response_class=PlainTextResponse)
+    async def metrics(request: Request) -> Response:
+        """The process-wide series, then the per-group ones (``observe.fleet_metrics``:
+        built in slices, shared by scrapes that come together, paced)."""
+        if runtime.running is None:
+            return Response(
+                generate_latest(runtime.metrics.registry), media_type=CONTENT_TYPE_LATEST
+            )
+        accepts = request.headers.get("accept-encoding", "")
+        body, headers = await page.answer(accepts_gzip="gzip" in accepts)
+        return Response(body, media_type=CONTENT_TYPE_LATEST, headers=headers)

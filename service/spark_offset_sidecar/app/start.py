@@ -1,0 +1,400 @@
+"""The lifespan's steps: what starts, in which order, and how each part stops.
+
+``Start.run`` opens the ledger (migrating the SQL store it built), starts the issuer's key
+refresh, the committers, with replicas the lease keeper (whose first round claims a share
+of the groups before the replica answers ready), the commit loop, the lag monitors and the
+checkpoint follower, and hands back every part as ``Running``. Each part registers how it
+stops on the exit stack as it starts: a failure while starting stops what had started, and
+shutdown runs in the reverse order (commits in flight finish within
+``shutdown_grace_seconds``, then the leases are handed back, then Kafka and the database
+are closed).
+
+What is built here is known by its type, never tested for it: the SQL store built here
+(None when one was given), the Kafka clients built here (none of a kind that was given).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import secrets
+import socket
+from collections import Counter
+from collections.abc import Callable, Coroutine
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from spark_offset_sidecar.adapters.kafka.committer import KafkaOffsetCommitter
+from spark_offset_sidecar.adapters.kafka.log_ends import KafkaLogEndReader
+from spark_offset_sidecar.adapters.sql.followed_folders import SqlFollowedFolders
+from spark_offset_sidecar.adapters.sql.store import SqlStore
+from spark_offset_sidecar.app.kafka_clients import KafkaClients, Key, problem_of
+from spark_offset_sidecar.core.clusters import Clusters
+from spark_offset_sidecar.core.group_status import CommitWindows
+from spark_offset_sidecar.core.leases import Ownership
+from spark_offset_sidecar.core.ledger import Backoff
+from spark_offset_sidecar.http.state import Running, Runtime
+from spark_offset_sidecar.observe.metrics import SidecarMetrics
+from spark_offset_sidecar.ports.checkpoints import CheckpointStorage, FollowedFolders
+from spark_offset_sidecar.ports.identity import TokenVerifier
+from spark_offset_sidecar.ports.kafka import (
+    CommittedOffsetsReader,
+    LogEndReader,
+    OffsetCommitter,
+    RecordTimeReader,
+)
+from spark_offset_sidecar.ports.status_board import StatusBoard
+from spark_offset_sidecar.ports.store import LedgerStore
+from spark_offset_sidecar.runtime.checkpoint_follower import REASONS, CheckpointFollower
+from spark_offset_sidecar.runtime.commit_loop import CommitLoop
+from spark_offset_sidecar.runtime.durable_ledger import DurableLedger
+from spark_offset_sidecar.runtime.group_reports import LocalReports, PublishedReports
+from spark_offset_sidecar.runtime.identity_keys import keep_keys_fresh
+from spark_offset_sidecar.runtime.lag_monitor import LagMonitor
+from spark_offset_sidecar.runtime.lag_monitors import LagMonitors
+from spark_offset_sidecar.settings import Settings
+
+if TYPE_CHECKING:  # replicas' modules need the postgres extra: imported when replicated
+    from spark_offset_sidecar.runtime.lease_keeper import LeaseKeeper
+
+log = logging.getLogger(__name__)
+
+KEYS_RETRY = 10.0  # seconds between fetches of the issuer's keys while they fail
+
+
+@dataclass(frozen=True)
+class Given:
+    """Parts handed in instead of built (tests' doubles, ``testing``); None: build it."""
+
+    store: LedgerStore | None = None
+    committer: OffsetCommitter | None = None
+    log_ends: LogEndReader | None = None
+    committed_reader: CommittedOffsetsReader | None = None
+    followed_folders: FollowedFolders | None = None
+    status_board: StatusBoard | None = None
+    record_times: RecordTimeReader | None = None
+
+
+@dataclass
+class Start:
+    """Everything the steps share; ``run`` once per lifespan."""
+
+    settings: Settings
+    runtime: Runtime
+    kafka: KafkaClients
+    given: Given
+    storage: CheckpointStorage
+    verifier: TokenVerifier | None
+    # The ledger, once opened (the clients built before it read groups' clusters from it).
+    opened: list[DurableLedger]
+
+    @property
+    def metrics(self) -> SidecarMetrics:
+        return self.runtime.metrics
+
+    @property
+    def clusters(self) -> Clusters:
+        return self.kafka.clusters
+
+    async def run(self, stack: AsyncExitStack) -> Running:
+        replica_id = new_replica_id() if self.settings.replicated else None
+        sql, durable = await self._ledger(stack, replica_id)
+        await self._issuer_keys(stack)
+        built, committer = self._committers(stack, replica_id)
+        ownership = self._ownership(durable, replica_id)
+        commit_loop = CommitLoop(
+            durable, committer, self.metrics, clock=self.runtime.clock, ownership=ownership
+        )
+        board = self.given.status_board
+        if ownership is not None and sql is not None:
+            board = await self._replicas(stack, sql, ownership, durable, commit_loop, board)
+        commit_task = self._commits(stack, durable, commit_loop)
+        lag_monitor = self._lag_monitors(stack, durable, board, committer, built)
+        lag_task = run_in_background(stack, lag_monitor.run(), "lag monitor")
+        followed = self.given.followed_folders or (
+            SqlFollowedFolders(sql.engine) if sql is not None else None
+        )
+        follower = self._follower(stack, followed, durable, lag_monitor)
+        warn_of_dropped_clusters(durable, self.clusters)
+        reports = (
+            PublishedReports(board)
+            if board is not None
+            else LocalReports(
+                lambda: durable.ledger,
+                lag_monitor,
+                committer.waiting,
+                follower.reports if follower is not None else None,
+                self.runtime.clock,
+            )
+        )
+        return Running(
+            durable,
+            commit_loop,
+            commit_task,
+            lag_monitor,
+            lag_task,
+            reports=reports,
+            followed=followed,
+            follower=follower,
+        )
+
+    async def _ledger(
+        self, stack: AsyncExitStack, replica_id: str | None
+    ) -> tuple[SqlStore | None, DurableLedger]:
+        """The store (the SQL one built and migrated here, unless one was given) and the
+        ledger loaded from it."""
+        settings = self.settings
+        sql: SqlStore | None = None
+        store: LedgerStore
+        if self.given.store is None:
+            sql = store = sql_store(settings, replica_id, self.metrics)
+            stack.callback(sql.close)  # also closed with the ledger: idempotent
+            await asyncio.to_thread(sql.migrate)
+        else:
+            store = self.given.store
+        durable = await DurableLedger.open(
+            store,
+            max_pending=settings.max_pending_checkpoints,
+            backoff=Backoff(settings.retry_initial_seconds, settings.retry_max_seconds),
+            refresh_after=settings.recommit_idle_after_seconds,
+            commit_interval=settings.min_commit_interval_seconds,
+        )
+        stack.push_async_callback(durable.close)
+        self.opened[:] = [durable]
+        return sql, durable
+
+    async def _issuer_keys(self, stack: AsyncExitStack) -> None:
+        if self.verifier is None:
+            return
+        await self.verifier.refresh()  # a wrong issuer URL shows on /readyz at once
+        refresh = self.settings.oidc_jwks_refresh_seconds
+        run_in_background(stack, keep_keys_fresh(self.verifier, refresh, KEYS_RETRY), "issuer keys")
+
+    def _committers(
+        self, stack: AsyncExitStack, replica_id: str | None
+    ) -> tuple[dict[Key, KafkaOffsetCommitter], OffsetCommitter]:
+        """The Kafka committers built here (none when one was given), and the committer
+        the commit loop sees."""
+        if self.given.committer is not None:
+            stack.push_async_callback(self.given.committer.close)
+            return {}, self.given.committer
+        built = self.kafka.committers(replica_id)
+        for key, each in built.items():
+            self.runtime.identity_problems.append(problem_of(self.kafka.said(key, "Kafka"), each))
+        committer = self.kafka.committer(built)
+        stack.push_async_callback(committer.close)
+        return built, committer
+
+    def _ownership(self, durable: DurableLedger, replica_id: str | None) -> Ownership | None:
+        if replica_id is None:
+            return None
+        settings = self.settings
+        ownership = Ownership(replica_id, settings.lease_seconds, settings.commit_timeout_seconds)
+        durable.ledger.commit_only(set())  # L5: nothing until claimed
+        self.metrics.groups_owned.set_function(lambda: len(ownership.epochs))
+        return ownership
+
+    async def _replicas(
+        self,
+        stack: AsyncExitStack,
+        sql: SqlStore,
+        ownership: Ownership,
+        durable: DurableLedger,
+        commit_loop: CommitLoop,
+        board: StatusBoard | None,
+    ) -> StatusBoard:
+        """The lease keeper, after its first round (a share of the groups held before the
+        replica answers ready), and the board of reports every replica reads."""
+        from spark_offset_sidecar.adapters.sql.change_notices import PostgresChangeNotices
+        from spark_offset_sidecar.adapters.sql.lease_store import LeaseStore
+        from spark_offset_sidecar.adapters.sql.status_board import SqlStatusBoard
+        from spark_offset_sidecar.runtime.lease_keeper import LeaseKeeper
+
+        settings, metrics = self.settings, self.metrics
+        # A double committer never wrote to Kafka: nothing there to read back.
+        read_back = self.given.committed_reader
+        if read_back is None and self.given.committer is None:
+            read_back = self.kafka.committed_reader(self.group_cluster)
+            stack.push_async_callback(read_back.close)
+        keeper = LeaseKeeper(
+            LeaseStore(sql.engine, ownership.replica_id, settings.lease_seconds),
+            PostgresChangeNotices(settings.database_url),
+            ownership,
+            durable,
+            on_owned=commit_loop.wake,
+            read_back=read_back,
+            read_back_after=settings.commit_timeout_seconds,
+            on_mismatch=lambda _group: metrics.takeover_mismatches.inc(),
+        )
+        # Leases are handed back after the commit loop stopped (registered before it).
+        stack.push_async_callback(leave, keeper, commit_loop)
+        await keeper.round()
+        run_in_background(stack, keeper.run(), "lease keeper")
+        run_in_background(stack, keeper.listen(), "notices")
+        return board if board is not None else SqlStatusBoard(sql.engine, ownership.replica_id)
+
+    def _commits(
+        self, stack: AsyncExitStack, durable: DurableLedger, commit_loop: CommitLoop
+    ) -> asyncio.Task[None]:
+        durable.on_settled = on_settled(commit_loop, self.metrics)
+        task = asyncio.create_task(commit_loop.run(), name="commit loop")
+        stack.push_async_callback(
+            stop_commits, commit_loop, task, self.settings.shutdown_grace_seconds
+        )
+        return task
+
+    def _lag_monitors(
+        self,
+        stack: AsyncExitStack,
+        durable: DurableLedger,
+        board: StatusBoard | None,
+        committer: OffsetCommitter,
+        committers: dict[Key, KafkaOffsetCommitter],
+    ) -> LagMonitor | LagMonitors:
+        """One lag monitor per cluster (a topic of one name on two clusters is two
+        topics), on the log-end and record-time readers built here or the ones given (one
+        cluster)."""
+        settings, given = self.settings, self.given
+        built = self.kafka.log_ends() if given.log_ends is None else {}
+        readers: dict[Key, LogEndReader] = (
+            {None: given.log_ends} if given.log_ends is not None else dict(built)
+        )
+        times: dict[Key, RecordTimeReader] = {}
+        if given.record_times is not None:
+            times[None] = given.record_times
+        elif settings.read_record_times and given.log_ends is None:
+            times = dict(self.kafka.record_times())
+        for reader in readers.values():
+            stack.push_async_callback(reader.close)
+        for time_reader in times.values():
+            stack.push_async_callback(time_reader.close)
+        resending: list[KafkaOffsetCommitter | KafkaLogEndReader] = [
+            *committers.values(),
+            *built.values(),
+        ]
+        self.metrics.watch_resent(lambda: sum(client.resent for client in resending))
+        monitors = {
+            key: LagMonitor(
+                lambda: durable.ledger,
+                reader,
+                interval=settings.lag_read_interval_seconds,
+                err_after_failures=settings.status_err_after_failures,
+                windows=CommitWindows(settings.status_window, settings.status_stop_after_seconds),
+                clock=self.runtime.clock,
+                board=board,
+                record_times=times.get(key),
+                risk_seconds=settings.retention_risk_seconds,
+                waits=committer.waiting,
+                one_cluster=len(readers) > 1,
+                cluster=key,
+            )
+            for key, reader in readers.items()
+        }
+        lag_monitor = LagMonitors(monitors) if len(monitors) > 1 else monitors[None]
+        by_name = {self.clusters.name_of(k): m for k, m in monitors.items()}
+        self.metrics.watch_lag(lag_monitor, by_name if self.kafka.several else None)
+        return lag_monitor
+
+    def _follower(
+        self,
+        stack: AsyncExitStack,
+        followed: FollowedFolders | None,
+        durable: DurableLedger,
+        lag_monitor: LagMonitor | LagMonitors,
+    ) -> CheckpointFollower | None:
+        if followed is None:
+            return None
+        settings = self.settings
+        follower = CheckpointFollower(
+            self.storage,
+            followed,
+            durable,
+            interval=settings.follow_interval_seconds,
+            relist_every=settings.follow_relist_every,
+            read_timeout=settings.follow_read_timeout_seconds,
+            clock=self.runtime.clock,
+            clusters=self.clusters,
+        )
+        lag_monitor.set_folders(follower.reports)  # published with the groups
+        self.metrics.watch_folders(follower.figures, lambda: self.storage.requests, REASONS)
+        run_in_background(stack, follower.run(), "checkpoint follower")
+        return follower
+
+    def group_cluster(self, group_id: str) -> Key:
+        """The cluster of ``group_id``'s commits: as stored once the ledger is open, else
+        as the settings choose for it."""
+        group = self.opened[0].ledger.groups.get(group_id) if self.opened else None
+        return group.cluster if group is not None else self.clusters.of(group_id).name
+
+
+def warn_of_dropped_clusters(durable: DurableLedger, clusters: Clusters) -> None:
+    """Groups stored on a cluster the settings no longer name cannot commit (R14): say so
+    once, at start, naming the clusters."""
+    dropped = Counter(
+        g.cluster
+        for g in durable.ledger.groups.values()
+        if g.cluster is not None and g.cluster not in clusters.others
+    )
+    if dropped:
+        log.warning(
+            "groups on Kafka clusters the settings do not name: %s; their commits fail "
+            "until SIDECAR_KAFKA_CLUSTERS names them again",
+            ", ".join(f"{name!r} ({count} groups)" for name, count in sorted(dropped.items())),
+        )
+
+
+def new_replica_id() -> str:
+    """Unique per process start: a restarted pod is a new owner (its memory is new)."""
+    return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
+
+
+def sql_store(settings: Settings, replica_id: str | None, metrics: SidecarMetrics) -> SqlStore:
+    if replica_id is None:
+        return SqlStore(settings.database_url)
+    from spark_offset_sidecar.adapters.sql.shared_store import SharedSqlStore
+
+    return SharedSqlStore(
+        settings.database_url,
+        replica_id,
+        on_fenced=metrics.commits_fenced.inc,
+        on_step=lambda step, seconds: metrics.store_step_cpu.labels(step).inc(seconds),
+    )
+
+
+async def leave(keeper: LeaseKeeper, loop: CommitLoop) -> None:
+    """Hand back the leases: cleanly when no commit was cut short by the stop."""
+    try:
+        await keeper.leave(clean=loop.cancelled == 0)
+    except Exception as exc:  # the leases expire on their own
+        log.warning("could not hand back leases: %s", exc)
+
+
+async def stop_commits(loop: CommitLoop, task: asyncio.Task[None], grace: float) -> None:
+    """Let commits in flight finish (within ``grace``), then end the loop."""
+    await loop.stop(grace)
+    await cancel(task)
+
+
+def run_in_background(
+    stack: AsyncExitStack, work: Coroutine[Any, Any, None], name: str
+) -> asyncio.Task[None]:
+    """``work`` as a task, cancelled (and awaited) when ``stack`` closes."""
+    task = asyncio.create_task(work, name=name)
+    stack.push_async_callback(cancel, task)
+    return task
+
+
+async def cancel(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
+def on_settled(loop: CommitLoop, metrics: SidecarMetrics) -> Callable[[int, float], None]:
+    def settled(items: int, seconds: float) -> None:
+        metrics.store_batch_items.observe(items)
+        metrics.store_write_duration.observe(seconds)
+        loop.wake()  # the batch's groups are no longer held
+
+    return settled
