@@ -301,15 +301,11 @@ async def get_starting_offsets(
 async def list_queries(request: Request) -> list[QueryView]:
     """Every query (with a token: those whose groups it may touch)."""
     grant = await caller(request, event=False)
-    durable = _durable(request)
-    if durable.shared:  # other replicas registered queries and took events: the store
-        stored = await durable.snapshot()
-        query_list, groups = stored.queries, {g.group_id: g for g in stored.groups}
-    else:
-        query_list, groups = list(durable.ledger.queries.values()), durable.ledger.groups
+    stored = await _durable(request).every_query()
+    groups = {g.group_id: g for g in stored.groups}
     visible = [
         q
-        for q in query_list
+        for q in stored.queries
         if q.group_id in groups and (grant is None or grant.may_read(q.group_id))
     ]
     live = await running_of(request).reports.live({q.group_id for q in visible})
@@ -329,10 +325,7 @@ async def list_queries(request: Request) -> list[QueryView]:
 @router.get("/queries/{query_id}", response_model=QueryView, responses=ERRORS, tags=["state"])
 async def get_query(query_id: QueryId, request: Request) -> QueryView | JSONResponse:
     grant = await caller(request, event=False)
-    durable = _durable(request)
-    if durable.shared:  # another replica may have taken its events
-        await durable.refresh((), [query_id])
-    ledger = durable.ledger
+    ledger = await _durable(request).current([query_id])
     query = ledger.queries.get(query_id)
     if query is None or not may_see(request, grant, query.group_id, write=False):
         return _answer(unknown_query(query_id))

@@ -157,22 +157,28 @@ class DurableLedger:
         # is dropped; already decided, it is written all the same.
         return await answer
 
-    @property
-    def shared(self) -> bool:
-        """Whether other replicas share the store (memory is then a cache of it: R11)."""
-        return self._shared
-
     async def refresh(self, group_ids: Iterable[str], query_ids: Iterable[str] = ()) -> None:
         """Take in the stored state of these groups and queries (shared store only; R11)."""
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._enqueue(_Refresh(frozenset(group_ids), frozenset(query_ids), done))
         await done
 
-    async def snapshot(self) -> StoredState:
-        """What the shared store holds, whichever replica took the events (a read: no
-        lock, not in the writer's queue)."""
-        assert isinstance(self.store, SharedLedgerStore), "a shared store only"
+    async def every_query(self) -> StoredState:
+        """Every query and group as they stand, whichever replica took their events: alone,
+        this process's memory (the store's state, and more current); with a shared store,
+        a snapshot of it (a read: no lock, not in the writer's queue)."""
+        if not isinstance(self.store, SharedLedgerStore):
+            return StoredState(
+                list(self.ledger.queries.values()), list(self.ledger.groups.values())
+            )
         return await asyncio.to_thread(self.store.snapshot)
+
+    async def current(self, query_ids: Iterable[str]) -> Ledger:
+        """The ledger, with these queries' stored state taken in first when other replicas
+        share the store (another may have taken their events: R11)."""
+        if self._shared:
+            await self.refresh((), query_ids)
+        return self.ledger
 
     def start_commit(
         self, group_id: str, now: float, fence: int | None = None, *, flush: bool = False
