@@ -96,6 +96,77 @@ def brand_new(folder: Path, version: str | None = None) -> LocalBroker:
     return broker
 
 
+@dataclass(frozen=True)
+class OauthListener:
+    """An OAUTHBEARER listener that checks tokens against an issuer's keys (fetched when
+    the listener starts: the issuer must answer by then)."""
+
+    jwks_url: str
+    audience: str
+    issuer: str
+
+
+@dataclass(frozen=True)
+class SecuredBroker:
+    """A brand-new broker and its secured listeners, as host:port (None: not opened); its
+    PLAINTEXT listener, ``plain``, is always there (tests' set-up and reads)."""
+
+    broker: LocalBroker
+    sasl: str | None = None
+    ssl: str | None = None
+    oauth: str | None = None
+
+    @property
+    def plain(self) -> str:
+        """The PLAINTEXT listener."""
+        return self.broker.bootstrap
+
+    def stop(self) -> None:
+        self.broker.stop()
+
+
+def brand_new_secured(
+    folder: Path,
+    *,
+    users: dict[str, str] | None = None,
+    ssl_pem: Path | None = None,
+    acls: bool = False,
+    oauth: OauthListener | None = None,
+) -> SecuredBroker:
+    """A broker of its own started in the empty ``folder``, with a SASL listener (SCRAM
+    and PLAIN) for ``users`` (name: password), a TLS one serving ``ssl_pem`` (key and
+    certificate chain), Kafka's authorizer (``acls``: PLAINTEXT is the super user) and an
+    OAUTHBEARER listener, each when asked (``scripts/local-kafka.sh``). The caller stops it."""
+    from harness.machine import free_port
+
+    port = free_port()
+    env: list[tuple[str, str]] = []
+    sasl = ssl = oauth_at = None
+    if users:
+        sasl_port = free_port()
+        sasl = f"127.0.0.1:{sasl_port}"
+        users_list = ",".join(f"{name}:{password}" for name, password in users.items())
+        env += [("LOCAL_KAFKA_USERS", users_list), ("LOCAL_KAFKA_SASL_PORT", str(sasl_port))]
+    if ssl_pem is not None:
+        ssl_port = free_port()
+        ssl = f"127.0.0.1:{ssl_port}"
+        env += [("LOCAL_KAFKA_SSL_PORT", str(ssl_port)), ("LOCAL_KAFKA_SSL_PEM", str(ssl_pem))]
+    if acls:
+        env.append(("LOCAL_KAFKA_ACLS", "1"))
+    if oauth is not None:
+        oauth_port = free_port()
+        oauth_at = f"127.0.0.1:{oauth_port}"
+        env += [
+            ("LOCAL_KAFKA_OAUTH_PORT", str(oauth_port)),
+            ("LOCAL_KAFKA_OAUTH_JWKS_URL", oauth.jwks_url),
+            ("LOCAL_KAFKA_OAUTH_AUDIENCE", oauth.audience),
+            ("LOCAL_KAFKA_OAUTH_ISSUER", oauth.issuer),
+        ]
+    broker = LocalBroker(f"127.0.0.1:{port}", port, folder, started_here=True, extra_env=tuple(env))
+    broker.start()
+    return SecuredBroker(broker, sasl, ssl, oauth_at)
+
+
 REUSE = "SIDECAR_TEST_KAFKA"
 
 

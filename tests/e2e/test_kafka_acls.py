@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.kafka_broker import Acl, LocalBroker, add_acls
-from harness.machine import free_port
+from harness.kafka_broker import Acl, SecuredBroker, add_acls, brand_new_secured
 from harness.service_process import ServiceProcess
 from tests.support.kafka import (
     committed_offsets,
@@ -33,33 +32,20 @@ PREFIX = "spark-"  # the jobs' groups: the ACLs name this prefix only
 WARNING = re.compile(r"Kafka does not say how many partitions __consumer_offsets has \((.*?)\)")
 
 
-class AclBroker:
-    def __init__(self, broker: LocalBroker, sasl: str) -> None:
-        self.broker, self.plain, self.sasl = broker, broker.bootstrap, sasl
-
-
 @pytest.fixture(scope="module")
-def acl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AclBroker]:
+def acl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredBroker]:
     """A brand-new broker with the authorizer on: PLAINTEXT is the super user (tests'
     set-up and reads), the SASL listener's ``sidecar`` has only the ACLs given to it."""
-    port, sasl_port = free_port(), free_port()
-    broker = LocalBroker(
-        f"127.0.0.1:{port}",
-        port,
-        tmp_path_factory.mktemp("acl-kafka"),
-        started_here=True,
-        extra_env=(
-            ("LOCAL_KAFKA_USERS", f"{USER}:{PASSWORD}"),
-            ("LOCAL_KAFKA_SASL_PORT", str(sasl_port)),
-            ("LOCAL_KAFKA_ACLS", "1"),
-        ),
+    secured = brand_new_secured(
+        tmp_path_factory.mktemp("acl-kafka"), users={USER: PASSWORD}, acls=True
     )
-    broker.start()
-    yield AclBroker(broker, f"127.0.0.1:{sasl_port}")
-    broker.stop()
+    try:
+        yield secured
+    finally:
+        secured.stop()
 
 
-def _service(tmp_path: Path, broker: AclBroker) -> ServiceProcess:
+def _service(tmp_path: Path, broker: SecuredBroker) -> ServiceProcess:
     tmp_path.mkdir()
     password = tmp_path / "kafka-password"
     password.write_text(PASSWORD)
@@ -77,7 +63,7 @@ def _service(tmp_path: Path, broker: AclBroker) -> ServiceProcess:
 
 
 def test_the_manuals_acls_commit_read_lag_and_keep_groups_apart(
-    tmp_path: Path, acl_broker: AclBroker
+    tmp_path: Path, acl_broker: SecuredBroker
 ) -> None:
     topic = unique_group("acl-orders")
     run_sync(create_topics(acl_broker.plain, [topic], 2))

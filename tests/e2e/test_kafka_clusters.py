@@ -16,8 +16,7 @@ from typing import Any
 
 import pytest
 
-from harness.kafka_broker import LocalBroker, brand_new
-from harness.machine import free_port
+from harness.kafka_broker import LocalBroker, brand_new, brand_new_secured
 from harness.replica_cluster import ReplicaCluster
 from harness.service_process import ServiceProcess
 from tests.support.kafka import (
@@ -49,25 +48,20 @@ class Clusters:
 @pytest.fixture(scope="module")
 def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Clusters]:
     main = brand_new(tmp_path_factory.mktemp("main-kafka"))
-    certificates = make_certificates(tmp_path_factory.mktemp("eu-certs"))
-    port, sasl_port, ssl_port = free_port(), free_port(), free_port()
-    eu = LocalBroker(
-        f"127.0.0.1:{port}",
-        port,
-        tmp_path_factory.mktemp("eu-kafka"),
-        started_here=True,
-        extra_env=(
-            ("LOCAL_KAFKA_USERS", f"{USER}:{PASSWORD}"),
-            ("LOCAL_KAFKA_SASL_PORT", str(sasl_port)),
-            ("LOCAL_KAFKA_SSL_PORT", str(ssl_port)),
-            ("LOCAL_KAFKA_SSL_PEM", str(certificates.bundle)),
-        ),
-    )
     try:
-        eu.start()
-        yield Clusters(main, eu, f"127.0.0.1:{sasl_port}", f"127.0.0.1:{ssl_port}", certificates.ca)
+        certificates = make_certificates(tmp_path_factory.mktemp("eu-certs"))
+        eu = brand_new_secured(
+            tmp_path_factory.mktemp("eu-kafka"),
+            users={USER: PASSWORD},
+            ssl_pem=certificates.bundle,
+        )
+        try:
+            assert eu.sasl is not None
+            assert eu.ssl is not None
+            yield Clusters(main, eu.broker, eu.sasl, eu.ssl, certificates.ca)
+        finally:
+            eu.stop()
     finally:
-        eu.stop()
         main.stop()
 
 

@@ -34,8 +34,7 @@ from aiokafka.conn import create_conn
 from aiokafka.errors import KafkaConnectionError, SaslAuthenticationFailed
 from aiokafka.protocol.admin import ApiVersionRequest
 
-from harness.kafka_broker import LocalBroker
-from harness.machine import free_port
+from harness.kafka_broker import LocalBroker, OauthListener, brand_new_secured
 from harness.oidc_issuer import OTHER, OidcIssuer, SigningKey
 from harness.service_process import ServiceProcess
 from harness.wire_tap import WireTap
@@ -68,24 +67,17 @@ def oauth_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OauthKafka
     against the issuer's JWKS (fetched when the listener starts: the issuer runs first)."""
     issuer = OidcIssuer({"sidecar": CLIENT_SECRET}, lifetime=LIFETIME, audience=AUDIENCE)
     issuer.start()
-    port, oauth_port = free_port(), free_port()
-    broker = LocalBroker(
-        f"127.0.0.1:{port}",
-        port,
-        tmp_path_factory.mktemp("oauth-kafka"),
-        started_here=True,
-        extra_env=(
-            ("LOCAL_KAFKA_OAUTH_PORT", str(oauth_port)),
-            ("LOCAL_KAFKA_OAUTH_JWKS_URL", issuer.jwks_url),
-            ("LOCAL_KAFKA_OAUTH_AUDIENCE", AUDIENCE),
-            ("LOCAL_KAFKA_OAUTH_ISSUER", issuer.url),
-        ),
-    )
-    broker.start()
     try:
-        yield OauthKafka(broker, f"127.0.0.1:{oauth_port}", issuer)
+        secured = brand_new_secured(
+            tmp_path_factory.mktemp("oauth-kafka"),
+            oauth=OauthListener(issuer.jwks_url, AUDIENCE, issuer.url),
+        )
+        try:
+            assert secured.oauth is not None
+            yield OauthKafka(secured.broker, secured.oauth, issuer)
+        finally:
+            secured.stop()
     finally:
-        broker.stop()
         issuer.stop()
 
 

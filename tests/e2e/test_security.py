@@ -8,14 +8,12 @@ import json
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from harness.kafka_broker import LocalBroker
-from harness.machine import free_port
+from harness.kafka_broker import SecuredBroker, brand_new_secured
 from harness.service_process import ServiceProcess
 from spark_offset_listener.sender import ProgressSender
 from tests.support.kafka import committed_offsets, create_topics, run_sync, unique_group
@@ -163,33 +161,19 @@ def test_refuses_to_listen_beyond_loopback_without_tokens() -> None:
     assert "SIDECAR_ALLOW_UNAUTHENTICATED" in refused.stderr
 
 
-@dataclass
-class SecureBroker:
-    broker: LocalBroker
-    sasl: str
-    ssl: str
-
-
 @pytest.fixture(scope="module")
 def secure_broker(
     tmp_path_factory: pytest.TempPathFactory, certificates: CertificateSet
-) -> Iterator[SecureBroker]:
-    port, sasl_port, ssl_port = free_port(), free_port(), free_port()
-    broker = LocalBroker(
-        f"127.0.0.1:{port}",
-        port,
+) -> Iterator[SecuredBroker]:
+    secured = brand_new_secured(
         tmp_path_factory.mktemp("secure-kafka"),
-        started_here=True,
-        extra_env=(
-            ("LOCAL_KAFKA_USERS", f"alice:{KAFKA_PASSWORD}"),
-            ("LOCAL_KAFKA_SASL_PORT", str(sasl_port)),
-            ("LOCAL_KAFKA_SSL_PORT", str(ssl_port)),
-            ("LOCAL_KAFKA_SSL_PEM", str(certificates.bundle)),
-        ),
+        users={"alice": KAFKA_PASSWORD},
+        ssl_pem=certificates.bundle,
     )
-    broker.start()
-    yield SecureBroker(broker, f"127.0.0.1:{sasl_port}", f"127.0.0.1:{ssl_port}")
-    broker.stop()
+    try:
+        yield secured
+    finally:
+        secured.stop()
 
 
 @pytest.mark.parametrize(
@@ -205,7 +189,7 @@ def secure_broker(
 )  # fmt: skip
 def test_commits_over_sasl_and_tls(
     tmp_path: Path,
-    secure_broker: SecureBroker,
+    secure_broker: SecuredBroker,
     certificates: CertificateSet,
     name: str,
     settings: dict[str, str],
@@ -235,7 +219,7 @@ def test_commits_over_sasl_and_tls(
 
 @pytest.mark.parametrize("case", ["wrong password", "untrusted certificate"])
 def test_wrong_credentials_are_a_counted_failure_not_a_crash_loop(
-    tmp_path: Path, secure_broker: SecureBroker, case: str
+    tmp_path: Path, secure_broker: SecuredBroker, case: str
 ) -> None:
     if case == "wrong password":
         service = ServiceProcess(
