@@ -11,10 +11,17 @@ from typing import Any
 
 import pytest
 
+from harness.kafka_broker import LocalBroker
 from harness.machine import free_port
 from harness.service_process import ServiceProcess
 from spark_offset_listener.listener import OffsetCommitListener
-from tests.support.kafka import committed_offsets, produce, run_sync, unique_group
+from tests.support.kafka import (
+    committed_offsets,
+    create_topics,
+    produce,
+    run_sync,
+    unique_group,
+)
 from tests.support.service import wait_for
 from tests.support.spark_queries import last_end_offsets, run_available_now
 
@@ -152,4 +159,43 @@ def test_lost_checkpoint_restarts_from_the_groups_offsets_without_loss_or_repeat
         final = last_end_offsets(second)
         wait_for(lambda: committed_offsets(kafka_bootstrap, group) == final, what="commit")
     finally:
+        service.stop()
+
+
+def test_a_job_naming_its_cluster_is_committed_on_that_cluster(
+    spark: Any,
+    kafka_bootstrap: str,
+    private_broker: LocalBroker,
+    tmp_path: Path,
+) -> None:
+    """A real job reads a topic of a second cluster ("eu", a brand-new broker) and names it
+    to its listener (``cluster="eu"``): the service, whose default cluster is the session's
+    broker ("main"), commits the group on eu alone, and its status says so."""
+    eu = private_broker.bootstrap
+    topic, group = "cluster-orders", unique_group("spark-eu")
+    run_sync(create_topics(eu, [topic], 2))
+    run_sync(produce(eu, topic, 600))
+    service = ServiceProcess(
+        tmp_path,
+        kafka_bootstrap,
+        kafka_cluster_name="main",
+        kafka_clusters="eu",
+        cluster_eu_kafka_bootstrap_servers=eu,
+    ).start()
+    listener = OffsetCommitListener(
+        service.url, group_id=group, cluster="eu", flush_timeout=2.0, timeout=2.0
+    )
+    spark.streams.addListener(listener)
+    try:
+        query = run_available_now(spark, eu, [topic], tmp_path)
+        ends = last_end_offsets(query)
+        assert sum(ends.values()) == 600
+        wait_for(lambda: committed_offsets(eu, group) == ends, what="the commit on eu")
+        assert committed_offsets(kafka_bootstrap, group) == {}, "nothing on main"
+        view = service.query(str(query.id))
+        assert view["cluster"] == "eu"
+        assert view["committed"]["checkpoint_id"] == query.lastProgress["batchId"]
+    finally:
+        spark.streams.removeListener(listener)
+        listener.sender.close(0.5)
         service.stop()
