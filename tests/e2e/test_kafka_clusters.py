@@ -190,6 +190,15 @@ def test_one_service_commits_for_jobs_on_two_clusters_each_failure_its_own(
         assert "Kafka (eu)" not in ready, ready
         assert "Kafka (eu-tls)" not in ready, ready
         assert "Kafka (main)" not in ready, ready
+        # Commits' durations and resends by the cluster they went to (failed ones too).
+        text = service.metrics()
+        duration = "sidecar_commit_duration_seconds_count"
+        for cluster in ("main", "eu", "denied"):
+            assert (metric(text, duration, cluster_name=cluster) or 0) >= 1, cluster
+        assert metric(text, duration, cluster_name="eu-tls") is not None, "at 0 from the start"
+        for cluster in ("main", "eu", "eu-tls", "denied"):
+            resent = metric(text, "sidecar_kafka_requests_resent_total", cluster_name=cluster)
+            assert resent is not None, cluster
         # A group stays on its cluster; a cluster the service lacks is named.
         moved = service.http.post(
             "/v1/progress",

@@ -33,11 +33,17 @@ def test_a_groups_cluster_reaches_the_committer_and_every_view(tmp_path: Path) -
         kafka_clusters=(KafkaCluster("eu", (("kafka_bootstrap_servers", "eu-1:9092"),)),),
         kafka_cluster_by_group=(("eu-*", "eu"),),
         lag_read_interval_seconds=0.05,
+        metrics_max_age_seconds=0,  # every scrape a fresh build
     )
     committer = InMemoryCommitter()
     ends = InMemoryLogEnds({TopicPartition("orders", 0): 9})
     app = create_app(settings, committer=committer, log_ends=ends)
     with TestClient(app) as client:
+        before = client.get("/metrics").text  # each cluster's commit durations at 0
+        for cluster in ("main", "eu"):
+            assert (
+                metric(before, "sidecar_commit_duration_seconds_count", cluster_name=cluster) == 0
+            )
         assert _post(client, "orders") == 200
         assert _post(client, "payments", cluster="eu") == 200
         assert _post(client, "eu-clicks") == 200
@@ -60,6 +66,10 @@ def test_a_groups_cluster_reaches_the_committer_and_every_view(tmp_path: Path) -
             at = {"consumergroup": group, "cluster_name": cluster}
             assert metric(text, "sidecar_commits_succeeded_total", **at) == 1, group
             assert metric(text, "sidecar_commits_failed_total", **at) == 0, group
+        # Commits' durations by the cluster they went to: 1 to main, 2 to eu.
+        duration = "sidecar_commit_duration_seconds_count"
+        assert metric(text, duration, cluster_name="main") == 1
+        assert metric(text, duration, cluster_name="eu") == 2
         page = wait_for(
             lambda: (t := client.get("/ui").text) and "Kafka cluster eu" in t and t,
             what="the page naming the cluster",
@@ -93,6 +103,8 @@ def test_with_one_cluster_the_series_have_no_cluster_label(tmp_path: Path) -> No
         )
         assert "cluster_name=" not in text
         assert metric(text, "sidecar_log_end_reads_total", result="failed") == 0
+        assert metric(text, "sidecar_commit_duration_seconds_count") == 1
+        assert metric(text, "sidecar_kafka_requests_resent_total") == 0
         assert client.get("/v1/status/orders").json()["cluster"] == "default"
 
 

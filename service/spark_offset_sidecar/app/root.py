@@ -75,8 +75,10 @@ def create_app(
     tests may pass others (``testing``). ``heap``: the process's heap keeper, whose pauses
     are exported (``cli.process_tuning`` installs it; the app changes nothing of the
     interpreter's)."""
-    metrics = SidecarMetrics(registry or CollectorRegistry())
     kafka = KafkaClients(settings, settings.clusters())
+    metrics = SidecarMetrics(
+        registry or CollectorRegistry(), kafka.clusters if kafka.several else None
+    )
     opened: list[DurableLedger] = []  # the ledger, once the lifespan has opened it
     verifier = _token_verifier(settings)
     storage = checkpoint_storage or FsspecCheckpointStorage(settings.checkpoint_storage_options)

@@ -24,6 +24,7 @@ from collections import Counter
 from collections.abc import Callable, Coroutine
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from spark_offset_sidecar.adapters.kafka.committer import KafkaOffsetCommitter
@@ -270,11 +271,12 @@ class Start:
             stack.push_async_callback(reader.close)
         for time_reader in times.values():
             stack.push_async_callback(time_reader.close)
-        resending: list[KafkaOffsetCommitter | KafkaLogEndReader] = [
-            *committers.values(),
-            *built.values(),
-        ]
-        self.metrics.watch_resent(lambda: sum(client.resent for client in resending))
+        resending: dict[Key, list[KafkaOffsetCommitter | KafkaLogEndReader]] = {}
+        for key, commits in committers.items():
+            resending.setdefault(key, []).append(commits)
+        for key, reads in built.items():
+            resending.setdefault(key, []).append(reads)
+        self.metrics.watch_resent({key: partial(resent, c) for key, c in resending.items()})
         monitors = {
             key: LagMonitor(
                 lambda: durable.ledger,
@@ -389,6 +391,10 @@ def run_in_background(
 async def cancel(task: asyncio.Task[None]) -> None:
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
+
+
+def resent(clients: list[KafkaOffsetCommitter | KafkaLogEndReader]) -> int:
+    return sum(client.resent for client in clients)
 
 
 def on_settled(loop: CommitLoop, metrics: SidecarMetrics) -> Callable[[int, float], None]:

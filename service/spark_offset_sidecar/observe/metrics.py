@@ -19,6 +19,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from spark_offset_sidecar.core.clusters import Clusters
+
 
 def package_version() -> str:
     try:
@@ -92,15 +94,21 @@ INVALID_REASONS = ("validation", "too_large", "unauthenticated", "forbidden", "r
 class SidecarMetrics:
     """Metrics updated where things happen (the rest come from ``LedgerCollector``)."""
 
-    def __init__(self, registry: CollectorRegistry) -> None:
+    def __init__(self, registry: CollectorRegistry, clusters: Clusters | None = None) -> None:
+        """``clusters``: with several Kafka clusters, the commits' durations are by cluster
+        (``cluster_name``, each cluster's at 0 from the start); None: one, no label."""
         self.registry = registry
+        self._clusters = clusters
         # Not by group: 15 series a group would be most of a scrape at fleet scale.
         self.commit_duration = Histogram(
             "sidecar_commit_duration_seconds",
             "Time of one offset commit to Kafka, failed ones included (all groups).",
+            ["cluster_name"] if clusters is not None else (),
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
             registry=registry,
         )
+        for name in clusters.names if clusters is not None else ():
+            self.commit_duration.labels(name)
         self.invalid_events = Counter(
             "sidecar_events_invalid",
             "Events refused before reaching the ledger (malformed, too large).",
@@ -162,9 +170,19 @@ class SidecarMetrics:
         by name) with a ``cluster_name`` label."""
         self.registry.register(LagCollector(monitor, by_cluster))
 
-    def watch_resent(self, resent: Callable[[], int]) -> None:
-        """``resent``: requests sent again after the broker closed their connection."""
-        self.registry.register(ResentCollector(resent))
+    def commit_took(self, cluster: str | None, seconds: float) -> None:
+        """One commit's duration, to ``cluster`` (as the ledger keeps it: None the
+        default)."""
+        if self._clusters is None:
+            self.commit_duration.observe(seconds)
+        else:
+            self.commit_duration.labels(self._clusters.name_of(cluster)).observe(seconds)
+
+    def watch_resent(self, resent: Mapping[str | None, Callable[[], int]]) -> None:
+        """Requests sent again after the broker closed their connection, by cluster (as
+        the ledger keeps it); by ``cluster_name`` with several clusters."""
+        names = self._clusters.name_of if self._clusters is not None else None
+        self.registry.register(ResentCollector(resent, names))
 
     def watch_heap(self, heap: HeapView) -> None:
         self.registry.register(HeapCollector(heap))
@@ -224,16 +242,26 @@ class LagCollector(Collector):
 
 
 class ResentCollector(Collector):
-    def __init__(self, resent: Callable[[], int]) -> None:
+    def __init__(
+        self,
+        resent: Mapping[str | None, Callable[[], int]],
+        names: Callable[[str | None], str] | None,
+    ) -> None:
         self._resent = resent
+        self._names = names
 
     def collect(self) -> Iterator[Metric]:
-        yield CounterMetricFamily(
+        family = CounterMetricFamily(
             "sidecar_kafka_requests_resent",
             "Commits and log-end reads sent again on a new connection after the broker "
             "closed theirs under them (with OAUTHBEARER: a token that expired); not failures.",
-            value=self._resent(),
+            labels=["cluster_name"] if self._names is not None else None,
+            value=None if self._names is not None else sum(n() for n in self._resent.values()),
         )
+        if self._names is not None:
+            for cluster, count in self._resent.items():
+                family.add_metric([self._names(cluster)], count())
+        yield family
 
 
 class HeapCollector(Collector):

@@ -60,7 +60,7 @@ def _process_series() -> Iterator[SeriesDoc]:
     registry = CollectorRegistry()
     metrics = SidecarMetrics(registry)
     metrics.watch_lag(_Lag())
-    metrics.watch_resent(lambda: 0)
+    metrics.watch_resent({None: lambda: 0})
     metrics.watch_heap(_Heap())
     folder = FolderFigures("s3://bucket/checkpoint", "group", 1, 1, 0.0, {}, 1)
     metrics.watch_folders(lambda: [folder], lambda: 0, ("reason",))

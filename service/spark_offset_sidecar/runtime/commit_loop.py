@@ -156,7 +156,7 @@ class CommitLoop:
                     extra=context,
                 )
         finally:
-            self.metrics.commit_duration.observe(time.monotonic() - started)
+            self.metrics.commit_took(request.cluster, time.monotonic() - started)
         await self.durable.finish_commit(request, self.clock(), failure)
         self.wake()
 
