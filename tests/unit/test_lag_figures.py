@@ -5,19 +5,24 @@ every record's append time the test knows."""
 from __future__ import annotations
 
 import random
+from collections import Counter
 
 import pytest
 
 from spark_offset_sidecar.core.lag_figures import (
+    CatchUp,
     CatchUpState,
     DataStatus,
+    GroupLag,
     GroupTrend,
     JobRates,
+    PartitionLag,
     TrendPoint,
     data_status,
     max_lag_seconds,
     partition_lag,
 )
+from spark_offset_sidecar.core.ledger_state import GroupCounters
 from spark_offset_sidecar.core.log_history import PartitionHistory
 
 
@@ -156,3 +161,31 @@ def test_the_hour_of_lag_keeps_a_point_a_minute_the_worst_of_the_minute() -> Non
     assert len(trend.hour) == 60
     assert {lag for _, lag in trend.hour} == {500}
     assert trend.hour[-1][0] == 7140.0
+
+
+def test_a_groups_time_lag_is_its_latest_partitions_and_kept_once_computed() -> None:
+    """``GroupLag.lag_seconds`` is computed once (the figures are frozen): the same answer
+    every time, and none while a lagging partition's time is unknown."""
+    late = PartitionLag("t", 0, 10, 0, 20, 10, 42.5, 0, 10, None)
+    caught_up = PartitionLag("t", 1, 5, 0, 5, 0, 0.0, 0, 5, None)
+    unknown = PartitionLag("t", 2, 5, 0, 9, 4, None, 0, 5, None)
+    idle = CatchUp(CatchUpState.CAUGHT_UP, None, None, None)
+    lag = GroupLag((late, caught_up), DataStatus.OK, 0, idle)
+    assert lag.lag_seconds == 42.5
+    assert lag.lag_seconds == 42.5
+    assert lag == GroupLag((late, caught_up), DataStatus.OK, 0, idle), "equal by its fields"
+    assert GroupLag((late, unknown), DataStatus.OK, 0, idle).lag_seconds is None
+
+
+def test_a_copy_of_a_groups_counters_does_not_see_later_counts() -> None:
+    counters = GroupCounters(succeeded=2, failed=Counter({"timeout": 1}))
+    counters.events["accepted"] += 3
+    copied = counters.copy()
+    counters.succeeded += 1
+    counters.failed["timeout"] += 1
+    counters.events["stale"] += 1
+    assert copied == GroupCounters(
+        succeeded=2, failed=Counter({"timeout": 1}), events=Counter({"accepted": 3})
+    )
+    assert isinstance(copied.failed, Counter)
+    assert copied.failed["never"] == 0, "still a Counter: a missing reason counts 0"

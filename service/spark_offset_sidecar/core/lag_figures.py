@@ -37,6 +37,7 @@ import enum
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import NamedTuple
 
 TREND_READS = 12  # reads the catch-up rates are fitted on
@@ -108,10 +109,11 @@ class GroupLag:
     catch_up: CatchUp
     trend: tuple[tuple[float, int], ...] = ()  # (minute, lag): the last hour
 
-    @property
+    @cached_property
     def lag_seconds(self) -> float | None:
         """The group's time lag: its most late partition's (None: some lagging partition's
-        is not known)."""
+        is not known). Kept once computed: the figures are frozen, and every read of the
+        fleet (the page's order, the statuses, the board) asks for it."""
         return max_lag_seconds(self.partitions)
 
     @property
