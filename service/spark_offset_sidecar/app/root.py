@@ -21,7 +21,7 @@ from spark_offset_sidecar.adapters.checkpoints.fsspec_storage import (
     check_path,
 )
 from spark_offset_sidecar.app.kafka_clients import KafkaClients
-from spark_offset_sidecar.app.start import Given, Start
+from spark_offset_sidecar.app.start import Given, Start, group_cluster
 from spark_offset_sidecar.errors import StoreError
 from spark_offset_sidecar.http.auth import TokenRegistry
 from spark_offset_sidecar.http.body_limit import BodySizeLimit
@@ -86,7 +86,7 @@ def create_app(
         settings,
         metrics,
         clock,
-        starting_offsets or kafka.starting_offsets(lambda group_id: start.group_cluster(group_id)),
+        starting_offsets or kafka.starting_offsets(group_cluster(opened, kafka.clusters)),
     )
     start = Start(
         settings,

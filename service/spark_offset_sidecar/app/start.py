@@ -31,7 +31,7 @@ from spark_offset_sidecar.adapters.kafka.committer import KafkaOffsetCommitter
 from spark_offset_sidecar.adapters.kafka.log_ends import KafkaLogEndReader
 from spark_offset_sidecar.adapters.sql.followed_folders import SqlFollowedFolders
 from spark_offset_sidecar.adapters.sql.store import SqlStore
-from spark_offset_sidecar.app.kafka_clients import KafkaClients, Key, problem_of
+from spark_offset_sidecar.app.kafka_clients import GroupCluster, KafkaClients, Key, problem_of
 from spark_offset_sidecar.core.clusters import Clusters
 from spark_offset_sidecar.core.group_status import CommitWindows
 from spark_offset_sidecar.core.leases import Ownership
@@ -217,7 +217,7 @@ class Start:
         # A double committer never wrote to Kafka: nothing there to read back.
         read_back = self.given.committed_reader
         if read_back is None and self.given.committer is None:
-            read_back = self.kafka.committed_reader(self.group_cluster)
+            read_back = self.kafka.committed_reader(group_cluster(self.opened, self.clusters))
             stack.push_async_callback(read_back.close)
         keeper = LeaseKeeper(
             LeaseStore(sql.engine, ownership.replica_id, settings.lease_seconds),
@@ -324,11 +324,16 @@ class Start:
         run_in_background(stack, follower.run(), "checkpoint follower")
         return follower
 
-    def group_cluster(self, group_id: str) -> Key:
-        """The cluster of ``group_id``'s commits: as stored once the ledger is open, else
-        as the settings choose for it."""
-        group = self.opened[0].ledger.groups.get(group_id) if self.opened else None
-        return group.cluster if group is not None else self.clusters.of(group_id).name
+
+def group_cluster(opened: list[DurableLedger], clusters: Clusters) -> GroupCluster:
+    """The cluster of a group's commits: as stored once the ledger is open (``opened``),
+    else as the settings choose for it."""
+
+    def cluster(group_id: str) -> Key:
+        group = opened[0].ledger.groups.get(group_id) if opened else None
+        return group.cluster if group is not None else clusters.of(group_id).name
+
+    return cluster
 
 
 def warn_of_dropped_clusters(durable: DurableLedger, clusters: Clusters) -> None:
