@@ -56,25 +56,21 @@ def _serve(settings: Settings) -> int:
     from spark_offset_sidecar.app import create_app
 
     with process_tuning(settings) as heap:
-        _run(uvicorn, create_app(settings, heap=heap), settings)
+        config = uvicorn.Config(
+            create_app(settings, heap=heap),
+            host=settings.host,
+            port=settings.port,
+            log_level=settings.log_level.lower(),
+            log_config=None,  # uvicorn's loggers go through ours (observe.logs)
+            lifespan="on",
+            access_log=False,
+            ssl_certfile=settings.tls_certfile,
+            ssl_keyfile=settings.tls_keyfile,
+            # SIGTERM must end in bounded time even with a client holding a connection open.
+            timeout_graceful_shutdown=int(settings.shutdown_grace_seconds) + 1,
+        )
+        uvicorn.Server(config).run()
     return 0
-
-
-def _run(uvicorn: Any, app: Any, settings: Settings) -> None:
-    config = uvicorn.Config(
-        app,
-        host=settings.host,
-        port=settings.port,
-        log_level=settings.log_level.lower(),
-        log_config=None,  # uvicorn's loggers go through ours (observe.logs)
-        lifespan="on",
-        access_log=False,
-        ssl_certfile=settings.tls_certfile,
-        ssl_keyfile=settings.tls_keyfile,
-        # SIGTERM must end in bounded time even with a client holding a connection open.
-        timeout_graceful_shutdown=int(settings.shutdown_grace_seconds) + 1,
-    )
-    uvicorn.Server(config).run()
 
 
 def _migrate(settings: Settings) -> int:

@@ -295,8 +295,7 @@ class Start:
             for key, reader in readers.items()
         }
         lag_monitor = LagMonitors(monitors) if len(monitors) > 1 else monitors[None]
-        by_name = {self.clusters.name_of(k): m for k, m in monitors.items()}
-        self.metrics.watch_lag(lag_monitor, by_name if self.kafka.several else None)
+        self.metrics.watch_lag(monitors)
         return lag_monitor
 
     def _follower(

@@ -165,10 +165,14 @@ class SidecarMetrics:
         )
         build.labels(package_version()).set(1)
 
-    def watch_lag(self, monitor: LagView, by_cluster: Mapping[str, LagView] | None = None) -> None:
-        """``monitor``'s reads; with several Kafka clusters, each cluster's (``by_cluster``,
-        by name) with a ``cluster_name`` label."""
-        self.registry.register(LagCollector(monitor, by_cluster))
+    def watch_lag(self, monitors: Mapping[str | None, LagView]) -> None:
+        """Each Kafka cluster's lag monitor's reads (keyed as the ledger keeps clusters:
+        None the default); by ``cluster_name`` with several clusters."""
+        self.registry.register(LagCollector(monitors, self._cluster_names()))
+
+    def _cluster_names(self) -> Callable[[str | None], str] | None:
+        """A cluster's name for the ``cluster_name`` label; None: one cluster, no label."""
+        return self._clusters.name_of if self._clusters is not None else None
 
     def commit_took(self, cluster: str | None, seconds: float) -> None:
         """One commit's duration, to ``cluster`` (as the ledger keeps it: None the
@@ -181,8 +185,7 @@ class SidecarMetrics:
     def watch_resent(self, resent: Mapping[str | None, Callable[[], int]]) -> None:
         """Requests sent again after the broker closed their connection, by cluster (as
         the ledger keeps it); by ``cluster_name`` with several clusters."""
-        names = self._clusters.name_of if self._clusters is not None else None
-        self.registry.register(ResentCollector(resent, names))
+        self.registry.register(ResentCollector(resent, self._cluster_names()))
 
     def watch_heap(self, heap: HeapView) -> None:
         self.registry.register(HeapCollector(heap))
@@ -201,12 +204,17 @@ class LagCollector(Collector):
     ``cluster_name`` label when there are several); the per-group series are
     ``observe.fleet_metrics``'s."""
 
-    def __init__(self, monitor: LagView, by_cluster: Mapping[str, LagView] | None = None) -> None:
-        self._monitors: Mapping[str, LagView] = by_cluster or {"": monitor}
-        self._labelled = by_cluster is not None
+    def __init__(
+        self,
+        monitors: Mapping[str | None, LagView],
+        names: Callable[[str | None], str] | None,
+    ) -> None:
+        """``names``: a cluster's name for the label; None: one cluster (one monitor)."""
+        self._monitors = monitors
+        self._names = names
 
     def collect(self) -> Iterator[Metric]:
-        cluster = ["cluster_name"] if self._labelled else []
+        cluster = ["cluster_name"] if self._names is not None else []
         reads = CounterMetricFamily(
             "sidecar_log_end_reads",
             "Reads of the brokers' log-end (and log-start) offsets, by result.",
@@ -228,8 +236,8 @@ class LagCollector(Collector):
             "Partitions whose record timestamp was read from Kafka (one fetch each).",
             labels=cluster,
         )
-        for name, monitor in self._monitors.items():
-            at = [name] if self._labelled else []
+        for key, monitor in self._monitors.items():
+            at = [self._names(key)] if self._names is not None else []
             counters = monitor.counters
             reads.add_metric([*at, "succeeded"], counters.succeeded)
             reads.add_metric([*at, "failed"], counters.failed)

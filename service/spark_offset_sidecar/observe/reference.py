@@ -59,7 +59,7 @@ _ABSENT = {
 def _process_series() -> Iterator[SeriesDoc]:
     registry = CollectorRegistry()
     metrics = SidecarMetrics(registry)
-    metrics.watch_lag(_Lag())
+    metrics.watch_lag({None: _Lag()})
     metrics.watch_resent({None: lambda: 0})
     metrics.watch_heap(_Heap())
     folder = FolderFigures("s3://bucket/checkpoint", "group", 1, 1, 0.0, {}, 1)

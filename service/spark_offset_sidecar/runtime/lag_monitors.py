@@ -24,7 +24,7 @@ from spark_offset_sidecar.core.group_status import GroupStatus
 from spark_offset_sidecar.core.lag_figures import GroupLag, JobRates
 from spark_offset_sidecar.core.ledger import Ledger
 from spark_offset_sidecar.core.ledger_state import GroupState
-from spark_offset_sidecar.runtime.lag_monitor import LagMonitor, LagReadCounters
+from spark_offset_sidecar.runtime.lag_monitor import LagMonitor
 
 
 class LagMonitors:
@@ -57,18 +57,6 @@ class LagMonitors:
     @property
     def evaluated_at(self) -> float | None:
         return _oldest(m.evaluated_at for m in self.by_cluster.values())
-
-    @property
-    def counters(self) -> LagReadCounters:
-        total = LagReadCounters()
-        for monitor in self.by_cluster.values():
-            c = monitor.counters
-            total.succeeded += c.succeeded
-            total.failed += c.failed
-            total.record_reads += c.record_reads
-            total.record_partitions += c.record_partitions
-            total.record_failures += c.record_failures
-        return total
 
     def set_folders(self, folders: Callable[[], Mapping[str, tuple[FolderReport, ...]]]) -> None:
         for monitor in self.by_cluster.values():
