@@ -30,7 +30,7 @@ from bench.figures import CpuMeter, Table
 from spark_offset_sidecar.app import create_app
 from spark_offset_sidecar.cli import process_tuning
 from spark_offset_sidecar.core.offsets import TopicPartition
-from spark_offset_sidecar.settings import Settings
+from spark_offset_sidecar.settings import DatabaseSettings, Settings, StatusSettings
 from spark_offset_sidecar.testing import InMemoryCommitter, InMemoryLogEnds, InMemoryRecordTimes
 
 
@@ -52,8 +52,11 @@ async def measure(groups: int, partitions: int) -> None:
     for p in range(partitions):
         times.stamp(TopicPartition("t", p), 5_000, time.time() - 600)  # after every commit
     folder = Path(tempfile.mkdtemp(prefix="status-page-"))
-    settings = Settings(database_url=f"sqlite:///{folder}/s.db", lag_read_interval_seconds=1)
-    with process_tuning(settings) as heap:  # as `offset-sidecar serve` runs
+    settings = Settings(
+        database=DatabaseSettings(url=f"sqlite:///{folder}/s.db"),
+        status=StatusSettings(lag_read_interval_seconds=1),
+    )
+    with process_tuning(settings.tuning) as heap:  # as `offset-sidecar serve` runs
         app = create_app(
             settings,
             committer=InMemoryCommitter(),

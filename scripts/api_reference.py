@@ -30,10 +30,10 @@ shares, the names' rules and examples: [The API](index.md).
 
 def schema() -> dict[str, Any]:
     from spark_offset_sidecar.app import create_app
-    from spark_offset_sidecar.settings import Settings
+    from spark_offset_sidecar.settings import DatabaseSettings, Settings
 
     with tempfile.TemporaryDirectory() as folder:  # nothing is opened before the lifespan
-        app = create_app(Settings(database_url=f"sqlite:///{folder}/sidecar.db"))
+        app = create_app(Settings(database=DatabaseSettings(url=f"sqlite:///{folder}/sidecar.db")))
         found: dict[str, Any] = app.openapi()
         return found
 

@@ -67,13 +67,19 @@ def failure_reasons() -> str:
 
 
 def settings_table() -> str:
+    """A table per section of the settings, titled as the section and named as the code
+    names it (``Settings.http``)."""
     from spark_offset_sidecar.settings import Settings
 
-    rows = ["| variable | default | meaning |", "|---|---|---|"]
-    for variable, default, meaning in Settings.describe():
-        shown = "none" if default in ("None", "") else f"`{default}`"
-        rows.append(f"| `{variable}` | {shown} | {_cell(meaning)} |")
-    return "\n".join(rows) + "\n"
+    parts = []
+    for name, section in Settings.sections().items():
+        rows = [f"### {section.title}: `{name}`", "", "| variable | default | meaning |"]
+        rows.append("|---|---|---|")
+        for variable, default, meaning in section.describe():
+            shown = f"`{default}`" if default else "none"
+            rows.append(f"| `{variable}` | {shown} | {_cell(meaning)} |")
+        parts.append("\n".join(rows) + "\n")
+    return "\n".join(parts)
 
 
 def _rule_defaults() -> dict[str, Any]:

@@ -29,18 +29,24 @@ from spark_offset_sidecar.errors import ConfigError, KafkaReadError, OffsetsNotF
 from spark_offset_sidecar.gil import GilShare
 from spark_offset_sidecar.heap import HeapKeeper
 from spark_offset_sidecar.observe.logs import configure_logging
-from spark_offset_sidecar.settings import Settings
+from spark_offset_sidecar.settings import (
+    CommitSettings,
+    HttpSettings,
+    KafkaSettings,
+    Settings,
+    TuningSettings,
+)
 
 log = logging.getLogger("spark_offset_sidecar")
 
 
 @contextmanager
-def process_tuning(settings: Settings) -> Iterator[HeapKeeper]:
+def process_tuning(tuning: TuningSettings) -> Iterator[HeapKeeper]:
     """What a serving process sets of the interpreter, for its whole life, and gives back
     after: the GIL's switch interval (``gil``) and the heap keeper (``heap``). Set here,
     by the process, never by an app: they are the interpreter's, one per process."""
-    heap = HeapKeeper(thaw_every=settings.gc_thaw_seconds)
-    gil = GilShare(settings.gil_switch_interval_seconds)
+    heap = HeapKeeper(thaw_every=tuning.gc_thaw_seconds)
+    gil = GilShare(tuning.gil_switch_interval_seconds)
     gil.install()
     heap.install()
     try:
@@ -55,19 +61,19 @@ def _serve(settings: Settings) -> int:
 
     from spark_offset_sidecar.app import create_app
 
-    with process_tuning(settings) as heap:
+    with process_tuning(settings.tuning) as heap:
         config = uvicorn.Config(
             create_app(settings, heap=heap),
-            host=settings.host,
-            port=settings.port,
-            log_level=settings.log_level.lower(),
+            host=settings.http.host,
+            port=settings.http.port,
+            log_level=settings.log.level.lower(),
             log_config=None,  # uvicorn's loggers go through ours (observe.logs)
             lifespan="on",
             access_log=False,
-            ssl_certfile=settings.tls_certfile,
-            ssl_keyfile=settings.tls_keyfile,
+            ssl_certfile=settings.http.tls_certfile,
+            ssl_keyfile=settings.http.tls_keyfile,
             # SIGTERM must end in bounded time even with a client holding a connection open.
-            timeout_graceful_shutdown=int(settings.shutdown_grace_seconds) + 1,
+            timeout_graceful_shutdown=int(settings.commits.shutdown_grace_seconds) + 1,
         )
         uvicorn.Server(config).run()
     return 0
@@ -77,7 +83,7 @@ def _migrate(settings: Settings) -> int:
     from spark_offset_sidecar.adapters.sql import migrate
     from spark_offset_sidecar.adapters.sql.store import SqlStore
 
-    store = SqlStore(settings.database_url)
+    store = SqlStore(settings.database.url)
     try:
         store.migrate()
         store.check()
@@ -95,10 +101,10 @@ def _read_group(settings: Settings, args: argparse.Namespace, read: Callable[...
 
     return asyncio.run(
         read(
-            kafka_client_options(settings),
+            kafka_client_options(settings.kafka, settings.commits.commit_timeout_seconds),
             args.group,
             args.topic or (),
-            request_timeout=settings.commit_timeout_seconds,
+            request_timeout=settings.commits.commit_timeout_seconds,
         )
     )
 
@@ -135,9 +141,10 @@ def _service_call(
     import urllib.error
     import urllib.request
 
-    host = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host
-    scheme = "https" if settings.tls_certfile else "http"
-    base = args.url or f"{scheme}://{host}:{settings.port}"
+    http = settings.http
+    host = "127.0.0.1" if http.host in ("0.0.0.0", "::") else http.host
+    scheme = "https" if http.tls_certfile else "http"
+    base = args.url or f"{scheme}://{host}:{http.port}"
     request = urllib.request.Request(
         base.rstrip("/") + path,
         method=method,
@@ -204,28 +211,19 @@ def _followed(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _settings(_settings: Settings) -> int:
-    for variable, default, meaning in Settings.describe():
-        print(f"{variable:40} {default:24} {meaning}")
+    for name, section in Settings.sections().items():
+        print(f"# {section.title}: settings.{name}")
+        for variable, default, meaning in section.describe():
+            print(f"{variable:40} {default:24} {meaning}")
     return 0
 
 
 # The settings each command reads (``offset-sidecar settings`` lists them all).
 KAFKA_SETTINGS = (
-    "SIDECAR_KAFKA_BOOTSTRAP_SERVERS",
-    "SIDECAR_KAFKA_CLIENT_ID",
-    "SIDECAR_KAFKA_SECURITY_PROTOCOL",
-    "SIDECAR_KAFKA_SASL_MECHANISM",
-    "SIDECAR_KAFKA_SASL_USERNAME",
-    "SIDECAR_KAFKA_SASL_PASSWORD_FILE",
-    "SIDECAR_KAFKA_SASL_PASSWORD",
-    "SIDECAR_KAFKA_SSL_CAFILE",
-    "SIDECAR_KAFKA_SSL_CERTFILE",
-    "SIDECAR_KAFKA_SSL_KEYFILE",
-    "SIDECAR_COMMIT_TIMEOUT_SECONDS",
+    *KafkaSettings.variables().values(),
+    CommitSettings.variable("commit_timeout_seconds"),
 )
-
-
-SERVICE_SETTINGS = ("SIDECAR_HOST", "SIDECAR_PORT", "SIDECAR_TLS_CERTFILE")
+SERVICE_SETTINGS = tuple(HttpSettings.variable(f) for f in ("host", "port", "tls_certfile"))
 
 
 def _folder_arguments(sub: argparse.ArgumentParser, *, path: bool, group: bool) -> None:
@@ -315,8 +313,7 @@ def _settings_epilog(reads: tuple[str, ...]) -> str:
         return "Reads no setting."
     defaults = {variable: default for variable, default, _ in Settings.describe()}
     lines = [
-        f"  {v:34} "
-        + ("(unset by default)" if defaults[v] == "None" else f"(default {defaults[v]})")
+        f"  {v:34} " + (f"(default {defaults[v]})" if defaults[v] else "(unset by default)")
         for v in reads
     ]
     return "Settings it reads (environment variables):\n" + "\n".join(lines)
@@ -356,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"offset-sidecar: invalid setting {exc}", file=sys.stderr)
         return 2
-    configure_logging(settings.log_level, settings.log_format)
+    configure_logging(settings.log.level, settings.log.format)
     try:
         return COMMANDS[args.command].run(settings, args)
     except (StoreError, OffsetsNotFound, KafkaReadError, ServiceRefused) as exc:

@@ -28,7 +28,7 @@ from harness.machine import ROOT
 from harness.service_process import ServiceProcess
 from spark_offset_sidecar.adapters.sql.store import SqlStore
 from spark_offset_sidecar.app import create_app
-from spark_offset_sidecar.settings import Settings
+from spark_offset_sidecar.settings import DatabaseSettings, Settings
 from spark_offset_sidecar.testing import InMemoryCommitter, InMemoryLogEnds
 from tests.support.bench_output import check_cpu_columns
 from tests.support.kafka import create_topics, run_sync, unique_group
@@ -264,7 +264,7 @@ def test_full_database_answers_503_and_keeps_what_was_accepted(tmp_path: Path) -
     url = f"sqlite:///{tmp_path / 'small.db'}"
     store = SmallSqliteStore(url, pages=60)
     app = create_app(
-        Settings(database_url=url),
+        Settings(database=DatabaseSettings(url=url)),
         store=store,
         committer=InMemoryCommitter(),
         log_ends=InMemoryLogEnds(),
@@ -291,7 +291,9 @@ def test_full_database_answers_503_and_keeps_what_was_accepted(tmp_path: Path) -
     # A new process on the same file sees exactly what was accepted, nothing half-written.
     with TestClient(
         create_app(
-            Settings(database_url=url), committer=InMemoryCommitter(), log_ends=InMemoryLogEnds()
+            Settings(database=DatabaseSettings(url=url)),
+            committer=InMemoryCommitter(),
+            log_ends=InMemoryLogEnds(),
         )
     ) as client:
         assert sorted(_state(client)) == sorted(accepted)
@@ -303,7 +305,7 @@ def test_read_only_database_answers_503(tmp_path: Path) -> None:
     writable = f"sqlite:///{path}"
     with TestClient(
         create_app(
-            Settings(database_url=writable),
+            Settings(database=DatabaseSettings(url=writable)),
             committer=InMemoryCommitter(),
             log_ends=InMemoryLogEnds(),
         )
@@ -318,7 +320,7 @@ def test_read_only_database_answers_503(tmp_path: Path) -> None:
     read_only = f"sqlite:///file:{path}?mode=ro&uri=true"
     with TestClient(
         create_app(
-            Settings(database_url=read_only),
+            Settings(database=DatabaseSettings(url=read_only)),
             committer=InMemoryCommitter(),
             log_ends=InMemoryLogEnds(),
         )
@@ -333,7 +335,7 @@ def test_read_only_database_answers_503(tmp_path: Path) -> None:
 
 def test_lost_postgresql_connection_answers_503_then_recovers(postgres_server: Any) -> None:
     postgres_server.reset()
-    settings = Settings(database_url=postgres_server.url)
+    settings = Settings(database=DatabaseSettings(url=postgres_server.url))
     with TestClient(
         create_app(settings, committer=InMemoryCommitter(), log_ends=InMemoryLogEnds())
     ) as client:

@@ -300,8 +300,8 @@ def test_oauthbearer_msk_iam_and_jobs_identities_reach_the_service(tmp_path: Pat
     assert config["SIDECAR_OIDC_JWKS_URL"] == "https://kubernetes.default.svc/openid/v1/jwks"
     assert "SIDECAR_KAFKA_SASL_USERNAME" not in config
     settings = Settings.from_env(_settings_of(config, tmp_path))
-    assert settings.kafka_sasl_mechanism == "OAUTHBEARER"
-    assert settings.oidc_issuer == "https://kubernetes.default.svc.cluster.local"
+    assert settings.kafka.sasl_mechanism == "OAUTHBEARER"
+    assert settings.oidc.issuer == "https://kubernetes.default.svc.cluster.local"
     spec = oauth["Deployment"][0]["spec"]["template"]["spec"]
     volumes = {v["name"]: v for v in spec["volumes"]}
     assert volumes["kafka-password"]["secret"]["secretName"] == "kafka-oauth"
@@ -325,7 +325,7 @@ def test_oauthbearer_msk_iam_and_jobs_identities_reach_the_service(tmp_path: Pat
     config = msk["ConfigMap"][0]["data"]
     assert config["SIDECAR_KAFKA_AWS_REGION"] == "eu-west-1"
     assert "SIDECAR_KAFKA_SASL_PASSWORD_FILE" not in config
-    assert Settings.from_env(_settings_of(config, tmp_path)).aws_region() == "eu-west-1"
+    assert Settings.from_env(_settings_of(config, tmp_path)).kafka.region() == "eu-west-1"
     assert "kafka-password" not in {
         v["name"] for v in msk["Deployment"][0]["spec"]["template"]["spec"]["volumes"]
     }
@@ -348,11 +348,11 @@ def test_several_clusters_reach_the_service_with_credentials_from_a_secret(tmp_p
         "SIDECAR_CLUSTER_EU_WEST_KAFKA_SASL_PASSWORD": "from-the-secret",
     }
     settings = Settings.from_env(environ)
-    assert settings.cluster_names() == ("main", "eu-west")
+    assert settings.clusters.names == ("main", "eu-west")
     eu = settings.for_cluster("eu-west")
-    assert (eu.kafka_security_protocol, eu.kafka_sasl_mechanism) == ("SASL_SSL", "SCRAM-SHA-512")
-    assert eu.kafka_sasl_secret() == "from-the-secret"
-    assert settings.clusters().of("eu-orders").name == "eu-west"
+    assert (eu.security_protocol, eu.sasl_mechanism) == ("SASL_SSL", "SCRAM-SHA-512")
+    assert eu.sasl_secret() == "from-the-secret"
+    assert settings.clusters.choice().of("eu-orders").name == "eu-west"
 
 
 def metric_names(text: str) -> set[str]:

@@ -19,7 +19,7 @@ from fastapi.testclient import TestClient
 import spark_offset_sidecar.app.start as start_module
 from spark_offset_sidecar.app import create_app
 from spark_offset_sidecar.errors import StoreUnavailable
-from spark_offset_sidecar.settings import Settings
+from spark_offset_sidecar.settings import CommitSettings, DatabaseSettings, Settings
 from spark_offset_sidecar.testing import InMemoryCommitter, InMemoryLogEnds, InMemoryStore
 from tests.support.app import post_progress, settings_for
 from tests.support.service import QUERY, metric, wait_for
@@ -308,7 +308,10 @@ def test_store_unavailable_answers_503_and_changes_nothing(tmp_path: Path) -> No
 def test_restart_commits_what_was_accepted_but_not_committed(database_url: str) -> None:
     stuck = InMemoryCommitter()
     stuck.gate.clear()  # the commit never finishes in the first life
-    settings = Settings(database_url=database_url, shutdown_grace_seconds=0.2)
+    settings = Settings(
+        database=DatabaseSettings(url=database_url),
+        commits=CommitSettings(shutdown_grace_seconds=0.2),
+    )
     with TestClient(create_app(settings, committer=stuck, log_ends=InMemoryLogEnds())) as client:
         post_progress(client, 1, {"t": {"0": 10}})
         post_progress(client, 2, {"t": {"0": 20}})

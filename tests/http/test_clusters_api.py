@@ -13,7 +13,6 @@ from fastapi.testclient import TestClient
 
 from spark_offset_sidecar.app import create_app
 from spark_offset_sidecar.core.offsets import TopicPartition
-from spark_offset_sidecar.settings import KafkaCluster
 from spark_offset_sidecar.testing import InMemoryCommitter, InMemoryLogEnds
 from tests.support.app import settings_for
 from tests.support.service import metric, spark_progress, wait_for
@@ -30,7 +29,8 @@ def test_a_groups_cluster_reaches_the_committer_and_every_view(tmp_path: Path) -
     settings = settings_for(
         tmp_path,
         kafka_cluster_name="main",
-        kafka_clusters=(KafkaCluster("eu", (("kafka_bootstrap_servers", "eu-1:9092"),)),),
+        kafka_clusters="eu",
+        cluster_eu_kafka_bootstrap_servers="eu-1:9092",
         kafka_cluster_by_group=(("eu-*", "eu"),),
         lag_read_interval_seconds=0.05,
         metrics_max_age_seconds=0,  # every scrape a fresh build
@@ -111,8 +111,9 @@ def test_with_one_cluster_the_series_have_no_cluster_label(tmp_path: Path) -> No
 def test_a_cluster_dropped_from_the_settings_is_said_at_start(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    eu = (KafkaCluster("eu", (("kafka_bootstrap_servers", "eu-1:9092"),)),)
-    before = settings_for(tmp_path, kafka_clusters=eu)
+    before = settings_for(
+        tmp_path, kafka_clusters="eu", cluster_eu_kafka_bootstrap_servers="eu-1:9092"
+    )
     with TestClient(
         create_app(before, committer=InMemoryCommitter(), log_ends=InMemoryLogEnds())
     ) as client:

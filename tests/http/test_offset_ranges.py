@@ -21,7 +21,7 @@ from spark_offset_sidecar.app import create_app
 from spark_offset_sidecar.core.offsets import MAX_OFFSET, MAX_PARTITION
 from spark_offset_sidecar.core.spark_progress import kafka_offsets
 from spark_offset_sidecar.errors import InvalidEvent
-from spark_offset_sidecar.settings import Settings
+from spark_offset_sidecar.settings import DatabaseSettings, Settings
 from spark_offset_sidecar.testing import InMemoryCommitter, InMemoryLogEnds
 from tests.support.service import spark_progress
 
@@ -55,7 +55,7 @@ def test_the_parser_accepts_exactly_kafkas_ranges(partition: int, offset: int) -
 def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     folder: Path = tmp_path_factory.mktemp("ranges")
     app = create_app(
-        Settings(database_url=f"sqlite:///{folder / 'sidecar.db'}"),
+        Settings(database=DatabaseSettings(url=f"sqlite:///{folder / 'sidecar.db'}")),
         committer=InMemoryCommitter(),
         log_ends=InMemoryLogEnds(),
     )

@@ -13,7 +13,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from spark_offset_sidecar.app import create_app
-from spark_offset_sidecar.settings import Settings
+from spark_offset_sidecar.settings import DatabaseSettings, HttpSettings, Settings
 from spark_offset_sidecar.testing import InMemoryCommitter, InMemoryLogEnds
 
 SHAPE = {"outcome", "detail", "errors"}
@@ -21,7 +21,10 @@ SHAPE = {"outcome", "detail", "errors"}
 
 @pytest.fixture
 def client(tmp_path: Path) -> Iterator[TestClient]:
-    settings = Settings(database_url=f"sqlite:///{tmp_path / 'sidecar.db'}", max_body_bytes=4096)
+    settings = Settings(
+        database=DatabaseSettings(url=f"sqlite:///{tmp_path / 'sidecar.db'}"),
+        http=HttpSettings(max_body_bytes=4096),
+    )
     app = create_app(settings, committer=InMemoryCommitter(), log_ends=InMemoryLogEnds())
     with TestClient(app) as test_client:
         yield test_client
@@ -58,7 +61,7 @@ def test_bodies_that_do_not_parse_are_refused_in_the_one_shape(
 
 def test_deep_nesting_within_the_body_limit_is_refused_naming_the_problem(tmp_path: Path) -> None:
     # 200,000 levels: too deep for json on every Python (3.13 parses 2,000, 3.11 does not).
-    settings = Settings(database_url=f"sqlite:///{tmp_path / 'sidecar.db'}")
+    settings = Settings(database=DatabaseSettings(url=f"sqlite:///{tmp_path / 'sidecar.db'}"))
     app = create_app(settings, committer=InMemoryCommitter(), log_ends=InMemoryLogEnds())
     with TestClient(app) as client:
         deep = b"[" * 200_000 + b"]" * 200_000

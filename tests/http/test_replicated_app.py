@@ -13,7 +13,12 @@ from sqlalchemy import create_engine, select
 from spark_offset_sidecar.adapters.sql.schema import consumer_groups, replicas
 from spark_offset_sidecar.app import create_app
 from spark_offset_sidecar.errors import ConfigError
-from spark_offset_sidecar.settings import Settings
+from spark_offset_sidecar.settings import (
+    CommitSettings,
+    DatabaseSettings,
+    ReplicaSettings,
+    Settings,
+)
 from spark_offset_sidecar.testing import InMemoryCommitter, InMemoryLogEnds
 from tests.support.service import metric, spark_progress, wait_for
 
@@ -34,10 +39,9 @@ def test_a_replica_claims_new_groups_commits_them_and_hands_them_back_on_stop(
 ) -> None:
     postgres_server.reset()
     settings = Settings(
-        database_url=postgres_server.url,
-        replicated=True,
-        lease_seconds=3.0,
-        commit_timeout_seconds=1.0,
+        database=DatabaseSettings(url=postgres_server.url),
+        replicas=ReplicaSettings(replicated=True, lease_seconds=3.0),
+        commits=CommitSettings(commit_timeout_seconds=1.0),
     )
     committer = InMemoryCommitter()
     app = create_app(settings, committer=committer, log_ends=InMemoryLogEnds())
@@ -64,8 +68,16 @@ def test_a_replica_claims_new_groups_commits_them_and_hands_them_back_on_stop(
 
 def test_replicas_need_postgresql_and_a_lease_of_three_commit_timeouts(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="SIDECAR_DATABASE_URL"):
-        Settings(database_url=f"sqlite:///{tmp_path}/x.db", replicated=True)
+        Settings(
+            database=DatabaseSettings(url=f"sqlite:///{tmp_path}/x.db"),
+            replicas=ReplicaSettings(replicated=True),
+        )
     url = "postgresql+psycopg://sidecar@127.0.0.1/postgres"
     with pytest.raises(ConfigError, match="SIDECAR_LEASE_SECONDS"):
-        Settings(database_url=url, replicated=True, commit_timeout_seconds=10, lease_seconds=20)
-    assert Settings(commit_timeout_seconds=30).lease_seconds == 30  # one replica: no lease
+        Settings(
+            database=DatabaseSettings(url=url),
+            replicas=ReplicaSettings(replicated=True, lease_seconds=20),
+            commits=CommitSettings(commit_timeout_seconds=10),
+        )
+    one = Settings(commits=CommitSettings(commit_timeout_seconds=30))
+    assert one.replicas.lease_seconds == 30  # one replica: no lease

@@ -9,11 +9,17 @@ from typing import Any
 from fastapi.testclient import TestClient
 
 from spark_offset_sidecar.settings import Settings
+from spark_offset_sidecar.settings.values import as_text
 from tests.support.service import spark_progress
 
 
-def settings_for(tmp_path: Path, **overrides: Any) -> Settings:
-    return Settings(database_url=f"sqlite:///{tmp_path / 'sidecar.db'}", **overrides)
+def settings_for(tmp_path: Path, **values: Any) -> Settings:
+    """The settings a service reads from its environment, on a SQLite file in ``tmp_path``:
+    each keyword is the variable ``SIDECAR_<KEYWORD>`` (``lag_read_interval_seconds=0.05``,
+    ``cluster_eu_kafka_bootstrap_servers="eu:9092"``), its value as the environment gives it."""
+    environ = {"SIDECAR_DATABASE_URL": f"sqlite:///{tmp_path / 'sidecar.db'}"}
+    environ.update({f"SIDECAR_{name.upper()}": as_text(value) for name, value in values.items()})
+    return Settings.from_env(environ)
 
 
 def post_progress(client: TestClient, batch: int, offsets: dict[str, dict[str, int]], **kw: Any):  # type: ignore[no-untyped-def]

@@ -41,24 +41,19 @@ def _env(tmp_path: Path, **more: str) -> dict[str, str]:
 
 def test_each_cluster_is_described_by_its_own_settings_and_defaults(tmp_path: Path) -> None:
     settings = Settings.from_env(_env(tmp_path))
-    assert settings.cluster_names() == ("main", "eu-west", "analytics")
-    assert settings.for_cluster("main") is settings
+    assert settings.clusters.names == ("main", "eu-west", "analytics")
+    assert settings.for_cluster("main") is settings.kafka
+    assert settings.kafka.sasl_secret() == "main-secret"
     eu = settings.for_cluster("eu-west")
-    assert (eu.kafka_bootstrap_servers, eu.kafka_security_protocol) == (
-        "eu-1:9096,eu-2:9096",
-        "SASL_PLAINTEXT",
-    )
-    assert (eu.kafka_sasl_mechanism, eu.kafka_sasl_username) == ("SCRAM-SHA-256", "eu-user")
-    assert eu.kafka_sasl_secret() == "eu-secret"
+    assert (eu.bootstrap_servers, eu.security_protocol) == ("eu-1:9096,eu-2:9096", "SASL_PLAINTEXT")
+    assert (eu.sasl_mechanism, eu.sasl_username) == ("SCRAM-SHA-256", "eu-user")
+    assert eu.sasl_secret() == "eu-secret"
     # What a cluster does not set takes its default, never another cluster's value.
     analytics = settings.for_cluster("analytics")
-    assert analytics.kafka_bootstrap_servers == "an-1:9092"
-    assert analytics.kafka_security_protocol == "PLAINTEXT"
-    assert analytics.kafka_sasl_username is None
-    assert analytics.kafka_sasl_secret() is None
-    # The rest of the settings are the service's.
-    assert analytics.database_url == settings.database_url
-    assert analytics.commit_timeout_seconds == settings.commit_timeout_seconds
+    assert analytics.bootstrap_servers == "an-1:9092"
+    assert analytics.security_protocol == "PLAINTEXT"
+    assert analytics.sasl_username is None
+    assert analytics.sasl_secret() is None
     with pytest.raises(KeyError):
         settings.for_cluster("us")
     # A cluster's secrets stay out of the settings' repr, as the service's own do.
@@ -68,7 +63,6 @@ def test_each_cluster_is_described_by_its_own_settings_and_defaults(tmp_path: Pa
     shown = repr(with_secret) + repr(with_secret.for_cluster("analytics"))
     assert "main-secret" not in shown
     assert "analytics-secret" not in shown
-    assert "kafka_sasl_password" in repr(with_secret.kafka_clusters[1])  # its name only
 
 
 @pytest.mark.parametrize(
@@ -124,8 +118,8 @@ def test_a_bad_cluster_setting_names_its_variable(
 
 def test_one_cluster_is_the_settings_of_before(tmp_path: Path) -> None:
     settings = Settings.from_env({"SIDECAR_KAFKA_BOOTSTRAP_SERVERS": "k:9092"})
-    assert settings.cluster_names() == ("default",)
-    assert settings.clusters() == Clusters()
+    assert settings.clusters.names == ("default",)
+    assert settings.clusters.choice() == Clusters()
     with pytest.raises(ConfigError) as refused:
         Settings.from_env({"SIDECAR_CLUSTER_EU_KAFKA_BOOTSTRAP_SERVERS": "eu:9092"})
     assert refused.value.variable == "SIDECAR_CLUSTER_EU_KAFKA_BOOTSTRAP_SERVERS"

@@ -12,6 +12,7 @@ from fastapi.testclient import TestClient
 from spark_offset_sidecar.app import create_app
 from spark_offset_sidecar.cli import process_tuning
 from spark_offset_sidecar.gil import SWITCH_INTERVAL, GilShare
+from spark_offset_sidecar.settings import TuningSettings
 from spark_offset_sidecar.testing import InMemoryCommitter, InMemoryLogEnds
 from tests.support.app import settings_for
 
@@ -40,10 +41,10 @@ def test_the_serving_process_sets_its_interval_and_heap_keeper_and_gives_them_ba
     """``serve``'s process tuning: the setting's interval and the heap keeper for the life
     of the server, the interpreter's own after."""
     before, callbacks = sys.getswitchinterval(), list(gc.callbacks)
-    with process_tuning(settings_for(tmp_path, gil_switch_interval_seconds=0.0003)) as heap:
+    with process_tuning(TuningSettings(gil_switch_interval_seconds=0.0003)) as heap:
         assert sys.getswitchinterval() == 0.0003
         assert len(gc.callbacks) == len(callbacks) + 1, "the heap keeper watches collections"
-        assert heap.thaw_every == settings_for(tmp_path).gc_thaw_seconds
+        assert heap.thaw_every == TuningSettings().gc_thaw_seconds
     assert sys.getswitchinterval() == before
     assert gc.callbacks == callbacks
 

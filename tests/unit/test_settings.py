@@ -4,17 +4,27 @@ import importlib.util
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 from sqlalchemy.engine import make_url
 
 from spark_offset_sidecar.errors import ConfigError
-from spark_offset_sidecar.settings import Settings
+from spark_offset_sidecar.settings import (
+    AuthSettings,
+    CommitSettings,
+    FollowSettings,
+    HttpSettings,
+    KafkaSettings,
+    MetricsSettings,
+    Settings,
+)
+from spark_offset_sidecar.settings.section import Section
 
 
 def test_defaults_and_explicit_values() -> None:
     settings = Settings.from_env({})
-    assert settings.kafka_bootstrap_servers == "127.0.0.1:9092"
-    assert settings.database_url == f"sqlite:///{Path('sidecar.db').resolve()}"
-    assert (settings.host, settings.port) == ("127.0.0.1", 8000)
+    assert settings.kafka.bootstrap_servers == "127.0.0.1:9092"
+    assert settings.database.url == f"sqlite:///{Path('sidecar.db').resolve()}"
+    assert (settings.http.host, settings.http.port) == ("127.0.0.1", 8000)
     settings = Settings.from_env(
         {
             "SIDECAR_KAFKA_BOOTSTRAP_SERVERS": "a:1, b:2",
@@ -25,9 +35,9 @@ def test_defaults_and_explicit_values() -> None:
             "OTHER": "ignored",
         }
     )
-    assert settings.kafka_bootstrap_servers == "a:1,b:2"
-    assert settings.database_url == "postgresql+psycopg://u:p@db/sidecar"
-    assert (settings.host, settings.port) == ("0.0.0.0", 9000)
+    assert settings.kafka.bootstrap_servers == "a:1,b:2"
+    assert settings.database.url == "postgresql+psycopg://u:p@db/sidecar"
+    assert (settings.http.host, settings.http.port) == ("0.0.0.0", 9000)
 
 
 @pytest.mark.parametrize(
@@ -91,9 +101,9 @@ def test_metric_patterns_are_comma_separated() -> None:
     settings = Settings.from_env(
         {"SIDECAR_METRICS_GROUPS": "orders-*, payments", "SIDECAR_METRICS_GRANULARITY": "Partition"}
     )
-    assert settings.metrics_groups == ("orders-*", "payments")
-    assert settings.metrics_exclude_groups == ()
-    assert settings.metrics_granularity == "partition"
+    assert settings.metrics.groups == ("orders-*", "payments")
+    assert settings.metrics.exclude_groups == ()
+    assert settings.metrics.granularity == "partition"
 
 
 def test_retry_bounds_must_be_ordered() -> None:
@@ -107,7 +117,7 @@ def test_no_tokens_means_loopback_only_unless_told_otherwise(tmp_path: Path) -> 
             Settings.from_env({"SIDECAR_HOST": host})
         assert caught.value.variable == "SIDECAR_HOST"
     for host in ("127.0.0.1", "::1", "localhost"):
-        assert Settings.from_env({"SIDECAR_HOST": host}).host == host
+        assert Settings.from_env({"SIDECAR_HOST": host}).http.host == host
     tokens = tmp_path / "tokens.json"
     tokens.write_text("{}")
     assert Settings.from_env({"SIDECAR_HOST": "0.0.0.0", "SIDECAR_TOKENS_FILE": str(tokens)})
@@ -126,8 +136,9 @@ def test_secrets_stay_out_of_repr_and_sasl_needs_a_user(tmp_path: Path) -> None:
             "SIDECAR_KAFKA_SASL_PASSWORD_FILE": str(secret),
         }
     )
-    assert settings.kafka_sasl_secret() == "s3cret-from-a-mounted-secret"
-    assert "s3cret" not in repr(Settings(kafka_sasl_password="s3cret-inline"))
+    assert settings.kafka.sasl_secret() == "s3cret-from-a-mounted-secret"
+    inline = Settings(kafka=KafkaSettings(sasl_password="s3cret-inline"))
+    assert "s3cret" not in repr(inline) + str(inline)
     with pytest.raises(ConfigError, match="SASL needs a user") as caught:
         Settings.from_env({"SIDECAR_KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT"})
     assert caught.value.variable == "SIDECAR_KAFKA_SASL_USERNAME"
@@ -158,13 +169,13 @@ def test_oauthbearer_needs_an_endpoint_a_client_and_its_secret(tmp_path: Path) -
             "SIDECAR_KAFKA_SASL_EXTENSIONS": "logicalCluster=lkc-1, identityPoolId=pool-2",
         }
     )
-    assert settings.kafka_oauth_secret() == "oauth-client-secret-0001"
-    assert dict(settings.kafka_sasl_extensions) == {
+    assert settings.kafka.oauth_secret() == "oauth-client-secret-0001"
+    assert dict(settings.kafka.sasl_extensions) == {
         "logicalCluster": "lkc-1",
         "identityPoolId": "pool-2",
     }
     assert "oauth-client-secret" not in repr(
-        Settings(kafka_oauth_client_secret="oauth-client-secret-inline")
+        Settings(kafka=KafkaSettings(oauth_client_secret="oauth-client-secret-inline"))
     )
 
 
@@ -176,8 +187,8 @@ def test_msk_iam_needs_a_region_from_the_setting_or_aws(monkeypatch: pytest.Monk
         Settings.from_env(msk)
     assert caught.value.variable == "SIDECAR_KAFKA_AWS_REGION"
     monkeypatch.setenv("AWS_REGION", "eu-west-1")
-    assert Settings.from_env(msk).aws_region() == "eu-west-1"
-    assert Settings.from_env({**msk, "SIDECAR_KAFKA_AWS_REGION": "us-east-2"}).aws_region() == (
+    assert Settings.from_env(msk).kafka.region() == "eu-west-1"
+    assert Settings.from_env({**msk, "SIDECAR_KAFKA_AWS_REGION": "us-east-2"}).kafka.region() == (
         "us-east-2"
     )
 
@@ -214,7 +225,7 @@ def test_jobs_identities_need_issuer_audience_and_a_tokens_file(
     assert caught.value.variable == "SIDECAR_TOKENS_FILE"
     tokens = tmp_path / "tokens.json"
     tokens.write_text("{}")
-    assert Settings.from_env({**both, "SIDECAR_TOKENS_FILE": str(tokens)}).oidc_issuer
+    assert Settings.from_env({**both, "SIDECAR_TOKENS_FILE": str(tokens)}).oidc.issuer
     real = importlib.util.find_spec
     monkeypatch.setattr(
         importlib.util, "find_spec", lambda name, *a: None if name == "jwt" else real(name, *a)
@@ -224,25 +235,67 @@ def test_jobs_identities_need_issuer_audience_and_a_tokens_file(
 
 
 @pytest.mark.parametrize(
-    ("given", "variable"),
+    ("section", "given", "variable"),
     [
-        ({"port": -1}, "SIDECAR_PORT"),
-        ({"commit_timeout_seconds": 0.0}, "SIDECAR_COMMIT_TIMEOUT_SECONDS"),
-        ({"kafka_bootstrap_servers": "no-port"}, "SIDECAR_KAFKA_BOOTSTRAP_SERVERS"),
-        ({"kafka_security_protocol": "TLS"}, "SIDECAR_KAFKA_SECURITY_PROTOCOL"),
-        ({"metrics_groups": ()}, "SIDECAR_METRICS_GROUPS"),
-        ({"kafka_sasl_extensions": (("auth", "x"),)}, "SIDECAR_KAFKA_SASL_EXTENSIONS"),
+        (HttpSettings, {"port": -1}, "SIDECAR_PORT"),
+        (CommitSettings, {"commit_timeout_seconds": 0.0}, "SIDECAR_COMMIT_TIMEOUT_SECONDS"),
+        (KafkaSettings, {"bootstrap_servers": "no-port"}, "SIDECAR_KAFKA_BOOTSTRAP_SERVERS"),
+        (KafkaSettings, {"security_protocol": "TLS"}, "SIDECAR_KAFKA_SECURITY_PROTOCOL"),
+        (MetricsSettings, {"groups": ()}, "SIDECAR_METRICS_GROUPS"),
+        (MetricsSettings, {"export_kafka_lag": "maybe"}, "SIDECAR_EXPORT_KAFKA_LAG"),
+        (KafkaSettings, {"sasl_extensions": (("auth", "x"),)}, "SIDECAR_KAFKA_SASL_EXTENSIONS"),
+        (FollowSettings, {"storage_options": {"s3": 1}}, "SIDECAR_CHECKPOINT_STORAGE_OPTIONS"),
+        (HttpSettings, {"prot": 8000}, "SIDECAR_PROT"),  # no such setting
+        (
+            CommitSettings,
+            {"retry_initial_seconds": 5, "retry_max_seconds": 1},
+            "SIDECAR_RETRY_MAX_SECONDS",
+        ),
     ],
 )
-def test_settings_built_in_code_are_checked_as_the_environment_is(
-    given: dict[str, object], variable: str
+def test_sections_built_in_code_are_checked_as_the_environment_is(
+    section: type[Section], given: dict[str, object], variable: str
 ) -> None:
     with pytest.raises(ConfigError) as refused:
-        Settings(**given)  # type: ignore[arg-type]
+        section(**given)
     assert refused.value.variable == variable
 
 
+def test_checks_across_sections_hold_however_the_settings_are_built() -> None:
+    with pytest.raises(ConfigError) as refused:
+        Settings(http=HttpSettings(host="0.0.0.0"))
+    assert refused.value.variable == "SIDECAR_HOST"
+    assert Settings(
+        http=HttpSettings(host="0.0.0.0"), auth=AuthSettings(allow_unauthenticated=True)
+    )
+
+
 def test_a_value_built_in_code_is_kept_as_its_parser_gives_it() -> None:
-    settings = Settings(kafka_security_protocol="plaintext", kafka_bootstrap_servers="a:1, b:2")
-    assert settings.kafka_security_protocol == "PLAINTEXT"
-    assert settings.kafka_bootstrap_servers == "a:1,b:2"
+    kafka = KafkaSettings(security_protocol="plaintext", bootstrap_servers="a:1, b:2")
+    assert kafka.security_protocol == "PLAINTEXT"
+    assert kafka.bootstrap_servers == "a:1,b:2"
+    assert MetricsSettings(groups="orders-*, payments").groups == ("orders-*", "payments")
+
+
+def test_a_section_built_in_code_reads_no_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only ``Settings.from_env`` reads the environment: what a test or a benchmark builds
+    holds what it was given, whatever the process's variables."""
+    monkeypatch.setenv("SIDECAR_PORT", "9999")
+    assert HttpSettings().port == 8000
+    assert Settings().http.port == 8000
+    assert Settings.from_env().http.port == 9999
+
+
+def test_sections_are_frozen() -> None:
+    settings = Settings()
+    with pytest.raises(ValidationError):
+        settings.http.port = 1  # type: ignore[misc]
+
+
+def test_every_variable_belongs_to_one_section_and_has_a_meaning() -> None:
+    rows = Settings.describe()
+    variables = [variable for variable, _default, _meaning in rows]
+    assert len(variables) == len(set(variables)), "a variable read by two sections"
+    assert set(variables) == Settings.variables()
+    assert all(meaning for _variable, _default, meaning in rows)
+    assert all(v.startswith("SIDECAR_") and v == v.upper() for v in variables)

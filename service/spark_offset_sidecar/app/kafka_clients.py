@@ -17,7 +17,6 @@ from spark_offset_sidecar.adapters.kafka.log_ends import KafkaLogEndReader
 from spark_offset_sidecar.adapters.kafka.options import kafka_client_options
 from spark_offset_sidecar.adapters.kafka.record_times import KafkaRecordTimeReader
 from spark_offset_sidecar.adapters.kafka.starting_offsets import KafkaStartingOffsetsReader
-from spark_offset_sidecar.core.clusters import Clusters
 from spark_offset_sidecar.ports.kafka import (
     CommittedOffsetsReader,
     OffsetCommitter,
@@ -45,14 +44,14 @@ def problem_of(what: str, source: SaysProblem) -> Callable[[], str | None]:
 
 
 class KafkaClients:
-    def __init__(self, settings: Settings, clusters: Clusters) -> None:
-        self.clusters = clusters
+    def __init__(self, settings: Settings) -> None:
+        self.clusters = clusters = settings.clusters.choice()
+        self.timeout = settings.commits.commit_timeout_seconds
         self.options = {
-            clusters.stored(name): kafka_client_options(settings.for_cluster(name))
+            clusters.stored(name): kafka_client_options(settings.for_cluster(name), self.timeout)
             for name in clusters.names
         }
         self.several = len(self.options) > 1
-        self.timeout = settings.commit_timeout_seconds
 
     def said(self, key: Key, what: str) -> str:
         """``what`` naming the cluster when there are several: "Kafka (eu) token"."""

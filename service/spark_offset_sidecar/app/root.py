@@ -46,7 +46,7 @@ from spark_offset_sidecar.ports.kafka import (
 from spark_offset_sidecar.ports.status_board import StatusBoard
 from spark_offset_sidecar.ports.store import LedgerStore
 from spark_offset_sidecar.runtime.durable_ledger import DurableLedger
-from spark_offset_sidecar.settings import Settings
+from spark_offset_sidecar.settings import MetricsSettings, OidcSettings, Settings
 
 log = logging.getLogger(__name__)
 
@@ -75,13 +75,13 @@ def create_app(
     tests may pass others (``testing``). ``heap``: the process's heap keeper, whose pauses
     are exported (``cli.process_tuning`` installs it; the app changes nothing of the
     interpreter's)."""
-    kafka = KafkaClients(settings, settings.clusters())
+    kafka = KafkaClients(settings)
     metrics = SidecarMetrics(
         registry or CollectorRegistry(), kafka.clusters if kafka.several else None
     )
     opened: list[DurableLedger] = []  # the ledger, once the lifespan has opened it
-    verifier = _token_verifier(settings)
-    storage = checkpoint_storage or FsspecCheckpointStorage(settings.checkpoint_storage_options)
+    verifier = _token_verifier(settings.oidc)
+    storage = checkpoint_storage or FsspecCheckpointStorage(settings.follow.storage_options)
     runtime = Runtime(
         settings,
         metrics,
@@ -110,8 +110,8 @@ def create_app(
         runtime.identity_problems.append(
             lambda: verifier.problem and f"jobs' token issuer: {verifier.problem}"
         )
-    if settings.tokens_file:
-        runtime.tokens = TokenRegistry.from_file(settings.tokens_file, verifier)
+    if settings.auth.tokens_file:
+        runtime.tokens = TokenRegistry.from_file(settings.auth.tokens_file, verifier)
     if checkpoint_storage is None:
         runtime.check_folder = check_path
     if heap is not None:  # the process's heap keeper (``cli.process_tuning``)
@@ -140,7 +140,7 @@ def create_app(
     app.state.runtime = runtime
     answers = exception_answers(metrics)
     app.add_middleware(ProgressRoute, handlers=answers)  # inside the body limit
-    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes, metrics=metrics)
+    app.add_middleware(BodySizeLimit, max_bytes=settings.http.max_body_bytes, metrics=metrics)
     for routes in (router, status_router, follow_router, status_page_router):
         app.include_router(routes)
     for exception, answer in answers.items():
@@ -148,43 +148,43 @@ def create_app(
     fleet = FleetExposition(
         lambda: opened[0].ledger,  # built only once running (the /metrics route)
         lambda: runtime.running.lag_monitor if runtime.running else None,
-        _fleet_options(settings, kafka),
+        _fleet_options(settings.metrics, kafka),
         clock,
         head=lambda: generate_latest(metrics.registry),
     )
     _add_operational_routes(
-        app, runtime, MetricsPage(fleet, settings.metrics_max_scrapes_per_second)
+        app, runtime, MetricsPage(fleet, settings.metrics.max_scrapes_per_second)
     )
     return app
 
 
-def _fleet_options(settings: Settings, kafka: KafkaClients) -> FleetOptions:
+def _fleet_options(metrics: MetricsSettings, kafka: KafkaClients) -> FleetOptions:
     return FleetOptions(
-        granularity=settings.metrics_granularity,
-        groups=settings.metrics_groups,
-        exclude_groups=settings.metrics_exclude_groups,
-        topics=settings.metrics_topics,
-        exclude_topics=settings.metrics_exclude_topics,
-        export_kafka_lag=settings.export_kafka_lag,
-        max_age=settings.metrics_max_age_seconds,
+        granularity=metrics.granularity,
+        groups=metrics.groups,
+        exclude_groups=metrics.exclude_groups,
+        topics=metrics.topics,
+        exclude_topics=metrics.exclude_topics,
+        export_kafka_lag=metrics.export_kafka_lag,
+        max_age=metrics.max_age_seconds,
         cluster_names=kafka.clusters.name_of if kafka.several else None,
     )
 
 
-def _token_verifier(settings: Settings) -> TokenVerifier | None:
+def _token_verifier(oidc: OidcSettings) -> TokenVerifier | None:
     """The jobs' JWT verifier when an issuer is set (PyJWT, the ``oidc`` extra, imported
     only then)."""
-    if not settings.oidc_issuer or not settings.oidc_audience:
+    if not oidc.issuer or not oidc.audience:
         return None
     from spark_offset_sidecar.adapters.oidc.jwks_verifier import JwksVerifier
 
     return JwksVerifier(
-        settings.oidc_issuer,
-        settings.oidc_audience,
-        jwks_url=settings.oidc_jwks_url,
-        ca_file=settings.oidc_ca_file,
-        bearer_file=settings.oidc_bearer_token_file,
-        refresh=settings.oidc_jwks_refresh_seconds,
+        oidc.issuer,
+        oidc.audience,
+        jwks_url=oidc.jwks_url,
+        ca_file=oidc.ca_file,
+        bearer_file=oidc.bearer_token_file,
+        refresh=oidc.jwks_refresh_seconds,
     )
 
 

@@ -55,7 +55,7 @@ from spark_offset_sidecar.runtime.group_reports import LocalReports, PublishedRe
 from spark_offset_sidecar.runtime.identity_keys import keep_keys_fresh
 from spark_offset_sidecar.runtime.lag_monitor import LagMonitor
 from spark_offset_sidecar.runtime.lag_monitors import LagMonitors
-from spark_offset_sidecar.settings import Settings
+from spark_offset_sidecar.settings import DatabaseSettings, Settings
 
 if TYPE_CHECKING:  # replicas' modules need the postgres extra: imported when replicated
     from spark_offset_sidecar.runtime.lease_keeper import LeaseKeeper
@@ -100,7 +100,7 @@ class Start:
         return self.kafka.clusters
 
     async def run(self, stack: AsyncExitStack) -> Running:
-        replica_id = new_replica_id() if self.settings.replicated else None
+        replica_id = new_replica_id() if self.settings.replicas.replicated else None
         sql, durable = await self._ledger(stack, replica_id)
         await self._issuer_keys(stack)
         built, committer = self._committers(stack, replica_id)
@@ -146,21 +146,21 @@ class Start:
     ) -> tuple[SqlStore | None, DurableLedger]:
         """The store (the SQL one built and migrated here, unless one was given) and the
         ledger loaded from it."""
-        settings = self.settings
+        commits = self.settings.commits
         sql: SqlStore | None = None
         store: LedgerStore
         if self.given.store is None:
-            sql = store = sql_store(settings, replica_id, self.metrics)
+            sql = store = sql_store(self.settings.database, replica_id, self.metrics)
             stack.callback(sql.close)  # also closed with the ledger: idempotent
             await asyncio.to_thread(sql.migrate)
         else:
             store = self.given.store
         durable = await DurableLedger.open(
             store,
-            max_pending=settings.max_pending_checkpoints,
-            backoff=Backoff(settings.retry_initial_seconds, settings.retry_max_seconds),
-            refresh_after=settings.recommit_idle_after_seconds,
-            commit_interval=settings.min_commit_interval_seconds,
+            max_pending=commits.max_pending_checkpoints,
+            backoff=Backoff(commits.retry_initial_seconds, commits.retry_max_seconds),
+            refresh_after=commits.recommit_idle_after_seconds,
+            commit_interval=commits.min_commit_interval_seconds,
         )
         stack.push_async_callback(durable.close)
         self.opened[:] = [durable]
@@ -170,7 +170,7 @@ class Start:
         if self.verifier is None:
             return
         await self.verifier.refresh()  # a wrong issuer URL shows on /readyz at once
-        refresh = self.settings.oidc_jwks_refresh_seconds
+        refresh = self.settings.oidc.jwks_refresh_seconds
         run_in_background(stack, keep_keys_fresh(self.verifier, refresh, KEYS_RETRY), "issuer keys")
 
     def _committers(
@@ -192,7 +192,9 @@ class Start:
         if replica_id is None:
             return None
         settings = self.settings
-        ownership = Ownership(replica_id, settings.lease_seconds, settings.commit_timeout_seconds)
+        ownership = Ownership(
+            replica_id, settings.replicas.lease_seconds, settings.commits.commit_timeout_seconds
+        )
         durable.ledger.commit_only(set())  # L5: nothing until claimed
         self.metrics.groups_owned.set_function(lambda: len(ownership.epochs))
         return ownership
@@ -220,13 +222,13 @@ class Start:
             read_back = self.kafka.committed_reader(group_cluster(self.opened, self.clusters))
             stack.push_async_callback(read_back.close)
         keeper = LeaseKeeper(
-            LeaseStore(sql.engine, ownership.replica_id, settings.lease_seconds),
-            PostgresChangeNotices(settings.database_url),
+            LeaseStore(sql.engine, ownership.replica_id, settings.replicas.lease_seconds),
+            PostgresChangeNotices(settings.database.url),
             ownership,
             durable,
             on_owned=commit_loop.wake,
             read_back=read_back,
-            read_back_after=settings.commit_timeout_seconds,
+            read_back_after=settings.commits.commit_timeout_seconds,
             on_mismatch=lambda _group: metrics.takeover_mismatches.inc(),
         )
         # Leases are handed back after the commit loop stopped (registered before it).
@@ -242,7 +244,7 @@ class Start:
         durable.on_settled = on_settled(commit_loop, self.metrics)
         task = asyncio.create_task(commit_loop.run(), name="commit loop")
         stack.push_async_callback(
-            stop_commits, commit_loop, task, self.settings.shutdown_grace_seconds
+            stop_commits, commit_loop, task, self.settings.commits.shutdown_grace_seconds
         )
         return task
 
@@ -257,7 +259,7 @@ class Start:
         """One lag monitor per cluster (a topic of one name on two clusters is two
         topics), on the log-end and record-time readers built here or the ones given (one
         cluster)."""
-        settings, given = self.settings, self.given
+        status, given = self.settings.status, self.given
         built = self.kafka.log_ends() if given.log_ends is None else {}
         readers: dict[Key, LogEndReader] = (
             {None: given.log_ends} if given.log_ends is not None else dict(built)
@@ -265,7 +267,7 @@ class Start:
         times: dict[Key, RecordTimeReader] = {}
         if given.record_times is not None:
             times[None] = given.record_times
-        elif settings.read_record_times and given.log_ends is None:
+        elif status.read_record_times and given.log_ends is None:
             times = dict(self.kafka.record_times())
         for reader in readers.values():
             stack.push_async_callback(reader.close)
@@ -281,13 +283,13 @@ class Start:
             key: LagMonitor(
                 lambda: durable.ledger,
                 reader,
-                interval=settings.lag_read_interval_seconds,
-                err_after_failures=settings.status_err_after_failures,
-                windows=CommitWindows(settings.status_window, settings.status_stop_after_seconds),
+                interval=status.lag_read_interval_seconds,
+                err_after_failures=status.status_err_after_failures,
+                windows=CommitWindows(status.status_window, status.status_stop_after_seconds),
                 clock=self.runtime.clock,
                 board=board,
                 record_times=times.get(key),
-                risk_seconds=settings.retention_risk_seconds,
+                risk_seconds=status.retention_risk_seconds,
                 waits=committer.waiting,
                 one_cluster=len(readers) > 1,
                 cluster=key,
@@ -307,14 +309,14 @@ class Start:
     ) -> CheckpointFollower | None:
         if followed is None:
             return None
-        settings = self.settings
+        follow = self.settings.follow
         follower = CheckpointFollower(
             self.storage,
             followed,
             durable,
-            interval=settings.follow_interval_seconds,
-            relist_every=settings.follow_relist_every,
-            read_timeout=settings.follow_read_timeout_seconds,
+            interval=follow.interval_seconds,
+            relist_every=follow.relist_every,
+            read_timeout=follow.read_timeout_seconds,
             clock=self.runtime.clock,
             clusters=self.clusters,
         )
@@ -356,13 +358,15 @@ def new_replica_id() -> str:
     return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
 
 
-def sql_store(settings: Settings, replica_id: str | None, metrics: SidecarMetrics) -> SqlStore:
+def sql_store(
+    database: DatabaseSettings, replica_id: str | None, metrics: SidecarMetrics
+) -> SqlStore:
     if replica_id is None:
-        return SqlStore(settings.database_url)
+        return SqlStore(database.url)
     from spark_offset_sidecar.adapters.sql.shared_store import SharedSqlStore
 
     return SharedSqlStore(
-        settings.database_url,
+        database.url,
         replica_id,
         on_fenced=metrics.commits_fenced.inc,
         on_step=lambda step, seconds: metrics.store_step_cpu.labels(step).inc(seconds),

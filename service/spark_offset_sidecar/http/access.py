@@ -44,7 +44,7 @@ async def caller(request: Request, *, event: bool) -> TokenGrant | None:
     are open). An event needs a write grant and is rate-limited; a read needs a read grant."""
     runtime = runtime_of(request)
     tokens = runtime.tokens
-    if tokens is None or (not event and not runtime.settings.protect_reads):
+    if tokens is None or (not event and not runtime.settings.auth.protect_reads):
         return None
     grant = await tokens.identify(request.headers.get("authorization"))
     if event:

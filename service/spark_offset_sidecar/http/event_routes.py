@@ -77,22 +77,21 @@ def _durable(request: Request) -> DurableLedger:
 
 
 def _limit_topics(count: int, field: str, request: Request) -> None:
-    settings = runtime_of(request).settings
-    if count > settings.max_topics_per_event:
+    limits = runtime_of(request).settings.http
+    if count > limits.max_topics_per_event:
         raise InvalidEvent(
             field,
-            f"{count} topics; at most {settings.max_topics_per_event} "
-            "(SIDECAR_MAX_TOPICS_PER_EVENT)",
+            f"{count} topics; at most {limits.max_topics_per_event} (SIDECAR_MAX_TOPICS_PER_EVENT)",
         )
 
 
 def _limit(offsets: OffsetMap, field: str, request: Request) -> None:
-    settings = runtime_of(request).settings
+    limits = runtime_of(request).settings.http
     _limit_topics(len({tp.topic for tp in offsets}), field, request)
-    if len(offsets) > settings.max_partitions_per_event:
+    if len(offsets) > limits.max_partitions_per_event:
         raise InvalidEvent(
             field,
-            f"{len(offsets)} partitions; at most {settings.max_partitions_per_event} "
+            f"{len(offsets)} partitions; at most {limits.max_partitions_per_event} "
             "(SIDECAR_MAX_PARTITIONS_PER_EVENT)",
         )
 
@@ -309,7 +308,7 @@ async def list_queries(request: Request) -> list[QueryView]:
         if q.group_id in groups and (grant is None or grant.may_read(q.group_id))
     ]
     live = await running_of(request).reports.live({q.group_id for q in visible})
-    default = runtime_of(request).settings.min_commit_interval_seconds
+    default = runtime_of(request).settings.commits.min_commit_interval_seconds
     return [
         QueryView.of(
             q,
@@ -334,6 +333,6 @@ async def get_query(query_id: QueryId, request: Request) -> QueryView | JSONResp
         query,
         ledger.groups[query.group_id],
         live.get(query.group_id),
-        default_interval=runtime_of(request).settings.min_commit_interval_seconds,
+        default_interval=runtime_of(request).settings.commits.min_commit_interval_seconds,
         clusters=runtime_of(request).clusters,
     )

@@ -66,7 +66,7 @@ class Runtime:
     @cached_property
     def clusters(self) -> Clusters:
         """The Kafka clusters, and which one a group's events go to (R14)."""
-        return self.settings.clusters()
+        return self.settings.clusters.choice()
 
     def problems(self) -> list[str]:
         return [problem for check in self.identity_problems if (problem := check())]

@@ -81,7 +81,7 @@ async def status_page(
     runtime, running = runtime_of(request), running_of(request)
     reports = await readable_reports(request, grant)
     folders = await readable_folders(request, grant) if running.followed is not None else []
-    refresh = max(5, round(runtime.settings.lag_read_interval_seconds))
+    refresh = max(5, round(runtime.settings.status.lag_read_interval_seconds))
     _, read_at = running.reports.as_of(reports)
     view = PageView(q, status.upper(), page)
     html = render_page(

@@ -18,44 +18,46 @@ from spark_offset_sidecar.adapters.kafka.oauth import (
     MskIamTokens,
     RenewedTokens,
 )
-from spark_offset_sidecar.settings import Settings
+from spark_offset_sidecar.settings import KafkaSettings
 
 
-def kafka_client_options(settings: Settings) -> dict[str, Any]:
-    protocol = settings.kafka_security_protocol
+def kafka_client_options(kafka: KafkaSettings, timeout: float) -> dict[str, Any]:
+    """The options of every client of cluster ``kafka``; ``timeout`` bounds a token's
+    request (as it bounds a commit)."""
+    protocol = kafka.security_protocol
     options: dict[str, Any] = {
-        "bootstrap_servers": settings.kafka_bootstrap_servers,
-        "client_id": settings.kafka_client_id,
+        "bootstrap_servers": kafka.bootstrap_servers,
+        "client_id": kafka.client_id,
         "security_protocol": protocol,
     }
     if protocol in ("SSL", "SASL_SSL"):
         options["ssl_context"] = create_ssl_context(
-            cafile=settings.kafka_ssl_cafile,
-            certfile=settings.kafka_ssl_certfile,
-            keyfile=settings.kafka_ssl_keyfile,
+            cafile=kafka.ssl_cafile,
+            certfile=kafka.ssl_certfile,
+            keyfile=kafka.ssl_keyfile,
         )
     if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
-        mechanism = settings.kafka_sasl_mechanism
+        mechanism = kafka.sasl_mechanism
         if mechanism in ("OAUTHBEARER", "AWS_MSK_IAM"):
             options["sasl_mechanism"] = "OAUTHBEARER"
-            options["sasl_oauth_token_provider"] = token_provider(settings)
+            options["sasl_oauth_token_provider"] = token_provider(kafka, timeout)
         else:
             options["sasl_mechanism"] = mechanism
-            options["sasl_plain_username"] = settings.kafka_sasl_username
-            options["sasl_plain_password"] = settings.kafka_sasl_secret()
+            options["sasl_plain_username"] = kafka.sasl_username
+            options["sasl_plain_password"] = kafka.sasl_secret()
     return options
 
 
-def token_provider(settings: Settings) -> RenewedTokens:
-    """The OAUTHBEARER token source the settings name (``Settings`` checked them)."""
-    if settings.kafka_sasl_mechanism == "AWS_MSK_IAM":
-        return MskIamTokens(str(settings.aws_region()), settings.kafka_aws_role_arn)
+def token_provider(kafka: KafkaSettings, timeout: float) -> RenewedTokens:
+    """The OAUTHBEARER token source the settings name (``KafkaSettings`` checked them)."""
+    if kafka.sasl_mechanism == "AWS_MSK_IAM":
+        return MskIamTokens(str(kafka.region()), kafka.aws_role_arn)
     return ClientCredentialsTokens(
-        str(settings.kafka_oauth_token_url),
-        str(settings.kafka_oauth_client_id),
-        settings.kafka_oauth_secret,
-        scope=settings.kafka_oauth_scope,
-        audience=settings.kafka_oauth_audience,
-        timeout=settings.commit_timeout_seconds,
-        extensions=dict(settings.kafka_sasl_extensions),
+        str(kafka.oauth_token_url),
+        str(kafka.oauth_client_id),
+        kafka.oauth_secret,
+        scope=kafka.oauth_scope,
+        audience=kafka.oauth_audience,
+        timeout=timeout,
+        extensions=dict(kafka.sasl_extensions),
     )

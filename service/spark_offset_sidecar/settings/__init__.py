@@ -1,0 +1,45 @@
+"""The service's settings: ``SIDECAR_*`` environment variables, in sections (pydantic-
+settings), each the input of the part of the service it names.
+
+- ``values``: the kinds of value and the parser of each (text in, value out).
+- ``section``: what every section shares: reading the environment, naming refusals.
+- ``sections``: the sections (Kafka, clusters, database, HTTP, auth, OIDC, commits,
+  status, metrics, followed folders, replicas, logs, tuning).
+- ``service_settings``: ``Settings``, all of them, and the checks that span sections.
+"""
+
+from spark_offset_sidecar.settings.sections import (
+    AuthSettings,
+    ClusterSettings,
+    CommitSettings,
+    DatabaseSettings,
+    FollowSettings,
+    HttpSettings,
+    KafkaSettings,
+    LogSettings,
+    MetricsSettings,
+    OidcSettings,
+    ReplicaSettings,
+    StatusSettings,
+    TuningSettings,
+)
+from spark_offset_sidecar.settings.service_settings import Settings
+from spark_offset_sidecar.settings.values import MAX_COMMIT_INTERVAL
+
+__all__ = [
+    "MAX_COMMIT_INTERVAL",
+    "AuthSettings",
+    "ClusterSettings",
+    "CommitSettings",
+    "DatabaseSettings",
+    "FollowSettings",
+    "HttpSettings",
+    "KafkaSettings",
+    "LogSettings",
+    "MetricsSettings",
+    "OidcSettings",
+    "ReplicaSettings",
+    "Settings",
+    "StatusSettings",
+    "TuningSettings",
+]

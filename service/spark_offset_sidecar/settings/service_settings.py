@@ -1,0 +1,171 @@
+"""The service's settings: its sections, and the checks that span sections.
+
+Read once from ``SIDECAR_*`` environment variables (``Settings.from_env``) and checked at
+start-up; built in code (tests, benchmarks) they are checked the same way. A value that
+does not parse, a check that fails, or an unknown ``SIDECAR_`` variable (a typo would
+otherwise be silently ignored) raises ``ConfigError`` naming the variable.
+
+Several Kafka clusters: ``kafka`` describes the cluster ``clusters.name``; each name of
+``clusters.more`` has its own ``KafkaSettings`` in ``more_kafka``, read from the same
+variables under ``SIDECAR_CLUSTER_<NAME>_`` (``-`` as ``_``). A setting not given for a
+cluster takes its default, never another cluster's value (credentials never cross
+clusters).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from collections.abc import Mapping
+from typing import Self
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from spark_offset_sidecar.errors import ConfigError
+from spark_offset_sidecar.settings.section import PREFIX, Section, reading
+from spark_offset_sidecar.settings.sections import (
+    AuthSettings,
+    ClusterSettings,
+    CommitSettings,
+    DatabaseSettings,
+    FollowSettings,
+    HttpSettings,
+    KafkaSettings,
+    LogSettings,
+    MetricsSettings,
+    OidcSettings,
+    ReplicaSettings,
+    StatusSettings,
+    TuningSettings,
+)
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kafka: KafkaSettings = Field(default_factory=KafkaSettings)
+    clusters: ClusterSettings = Field(default_factory=ClusterSettings)
+    database: DatabaseSettings = Field(default_factory=DatabaseSettings)
+    http: HttpSettings = Field(default_factory=HttpSettings)
+    auth: AuthSettings = Field(default_factory=AuthSettings)
+    oidc: OidcSettings = Field(default_factory=OidcSettings)
+    commits: CommitSettings = Field(default_factory=CommitSettings)
+    status: StatusSettings = Field(default_factory=StatusSettings)
+    metrics: MetricsSettings = Field(default_factory=MetricsSettings)
+    follow: FollowSettings = Field(default_factory=FollowSettings)
+    replicas: ReplicaSettings = Field(default_factory=ReplicaSettings)
+    log: LogSettings = Field(default_factory=LogSettings)
+    tuning: TuningSettings = Field(default_factory=TuningSettings)
+    # Each of clusters.more's Kafka, by name; a cluster not here takes KafkaSettings' defaults.
+    more_kafka: Mapping[str, KafkaSettings] = Field(default_factory=dict)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """The settings ``environ``'s ``SIDECAR_*`` variables give (the process's by default)."""
+        environ = os.environ if environ is None else environ
+        with reading(environ):
+            clusters = ClusterSettings()
+            _refuse_unknown(environ, clusters)
+            more_kafka = {name: _cluster_kafka(name) for name in clusters.more}
+            return cls(clusters=clusters, more_kafka=more_kafka)
+
+    @classmethod
+    def sections(cls) -> dict[str, type[Section]]:
+        """Every section's class, by its field's name, in the reference's order."""
+        return {
+            name: spec.annotation
+            for name, spec in cls.model_fields.items()
+            if isinstance(spec.annotation, type) and issubclass(spec.annotation, Section)
+        }
+
+    @classmethod
+    def describe(cls) -> list[tuple[str, str, str]]:
+        """(variable, default, meaning) of every setting, for ``--help`` and the manual."""
+        return [row for section in cls.sections().values() for row in section.describe()]
+
+    @classmethod
+    def variables(cls) -> frozenset[str]:
+        """Every variable a service reads (those of more clusters aside)."""
+        return frozenset(v for s in cls.sections().values() for v in s.variables().values())
+
+    def for_cluster(self, name: str) -> KafkaSettings:
+        """How to reach cluster ``name``: what its Kafka adapters are built from."""
+        if name == self.clusters.name:
+            return self.kafka
+        if name not in self.clusters.more:
+            raise KeyError(name)
+        return self.more_kafka.get(name) or KafkaSettings()
+
+    @model_validator(mode="after")
+    def _checks_across_sections(self) -> Self:
+        self._check_listening()
+        self._check_replicas()
+        if self.oidc.enabled and not self.auth.tokens_file:
+            raise ConfigError(
+                AuthSettings.variable("tokens_file"),
+                'SIDECAR_OIDC_ISSUER grants by the "identities" of the tokens file: give one',
+            )
+        unnamed = sorted(set(self.more_kafka) - set(self.clusters.more))
+        if unnamed:
+            raise ConfigError(
+                ClusterSettings.variable("more"),
+                f"does not name {unnamed[0]!r}, which has Kafka settings",
+            )
+        return self
+
+    def _check_listening(self) -> None:
+        http, auth = self.http, self.auth
+        if not auth.tokens_file and not auth.allow_unauthenticated and not _loopback(http.host):
+            raise ConfigError(
+                http.variable("host"),
+                f"listening on {http.host} without SIDECAR_TOKENS_FILE lets anyone who reaches "
+                "it move consumer offsets; configure tokens, or set "
+                "SIDECAR_ALLOW_UNAUTHENTICATED=true to accept that",
+            )
+
+    def _check_replicas(self) -> None:
+        if not self.replicas.replicated:
+            return
+        if not self.database.url.startswith("postgresql"):
+            raise ConfigError(
+                self.database.variable("url"),
+                "SIDECAR_REPLICATED=true needs a postgresql:// URL: replicas share one database",
+            )
+        timeout = self.commits.commit_timeout_seconds
+        if self.replicas.lease_seconds < 3 * timeout:
+            raise ConfigError(
+                self.replicas.variable("lease_seconds"),
+                f"must be at least 3 x SIDECAR_COMMIT_TIMEOUT_SECONDS ({3 * timeout:g}): a "
+                "replica stops starting commits two commit timeouts before its lease ends",
+            )
+
+
+def _cluster_kafka(name: str) -> KafkaSettings:
+    """Cluster ``name``'s Kafka settings from its own variables; a refusal names them."""
+    prefix = ClusterSettings.kafka_prefix(name)
+    try:
+        return KafkaSettings(_env_prefix=prefix)
+    except ConfigError as exc:  # named as the default cluster's variable
+        variable = exc.variable.replace(KafkaSettings.prefix(), prefix, 1)
+        raise ConfigError(variable, exc.problem) from None
+
+
+def _refuse_unknown(environ: Mapping[str, str], clusters: ClusterSettings) -> None:
+    known = set(Settings.variables())
+    for name in clusters.more:
+        known.update(KafkaSettings.variables(ClusterSettings.kafka_prefix(name)).values())
+    unknown = sorted(k for k in environ if k.startswith(PREFIX) and k not in known)
+    if unknown:
+        also = " and SIDECAR_CLUSTER_<NAME>_KAFKA_* of each cluster" if clusters.more else ""
+        raise ConfigError(
+            unknown[0], f"unknown setting; known: {', '.join(sorted(Settings.variables()))}{also}"
+        )
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
