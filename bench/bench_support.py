@@ -66,6 +66,42 @@ def produce_in_background(
     return thread
 
 
+class LogEndMover:
+    """Log ends that move all the time: ``rate`` records a second, one at a time to every
+    partition of ``topics`` in turn, from a thread of this process (its CPU is the
+    bench's), until ``stop``."""
+
+    def __init__(self, bootstrap: str, topics: list[str], partitions: int, rate: float) -> None:
+        self.bootstrap, self.rate = bootstrap, rate
+        self.targets = [(topic, p) for p in range(partitions) for topic in topics]
+        self.sent = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._run()), daemon=True)
+        self._thread.start()
+
+    async def _run(self) -> None:
+        from aiokafka import AIOKafkaProducer
+
+        producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, linger_ms=20)
+        await producer.start()
+        started = time.monotonic()
+        try:
+            while not self._stop.is_set():
+                target = int((time.monotonic() - started) * self.rate)
+                while self.sent < target:
+                    topic, partition = self.targets[self.sent % len(self.targets)]
+                    await producer.send(topic, b"x" * 100, partition=partition)
+                    self.sent += 1
+                await asyncio.sleep(0.01)
+            await producer.flush()
+        finally:
+            await producer.stop()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=60)
+
+
 class Sidecar:
     """``offset-sidecar serve`` on a free port with a throw-away SQLite database; from
     ``source``'s ``service/`` folder (another checkout, e.g. a ``git worktree`` of an

@@ -10,18 +10,28 @@ then, once every group is committed and the lag monitor has read its log ends:
     the cached one): its size, series and time;
   - events at ``--rate``/s (loadgen, open loop: latency counted from the scheduled time,
     so a stall is not hidden) for ``--seconds``, alone, then while ``wrk -c2`` scrapes
-    back to back (two Prometheus replicas that never pause): p50, p99 and max, and each
-    side's CPU (service, broker, loadgen, wrk, this process) beside every figure;
-    ``--rounds`` such pairs of windows, the ratios on the medians of their p99s (a p99
-    moves by ~20 ms from run to run on a shared 2-core machine).
+    back to back (two Prometheus replicas that never pause), then (``--ui``) while
+    ``/ui`` is read back to back too (``wrk -c1``): p50, p99 and max, and each side's CPU
+    (service, broker, loadgen, wrk, this process) beside every figure; ``--rounds`` such
+    sets of windows, the ratios on the medians of their p99s (a p99 moves by ~20 ms from
+    run to run on a shared 2-core machine);
+  - (``--idle-seconds``) the service's CPU with no event and no reader.
+
+The groups read ``--topics`` topics in turn; ``--move-ends R`` appends R records a second
+to their partitions in turn from the start (a thread of this process: its CPU is the
+bench's), so that every read of the log ends finds them moved and every group lagging
+(each group's offsets stay below 100 when groups outnumber a window's events).
 
     .venv/bin/python -m bench scrape_cost --groups 5000 --before 22c559b
+    .venv/bin/python -m bench scrape_cost --groups 10000 --partitions 32 --topics 100 \\
+        --move-ends 3200 --ui --idle-seconds 30 --before main
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import re
 import statistics
 import subprocess
@@ -34,7 +44,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bench_support import Sidecar, build_loadgen, create_topic, load
+from bench.bench_support import LogEndMover, Sidecar, build_loadgen, create_topic, load
 from bench.figures import CpuMeter, Table, children_cpu, ratio
 from harness.kafka_broker import brand_new
 from harness.machine import ROOT
@@ -86,33 +96,49 @@ def wait_loaded(url: str, groups: int, deadline: float) -> None:
     raise SystemExit(f"{url}: not every group committed and read in time")
 
 
-def wrk_in_background(url: str, seconds: float) -> subprocess.Popen[str]:
+# The readers of each kind of window: (path, wrk connections) read back to back.
+READERS = {
+    "none": (),
+    "/metrics": (("/metrics", 2),),  # two Prometheus replicas that never pause
+    "/metrics + /ui": (("/metrics", 2), ("/ui", 1)),  # and a person who never stops
+}
+
+
+def wrk_in_background(url: str, connections: int, seconds: float) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [
             "wrk",
             "-t1",
-            "-c2",
+            f"-c{connections}",
             "-H",
             "Accept-Encoding: gzip",
             f"-d{int(seconds) + 2}s",
             "--timeout",
             "60s",
-            url + "/metrics",
+            url,
         ],
         stdout=subprocess.PIPE,
         text=True,
     )
 
 
+def load_extra(args: argparse.Namespace) -> dict[str, Any]:
+    """loadgen's options for the groups' topics."""
+    return {"topics": args.topics} if args.topics > 1 else {}
+
+
 def events(
-    sidecar: Sidecar, broker: int, args: argparse.Namespace, first_batch: int, *, scraping: bool
+    sidecar: Sidecar, broker: int, args: argparse.Namespace, first_batch: int, window: str
 ) -> tuple[dict[str, Any], CpuMeter]:
-    """Events at ``--rate``/s, with ``wrk -c2`` scraping back to back when ``scraping``,
-    under a ``CpuMeter`` of the service, the broker, loadgen, wrk and this process."""
+    """Events at ``--rate``/s while the ``window``'s readers read back to back, under a
+    ``CpuMeter`` of the service, the broker, loadgen, wrk and this process."""
     with CpuMeter(service=sidecar.process.pid, broker=broker) as meter:
-        scraper = wrk_in_background(sidecar.url, args.seconds) if scraping else None
-        if scraper is not None:
-            time.sleep(1)  # the scrapes are under way before the first event
+        readers = [
+            (path, wrk_in_background(sidecar.url + path, connections, args.seconds))
+            for path, connections in READERS[window]
+        ]
+        if readers:
+            time.sleep(1)  # the reads are under way before the first event
         result = load(
             sidecar.url,
             argparse.Namespace(queries=args.groups, partitions=args.partitions, workers=32),
@@ -120,16 +146,33 @@ def events(
             allow_errors=True,
             rate=args.rate,
             seconds=args.seconds,
+            **load_extra(args),
         )
         meter.add("loadgen", result["loadgen_cpu_s"])
-        result["scrapes"] = 0
-        if scraper is not None:
-            before = children_cpu()
-            out, _ = scraper.communicate(timeout=120)
-            meter.add("wrk", children_cpu() - before)
+        result["reads"] = {}
+        before = children_cpu()
+        for path, reader in readers:
+            out, _ = reader.communicate(timeout=120)
             found = re.search(r"(\d+) requests in", out)
-            result["scrapes"] = int(found.group(1)) if found else 0
+            result["reads"][path] = int(found.group(1)) if found else 0
+        if readers:
+            meter.add("wrk", children_cpu() - before)
     return result, meter
+
+
+def idle_cores(sidecar: Sidecar, broker: int, seconds: float) -> tuple[float, CpuMeter]:
+    """The service's CPU over ``seconds`` with no event and no reader, in cores."""
+    with CpuMeter(service=sidecar.process.pid, broker=broker) as meter:
+        before = process_cpu(sidecar.process.pid)
+        time.sleep(seconds)
+        used = process_cpu(sidecar.process.pid) - before
+    return used / seconds, meter
+
+
+def process_cpu(pid: int) -> float:
+    """User and system CPU seconds of process ``pid`` so far (/proc, clock ticks)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _failed(result: dict[str, Any]) -> str:
@@ -149,6 +192,7 @@ def side(
             argparse.Namespace(queries=args.groups, partitions=args.partitions, workers=32),
             0,
             **{"per-query": 2, "seconds": 600},
+            **load_extra(args),
         )
         wait_loaded(sidecar.url, args.groups, time.monotonic() + 600)
         times, size, count = [], 0, 0
@@ -163,21 +207,28 @@ def side(
             name, f"{size / 1e6:.2f} MB", count, f"{statistics.median(times):.3f}",
             f"{max(times):.3f}", meter=meter,
         )  # fmt: skip
-        p99s: dict[bool, list[float]] = {False: [], True: []}
-        window = args.rate * args.seconds  # events (batches) in one window
-        for round_ in range(args.rounds):  # the two kinds of window alternate
-            for scraping in (False, True):
-                first = 2 + window * (2 * round_ + int(scraping))
-                result, meter = events(sidecar, broker, args, first, scraping=scraping)
+        if args.idle_seconds:
+            cores, meter = idle_cores(sidecar, broker, args.idle_seconds)
+            tables[2].add(name, args.idle_seconds, f"{cores:.3f}", meter=meter)
+            figures["idle_cores"] = cores
+        kinds = [k for k in READERS if k != "/metrics + /ui" or args.ui]
+        p99s: dict[str, list[float]] = {kind: [] for kind in kinds}
+        # A query's batches go up by one per event: at most this many a window each.
+        per_query = -(-args.rate * args.seconds // args.groups)
+        for round_ in range(args.rounds):  # the kinds of window alternate
+            for index, kind in enumerate(kinds):
+                first = 2 + per_query * (len(kinds) * round_ + index)
+                result, meter = events(sidecar, broker, args, first, kind)
+                reads = " / ".join(str(n) for n in result["reads"].values()) or "-"
                 tables[1].add(
-                    name, round_ + 1, "back to back" if scraping else "none", result["scrapes"],
+                    name, round_ + 1, kind, reads,
                     f"{result['p50_ms']:.1f}", f"{result['p99_ms']:.1f}",
                     f"{result['max_ms']:.1f}", _failed(result),
                     gc_longest(scrape(sidecar.url)[1].decode()), meter=meter,
                 )  # fmt: skip
-                p99s[scraping].append(result["p99_ms"])
-        figures["quiet_p99"] = statistics.median(p99s[False])  # medians of the rounds
-        figures["busy_p99"] = statistics.median(p99s[True])
+                p99s[kind].append(result["p99_ms"])
+        for kind, values in p99s.items():  # medians of the rounds
+            figures[f"p99 {kind}"] = statistics.median(values)
         return figures
     finally:
         sidecar.stop()
@@ -195,11 +246,25 @@ def main() -> None:
         help="windows of each kind per side, alternating; the ratios take their medians",
     )  # fmt: skip
     parser.add_argument("--before", help="a commit to compare with (git worktree)")
+    parser.add_argument("--topics", type=int, default=1, help="topics the groups read in turn")
+    parser.add_argument(
+        "--move-ends", type=float, default=0.0,
+        help="records a second appended to the topics' partitions in turn (0: none)",
+    )  # fmt: skip
+    parser.add_argument("--ui", action="store_true", help="also a window with /ui read")
+    parser.add_argument(
+        "--idle-seconds", type=float, default=0.0,
+        help="measure the service's CPU with no event and no reader this long (0: not)",
+    )  # fmt: skip
     args = parser.parse_args()
     if args.rounds < 1:
         parser.error(f"--rounds {args.rounds}: at least one round is needed")
     build_loadgen()
-    shape = f"{args.groups:,} groups x {args.partitions} partitions, default settings"
+    moving = f", log ends moving {args.move_ends:g} records/s" if args.move_ends else ""
+    shape = (
+        f"{args.groups:,} groups x {args.partitions} partitions over {args.topics} topic(s)"
+        f"{moving}, default settings"
+    )
     tables = (
         Table(
             f"Scrapes, one at a time ({args.scrapes}, each a fresh build); {shape}",
@@ -208,15 +273,24 @@ def main() -> None:
         ),
         Table(
             f"Events at {args.rate}/s for {args.seconds} s, open loop; {shape}",
-            "side", "round", "scrapes", "answered", "event p50 ms", "p99 ms", "max ms", "failed",
-            "longest GC gen 1 / 2 ms so far",
+            "side", "round", "read back to back", "reads answered", "event p50 ms", "p99 ms",
+            "max ms", "failed", "longest GC gen 1 / 2 ms so far",
             cpu=("service", "broker", "loadgen", "wrk", "bench"),
+        ),
+        Table(
+            f"No event and no reader; {shape}",
+            "side", "seconds", "service cores", cpu=("service", "broker", "bench"),
         ),
     )  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="scrape-cost-") as folder:
         broker = brand_new(Path(folder) / "kafka")
+        mover = None
         try:
-            asyncio.run(create_topic(broker.bootstrap, "bench", args.partitions))
+            topics = [f"bench-{i}" for i in range(args.topics)] if args.topics > 1 else ["bench"]
+            for topic in topics:
+                asyncio.run(create_topic(broker.bootstrap, topic, args.partitions))
+            if args.move_ends:
+                mover = LogEndMover(broker.bootstrap, topics, args.partitions, args.move_ends)
             sides = []
             if args.before:
                 tree = Path(folder) / "before"
@@ -235,18 +309,25 @@ def main() -> None:
                     subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT)
             sides.append(side("after", None, broker.bootstrap, broker.pid(), args, tables))
         finally:
+            if mover is not None:
+                mover.stop()
+                print(f"log ends moved by {mover.sent:,} records")
             broker.stop()
-    for table in tables:
+    for table in tables[: 3 if args.idle_seconds else 2]:
         table.print()
     after = sides[-1]
     if args.rounds > 1:
         print(f"(p99s below: medians of {args.rounds} rounds a side)")
-    ratio("after: event p99, scrapes back to back / none", after["busy_p99"], after["quiet_p99"])
+    busiest = "p99 /metrics + /ui" if args.ui else "p99 /metrics"
+    ratio(f"after: event {busiest} / none", after[busiest], after["p99 none"])
     if len(sides) == 2:
         before = sides[0]
         ratio("scrape size, after / before", after["size"], before["size"])
         ratio("scrape time p50, after / before", after["scrape_p50"], before["scrape_p50"])
-        ratio("event p99 under scrapes, after / before", after["busy_p99"], before["busy_p99"])
+        for key in (k for k in after if k.startswith("p99 ")):
+            ratio(f"event {key}, after / before", after[key], before[key])
+        if args.idle_seconds:
+            ratio("idle service cores, after / before", after["idle_cores"], before["idle_cores"])
 
 
 if __name__ == "__main__":

@@ -49,6 +49,7 @@ type config struct {
 	queries    int
 	partitions int
 	topic      string
+	topics     int // > 1: query q reads topic "<topic>-<q mod topics>"
 	rate       float64
 	workers    int
 	seconds    float64
@@ -56,12 +57,20 @@ type config struct {
 	perQuery   int
 }
 
+func topicOf(cfg *config, query int) string {
+	if cfg.topics > 1 {
+		return cfg.topic + "-" + strconv.Itoa(query%cfg.topics)
+	}
+	return cfg.topic
+}
+
 func body(cfg *config, query, batch int) []byte {
 	offsets := make(map[string]int, cfg.partitions)
 	for p := 0; p < cfg.partitions; p++ {
 		offsets[strconv.Itoa(p)] = batch*10 + p
 	}
-	end := map[string]map[string]int{cfg.topic: offsets}
+	topic := topicOf(cfg, query)
+	end := map[string]map[string]int{topic: offsets}
 	event := map[string]any{
 		"group_id": fmt.Sprintf("bench-group-%d", query),
 		"progress": map[string]any{
@@ -72,7 +81,7 @@ func body(cfg *config, query, batch int) []byte {
 			"batchId":      batch,
 			"numInputRows": 10,
 			"sources": []any{map[string]any{
-				"description":  "KafkaV2[Subscribe[" + cfg.topic + "]]",
+				"description":  "KafkaV2[Subscribe[" + topic + "]]",
 				"startOffset":  end,
 				"endOffset":    end,
 				"latestOffset": end,
@@ -137,6 +146,7 @@ func main() {
 	flag.IntVar(&cfg.queries, "queries", 100, "distinct queries (one group each)")
 	flag.IntVar(&cfg.partitions, "partitions", 8, "partitions per event")
 	flag.StringVar(&cfg.topic, "topic", "bench", "topic named in the events")
+	flag.IntVar(&cfg.topics, "topics", 1, "topics the queries read, in turn (bench-0, bench-1, ...)")
 	flag.Float64Var(&cfg.rate, "rate", 0, "events per second; 0 = as fast as answered")
 	flag.IntVar(&cfg.workers, "workers", 32, "concurrent connections")
 	flag.Float64Var(&cfg.seconds, "seconds", 10, "duration")
