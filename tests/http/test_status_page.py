@@ -14,6 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from spark_offset_sidecar.app import create_app
+from spark_offset_sidecar.core.group_report import summary_of
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.errors import UnknownTopicPartition
 from spark_offset_sidecar.testing import InMemoryCommitter, InMemoryLogEnds
@@ -124,3 +125,62 @@ def test_tokens_and_read_grants_as_the_json_routes_with_basic_for_browsers(
     assert "b-orders" not in team_a
     # The JSON API still challenges with Bearer.
     assert client.get("/v1/status").headers["www-authenticate"] == "Bearer"
+
+
+def test_a_page_builds_the_reports_of_its_own_groups_only(client: TestClient) -> None:
+    """120 groups, three pages worst first: each page counts and orders every group from
+    their summaries and builds the reports of the groups it shows, no others."""
+    for i in range(120):  # orders/0 ends at 100: a-g000 lags 100, a-g100.. lag 0
+        group = f"a-g{i:03}"
+        body = {"group_id": group, "progress": _progress(group, 0, {"orders": {"0": i}})}
+        assert client.post("/v1/progress", json=body, headers=WRITER).status_code == 200
+    ops = {"Authorization": "Bearer ops-secret-000001"}
+
+    def evaluated() -> bool:
+        groups = client.get("/v1/status", headers=ops).json()["groups"]
+        return len(groups) == 120 and all(g["totallag"] is not None for g in groups)
+
+    wait_for(evaluated, what="every group evaluated")
+    reports = client.app.state.runtime.running.reports  # type: ignore[attr-defined]
+    built: list[list[str]] = []
+    every = reports.every
+
+    async def spied(group_ids: list[str] | None = None) -> object:
+        built.append(list(group_ids) if group_ids is not None else ["<every group>"])
+        return await every(group_ids)
+
+    reports.every = spied
+    try:
+        pages = []
+        for page in (1, 2, 3):
+            html = client.get(f"/ui?page={page}", headers=basic("ops-secret-000001")).text
+            assert "120 consumer groups" in html
+            pages.append(re.findall(r'<b class="name">([^<]+)</b>', html))
+    finally:
+        reports.every = every
+    assert pages[0] == [f"a-g{i:03}" for i in range(50)]  # the laggiest first
+    assert pages[1] == [f"a-g{i:03}" for i in range(50, 100)]
+    assert pages[2] == [f"a-g{i:03}" for i in range(100, 120)]  # no lag: by name
+    assert built == pages, "a page builds the reports of the groups it shows, no others"
+
+
+def test_a_groups_summary_says_what_its_report_says(client: TestClient) -> None:
+    for group, offsets in (
+        ("a-lag", {"orders": {"0": 60, "1": 80}}),
+        ("a-none", {"clicks": {"0": 10}}),
+    ):
+        body = {"group_id": group, "progress": _progress(group, 0, offsets)}
+        assert client.post("/v1/progress", json=body, headers=WRITER).status_code == 200
+    reports = client.app.state.runtime.running.reports  # type: ignore[attr-defined]
+    wait_for(lambda: len(client.portal.call(reports.summaries)) == 2, what="both evaluated")
+    summaries = {s.group_id: s for s in client.portal.call(reports.summaries)}
+    for report in client.portal.call(reports.every):
+        told, summary = summary_of(report), summaries[report.status.group_id]
+        # As of the same figures (an evaluation between the two reads moves only times).
+        assert (told.status, told.data_status, told.total_lag) == (
+            summary.status,
+            summary.data_status,
+            summary.total_lag,
+        )
+    assert summaries["a-lag"].total_lag == 40
+    assert summaries["a-none"].total_lag == 0

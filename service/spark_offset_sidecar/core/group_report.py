@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from spark_offset_sidecar.core.group_status import GroupStatus
-from spark_offset_sidecar.core.lag_figures import GroupLag
+from spark_offset_sidecar.core.group_status import GroupStatus, Status
+from spark_offset_sidecar.core.lag_figures import DataStatus, GroupLag
 from spark_offset_sidecar.core.ledger_state import GroupCounters, GroupState
 from spark_offset_sidecar.core.offsets import OffsetMap
 
@@ -117,4 +117,32 @@ def report_of(
         folders,
         lag,
         group.cluster,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class GroupSummary:
+    """What ranks, filters and counts a group in a list (``/ui``) without its report: the
+    same figures as its report's, and when they were evaluated. A page of thousands of
+    groups builds the reports of the groups it shows only."""
+
+    group_id: str
+    status: Status
+    data_status: DataStatus | None  # None: its lag figures not evaluated yet
+    lag_seconds: float | None
+    total_lag: int | None
+    evaluated_at: float
+    log_ends_read_at: float | None
+
+
+def summary_of(report: GroupReport) -> GroupSummary:
+    lag = report.lag
+    return GroupSummary(
+        report.status.group_id,
+        report.status.status,
+        lag.data_status if lag is not None else None,
+        lag.lag_seconds if lag is not None else None,
+        report.status.total_lag,
+        report.evaluated_at,
+        report.log_ends_read_at,
     )

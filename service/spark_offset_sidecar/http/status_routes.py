@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from spark_offset_sidecar.core.clusters import Clusters
-from spark_offset_sidecar.core.group_report import GroupReport
+from spark_offset_sidecar.core.group_report import GroupReport, GroupSummary
 from spark_offset_sidecar.core.group_status import PartitionStatus
 from spark_offset_sidecar.core.lag_figures import CatchUp, PartitionLag
 from spark_offset_sidecar.http.access import allow_read, caller, running_of, runtime_of
@@ -197,6 +197,15 @@ class StatusAnswer(BaseModel):
         description="the oldest read of log ends that a listed lag comes from"
     )
     groups: list[GroupStatusView]
+
+
+async def readable_summaries(request: Request, grant: TokenGrant | None) -> list[GroupSummary]:
+    """The summaries of every group ``grant`` may read (None: all), by group."""
+    return [
+        summary
+        for summary in await running_of(request).reports.summaries()
+        if grant is None or grant.may_read(summary.group_id)
+    ]
 
 
 async def readable_reports(request: Request, grant: TokenGrant | None) -> list[GroupReport]:

@@ -10,10 +10,13 @@ reads them there, so that all answer alike. The composition root chooses one of 
 Contract
   - ``every`` returns, by group id, the reports of ``group_ids`` (None: every group) that
     exist; a group with none is left out.
+  - ``summaries`` returns the summaries (``core.group_report.GroupSummary``) of every
+    group ``every()`` would report, each as its report would say, without building the
+    reports.
   - ``one`` returns the group's report, or ``Missing`` saying why there is none (an
     unknown group, a group whose owner has published nothing yet).
-  - ``as_of`` says when ``reports`` were evaluated (the newest evaluation) and their log
-    ends read (the oldest read; None unless every report has one).
+  - ``as_of`` says when ``reports`` (or their summaries) were evaluated (the newest
+    evaluation) and their log ends read (the oldest read; None unless every one has one).
   - ``live`` returns the live commit state to show with each of ``group_ids`` where it is
     not the stored ledger's (a group left out: the ledger's state is the live one).
   - ``folders`` says, by path, how reading each followed folder of ``group_ids`` goes and
@@ -28,7 +31,12 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from spark_offset_sidecar.core.group_report import FolderReport, GroupReport, LiveCommits
+from spark_offset_sidecar.core.group_report import (
+    FolderReport,
+    GroupReport,
+    GroupSummary,
+    LiveCommits,
+)
 
 
 @dataclass(frozen=True)
@@ -42,9 +50,13 @@ class Missing:
 class GroupReports(Protocol):
     async def every(self, group_ids: Collection[str] | None = None) -> list[GroupReport]: ...
 
+    async def summaries(self) -> list[GroupSummary]: ...
+
     async def one(self, group_id: str) -> GroupReport | Missing: ...
 
-    def as_of(self, reports: Sequence[GroupReport]) -> tuple[float | None, float | None]: ...
+    def as_of(
+        self, reports: Sequence[GroupReport | GroupSummary]
+    ) -> tuple[float | None, float | None]: ...
 
     async def live(self, group_ids: Collection[str]) -> dict[str, LiveCommits]: ...
 

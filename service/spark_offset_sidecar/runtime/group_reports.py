@@ -13,8 +13,10 @@ from spark_offset_sidecar.core.group_report import (
     NOT_REPORTED,
     FolderReport,
     GroupReport,
+    GroupSummary,
     LiveCommits,
     live_of,
+    summary_of,
 )
 from spark_offset_sidecar.core.ledger import Ledger
 from spark_offset_sidecar.ports.group_reports import Missing
@@ -57,6 +59,30 @@ class LocalReports:
             await turns.take()
         return reports
 
+    async def summaries(self) -> list[GroupSummary]:
+        """From the lag monitor's last evaluation as it stands: nothing is copied."""
+        ledger, monitor = self._ledger(), self._monitor
+        statuses, lags = monitor.statuses, monitor.lags
+        evaluated_at, read_at = monitor.evaluated_at or 0.0, monitor.read_at
+        summaries = []
+        turns = Turns()
+        for group_id, status in sorted(statuses.items()):
+            if group_id in ledger.groups:
+                lag = lags.get(group_id)
+                summaries.append(
+                    GroupSummary(
+                        group_id,
+                        status.status,
+                        lag.data_status if lag is not None else None,
+                        lag.lag_seconds if lag is not None else None,
+                        status.total_lag,
+                        evaluated_at,
+                        read_at,
+                    )
+                )
+            await turns.take()
+        return summaries
+
     async def one(self, group_id: str) -> GroupReport | Missing:
         ledger = self._ledger()
         group = ledger.groups.get(group_id)
@@ -64,7 +90,9 @@ class LocalReports:
             return Missing(Outcome.UNKNOWN_QUERY.value, f"no group {group_id} is known")
         return self._monitor.report_now(group, ledger, self._clock())
 
-    def as_of(self, reports: Sequence[GroupReport]) -> tuple[float | None, float | None]:
+    def as_of(
+        self, reports: Sequence[GroupReport | GroupSummary]
+    ) -> tuple[float | None, float | None]:
         return self._monitor.evaluated_at, self._monitor.read_at
 
     async def live(self, group_ids: Collection[str]) -> dict[str, LiveCommits]:
@@ -96,6 +124,9 @@ class PublishedReports:
             return []
         return await asyncio.to_thread(self._board.read, group_ids)
 
+    async def summaries(self) -> list[GroupSummary]:
+        return [summary_of(report) for report in await self.every()]
+
     async def one(self, group_id: str) -> GroupReport | Missing:
         found = await self.every([group_id])
         if found:
@@ -106,7 +137,9 @@ class PublishedReports:
             "after each read of the log ends (lag_read_interval_seconds)",
         )
 
-    def as_of(self, reports: Sequence[GroupReport]) -> tuple[float | None, float | None]:
+    def as_of(
+        self, reports: Sequence[GroupReport | GroupSummary]
+    ) -> tuple[float | None, float | None]:
         reads = [r.log_ends_read_at for r in reports if r.log_ends_read_at is not None]
         return (
             max((r.evaluated_at for r in reports), default=None),
