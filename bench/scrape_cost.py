@@ -17,6 +17,9 @@ then, once every group is committed and the lag monitor has read its log ends:
     run to run on a shared 2-core machine);
   - (``--idle-seconds``) the service's CPU with no event and no reader.
 
+Both sides start once the broker has settled (below a quarter of a core: a brand-new
+broker creating thousands of partitions is busy for minutes).
+
 The groups read ``--topics`` topics in turn; ``--move-ends R`` appends R records a second
 to their partitions in turn from the start (a thread of this process: its CPU is the
 bench's), so that every read of the log ends finds them moved and every group lagging
@@ -169,6 +172,21 @@ def idle_cores(sidecar: Sidecar, broker: int, seconds: float) -> tuple[float, Cp
     return used / seconds, meter
 
 
+def settle(broker: int, cores: float = 0.25, seconds: float = 5.0, limit: float = 300.0) -> None:
+    """Wait until the broker uses less than ``cores`` over ``seconds``: a brand-new
+    broker creating thousands of partitions (and electing their leaders) is busy for
+    minutes, and the first side measured would share the machine with it."""
+    started = time.monotonic()
+    while time.monotonic() - started < limit:
+        before = process_cpu(broker)
+        time.sleep(seconds)
+        used = (process_cpu(broker) - before) / seconds
+        if used < cores:
+            print(f"broker settled after {time.monotonic() - started:.0f} s", flush=True)
+            return
+    print(f"broker still above {cores} cores after {limit:.0f} s: measuring anyway", flush=True)
+
+
 def process_cpu(pid: int) -> float:
     """User and system CPU seconds of process ``pid`` so far (/proc, clock ticks)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -291,6 +309,7 @@ def main() -> None:
                 asyncio.run(create_topic(broker.bootstrap, topic, args.partitions))
             if args.move_ends:
                 mover = LogEndMover(broker.bootstrap, topics, args.partitions, args.move_ends)
+            settle(broker.pid())
             sides = []
             if args.before:
                 tree = Path(folder) / "before"
