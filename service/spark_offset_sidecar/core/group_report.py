@@ -135,14 +135,23 @@ class GroupSummary:
     log_ends_read_at: float | None
 
 
-def summary_of(report: GroupReport) -> GroupSummary:
-    lag = report.lag
+def summary(
+    status: GroupStatus,
+    lag: GroupLag | None,
+    evaluated_at: float,
+    log_ends_read_at: float | None,
+) -> GroupSummary:
+    """The summary of the group whose figures these are."""
     return GroupSummary(
-        report.status.group_id,
-        report.status.status,
+        status.group_id,
+        status.status,
         lag.data_status if lag is not None else None,
         lag.lag_seconds if lag is not None else None,
-        report.status.total_lag,
-        report.evaluated_at,
-        report.log_ends_read_at,
+        status.total_lag,
+        evaluated_at,
+        log_ends_read_at,
     )
+
+
+def summary_of(report: GroupReport) -> GroupSummary:
+    return summary(report.status, report.lag, report.evaluated_at, report.log_ends_read_at)

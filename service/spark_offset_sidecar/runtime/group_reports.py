@@ -16,6 +16,7 @@ from spark_offset_sidecar.core.group_report import (
     GroupSummary,
     LiveCommits,
     live_of,
+    summary,
     summary_of,
 )
 from spark_offset_sidecar.core.ledger import Ledger
@@ -68,18 +69,7 @@ class LocalReports:
         turns = Turns()
         for group_id, status in sorted(statuses.items()):
             if group_id in ledger.groups:
-                lag = lags.get(group_id)
-                summaries.append(
-                    GroupSummary(
-                        group_id,
-                        status.status,
-                        lag.data_status if lag is not None else None,
-                        lag.lag_seconds if lag is not None else None,
-                        status.total_lag,
-                        evaluated_at,
-                        read_at,
-                    )
-                )
+                summaries.append(summary(status, lags.get(group_id), evaluated_at, read_at))
             await turns.take()
         return summaries
 
