@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import re
 import statistics
 import subprocess
@@ -48,7 +47,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_support import LogEndMover, Sidecar, build_loadgen, create_topic, load
-from bench.figures import CpuMeter, Table, children_cpu, ratio
+from bench.figures import CpuMeter, Table, children_cpu, cpu_seconds, ratio
 from harness.kafka_broker import brand_new
 from harness.machine import ROOT
 
@@ -166,10 +165,8 @@ def events(
 def idle_cores(sidecar: Sidecar, broker: int, seconds: float) -> tuple[float, CpuMeter]:
     """The service's CPU over ``seconds`` with no event and no reader, in cores."""
     with CpuMeter(service=sidecar.process.pid, broker=broker) as meter:
-        before = process_cpu(sidecar.process.pid)
         time.sleep(seconds)
-        used = process_cpu(sidecar.process.pid) - before
-    return used / seconds, meter
+    return (meter.seconds("service") or 0.0) / seconds, meter
 
 
 def settle(broker: int, cores: float = 0.25, seconds: float = 5.0, limit: float = 300.0) -> None:
@@ -178,19 +175,13 @@ def settle(broker: int, cores: float = 0.25, seconds: float = 5.0, limit: float 
     minutes, and the first side measured would share the machine with it."""
     started = time.monotonic()
     while time.monotonic() - started < limit:
-        before = process_cpu(broker)
+        before = cpu_seconds(broker)
         time.sleep(seconds)
-        used = (process_cpu(broker) - before) / seconds
+        used = (cpu_seconds(broker) - before) / seconds
         if used < cores:
             print(f"broker settled after {time.monotonic() - started:.0f} s", flush=True)
             return
     print(f"broker still above {cores} cores after {limit:.0f} s: measuring anyway", flush=True)
-
-
-def process_cpu(pid: int) -> float:
-    """User and system CPU seconds of process ``pid`` so far (/proc, clock ticks)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _failed(result: dict[str, Any]) -> str:
