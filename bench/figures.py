@@ -12,7 +12,9 @@ have no name of their own, e.g. Spark's JVM). A load generator run to its end by
 from __future__ import annotations
 
 import contextlib
+import math
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -270,3 +272,39 @@ def ratio(what: str, after: float, before: float) -> None:
 
 def _figure(value: float) -> str:
     return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
+def histogram(text: str, name: str) -> dict[float, float]:
+    """A Prometheus histogram's cumulative bucket counts (``le`` -> count) in a scrape's
+    text; empty when the service does not export ``name``."""
+    found: dict[float, float] = {}
+    for le, count in re.findall(rf'^{re.escape(name)}_bucket\{{le="([^"]+)"\}} (\S+)', text, re.M):
+        found[float(le)] = float(count)
+    return found
+
+
+def quantile_bound(before: Mapping[float, float], after: Mapping[float, float], q: float) -> str:
+    """The bucket bound (ms) under which ``q`` of what was observed between two scrapes of
+    a histogram falls: "<= 25" ("> 2500" past the last bound; "-" with nothing observed or
+    no such histogram). ``q=1``: the bucket of the largest."""
+    if not after:
+        return "-"
+    total = after[math.inf] - before.get(math.inf, 0.0)
+    if total <= 0:
+        return "-"
+    for le in sorted(after):
+        if after[le] - before.get(le, 0.0) >= q * total:
+            if le == math.inf:
+                return f"> {max(b for b in after if b != math.inf) * 1000:g}"
+            return f"<= {le * 1000:g}"
+    return "-"
+
+
+def window_figures(before: Mapping[float, float], after: Mapping[float, float]) -> str:
+    """A histogram of seconds over a window between two scrapes: its p99 and largest, in
+    ms, and how many it observed ("<= 10 / <= 500 ms of 399")."""
+    total = after.get(math.inf, 0.0) - before.get(math.inf, 0.0)
+    if total <= 0:
+        return "-"
+    p99, largest = quantile_bound(before, after, 0.99), quantile_bound(before, after, 1.0)
+    return f"{p99} / {largest} ms of {total:.0f}"

@@ -12,7 +12,11 @@ then, once every group is committed and the lag monitor has read its log ends:
     so a stall is not hidden) for ``--seconds``, alone, then while ``wrk -c2`` scrapes
     back to back (two Prometheus replicas that never pause), then (``--ui``) while
     ``/ui`` is read back to back too (``wrk -c1``): p50, p99 and max, and each side's CPU
-    (service, broker, loadgen, wrk, this process) beside every figure; ``--rounds`` such
+    (service, broker, loadgen, wrk, this process) beside every figure, and what events
+    waited on meanwhile, from the service's histograms read before and after the window:
+    the p99 and largest of its event loop's lag (``sidecar_event_loop_lag_seconds``: the
+    loop held; one hold of 500 ms in 20 s is the p99 of the events, not of 400 ticks) and
+    of its database writes (``sidecar_store_write_duration_seconds``); ``--rounds`` such
     sets of windows, the ratios on the medians of their p99s (a p99 moves by ~20 ms from
     run to run on a shared 2-core machine);
   - (``--idle-seconds``) the service's CPU with no event and no reader.
@@ -47,7 +51,15 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_support import LogEndMover, Sidecar, build_loadgen, create_topic, load
-from bench.figures import CpuMeter, Table, children_cpu, cpu_seconds, ratio
+from bench.figures import (
+    CpuMeter,
+    Table,
+    children_cpu,
+    cpu_seconds,
+    histogram,
+    ratio,
+    window_figures,
+)
 from harness.kafka_broker import brand_new
 from harness.machine import ROOT
 
@@ -72,6 +84,17 @@ def gc_longest(text: str) -> str:
     if not found:
         return "n/a"
     return " / ".join(f"{float(found[g]) * 1000:.0f}" for g in ("1", "2"))
+
+
+# What the events waited on in a window, from the service's histograms (read before and
+# after it): the event loop held (a tick woken late) and the database's writes.
+HELD = ("sidecar_event_loop_lag_seconds", "sidecar_store_write_duration_seconds")
+
+
+def held(start: str, end: str) -> list[str]:
+    """The p99 and largest of each of ``HELD`` over the window between the scrapes
+    ``start`` and ``end`` (``-`` for a service without it)."""
+    return [window_figures(histogram(start, n), histogram(end, n)) for n in HELD]
 
 
 def wait_loaded(url: str, groups: int, deadline: float) -> None:
@@ -227,13 +250,15 @@ def side(
         for round_ in range(args.rounds):  # the kinds of window alternate
             for index, kind in enumerate(kinds):
                 first = 2 + per_query * (len(kinds) * round_ + index)
+                start = scrape(sidecar.url)[1].decode()
                 result, meter = events(sidecar, broker, args, first, kind)
+                end = scrape(sidecar.url)[1].decode()
                 reads = " / ".join(str(n) for n in result["reads"].values()) or "-"
                 tables[1].add(
                     name, round_ + 1, kind, reads,
                     f"{result['p50_ms']:.1f}", f"{result['p99_ms']:.1f}",
-                    f"{result['max_ms']:.1f}", _failed(result),
-                    gc_longest(scrape(sidecar.url)[1].decode()), meter=meter,
+                    f"{result['max_ms']:.1f}", _failed(result), *held(start, end),
+                    gc_longest(end), meter=meter,
                 )  # fmt: skip
                 p99s[kind].append(result["p99_ms"])
         for kind, values in p99s.items():  # medians of the rounds
@@ -255,6 +280,12 @@ def main() -> None:
         help="windows of each kind per side, alternating; the ratios take their medians",
     )  # fmt: skip
     parser.add_argument("--before", help="a commit to compare with (git worktree)")
+    parser.add_argument(
+        "--after-first",
+        action="store_true",
+        help="measure this checkout before --before's commit (the second side meets a "
+        "broker whose logs the first side's run has grown: run both orders)",
+    )
     parser.add_argument("--topics", type=int, default=1, help="topics the groups read in turn")
     parser.add_argument(
         "--move-ends", type=float, default=0.0,
@@ -283,7 +314,8 @@ def main() -> None:
         Table(
             f"Events at {args.rate}/s for {args.seconds} s, open loop; {shape}",
             "side", "round", "read back to back", "reads answered", "event p50 ms", "p99 ms",
-            "max ms", "failed", "longest GC gen 1 / 2 ms so far",
+            "max ms", "failed", "loop late p99 / max", "db write p99 / max",
+            "longest GC gen 1 / 2 ms so far",
             cpu=("service", "broker", "loadgen", "wrk", "bench"),
         ),
         Table(
@@ -301,8 +333,14 @@ def main() -> None:
             if args.move_ends:
                 mover = LogEndMover(broker.bootstrap, topics, args.partitions, args.move_ends)
             settle(broker.pid())
-            sides = []
-            if args.before:
+            measured: dict[str, dict[str, float]] = {}
+            order = ["before", "after"] if args.before else ["after"]
+            for which in reversed(order) if args.after_first else order:
+                if which == "after":
+                    measured[which] = side(
+                        "after", None, broker.bootstrap, broker.pid(), args, tables
+                    )
+                    continue
                 tree = Path(folder) / "before"
                 subprocess.run(
                     ["git", "worktree", "add", "--detach", str(tree), args.before],
@@ -311,13 +349,12 @@ def main() -> None:
                     capture_output=True,
                 )
                 try:
-                    sides.append(
-                        side(f"before ({args.before})", tree, broker.bootstrap, broker.pid(),
-                             args, tables)
+                    measured[which] = side(
+                        f"before ({args.before})", tree, broker.bootstrap, broker.pid(), args,
+                        tables,
                     )  # fmt: skip
                 finally:
                     subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT)
-            sides.append(side("after", None, broker.bootstrap, broker.pid(), args, tables))
         finally:
             if mover is not None:
                 mover.stop()
@@ -325,13 +362,13 @@ def main() -> None:
             broker.stop()
     for table in tables[: 3 if args.idle_seconds else 2]:
         table.print()
-    after = sides[-1]
+    after = measured["after"]
     if args.rounds > 1:
         print(f"(p99s below: medians of {args.rounds} rounds a side)")
     busiest = "p99 /metrics + /ui" if args.ui else "p99 /metrics"
     ratio(f"after: event {busiest} / none", after[busiest], after["p99 none"])
-    if len(sides) == 2:
-        before = sides[0]
+    if "before" in measured:
+        before = measured["before"]
         ratio("scrape size, after / before", after["size"], before["size"])
         ratio("scrape time p50, after / before", after["scrape_p50"], before["scrape_p50"])
         for key in (k for k in after if k.startswith("p99 ")):

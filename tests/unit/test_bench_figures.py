@@ -11,7 +11,17 @@ from collections.abc import Iterator
 
 import pytest
 
-from bench.figures import BENCH, CpuMeter, Table, cell, rss_kib, run_child
+from bench.figures import (
+    BENCH,
+    CpuMeter,
+    Table,
+    cell,
+    histogram,
+    quantile_bound,
+    rss_kib,
+    run_child,
+    window_figures,
+)
 
 BURN = "import sys, time\nt = time.process_time()\nwhile time.process_time() - t < {s}: pass\n"
 
@@ -109,3 +119,19 @@ def test_a_process_resident_memory_grows_by_what_it_touches(
     assert process.stdout.readline() == "held\n"
     grown = rss_kib(process.pid) - before
     assert 60 * 1024 <= grown <= 80 * 1024, grown  # 64 MiB written
+
+
+def test_a_quantile_of_a_window_is_read_from_two_scrapes_of_a_histogram() -> None:
+    def text(counts: list[int]) -> str:
+        bounds = ["0.01", "0.05", "0.25", "+Inf"]
+        return "\n".join(f'x_bucket{{le="{b}"}} {c}.0' for b, c in zip(bounds, counts, strict=True))
+
+    before, after = (
+        histogram(text([90, 95, 100, 100]), "x"),
+        histogram(text([90, 95, 199, 200]), "x"),
+    )
+    assert quantile_bound(before, after, 0.5) == "<= 250"  # 99 of the 100 new
+    assert quantile_bound(before, after, 1.0) == "> 250"
+    assert window_figures(before, after) == "<= 250 / > 250 ms of 100"
+    assert window_figures(after, after) == "-"  # nothing observed in between
+    assert window_figures({}, histogram("", "x")) == "-"  # not exported

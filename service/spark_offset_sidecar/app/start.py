@@ -37,6 +37,7 @@ from spark_offset_sidecar.core.group_status import CommitWindows
 from spark_offset_sidecar.core.leases import Ownership
 from spark_offset_sidecar.core.ledger import Backoff
 from spark_offset_sidecar.http.state import Running, Runtime
+from spark_offset_sidecar.observe.loop_lag import LoopLag
 from spark_offset_sidecar.observe.metrics import SidecarMetrics
 from spark_offset_sidecar.ports.checkpoints import CheckpointStorage, FollowedFolders
 from spark_offset_sidecar.ports.identity import TokenVerifier
@@ -101,6 +102,7 @@ class Start:
 
     async def run(self, stack: AsyncExitStack) -> Running:
         replica_id = new_replica_id() if self.settings.replicas.replicated else None
+        run_in_background(stack, LoopLag(self.metrics.loop_lag.observe).run(), "loop lag")
         sql, durable = await self._ledger(stack, replica_id)
         await self._issuer_keys(stack)
         built, committer = self._committers(stack, replica_id)

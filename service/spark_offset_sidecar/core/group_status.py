@@ -33,13 +33,15 @@ import enum
 import math
 from array import array
 from collections import deque
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from itertools import pairwise
 from typing import NamedTuple
 
 from spark_offset_sidecar.core.ledger_state import GroupState
 from spark_offset_sidecar.core.offsets import OffsetMap, TopicPartition
+from spark_offset_sidecar.core.packed_rows import PackedRows, int_or_none, none_if_no_int
 
 
 class Status(enum.Enum):
@@ -96,6 +98,39 @@ class PartitionStatus(NamedTuple):
     samples: int
 
 
+class PackedStatuses(PackedRows[PartitionStatus]):
+    """A group's ``PartitionStatus`` rows as columns (``core.packed_rows``): what the lag
+    monitor keeps between two reads."""
+
+    __slots__ = ()
+    width = 6
+    real_width = 0
+
+    def split(self, row: PartitionStatus) -> tuple[str, Sequence[int], Sequence[float]]:
+        whole = (
+            row.partition,
+            _RANK[row.status],
+            row.offset,
+            int_or_none(row.log_end),
+            int_or_none(row.current_lag),
+            row.samples,
+        )
+        return row.topic, whole, ()
+
+    def join(
+        self, topic: str, ints: array[int], at: int, reals: array[float], at_real: int
+    ) -> PartitionStatus:
+        return PartitionStatus(
+            topic,
+            ints[at],
+            SEVERITY[ints[at + 1]],
+            ints[at + 2],
+            none_if_no_int(ints[at + 3]),
+            none_if_no_int(ints[at + 4]),
+            ints[at + 5],
+        )
+
+
 @dataclass(frozen=True)
 class GroupStatus:
     group_id: str
@@ -105,7 +140,13 @@ class GroupStatus:
     total_lag: int | None  # None while any partition's log end is unknown
     consecutive_failures: int
     last_commit_at: float | None
-    partitions: tuple[PartitionStatus, ...]
+    partitions: Sequence[PartitionStatus]  # PackedStatuses as evaluated
+
+    @cached_property
+    def lagging(self) -> bool:
+        """Whether some partition lags (kept once known: the lag monitor asks it of every
+        kept status at every read)."""
+        return any(p.current_lag for p in self.partitions)
 
     @property
     def max_lag(self) -> PartitionStatus | None:
@@ -136,7 +177,7 @@ def status_inputs(
 
 def timeless(status: GroupStatus) -> bool:
     """Whether ``status`` stays as it is while its inputs do: no partition lags."""
-    return all(not p.current_lag for p in status.partitions)
+    return not status.lagging
 
 
 def partition_status(  # noqa: PLR0911  (Burrow's rules, one return each)
@@ -272,10 +313,10 @@ class CommitWindows:
         waited = 0.0
         if committed is not None and group.group_id in self._lagging_since:
             waited = now - max(committed.at, self._lagging_since[group.group_id])
-        partitions = tuple(
+        partitions = [
             self._partition(tp, offset, log_ends.get(tp), placed, only, now, waited)
             for tp, offset in sorted(offsets.items())
-        )
+        ]
         status = max((p.status for p in partitions), key=_RANK.__getitem__, default=Status.OK)
         if group.failures >= err_after:
             status = Status.ERR
@@ -289,7 +330,7 @@ class CommitWindows:
             total_lag=sum(lags) if len(lags) == len(partitions) else None,
             consecutive_failures=group.failures,
             last_commit_at=committed.at if committed else None,
-            partitions=partitions,
+            partitions=PackedStatuses(partitions),  # kept until the next read: packed
         )
 
     def _partition(

@@ -34,11 +34,20 @@ is what the job can do at full speed, and below the produce rate it cannot catch
 from __future__ import annotations
 
 import enum
+from array import array
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import NamedTuple
+
+from spark_offset_sidecar.core.packed_rows import (
+    PackedRows,
+    float_or_none,
+    int_or_none,
+    none_if_nan,
+    none_if_no_int,
+)
 
 TREND_READS = 12  # reads the catch-up rates are fitted on
 SPARK_POINTS = 60  # one point a minute: the last hour of lag
@@ -75,6 +84,78 @@ class PartitionLag(NamedTuple):
     margin_seconds: float | None
 
 
+class PackedLags(PackedRows[PartitionLag]):
+    """A group's ``PartitionLag`` rows as columns (``core.packed_rows``): what the lag
+    monitor keeps between two reads."""
+
+    __slots__ = ()
+    width = 7
+    real_width = 2
+
+    def split(self, row: PartitionLag) -> tuple[str, Sequence[int], Sequence[float]]:
+        whole = (
+            row.partition,
+            row.committed,
+            int_or_none(row.log_start),
+            int_or_none(row.log_end),
+            int_or_none(row.lag),
+            row.lost,
+            int_or_none(row.margin),
+        )
+        return row.topic, whole, (float_or_none(row.lag_seconds), float_or_none(row.margin_seconds))
+
+    def join(
+        self, topic: str, ints: array[int], at: int, reals: array[float], at_real: int
+    ) -> PartitionLag:
+        return PartitionLag(
+            topic,
+            ints[at],
+            ints[at + 1],
+            none_if_no_int(ints[at + 2]),
+            none_if_no_int(ints[at + 3]),
+            none_if_no_int(ints[at + 4]),
+            none_if_nan(reals[at_real]),
+            ints[at + 5],
+            none_if_no_int(ints[at + 6]),
+            none_if_nan(reals[at_real + 1]),
+        )
+
+    def figures(self) -> Iterator[Figures]:
+        """Each partition's ``Figures``, read from the columns (no row is made)."""
+        ints, reals, w, r = self._ints, self._reals, self.width, self.real_width
+        return map(
+            Figures._make,
+            zip(
+                self._topics,
+                ints[0::w],  # partition
+                map(none_if_no_int, ints[4::w]),  # lag
+                map(none_if_nan, reals[0::r]),  # lag_seconds
+                map(none_if_nan, reals[1::r]),  # margin_seconds
+                strict=True,
+            ),
+        )
+
+
+class Figures(NamedTuple):
+    """What a series of ``/metrics`` reads of a partition's lag (``figures_of``)."""
+
+    topic: str
+    partition: int
+    lag: int | None
+    lag_seconds: float | None
+    margin_seconds: float | None
+
+
+def figures_of(partitions: Sequence[PartitionLag]) -> Iterator[Figures]:
+    """The ``Figures`` of each of ``partitions``, in order: read from the columns when they
+    are packed (a scrape reads every partition of every group)."""
+    if isinstance(partitions, PackedLags):
+        return partitions.figures()
+    return (
+        Figures(p.topic, p.partition, p.lag, p.lag_seconds, p.margin_seconds) for p in partitions
+    )
+
+
 @dataclass(frozen=True)
 class JobRates:
     """What the job's last progress event said of its pace."""
@@ -103,7 +184,7 @@ class CatchUp:
 
 @dataclass(frozen=True)
 class GroupLag:
-    partitions: tuple[PartitionLag, ...]
+    partitions: Sequence[PartitionLag]  # PackedLags as the lag monitor keeps them
     data_status: DataStatus
     lost_total: int  # records counted lost for this group since this process started
     catch_up: CatchUp
@@ -114,12 +195,14 @@ class GroupLag:
         """The group's time lag: its most late partition's (None: some lagging partition's
         is not known). Kept once computed: the figures are frozen, and every read of the
         fleet (the page's order, the statuses, the board) asks for it."""
-        return max_lag_seconds(self.partitions)
+        return max_lag_seconds(figures_of(self.partitions))
 
     @property
     def margin_seconds(self) -> float | None:
         """The soonest any partition's unprocessed records start to be deleted."""
-        known = [p.margin_seconds for p in self.partitions if p.margin_seconds is not None]
+        known = [
+            p.margin_seconds for p in figures_of(self.partitions) if p.margin_seconds is not None
+        ]
         return min(known, default=None)
 
 
@@ -152,7 +235,7 @@ def partition_lag(
     )
 
 
-def max_lag_seconds(partitions: Iterable[PartitionLag]) -> float | None:
+def max_lag_seconds(partitions: Iterable[PartitionLag | Figures]) -> float | None:
     """The most late of ``partitions``; None when any of them is not known (a max over
     the known ones would hide the partition that is probably the latest)."""
     worst = 0.0
@@ -163,7 +246,7 @@ def max_lag_seconds(partitions: Iterable[PartitionLag]) -> float | None:
     return worst
 
 
-def data_status(partitions: tuple[PartitionLag, ...], risk_seconds: float) -> DataStatus:
+def data_status(partitions: Sequence[PartitionLag], risk_seconds: float) -> DataStatus:
     if any(p.lost for p in partitions):
         return DataStatus.LOST
     if any(p.margin_seconds is not None and p.margin_seconds < risk_seconds for p in partitions):

@@ -24,6 +24,25 @@ class TopicPartition(NamedTuple):
     partition: int
 
 
+# One object per partition for the whole process (``shared_partition``): ten thousand
+# groups reading the same topics hold the same objects in their offset maps, not 32 each
+# (the collector scans every one of them in each full collection). Bounded: past
+# ``_SHARED_MAX`` partitions new ones are made as they come, equal and merely not shared.
+_SHARED_MAX = 1_000_000
+_shared: dict[tuple[str, int], TopicPartition] = {}
+
+
+def shared_partition(topic: str, partition: int) -> TopicPartition:
+    """``TopicPartition(topic, partition)``, the same object each time it is asked for."""
+    key = (topic, partition)
+    found = _shared.get(key)
+    if found is None:
+        found = TopicPartition(topic, partition)
+        if len(_shared) < _SHARED_MAX:
+            _shared[key] = found
+    return found
+
+
 OffsetMap = Mapping[TopicPartition, int]
 OffsetJson = dict[str, dict[str, int]]
 
@@ -38,7 +57,7 @@ def to_json(offsets: OffsetMap) -> OffsetJson:
 def from_json(nested: Mapping[str, Mapping[str, int]]) -> dict[TopicPartition, int]:
     """The flat map of an already validated nested map."""
     return {
-        TopicPartition(topic, int(partition)): offset
+        shared_partition(topic, int(partition)): offset
         for topic, partitions in nested.items()
         for partition, offset in partitions.items()
     }

@@ -23,7 +23,12 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from spark_offset_sidecar.core.names import QUERY_ID, RUN_ID, TOPIC
-from spark_offset_sidecar.core.offsets import MAX_OFFSET, MAX_PARTITION, TopicPartition
+from spark_offset_sidecar.core.offsets import (
+    MAX_OFFSET,
+    MAX_PARTITION,
+    TopicPartition,
+    shared_partition,
+)
 from spark_offset_sidecar.errors import InvalidEvent
 
 _PARTITION = re.compile(r"0|[1-9][0-9]{0,9}")
@@ -120,7 +125,7 @@ def kafka_offsets(nested: Mapping[str, Any], field: str) -> dict[TopicPartition,
                 raise InvalidEvent(where, "offset must be an integer")
             if not 0 <= offset <= MAX_OFFSET:
                 raise InvalidEvent(where, f"offset must be between 0 and {MAX_OFFSET}")
-            flat[TopicPartition(topic, int(partition))] = offset
+            flat[shared_partition(topic, int(partition))] = offset
     return flat
 
 

@@ -46,14 +46,14 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-from spark_offset_sidecar.core.lag_figures import max_lag_seconds
+from spark_offset_sidecar.core.lag_figures import Figures, figures_of, max_lag_seconds
 from spark_offset_sidecar.core.ledger import Ledger, checkpoints_behind
 from spark_offset_sidecar.core.patterns import matcher
 from spark_offset_sidecar.turns import Turns
 
 if TYPE_CHECKING:
     from spark_offset_sidecar.core.group_status import GroupStatus, PartitionStatus
-    from spark_offset_sidecar.core.lag_figures import GroupLag, PartitionLag
+    from spark_offset_sidecar.core.lag_figures import GroupLag
 
 
 class FleetView(Protocol):
@@ -272,7 +272,7 @@ class FleetExposition:
         if lag.catch_up.eta_seconds is not None:
             f["catchup"].add(g, lag.catch_up.eta_seconds)
         granularity = self.options.granularity
-        shown = [p for p in lag.partitions if self.options.topic_shown(p.topic)]
+        shown = [p for p in figures_of(lag.partitions) if self.options.topic_shown(p.topic)]
         for labels, parts in _by_level(g, shown, granularity):
             records = [p.lag for p in parts if p.lag is not None]
             if len(records) == len(parts):
@@ -311,8 +311,8 @@ class FleetExposition:
 
 
 def _by_level(
-    g: str, partitions: list[PartitionLag], granularity: str
-) -> list[tuple[str, list[PartitionLag]]]:
+    g: str, partitions: list[Figures], granularity: str
+) -> list[tuple[str, list[Figures]]]:
     """The group's partitions in the series of ``granularity``, with their labels."""
     if granularity == "group":
         return [(g, partitions)] if partitions else []
@@ -320,7 +320,7 @@ def _by_level(
         return [
             (f'{g},topic="{escape(p.topic)}",partition="{p.partition}"', [p]) for p in partitions
         ]
-    topics: dict[str, list[PartitionLag]] = {}
+    topics: dict[str, list[Figures]] = {}
     for p in partitions:
         topics.setdefault(p.topic, []).append(p)
     return [(f'{g},topic="{escape(t)}"', parts) for t, parts in topics.items()]

@@ -152,6 +152,13 @@ class SidecarMetrics:
             "commit (a late commit of the old owner); each is committed again.",
             registry=registry,
         )
+        self.loop_lag = Histogram(
+            "sidecar_event_loop_lag_seconds",
+            "How much later than due the event loop woke a ticker (every 50 ms): the time "
+            "an event arriving then waits before it is read (observe.loop_lag).",
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
+            registry=registry,
+        )
         self.groups_owned = Gauge(
             "sidecar_groups_owned",
             "Groups this replica holds the lease of and commits (with replicas).",

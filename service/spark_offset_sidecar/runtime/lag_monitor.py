@@ -57,6 +57,7 @@ from spark_offset_sidecar.core.lag_figures import (
     GroupLag,
     GroupTrend,
     JobRates,
+    PackedLags,
     TrendPoint,
     data_status,
     partition_lag,
@@ -416,8 +417,8 @@ class LagMonitor:
             partitions.append(figures)
         trend = self.trends.get(group_id) or GroupTrend()
         return GroupLag(
-            partitions=tuple(partitions),
-            data_status=data_status(tuple(partitions), self.risk_seconds),
+            partitions=PackedLags(partitions),  # kept until the next read: packed
+            data_status=data_status(partitions, self.risk_seconds),
             lost_total=sum(self.lost.get(group_id, {}).values()),
             catch_up=trend.catch_up(total_lag, self.jobs.get(group_id)),
             trend=trend.last_hour,

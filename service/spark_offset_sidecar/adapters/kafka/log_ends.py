@@ -22,7 +22,7 @@ from aiokafka.protocol.offset import OffsetRequest
 
 from spark_offset_sidecar.adapters.kafka.oauth import RESENDS
 from spark_offset_sidecar.adapters.kafka.topic_metadata import metadata_request, partition_leaders
-from spark_offset_sidecar.core.offsets import TopicPartition
+from spark_offset_sidecar.core.offsets import TopicPartition, shared_partition
 from spark_offset_sidecar.errors import KafkaReadError
 from spark_offset_sidecar.ports.kafka import LogEnds
 
@@ -147,7 +147,7 @@ def _offsets_of(answers: list[Any], failed: set[str]) -> dict[TopicPartition, in
         for topic, rows in answer.topics:
             for partition, error_code, *rest in rows:
                 if error_code == 0:
-                    found[TopicPartition(topic, partition)] = rest[-1]
+                    found[shared_partition(topic, partition)] = rest[-1]
                 else:
                     failed.add(topic)
     return found

@@ -1,0 +1,130 @@
+"""Per-partition figures kept as columns: a group's 32 partitions are three objects, not 32.
+
+The lag monitor rebuilds every lagging group's status and lag figures at each read of the
+log ends. As one named tuple per partition, 10,000 groups of 32 partitions are 640,000
+objects a read that live until the next one: the cyclic collector scans each of them in
+every full collection it makes meanwhile (about 300 ms at that size, in which no event is
+answered). Packed, the same figures are a tuple of topic names (which the collector stops
+tracking: it holds only strings) and two arrays per group.
+
+A ``PackedRows`` is a read-only ``Sequence`` of the named tuples it was packed from: a row
+is made again when it is read, and is equal to the one packed (reference counting frees
+it when the reader drops it). What reads every partition of every group (a scrape) reads
+the columns it needs instead (``core.lag_figures.figures_of``).
+
+Invariants
+  - ``rows == tuple(packed)`` for the rows it was packed from, and a packed sequence is
+    equal to (and hashes as) the tuple of its rows.
+  - A column of whole numbers keeps ``None`` as ``NO_INT`` (no offset, lag or count is
+    that low); a column of real numbers keeps it as NaN (no figure is NaN: they are
+    ``None`` when not known).
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Generic, TypeVar, overload
+
+NO_INT = -(2**63)  # None, in a column of whole numbers
+
+Row = TypeVar("Row", bound=tuple[object, ...])
+
+
+def int_or_none(value: int | None) -> int:
+    return NO_INT if value is None else value
+
+
+def float_or_none(value: float | None) -> float:
+    return math.nan if value is None else value
+
+
+def none_if_no_int(value: int) -> int | None:
+    return None if value == NO_INT else value
+
+
+def none_if_nan(value: float) -> float | None:
+    return None if value != value else value  # NaN is the one value unequal to itself
+
+
+class PackedRows(Sequence[Row], Generic[Row]):
+    """Rows of one kind as columns: the topic of each row, ``width`` whole numbers and
+    ``real_width`` real numbers per row. A subclass says how a row is split into its
+    columns (``split``) and made again from them (``join``)."""
+
+    __slots__ = ("_ints", "_reals", "_topics")
+    width: int
+    real_width: int
+
+    def __init__(self, rows: Iterable[Row]) -> None:
+        topics: list[str] = []
+        ints: array[int] = array("q")
+        reals: array[float] = array("d")
+        for row in rows:
+            topic, whole, real = self.split(row)
+            topics.append(topic)
+            ints.extend(whole)
+            reals.extend(real)
+        self._topics = tuple(topics)
+        self._ints = ints
+        self._reals = reals
+
+    def split(self, row: Row) -> tuple[str, Sequence[int], Sequence[float]]:
+        """``row``'s topic, whole numbers and real numbers (``width`` and ``real_width``)."""
+        raise NotImplementedError
+
+    def join(self, topic: str, ints: array[int], at: int, reals: array[float], at_real: int) -> Row:
+        """The row whose whole numbers start at ``ints[at]``, its reals at ``reals[at_real]``."""
+        raise NotImplementedError
+
+    def __len__(self) -> int:
+        return len(self._topics)
+
+    @overload
+    def __getitem__(self, index: int) -> Row: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[Row, ...]: ...
+    def __getitem__(self, index: int | slice) -> Row | tuple[Row, ...]:
+        if isinstance(index, slice):
+            return tuple(self[i] for i in range(*index.indices(len(self))))
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError("row index out of range")
+        return self._row(index)
+
+    def _row(self, i: int) -> Row:
+        return self.join(
+            self._topics[i], self._ints, i * self.width, self._reals, i * self.real_width
+        )
+
+    def __iter__(self) -> Iterator[Row]:
+        join, ints, reals, w, r = self.join, self._ints, self._reals, self.width, self.real_width
+        for i, topic in enumerate(self._topics):
+            yield join(topic, ints, i * w, reals, i * r)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, PackedRows):
+            return (
+                type(other) is type(self)
+                and self._topics == other._topics
+                and self._ints == other._ints
+                and _same_reals(self._reals, other._reals)
+            )
+        if isinstance(other, tuple):
+            return tuple(self) == other
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({list(self)!r})"
+
+
+def _same_reals(a: array[float], b: array[float]) -> bool:
+    """Equal columns of reals, NaN (None) equal to NaN."""
+    return len(a) == len(b) and all(
+        x == y or (x != x and y != y) for x, y in zip(a, b, strict=True)
+    )
