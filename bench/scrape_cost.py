@@ -19,7 +19,8 @@ then, once every group is committed and the lag monitor has read its log ends:
     of its database writes (``sidecar_store_write_duration_seconds``); ``--rounds`` such
     sets of windows, the ratios on the medians of their p99s (a p99 moves by ~20 ms from
     run to run on a shared 2-core machine);
-  - (``--idle-seconds``) the service's CPU with no event and no reader.
+  - (``--idle-seconds``) the service's CPU with no event and no reader, and its resident
+    memory then.
 
 Both sides start once the broker has settled (below a quarter of a core: a brand-new
 broker creating thousands of partitions is busy for minutes).
@@ -58,6 +59,7 @@ from bench.figures import (
     cpu_seconds,
     histogram,
     ratio,
+    rss_kib,
     window_figures,
 )
 from harness.kafka_broker import brand_new
@@ -241,8 +243,9 @@ def side(
         )  # fmt: skip
         if args.idle_seconds:
             cores, meter = idle_cores(sidecar, broker, args.idle_seconds)
-            tables[2].add(name, args.idle_seconds, f"{cores:.3f}", meter=meter)
-            figures["idle_cores"] = cores
+            rss = rss_kib(sidecar.process.pid) / 1024
+            tables[2].add(name, args.idle_seconds, f"{cores:.3f}", f"{rss:.0f}", meter=meter)
+            figures["idle_cores"], figures["rss_mib"] = cores, rss
         kinds = [k for k in READERS if k != "/metrics + /ui" or args.ui]
         p99s: dict[str, list[float]] = {kind: [] for kind in kinds}
         # A query's batches go up by one per event: at most this many a window each.
@@ -320,7 +323,8 @@ def main() -> None:
         ),
         Table(
             f"No event and no reader; {shape}",
-            "side", "seconds", "service cores", cpu=("service", "broker", "bench"),
+            "side", "seconds", "service cores", "service RSS MiB",
+            cpu=("service", "broker", "bench"),
         ),
     )  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="scrape-cost-") as folder:
@@ -375,6 +379,7 @@ def main() -> None:
             ratio(f"event {key}, after / before", after[key], before[key])
         if args.idle_seconds:
             ratio("idle service cores, after / before", after["idle_cores"], before["idle_cores"])
+            ratio("service RSS, after / before", after["rss_mib"], before["rss_mib"])
 
 
 if __name__ == "__main__":
