@@ -156,6 +156,11 @@ SCENARIOS: dict[str, Scenario] = {
     "status_rounds": Scenario(
         "the lag monitor's CPU per read at 10,000 groups (in-process)", quick=("500", "8", "2")
     ),
+    "watch_cost": Scenario(
+        "the lag monitor's CPU per read, the objects it leaves to the collector and memory, "
+        "at 10,000 groups whose every log end moves (in-process, a process a side)",
+        quick=("--groups", "300", "--partitions", "4", "--topics", "10", "--reads", "2"),
+    ),
     "status_page_cost": Scenario(
         "/ui and /v1/status at 5,000 groups (in-process)", quick=("--groups", "300")
     ),

@@ -33,6 +33,7 @@ bench's), so that every read of the log ends finds them moved and every group la
     .venv/bin/python -m bench scrape_cost --groups 5000 --before 22c559b
     .venv/bin/python -m bench scrape_cost --groups 10000 --partitions 32 --topics 100 \\
         --move-ends 3200 --ui --idle-seconds 30 --before main
+    .venv/bin/python -m bench scrape_cost ... --before HEAD --after-set gc_thaw_seconds=0
 """
 
 from __future__ import annotations
@@ -219,7 +220,10 @@ def side(
     tables: tuple[Table, Table],
 ) -> dict[str, float]:  # fmt: skip
     """One side's figures into ``tables`` (scrapes, events); the ones the ratios use."""
-    sidecar = Sidecar(bootstrap, source, lag_read_interval_seconds=5)
+    settings: dict[str, object] = {"lag_read_interval_seconds": 5}
+    if source is None:  # this checkout's side: with --after-set's settings
+        settings.update(dict(item.split("=", 1) for item in args.after_set))
+    sidecar = Sidecar(bootstrap, source, **settings)
     try:
         load(
             sidecar.url,
@@ -283,6 +287,14 @@ def main() -> None:
         help="windows of each kind per side, alternating; the ratios take their medians",
     )  # fmt: skip
     parser.add_argument("--before", help="a commit to compare with (git worktree)")
+    parser.add_argument(
+        "--after-set",
+        action="append",
+        default=[],
+        metavar="SETTING=VALUE",
+        help="a setting of this checkout's side only, as SIDECAR_<SETTING> (gc_thaw_seconds=0: "
+        "a trick's worth, on one commit: --before HEAD --after-set ...); repeatable",
+    )
     parser.add_argument(
         "--after-first",
         action="store_true",

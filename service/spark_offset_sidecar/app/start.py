@@ -56,6 +56,7 @@ from spark_offset_sidecar.runtime.group_reports import LocalReports, PublishedRe
 from spark_offset_sidecar.runtime.identity_keys import keep_keys_fresh
 from spark_offset_sidecar.runtime.lag_monitor import LagMonitor
 from spark_offset_sidecar.runtime.lag_monitors import LagMonitors
+from spark_offset_sidecar.runtime.own_loop import RecordTimesOnOwnLoop
 from spark_offset_sidecar.settings import DatabaseSettings, Settings
 
 if TYPE_CHECKING:  # replicas' modules need the postgres extra: imported when replicated
@@ -270,7 +271,10 @@ class Start:
         if given.record_times is not None:
             times[None] = given.record_times
         elif status.read_record_times and given.log_ends is None:
-            times = dict(self.kafka.record_times())
+            times = {  # aiokafka parses the fetched records off the events' loop
+                key: RecordTimesOnOwnLoop(reader, f"record times {key or 'default'}")
+                for key, reader in self.kafka.record_times().items()
+            }
         for reader in readers.values():
             stack.push_async_callback(reader.close)
         for time_reader in times.values():
