@@ -5,7 +5,7 @@ at each step and the thread must take it back before it goes on. While the event
 busy (a lag read at thousands of groups, back-to-back scrapes), CPython makes that thread
 wait for the loop to give the GIL up at its switch interval, 5 ms by default, at every
 step: a batch of events then waits tens of milliseconds for a few hundred microseconds
-of work, and the events' p99 climbs (docs/benchmarks/record.md, "The GIL's switch interval": at
+of work, and the events' p99 climbs (bench/RECORD.md, "The GIL's switch interval": at
 5,000 groups scraped back to back, 200 ms with 5 ms, 61 ms with 0.5 ms, 47 ms with
 0.2 ms). A short interval hands the GIL over within that long, at the price of more
 hand-overs while both threads want it.

@@ -39,7 +39,7 @@ GENERATIONS = 3
 FULL = GENERATIONS - 1
 # Requests allocate a lot and die young: collect the young generation less often than
 # CPython's 700 (each such collection is cheap and short, the older ones are rarer).
-# Measured (docs/benchmarks/record.md, "GC"): making the middle generation small (2, 10) did not
+# Measured (bench/RECORD.md, "GC"): making the middle generation small (2, 10) did not
 # lower the events' p99 at 5,000 groups; the fleet's state a lag read rebuilds is what a
 # middle collection scans (110-190 ms there).
 THRESHOLDS = (20_000, 20, 20)

@@ -10,6 +10,7 @@ import random
 
 import pytest
 
+from spark_offset_sidecar.core import offsets
 from spark_offset_sidecar.core.group_status import PackedStatuses, PartitionStatus, Status
 from spark_offset_sidecar.core.lag_figures import PackedLags, PartitionLag, figures_of
 from spark_offset_sidecar.core.ledger import Ledger
@@ -110,6 +111,20 @@ def test_a_partition_is_one_object_however_often_it_is_read() -> None:
     assert [id(tp) for tp in first] == [id(tp) for tp in second]
     assert shared_partition("orders", 0) is next(iter(first))
     assert shared_partition("orders", 0) == TopicPartition("orders", 0)
+
+
+def test_past_the_bound_partitions_are_made_equal_and_not_shared(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(offsets, "_shared", {})
+    monkeypatch.setattr(offsets, "SHARED_MAX", 2)
+    first, second = shared_partition("a", 0), shared_partition("a", 1)
+    assert shared_partition("a", 0) is first
+    assert shared_partition("a", 1) is second
+    third = shared_partition("a", 2)
+    assert third == TopicPartition("a", 2)
+    assert shared_partition("a", 2) is not third  # the bound holds: not kept
+    assert len(offsets._shared) == 2
 
 
 def tracked_below(root: object) -> int:

@@ -26,21 +26,22 @@ class TopicPartition(NamedTuple):
 
 # One object per partition for the whole process (``shared_partition``): ten thousand
 # groups reading the same topics hold the same objects in their offset maps, not 32 each
-# (the collector scans every one of them in each full collection). Bounded: past
-# ``_SHARED_MAX`` partitions new ones are made as they come, equal and merely not shared.
-_SHARED_MAX = 1_000_000
-_shared: dict[tuple[str, int], TopicPartition] = {}
+# (the collector scans every one of them in each full collection). Bounded, as any caller
+# may name partitions: past ``SHARED_MAX`` (more than a big Kafka cluster has, ~20 MB)
+# new ones are made as they come, equal and merely not shared.
+SHARED_MAX = 100_000
+_shared: dict[TopicPartition, TopicPartition] = {}
 
 
 def shared_partition(topic: str, partition: int) -> TopicPartition:
     """``TopicPartition(topic, partition)``, the same object each time it is asked for."""
-    key = (topic, partition)
-    found = _shared.get(key)
-    if found is None:
-        found = TopicPartition(topic, partition)
-        if len(_shared) < _SHARED_MAX:
-            _shared[key] = found
-    return found
+    made = TopicPartition(topic, partition)
+    found = _shared.get(made)
+    if found is not None:
+        return found
+    if len(_shared) < SHARED_MAX:
+        _shared[made] = made
+    return made
 
 
 OffsetMap = Mapping[TopicPartition, int]

@@ -17,13 +17,17 @@ Invariants
   - A record's timestamp is read from Kafka at most once per (partition, offset): kept
     while some group's oldest unprocessed record is still that one, forgotten after. Only
     lagging partitions whose record is older than the history (or in too wide a gap) are
-    read, in one call per read of the log ends; a failed call leaves their time lag
-    unknown (None) until the next.
+    read, in one call per read of the log ends (the service makes it on a loop of its
+    own: ``runtime.own_loop``); a failed call leaves their time lag unknown (None) until
+    the next.
+  - Each group's per-partition status and lag figures are kept packed
+    (``core.packed_rows``) from one read to the next: a few objects a group for the
+    collector to scan, not two per partition.
   - A lost record (below the log start while the job had not read it) is counted once per
     group: each (group, partition) remembers up to which offset its losses were counted.
   - Every pass over the groups hands the event loop back every few milliseconds
     (``turns``): at 10,000 groups of 32 partitions a full evaluation costs seconds of CPU
-    (docs/benchmarks/record.md), and requests must not wait for it.
+    (bench/RECORD.md), and requests must not wait for it.
   - With replicas (a ``board``): a group this replica starts to commit has its window
     seeded from the board (the previous owner's) before it is sampled here, and after
     each evaluation the reports and windows of this replica's groups are published, those
