@@ -155,7 +155,7 @@ class SidecarMetrics:
         self.loop_lag = Histogram(
             "sidecar_event_loop_lag_seconds",
             "How much later than due the event loop woke a ticker (every 50 ms): the time "
-            "an event arriving then waits before it is read (observe.loop_lag).",
+            "an event arriving then waits before it is read.",
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
             registry=registry,
         )
