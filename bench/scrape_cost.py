@@ -78,15 +78,28 @@ def series(body: bytes) -> int:
     return sum(1 for line in body.splitlines() if line and not line.startswith(b"#"))
 
 
+def _by_generation(name: str, text: str) -> dict[str, float]:
+    found = re.findall(rf'^{name}\{{generation="(\d)"\}} (\S+)', text, re.M)
+    return {generation: float(value) for generation, value in found}
+
+
 def gc_longest(text: str) -> str:
     """The service's longest collection of generations 1 and 2 since it started, in ms
     (``n/a`` for a service without ``sidecar_gc_pause_longest_seconds``)."""
-    found = dict(
-        re.findall(r'^sidecar_gc_pause_longest_seconds\{generation="(\d)"\} (\S+)', text, re.M)
-    )
+    found = _by_generation("sidecar_gc_pause_longest_seconds", text)
     if not found:
         return "n/a"
-    return " / ".join(f"{float(found[g]) * 1000:.0f}" for g in ("1", "2"))
+    return " / ".join(f"{found[g] * 1000:.0f}" for g in ("1", "2"))
+
+
+def gc_spent(start: str, end: str) -> str:
+    """The time the service stood in collections of each generation between the scrapes
+    ``start`` and ``end``, in ms (``n/a`` without ``sidecar_gc_pause_seconds``)."""
+    before = _by_generation("sidecar_gc_pause_seconds_total", start)
+    after = _by_generation("sidecar_gc_pause_seconds_total", end)
+    if not after:
+        return "n/a"
+    return " / ".join(f"{(after[g] - before.get(g, 0.0)) * 1000:.0f}" for g in ("0", "1", "2"))
 
 
 # What the events waited on in a window, from the service's histograms (read before and
@@ -265,7 +278,7 @@ def side(
                     name, round_ + 1, kind, reads,
                     f"{result['p50_ms']:.1f}", f"{result['p99_ms']:.1f}",
                     f"{result['max_ms']:.1f}", _failed(result), *held(start, end),
-                    gc_longest(end), meter=meter,
+                    gc_spent(start, end), gc_longest(end), meter=meter,
                 )  # fmt: skip
                 p99s[kind].append(result["p99_ms"])
         for kind, values in p99s.items():  # medians of the rounds
@@ -330,7 +343,7 @@ def main() -> None:
             f"Events at {args.rate}/s for {args.seconds} s, open loop; {shape}",
             "side", "round", "read back to back", "reads answered", "event p50 ms", "p99 ms",
             "max ms", "failed", "loop late p99 / max", "db write p99 / max",
-            "longest GC gen 1 / 2 ms so far",
+            "GC gen 0 / 1 / 2 ms in window", "longest GC gen 1 / 2 ms so far",
             cpu=("service", "broker", "loadgen", "wrk", "bench"),
         ),
         Table(

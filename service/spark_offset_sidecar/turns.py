@@ -9,11 +9,19 @@ never waits behind it for longer than that.
 
 Time, not a count of items, decides: a group of 32 lagging partitions costs thirty times
 one caught-up partition, and a fixed count would be either too coarse or too fine.
+
+Readers that may ask back to back (a scraper, a page left reloading, a script) are let in
+at most so many a second, in the order they come (``Pace``): a reader on the same event
+loop as the jobs' events takes whatever share of it it is left, however cheap each read.
+
+    pace = Pace(per_second=10)
+    await pace.turn()  # waits for this caller's turn
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Callable
 from typing import Any
@@ -55,3 +63,20 @@ class Turns:
         while table:
             table.popitem()
             await self.take()
+
+
+class Pace:
+    """At most ``per_second`` callers a second, in turn (0: no limit). A caller that comes
+    when its turn is past goes at once; the next turn is then ``1 / per_second`` later."""
+
+    def __init__(self, per_second: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self._spacing = 1.0 / per_second if per_second > 0 else 0.0
+        self._clock = clock
+        self._next = -math.inf
+
+    async def turn(self) -> None:
+        now = self._clock()
+        turn = max(now, self._next)
+        self._next = turn + self._spacing
+        if turn > now:
+            await asyncio.sleep(turn - now)

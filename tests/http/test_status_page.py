@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -184,3 +185,15 @@ def test_a_groups_summary_says_what_its_report_says(client: TestClient) -> None:
         )
     assert summaries["a-lag"].total_lag == 40
     assert summaries["a-none"].total_lag == 0
+
+
+def test_pages_are_answered_at_most_as_often_as_the_setting_says(tmp_path: Path) -> None:
+    """A page left reloading back to back takes its turn: 4 pages at 2 a second cannot
+    all be answered in less than 1.5 s (the first at once, each next 0.5 s later)."""
+    settings = settings_for(tmp_path, ui_max_pages_per_second=2)
+    with TestClient(create_app(settings, committer=InMemoryCommitter())) as client:
+        started = time.monotonic()
+        for _ in range(4):
+            assert client.get("/ui").status_code == 200
+        assert time.monotonic() - started >= 1.5
+        assert client.app.state.runtime.pages is client.app.state.runtime.pages  # one pace

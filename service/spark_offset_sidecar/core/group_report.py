@@ -16,10 +16,10 @@ Invariants
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from spark_offset_sidecar.core.group_status import GroupStatus, Status
-from spark_offset_sidecar.core.lag_figures import DataStatus, GroupLag
+from spark_offset_sidecar.core.group_status import GroupStatus, Status, severity
+from spark_offset_sidecar.core.lag_figures import DATA_SEVERITY, DataStatus, GroupLag
 from spark_offset_sidecar.core.ledger_state import GroupCounters, GroupState
 from spark_offset_sidecar.core.offsets import OffsetMap
 
@@ -133,6 +133,20 @@ class GroupSummary:
     total_lag: int | None
     evaluated_at: float
     log_ends_read_at: float | None
+    # Its place in a list, the worst first (the least rank): by status, then data status,
+    # then time lag, then lag in records, then name. Computed once, compared in C.
+    rank: tuple[int, int, float, int, str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        data = DATA_SEVERITY.index(self.data_status) if self.data_status is not None else 0
+        rank = (
+            -severity(self.status),
+            -data,
+            -(self.lag_seconds or 0.0),
+            -(self.total_lag or 0),
+            self.group_id,
+        )
+        object.__setattr__(self, "rank", rank)
 
 
 def summary(

@@ -23,6 +23,7 @@ from spark_offset_sidecar.runtime.durable_ledger import DurableLedger
 from spark_offset_sidecar.runtime.lag_monitor import LagMonitor
 from spark_offset_sidecar.runtime.lag_monitors import LagMonitors
 from spark_offset_sidecar.settings import Settings
+from spark_offset_sidecar.turns import Pace
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,12 @@ class Runtime:
     def clusters(self) -> Clusters:
         """The Kafka clusters, and which one a group's events go to (R14)."""
         return self.settings.clusters.choice()
+
+    @cached_property
+    def pages(self) -> Pace:
+        """Lets ``/ui``'s readers in at most ``status.ui_max_pages_per_second``: a page left
+        reloading back to back would otherwise take the event loop from the jobs' events."""
+        return Pace(self.settings.status.ui_max_pages_per_second)
 
     def problems(self) -> list[str]:
         return [problem for check in self.identity_problems if (problem := check())]

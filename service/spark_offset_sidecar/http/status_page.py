@@ -8,8 +8,11 @@ reason, pending checkpoints, and its partitions (committed offset, log start and
 time lag); then the followed checkpoint folders (``GET /v1/followed-folders``), those
 failing first, with their errors. ``PAGE_SIZE`` groups a page, with a filter by name and
 by status (a plain GET form); counts and order are over every group the token may read,
-from their summaries (``GroupReports.summaries``): only the page's groups have their
-reports built, so that a page costs little more at 10,000 groups than at 50.
+from their summaries (``GroupReports.summaries``, built once per evaluation), ranked by
+``GroupSummary.rank``: only the page's groups have their reports built, so that a page
+costs little more at 10,000 groups than at 50. Pages are answered at most
+``status.ui_max_pages_per_second`` a second, readers in turn (``Runtime.pages``): a page
+left reloading back to back would take the event loop from the jobs' events.
 No JavaScript and nothing fetched from elsewhere (the Content-Security-Policy forbids
 both); the page reloads itself every lag read (at least every 5 s).
 
@@ -24,16 +27,18 @@ token as the password, and asks for it with a Basic challenge.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
+from operator import attrgetter
 from typing import TYPE_CHECKING, Annotated
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 
-from spark_offset_sidecar.core.group_status import SEVERITY, Status, severity
+from spark_offset_sidecar.core.group_status import SEVERITY, Status
 from spark_offset_sidecar.core.lag_figures import (
     DATA_SEVERITY,
     SPARK_POINTS,
@@ -58,6 +63,7 @@ BROWSER_CHALLENGE = 'Basic realm="spark-offset-sidecar", charset="UTF-8"'
 PARTITIONS_SHOWN = 12  # per group, the laggiest first; the JSON routes have them all
 PAGE_SIZE = 50  # groups a page
 _COLUMNS = 10
+_RANK = attrgetter("rank")  # the worst first (``GroupSummary.rank``)
 _DATA_WORDS = {DataStatus.OK: "OK", DataStatus.AT_RISK: "AT RISK", DataStatus.LOST: "LOST"}
 HEADERS = {
     "Cache-Control": "no-store",
@@ -81,6 +87,7 @@ async def status_page(
     except Unauthenticated as exc:
         raise Unauthenticated(str(exc), challenge=BROWSER_CHALLENGE) from None
     runtime, running = runtime_of(request), running_of(request)
+    await runtime.pages.turn()
     summaries = await readable_summaries(request, grant)
     folders = await readable_folders(request, grant) if running.followed is not None else []
     refresh = max(5, round(runtime.settings.status.lag_read_interval_seconds))
@@ -102,6 +109,10 @@ class PageView:
     status: str = ""  # a Burrow status, a data status, or "" for every group
     page: int = 1
 
+    @property
+    def keeps_all(self) -> bool:
+        return not (self.q or self.status)
+
     def keeps(self, group: GroupSummary) -> bool:
         if self.q and self.q not in group.group_id:
             return False
@@ -112,17 +123,6 @@ class PageView:
 
     def link(self, page: int) -> str:
         return "?" + urlencode({"q": self.q, "status": self.status, "page": page})
-
-
-def worst_first(group: GroupSummary) -> tuple[int, int, float, int, str]:
-    data = DATA_SEVERITY.index(group.data_status) if group.data_status is not None else 0
-    return (
-        -severity(group.status),
-        -data,
-        -(group.lag_seconds or 0.0),
-        -(group.total_lag or 0),
-        group.group_id,
-    )
 
 
 @dataclass(frozen=True)
@@ -142,12 +142,13 @@ class Arranged:
     @classmethod
     def of(cls, summaries: Sequence[GroupSummary], view: PageView) -> Arranged:
         counts = {status: 0 for status in SEVERITY}
+        counts.update(Counter(map(attrgetter("status"), summaries)))
         data_counts = {status: 0 for status in DATA_SEVERITY}
-        for group in summaries:
-            counts[group.status] += 1
-            if group.data_status is not None:
-                data_counts[group.data_status] += 1
-        kept = sorted((g for g in summaries if view.keeps(g)), key=worst_first)
+        for data_status, count in Counter(map(attrgetter("data_status"), summaries)).items():
+            if data_status is not None:
+                data_counts[data_status] = count
+        kept = summaries if view.keeps_all else [g for g in summaries if view.keeps(g)]
+        kept = sorted(kept, key=_RANK)
         pages = max(1, -(-len(kept) // PAGE_SIZE))
         page = min(view.page, pages)
         shown = [g.group_id for g in kept[(page - 1) * PAGE_SIZE : page * PAGE_SIZE]]

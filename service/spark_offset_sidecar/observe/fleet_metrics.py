@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Protocol
 from spark_offset_sidecar.core.lag_figures import Figures, figures_of, max_lag_seconds
 from spark_offset_sidecar.core.ledger import Ledger, checkpoints_behind
 from spark_offset_sidecar.core.patterns import matcher
-from spark_offset_sidecar.turns import Turns
+from spark_offset_sidecar.turns import Pace, Turns
 
 if TYPE_CHECKING:
     from spark_offset_sidecar.core.group_status import GroupStatus, PartitionStatus
@@ -464,16 +464,10 @@ class MetricsPage:
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.fleet = fleet
-        self._spacing = 1.0 / max_per_second if max_per_second > 0 else 0.0
-        self._monotonic = monotonic
-        self._next = -math.inf
+        self._pace = Pace(max_per_second, monotonic)
 
     async def answer(self, *, accepts_gzip: bool) -> tuple[bytes, dict[str, str]]:
-        now = self._monotonic()
-        turn = max(now, self._next)
-        self._next = turn + self._spacing
-        if turn > now:
-            await asyncio.sleep(turn - now)
+        await self._pace.turn()
         text, packed = await self.fleet.rendered()
         if accepts_gzip:
             return packed, {"Content-Encoding": "gzip"}

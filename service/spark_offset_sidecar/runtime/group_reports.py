@@ -48,30 +48,39 @@ class LocalReports:
         self._waiting = waiting
         self._folders = folders
         self._clock = clock
+        self._summaries: list[GroupSummary] = []
+        self._summarised: tuple[int, float | None] | None = None  # (rounds, read_at)
 
     async def every(self, group_ids: Collection[str] | None = None) -> list[GroupReport]:
         ledger, monitor = self._ledger(), self._monitor
+        statuses = monitor.statuses
+        wanted = statuses.keys() if group_ids is None else statuses.keys() & set(group_ids)
         reports = []
         turns = Turns()  # thousands of groups: events are answered in between
-        for group_id, status in sorted(monitor.statuses.items()):
+        for group_id in sorted(wanted):
             group = ledger.groups.get(group_id)
-            if group is not None and (group_ids is None or group_id in group_ids):
+            if group is not None:
+                status = statuses[group_id]
                 reports.append(monitor.report(status, group, ledger, monitor.evaluated_at or 0.0))
             await turns.take()
         return reports
 
     async def summaries(self) -> list[GroupSummary]:
-        """From the lag monitor's last evaluation as it stands: nothing is copied."""
-        ledger, monitor = self._ledger(), self._monitor
-        statuses, lags = monitor.statuses, monitor.lags
-        evaluated_at, read_at = monitor.evaluated_at or 0.0, monitor.read_at
-        summaries = []
-        turns = Turns()
-        for group_id, status in sorted(statuses.items()):
-            if group_id in ledger.groups:
-                summaries.append(summary(status, lags.get(group_id), evaluated_at, read_at))
-            await turns.take()
-        return summaries
+        """From the lag monitor's last evaluation, built once per evaluation (and read of
+        the log ends): the lists read until the next share them."""
+        monitor = self._monitor
+        as_of = (monitor.rounds, monitor.read_at)
+        if self._summarised != as_of:
+            statuses, lags = monitor.statuses, monitor.lags
+            evaluated_at, read_at = monitor.evaluated_at or 0.0, monitor.read_at
+            built = []
+            turns = Turns()
+            for group_id, status in sorted(statuses.items()):
+                built.append(summary(status, lags.get(group_id), evaluated_at, read_at))
+                await turns.take()
+            self._summaries, self._summarised = built, as_of
+        groups = self._ledger().groups
+        return [s for s in self._summaries if s.group_id in groups]
 
     async def one(self, group_id: str) -> GroupReport | Missing:
         ledger = self._ledger()

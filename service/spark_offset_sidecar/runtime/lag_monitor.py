@@ -111,6 +111,9 @@ class LagMonitor:
     cluster: str | None = None
     counters: LagReadCounters = field(default_factory=LagReadCounters)
     evaluations: int = 0  # groups evaluated in all (the others kept their status)
+    # Evaluations of the fleet completed. ``statuses`` and ``lags`` are replaced, never
+    # changed in place, and only when it grows: what is derived from them holds until then.
+    rounds: int = 0
     _inputs: dict[str, StatusInputs] = field(default_factory=dict)  # as last evaluated
     board: StatusBoard | None = None  # with replicas: where reports are published
     # By group, how reading its followed folders goes here (published with its report).
@@ -301,6 +304,7 @@ class LagMonitor:
         self.evaluations += len(changed)
         old = (self._inputs, self.statuses, self.lags)
         self._inputs, self.statuses, self.lags = inputs, statuses, lags
+        self.rounds += 1
         self._forget_gone(inputs.keys())
         self.evaluated_at = now
         for table in old:  # the previous evaluation's objects, freed a few at a time

@@ -47,6 +47,11 @@ class LagMonitors:
     def lost(self) -> Mapping[str, Mapping[str, int]]:
         return ChainMap(*(m.lost for m in self.by_cluster.values()))
 
+    @property
+    def rounds(self) -> int:
+        """Grows whenever one of the monitors completes an evaluation."""
+        return sum(m.rounds for m in self.by_cluster.values())
+
     def of(self, group: GroupState) -> LagMonitor:
         return self.by_cluster.get(group.cluster, self._default)
 

@@ -239,6 +239,9 @@ class StatusSettings(Section):
         description="a group is AT_RISK when its unprocessed records are estimated to be "
         "deleted sooner than this",
     )
+    ui_max_pages_per_second: NonNegativeFloat = Field(
+        10.0, description="answer /ui at most this often, pages in turn (0: no limit)"
+    )
 
 
 class MetricsSettings(Section):
