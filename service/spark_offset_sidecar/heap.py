@@ -23,6 +23,10 @@ Invariants:
   a collection's phases: there, freezing moves the same lists it moves anywhere else.
 - Every collection's pause is counted per generation (collections, seconds, longest),
   read by the metrics at scrape time.
+- ``settle`` freezes what lives when the process's long-lived state has just been
+  replaced (the lag monitor's evaluation of the fleet, ``LagMonitor.settled``): the
+  middle collections until the next one scan what was made since, not the fleet's
+  tables (at 10,000 groups x 32 partitions they scanned them in 145-210 ms).
 
 Standard library only.
 """
@@ -93,6 +97,12 @@ class HeapKeeper:
         gc.set_threshold(*self._thresholds)
         self._thresholds = None
         gc.unfreeze()
+
+    def settle(self) -> None:
+        """Freeze what lives now (the fleet's state, just rebuilt): not scanned again until
+        the next thaw. Nothing while not installed or with ``thaw_every=0``."""
+        if self._thresholds is not None and self.thaw_every > 0:
+            gc.freeze()
 
     def _on_collection(self, phase: str, info: dict[str, Any]) -> None:
         generation = info["generation"]

@@ -99,3 +99,15 @@ def test_a_caught_up_idle_group_is_not_evaluated_again_and_a_lagging_one_is() ->
         asyncio.run(monitor.poll())
     assert monitor.evaluations == 2 + 3  # the lagging group each time, the idle one never
     assert monitor.statuses["lag"].status.value == "STOP"  # the time made it so
+
+
+def test_each_evaluation_once_in_place_is_told_to_the_heap_keeper() -> None:
+    tp = TopicPartition("t", 0)
+    fleet = Ledger(groups=[GroupState("g", "q", committed=CommittedOffsets("q", 1, {tp: 5}, 1.0))])
+    told: list[tuple[int, GroupStatus]] = []
+    monitor = LagMonitor(lambda: fleet, InMemoryLogEnds({tp: 9}), interval=10, err_after_failures=3)
+    monitor.settled = lambda: told.append((monitor.rounds, monitor.statuses["g"]))
+    for _ in range(3):
+        asyncio.run(monitor.poll())
+    assert [rounds for rounds, _ in told] == [1, 2, 3]
+    assert told[-1][1] is monitor.statuses["g"]  # told after the new state is in place

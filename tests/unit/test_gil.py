@@ -1,5 +1,5 @@
 """The switch interval the serving process runs with, and the interpreter's given back after;
-apps never touch it."""
+apps never touch it, and tell the process's heap keeper when the fleet's state is rebuilt."""
 
 from __future__ import annotations
 
@@ -11,10 +11,12 @@ from fastapi.testclient import TestClient
 
 from spark_offset_sidecar.app import create_app
 from spark_offset_sidecar.cli import process_tuning
+from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.gil import SWITCH_INTERVAL, GilShare
 from spark_offset_sidecar.settings import TuningSettings
 from spark_offset_sidecar.testing import InMemoryCommitter, InMemoryLogEnds
 from tests.support.app import settings_for
+from tests.support.service import spark_progress, wait_for
 
 
 def test_install_sets_the_interval_and_uninstall_restores_it() -> None:
@@ -68,3 +70,22 @@ def test_apps_leave_the_interpreter_alone(tmp_path: Path) -> None:
             assert sys.getswitchinterval() == before
         assert first.get("/livez").status_code == 200
         assert (sys.getswitchinterval(), gc.get_threshold()) == (before, thresholds)
+
+
+def test_the_serving_apps_lag_reads_settle_the_process_heap(tmp_path: Path) -> None:
+    """``serve`` hands its heap keeper to the app: each evaluation of the fleet, once in
+    place, is frozen by it (``HeapKeeper.settle``)."""
+    tp = TopicPartition("orders", 0)
+    with process_tuning(TuningSettings()) as heap:
+        settled = []
+        heap.settle = lambda: settled.append(gc.get_freeze_count())  # type: ignore[method-assign]
+        app = create_app(
+            settings_for(tmp_path, lag_read_interval_seconds=0.05),
+            committer=InMemoryCommitter(),
+            log_ends=InMemoryLogEnds({tp: 10}),
+            heap=heap,
+        )
+        with TestClient(app) as client:
+            body = {"group_id": "g", "progress": spark_progress(0, {"orders": {"0": 5}})}
+            assert client.post("/v1/progress", json=body).status_code == 200
+            wait_for(lambda: len(settled) >= 2, what="two evaluations told to the keeper")

@@ -135,3 +135,31 @@ def test_uninstall_leaves_the_collector_as_it_was() -> None:
     assert gc.get_threshold() == thresholds
     assert gc.callbacks == callbacks
     assert gc.get_freeze_count() == 0
+
+
+def test_settle_freezes_what_lives_now(keeper: tuple[HeapKeeper, Clock]) -> None:
+    """The fleet's state just rebuilt is frozen at once: the young collections that come
+    before the next full one no longer scan it."""
+    kept, _ = keeper
+    state = [Cycle() for _ in range(100)]
+    assert all(in_scanned_generations(s) for s in state)
+    kept.settle()
+    assert not any(in_scanned_generations(s) for s in state)
+    later = Cycle()  # made since: scanned as before
+    gc.collect(0)
+    assert in_scanned_generations(later)
+
+
+def test_settle_freezes_nothing_unless_installed_and_freezing() -> None:
+    gc.unfreeze()
+    gc.collect()
+    nothing_frozen = gc.get_freeze_count()
+    HeapKeeper().settle()  # not installed
+    assert gc.get_freeze_count() == nothing_frozen
+    kept = HeapKeeper(thaw_every=0.0)
+    kept.install()
+    try:
+        kept.settle()
+        assert kept.frozen == nothing_frozen
+    finally:
+        kept.uninstall()

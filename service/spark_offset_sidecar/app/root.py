@@ -21,7 +21,7 @@ from spark_offset_sidecar.adapters.checkpoints.fsspec_storage import (
     check_path,
 )
 from spark_offset_sidecar.app.kafka_clients import KafkaClients
-from spark_offset_sidecar.app.start import Given, Start, group_cluster
+from spark_offset_sidecar.app.start import Given, ProcessHeap, Start, group_cluster
 from spark_offset_sidecar.errors import StoreError
 from spark_offset_sidecar.http.auth import TokenRegistry
 from spark_offset_sidecar.http.body_limit import BodySizeLimit
@@ -33,7 +33,7 @@ from spark_offset_sidecar.http.state import Runtime
 from spark_offset_sidecar.http.status_page import router as status_page_router
 from spark_offset_sidecar.http.status_routes import router as status_router
 from spark_offset_sidecar.observe.fleet_metrics import FleetExposition, FleetOptions, MetricsPage
-from spark_offset_sidecar.observe.metrics import HeapView, SidecarMetrics, package_version
+from spark_offset_sidecar.observe.metrics import SidecarMetrics, package_version
 from spark_offset_sidecar.ports.checkpoints import CheckpointStorage, FollowedFolders
 from spark_offset_sidecar.ports.identity import TokenVerifier
 from spark_offset_sidecar.ports.kafka import (
@@ -65,7 +65,7 @@ def create_app(
     record_times: RecordTimeReader | None = None,
     registry: CollectorRegistry | None = None,
     clock: Callable[[], float] = time.time,
-    heap: HeapView | None = None,
+    heap: ProcessHeap | None = None,
 ) -> FastAPI:
     """Build the service. ``store`` defaults to SQL (``database_url``), ``committer``,
     ``log_ends``, ``starting_offsets`` and (with replicas) ``committed_reader`` to aiokafka
@@ -104,6 +104,7 @@ def create_app(
         storage,
         verifier,
         opened,
+        heap,
     )
     runtime.identity_problems.extend(kafka.token_problems())
     if verifier is not None:

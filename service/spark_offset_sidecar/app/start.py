@@ -25,7 +25,7 @@ from collections.abc import Callable, Coroutine
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from spark_offset_sidecar.adapters.kafka.committer import KafkaOffsetCommitter
 from spark_offset_sidecar.adapters.kafka.log_ends import KafkaLogEndReader
@@ -38,7 +38,7 @@ from spark_offset_sidecar.core.leases import Ownership
 from spark_offset_sidecar.core.ledger import Backoff
 from spark_offset_sidecar.http.state import Running, Runtime
 from spark_offset_sidecar.observe.loop_lag import LoopLag
-from spark_offset_sidecar.observe.metrics import SidecarMetrics
+from spark_offset_sidecar.observe.metrics import HeapView, SidecarMetrics
 from spark_offset_sidecar.ports.checkpoints import CheckpointStorage, FollowedFolders
 from spark_offset_sidecar.ports.identity import TokenVerifier
 from spark_offset_sidecar.ports.kafka import (
@@ -80,6 +80,13 @@ class Given:
     record_times: RecordTimeReader | None = None
 
 
+class ProcessHeap(HeapView, Protocol):
+    """The process's heap keeper (``heap.HeapKeeper``): its pauses exported, and told
+    when the fleet's state has just been rebuilt, to freeze it."""
+
+    def settle(self) -> None: ...
+
+
 @dataclass
 class Start:
     """Everything the steps share; ``run`` once per lifespan."""
@@ -92,6 +99,7 @@ class Start:
     verifier: TokenVerifier | None
     # The ledger, once opened (the clients built before it read groups' clusters from it).
     opened: list[DurableLedger]
+    heap: ProcessHeap | None = None  # the process's heap keeper (cli.process_tuning)
 
     @property
     def metrics(self) -> SidecarMetrics:
@@ -299,6 +307,7 @@ class Start:
                 waits=committer.waiting,
                 one_cluster=len(readers) > 1,
                 cluster=key,
+                settled=self.heap.settle if self.heap is not None else _nothing,
             )
             for key, reader in readers.items()
         }
@@ -418,3 +427,7 @@ def on_settled(loop: CommitLoop, metrics: SidecarMetrics) -> Callable[[int, floa
         loop.wake()  # the batch's groups are no longer held
 
     return settled
+
+
+def _nothing() -> None:
+    """What a lag monitor tells when no heap keeper listens."""

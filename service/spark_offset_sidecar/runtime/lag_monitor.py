@@ -114,6 +114,9 @@ class LagMonitor:
     # Evaluations of the fleet completed. ``statuses`` and ``lags`` are replaced, never
     # changed in place, and only when it grows: what is derived from them holds until then.
     rounds: int = 0
+    # Told once each evaluation is in place: the process's heap keeper freezes the fleet's
+    # new state (``heap.HeapKeeper.settle``), so that collections do not scan it again.
+    settled: Callable[[], None] = lambda: None
     _inputs: dict[str, StatusInputs] = field(default_factory=dict)  # as last evaluated
     board: StatusBoard | None = None  # with replicas: where reports are published
     # By group, how reading its followed folders goes here (published with its report).
@@ -305,6 +308,7 @@ class LagMonitor:
         old = (self._inputs, self.statuses, self.lags)
         self._inputs, self.statuses, self.lags = inputs, statuses, lags
         self.rounds += 1
+        self.settled()
         self._forget_gone(inputs.keys())
         self.evaluated_at = now
         for table in old:  # the previous evaluation's objects, freed a few at a time

@@ -289,8 +289,8 @@ class TuningSettings(Section):
 
     gc_thaw_seconds: NonNegativeFloat = Field(
         3600.0,
-        description="freeze what survives each full garbage collection; scan it all again this "
-        "often (0: never freeze)",
+        description="freeze what survives each full garbage collection, and the fleet's state "
+        "after each lag read; scan it all again this often (0: never freeze)",
     )
     gil_switch_interval_seconds: SwitchInterval = Field(
         SWITCH_INTERVAL,
