@@ -1,0 +1,93 @@
+"""``/metrics``' per-group series (``observe.fleet_metrics``) keep each group's series of
+the lag monitor's evaluation from one build to the next while the evaluation has not
+replaced them: whatever changes, a build says byte for byte what a build from nothing
+says, and only the groups an evaluation changed are rendered again."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from dataclasses import replace
+
+import pytest
+
+from spark_offset_sidecar.core.group_status import CommitWindows
+from spark_offset_sidecar.core.ledger import Ledger
+from spark_offset_sidecar.core.ledger_state import CommittedOffsets, GroupState
+from spark_offset_sidecar.core.offsets import TopicPartition
+from spark_offset_sidecar.observe.fleet_metrics import FleetExposition, FleetOptions
+from spark_offset_sidecar.runtime.lag_monitor import LagMonitor
+from spark_offset_sidecar.testing import InMemoryLogEnds, InMemoryRecordTimes
+
+GROUPS = 12
+
+
+@pytest.mark.parametrize(
+    ("seed", "granularity", "kafka_lag"),
+    [(0, "topic", False), (1, "partition", True), (2, "group", False), (3, "topic", True)],
+)
+def test_a_build_that_keeps_renderings_says_what_a_build_from_nothing_says(
+    seed: int, granularity: str, kafka_lag: bool
+) -> None:
+    rng = random.Random(seed)
+    tps = {f"g{g:02}": [TopicPartition(f"t{g % 4}", p) for p in range(3)] for g in range(GROUPS)}
+    ends = {tp: 100 for group in tps.values() for tp in group}
+    starts = dict.fromkeys(ends, 0)
+    fleet = Ledger()
+    reader = InMemoryLogEnds(ends, starts=starts)
+    times = InMemoryRecordTimes()
+    clock = [10_000.0]
+    monitor = LagMonitor(
+        lambda: fleet,
+        reader,
+        interval=10,
+        err_after_failures=3,
+        windows=CommitWindows(4, stop_after=60),
+        clock=lambda: clock[0],
+        record_times=times,
+    )
+    options = FleetOptions(
+        granularity=granularity,
+        export_kafka_lag=kafka_lag,
+        max_age=0,
+        cluster_names=lambda cluster: cluster or "main",
+    )
+    kept = FleetExposition(lambda: fleet, lambda: monitor, options, clock=lambda: clock[0])
+
+    def afresh() -> bytes:
+        fresh = FleetExposition(lambda: fleet, lambda: monitor, options, clock=lambda: clock[0])
+        return asyncio.run(fresh.render())
+
+    for _ in range(30):
+        roll = rng.random()
+        if roll < 0.4:  # records arrive, some are deleted, jobs commit, the monitor reads
+            clock[0] += rng.choice([1.0, 10.0])
+            for tp in ends:
+                ends[tp] += rng.randint(0, 20)
+                if rng.random() < 0.1:
+                    starts[tp] = rng.randint(starts[tp], ends[tp])
+            for g, group_tps in tps.items():
+                if rng.random() < 0.5:
+                    at = {tp: rng.randint(starts[tp], ends[tp]) for tp in group_tps}
+                    committed = CommittedOffsets(f"q-{g}", 1, at, clock[0])
+                    group = fleet.groups.get(g) or GroupState(g, f"q-{g}")
+                    fleet.groups[g] = replace(group, committed=committed)
+            asyncio.run(monitor.poll())
+        elif roll < 0.55 and fleet.groups:  # a group goes, or counts a commit
+            g = rng.choice(sorted(fleet.groups))
+            if rng.random() < 0.4:
+                del fleet.groups[g]
+            elif rng.random() < 0.5:
+                fleet.groups[g].counters.succeeded += 1
+            else:  # its labels change (as the group's cluster would)
+                fleet.groups[g] = replace(fleet.groups[g], cluster=rng.choice([None, "eu"]))
+        elif roll < 0.7:  # a group comes with no commit yet: a status, no lag figures
+            g = f"new-{rng.randint(0, 5)}"
+            fleet.groups[g] = GroupState(g, f"q-{g}", failures=rng.randint(0, 4))
+            asyncio.run(monitor.poll())
+        # else: nothing changed since the last build
+        assert asyncio.run(kept.render()) == afresh()
+    rendered = kept.renders
+    fleet.groups[sorted(fleet.groups)[0]].counters.succeeded += 1  # no evaluation since
+    assert asyncio.run(kept.render()) == afresh()
+    assert kept.renders == rendered, "an unchanged evaluation is not rendered again"
