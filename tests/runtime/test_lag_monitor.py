@@ -17,6 +17,7 @@ from spark_offset_sidecar.core.ledger_state import CommittedOffsets, GroupState
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.runtime.lag_monitor import LagMonitor
 from spark_offset_sidecar.testing import InMemoryLogEnds
+from tests.support.monitors import monitor_of
 
 GROUPS = 12
 PARTITIONS = 3
@@ -38,14 +39,7 @@ def test_the_kept_statuses_are_those_of_evaluating_every_group(seed: int) -> Non
     fleet = Ledger(groups=[GroupState(g, query_id=f"q-{g}") for g in tps])
     reader = InMemoryLogEnds(ends)
     clock = [1_000.0]
-    monitor = LagMonitor(
-        lambda: fleet,
-        reader,
-        interval=10,
-        err_after_failures=3,
-        windows=CommitWindows(4, stop_after=60),
-        clock=lambda: clock[0],
-    )
+    monitor = monitor_of(fleet, reader, clock)
     reference = CommitWindows(4, stop_after=60)
     evaluated = 0
     for _ in range(60):

@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 
 from spark_offset_sidecar.core.group_report import GroupSummary, summary
-from spark_offset_sidecar.core.group_status import CommitWindows, Status
+from spark_offset_sidecar.core.group_status import Status
 from spark_offset_sidecar.core.lag_figures import DataStatus
 from spark_offset_sidecar.core.ledger import Ledger
 from spark_offset_sidecar.core.ledger_state import CommittedOffsets, GroupState
@@ -19,6 +19,7 @@ from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.runtime.group_reports import LocalReports
 from spark_offset_sidecar.runtime.lag_monitor import LagMonitor
 from spark_offset_sidecar.testing import InMemoryLogEnds
+from tests.support.monitors import monitor_of
 
 GROUPS = 10
 
@@ -47,14 +48,7 @@ def test_the_summaries_are_those_built_afresh_and_shared_between_evaluations(
     )
     reader = InMemoryLogEnds(dict(ends))
     clock = [1_000.0]
-    monitor = LagMonitor(
-        lambda: fleet,
-        reader,
-        interval=10,
-        err_after_failures=3,
-        windows=CommitWindows(4, stop_after=60),
-        clock=lambda: clock[0],
-    )
+    monitor = monitor_of(fleet, reader, clock)
     reports = LocalReports(lambda: fleet, monitor, lambda _g: None, None, lambda: clock[0])
     rebuilt = 0
     for _ in range(40):

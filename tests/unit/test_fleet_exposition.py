@@ -11,13 +11,12 @@ from dataclasses import replace
 
 import pytest
 
-from spark_offset_sidecar.core.group_status import CommitWindows
 from spark_offset_sidecar.core.ledger import Ledger
 from spark_offset_sidecar.core.ledger_state import CommittedOffsets, GroupState
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.observe.fleet_metrics import FleetExposition, FleetOptions
-from spark_offset_sidecar.runtime.lag_monitor import LagMonitor
 from spark_offset_sidecar.testing import InMemoryLogEnds, InMemoryRecordTimes
+from tests.support.monitors import monitor_of
 
 GROUPS = 12
 
@@ -37,15 +36,7 @@ def test_a_build_that_keeps_renderings_says_what_a_build_from_nothing_says(
     reader = InMemoryLogEnds(ends, starts=starts)
     times = InMemoryRecordTimes()
     clock = [10_000.0]
-    monitor = LagMonitor(
-        lambda: fleet,
-        reader,
-        interval=10,
-        err_after_failures=3,
-        windows=CommitWindows(4, stop_after=60),
-        clock=lambda: clock[0],
-        record_times=times,
-    )
+    monitor = monitor_of(fleet, reader, clock, record_times=times)
     options = FleetOptions(
         granularity=granularity,
         export_kafka_lag=kafka_lag,

@@ -1,0 +1,25 @@
+"""A lag monitor over a ledger the test changes, on a clock the test moves: what the
+property tests of the monitor and of what reads it (reports, ``/metrics``) start from."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from spark_offset_sidecar.core.group_status import CommitWindows
+from spark_offset_sidecar.core.ledger import Ledger
+from spark_offset_sidecar.ports.kafka import LogEndReader
+from spark_offset_sidecar.runtime.lag_monitor import LagMonitor
+
+
+def monitor_of(fleet: Ledger, reader: LogEndReader, clock: list[float], **kw: Any) -> LagMonitor:
+    """A monitor of ``fleet`` at ``clock[0]``: reads every 10 s, ERR after 3 failures,
+    status windows of 4 commits, STOP after 60 s."""
+    return LagMonitor(
+        lambda: fleet,
+        reader,
+        interval=10,
+        err_after_failures=3,
+        windows=CommitWindows(4, stop_after=60),
+        clock=lambda: clock[0],
+        **kw,
+    )
