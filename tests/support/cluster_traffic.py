@@ -132,6 +132,7 @@ class PlainCommit:
         self.bootstrap, self.group, self.topic = bootstrap, group, topic
         self.done_at: float | None = None
         self.error: BaseException | None = None
+        self.stop_error: BaseException | None = None  # stopping the consumer: not the test's
         self._ready, self._go = threading.Event(), threading.Event()
         self._thread = threading.Thread(target=lambda: asyncio.run(self._run()), daemon=True)
 
@@ -169,4 +170,9 @@ class PlainCommit:
         except BaseException as exc:
             self.error = exc
         finally:
-            await consumer.stop()
+            try:
+                await consumer.stop()
+            except BaseException as exc:
+                # Its coordinator's task, cancelled under it while a broker is down, can
+                # raise CancelledError from stop(): kept, not raised in the thread.
+                self.stop_error = exc

@@ -82,3 +82,27 @@ def test_a_build_that_keeps_renderings_says_what_a_build_from_nothing_says(
     fleet.groups[sorted(fleet.groups)[0]].counters.succeeded += 1  # no evaluation since
     assert asyncio.run(kept.render()) == afresh()
     assert kept.renders == rendered, "an unchanged evaluation is not rendered again"
+
+
+def test_a_group_the_evaluation_kept_is_not_rendered_again() -> None:
+    """An idle caught-up group keeps its status and figures through reads (its stamp
+    stays): only the lagging group, evaluated again at each read, is rendered again."""
+    idle, lagging = TopicPartition("idle", 0), TopicPartition("lagging", 0)
+    fleet = Ledger(
+        groups=[
+            GroupState("idle", "q1", committed=CommittedOffsets("q1", 1, {idle: 5}, 1.0)),
+            GroupState("lagging", "q2", committed=CommittedOffsets("q2", 1, {lagging: 5}, 1.0)),
+        ]
+    )
+    clock = [10_000.0]
+    monitor = monitor_of(fleet, InMemoryLogEnds({idle: 5, lagging: 9}), clock)
+    exposition = FleetExposition(lambda: fleet, lambda: monitor, FleetOptions(max_age=0))
+    asyncio.run(monitor.poll())
+    asyncio.run(exposition.render())
+    assert exposition.renders == 2
+    for read in range(1, 4):
+        clock[0] += 10
+        asyncio.run(monitor.poll())
+        asyncio.run(exposition.render())
+        assert exposition.renders == 2 + read  # the lagging group's, each read
+    assert monitor.stamps["idle"] == 1 < monitor.stamps["lagging"] == monitor.rounds

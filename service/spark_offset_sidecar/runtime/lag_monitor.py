@@ -117,6 +117,9 @@ class LagMonitor:
     # Told once each evaluation is in place: the process's heap keeper freezes the fleet's
     # new state (``heap.HeapKeeper.settle``), so that collections do not scan it again.
     settled: Callable[[], None] = lambda: None
+    # By group, the evaluation (``rounds``) that last computed its status and lag figures
+    # (a kept group keeps its stamp): what is rendered from them holds while it stands.
+    stamps: dict[str, int] = field(default_factory=dict)
     _inputs: dict[str, StatusInputs] = field(default_factory=dict)  # as last evaluated
     board: StatusBoard | None = None  # with replicas: where reports are published
     # By group, how reading its followed folders goes here (published with its report).
@@ -272,6 +275,7 @@ class LagMonitor:
             await self.seed_windows([g.group_id for g in groups])
         inputs: dict[str, StatusInputs] = {}
         statuses: dict[str, GroupStatus] = {}
+        stamps: dict[str, int] = {}
         changed: list[GroupState] = []
         fresh = self.read_at is not None and self.read_at > (self.evaluated_at or -1.0)
         lags: dict[str, GroupLag] = {}
@@ -290,6 +294,7 @@ class LagMonitor:
                 and timeless(kept)
             ):
                 statuses[group_id] = kept
+                stamps[group_id] = self.stamps[group_id]
                 if kept_lag is not None:
                     lags[group_id] = self._with_trend(kept_lag, group_id)
             else:
@@ -301,12 +306,13 @@ class LagMonitor:
         self.windows.keep_only(inputs)
         for group in changed:
             statuses[group.group_id] = status = self.status_of(group, now)
+            stamps[group.group_id] = self.rounds + 1
             if group.committed is not None:  # no lag to speak of before a first commit
                 lags[group.group_id] = self.lag_of(group, status.total_lag, now)
             await turns.take()
         self.evaluations += len(changed)
         old = (self._inputs, self.statuses, self.lags)
-        self._inputs, self.statuses, self.lags = inputs, statuses, lags
+        self._inputs, self.statuses, self.lags, self.stamps = inputs, statuses, lags, stamps
         self.rounds += 1
         self.settled()
         self._forget_gone(inputs.keys())

@@ -44,6 +44,10 @@ class LagMonitors:
         return ChainMap(*(m.lags for m in self.by_cluster.values()))
 
     @property
+    def stamps(self) -> Mapping[str, int]:
+        return ChainMap(*(m.stamps for m in self.by_cluster.values()))
+
+    @property
     def lost(self) -> Mapping[str, Mapping[str, int]]:
         return ChainMap(*(m.lost for m in self.by_cluster.values()))
 
