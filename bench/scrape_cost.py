@@ -224,8 +224,10 @@ def settle(broker: int, cores: float = 0.25, seconds: float = 5.0, limit: float 
 
 
 def _failed(result: dict[str, Any]) -> str:
+    """How many events failed, and the first failure as loadgen saw it."""
     failed = result["errors"] + result["non_2xx"]
-    return f"{failed} of {result['sent']}"
+    first = result.get("first_failure")
+    return f"{failed} of {result['sent']}" + (f" (first: {first})" if first else "")
 
 
 def side(
