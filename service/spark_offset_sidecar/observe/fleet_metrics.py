@@ -149,20 +149,6 @@ class Family:
         return self.head + "".join(self.lines)
 
 
-# The families rendered from the lag monitor's evaluation (``FleetExposition._evaluated``).
-_EVALUATED = (
-    "status",
-    "data_status",
-    "lag",
-    "lag_seconds",
-    "margin_seconds",
-    "lost",
-    "catchup",
-    "kafka_lag",
-    "kafka_lag_sum",
-    "kafka_offset",
-    "kafka_offset_sum",
-)
 _NONE_LOST: Mapping[str, int] = {}
 
 
@@ -330,9 +316,8 @@ class FleetExposition:
         if lag is not None:
             self._lag(f, g, lag, lost)
         rendered = []
-        for key in _EVALUATED:
-            family = f.get(key)
-            if family is not None and family.lines:
+        for key, family in f.items():  # every family: one added here is never left behind
+            if family.lines:
                 rendered.append((key, "".join(family.lines)))
                 family.lines.clear()
         return tuple(rendered)
