@@ -294,7 +294,7 @@ class LagMonitor:
                 and timeless(kept)
             ):
                 statuses[group_id] = kept
-                stamps[group_id] = self.stamps[group_id]
+                stamps[group_id] = self.stamps.get(group_id, self.rounds + 1)  # no stamp: new
                 if kept_lag is not None:
                     lags[group_id] = self._with_trend(kept_lag, group_id)
             else:
