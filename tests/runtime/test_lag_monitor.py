@@ -105,3 +105,29 @@ def test_each_evaluation_once_in_place_is_told_to_the_heap_keeper() -> None:
         asyncio.run(monitor.poll())
     assert [rounds for rounds, _ in told] == [1, 2, 3]
     assert told[-1][1] is monitor.statuses["g"]  # told after the new state is in place
+
+
+def test_the_tables_a_reader_holds_stay_whole_through_the_next_evaluation() -> None:
+    """A reader (a page, a scrape) takes the statuses and lags and hands the loop back
+    between groups: an evaluation that completes meanwhile replaces them and frees the old
+    objects a few at a time, without emptying the tables the reader holds."""
+    tps = {f"g{g:03}": TopicPartition("t", g) for g in range(200)}
+    fleet = Ledger(
+        groups=[
+            GroupState(g, f"q-{g}", committed=CommittedOffsets(f"q-{g}", 1, {tp: 5}, 1.0))
+            for g, tp in tps.items()
+        ]
+    )
+    reader = InMemoryLogEnds({tp: 9 for tp in tps.values()})
+    clock = [1_000.0]
+    monitor = monitor_of(fleet, reader, clock)
+    asyncio.run(monitor.poll())
+    held_statuses, held_lags = monitor.statuses, monitor.lags
+    as_read = (dict(held_statuses), dict(held_lags))
+    assert len(as_read[0]) == len(as_read[1]) == len(tps)
+    clock[0] += 30
+    reader.ends = {tp: 20 for tp in tps.values()}  # every group is evaluated again
+    asyncio.run(monitor.poll())
+    assert monitor.statuses is not held_statuses
+    assert monitor.lags is not held_lags
+    assert (held_statuses, held_lags) == as_read

@@ -112,7 +112,8 @@ class LagMonitor:
     counters: LagReadCounters = field(default_factory=LagReadCounters)
     evaluations: int = 0  # groups evaluated in all (the others kept their status)
     # Evaluations of the fleet completed. ``statuses`` and ``lags`` are replaced, never
-    # changed in place, and only when it grows: what is derived from them holds until then.
+    # changed in place (not even once replaced: readers hold them across their turns), and
+    # only when it grows: what is derived from them holds until then.
     rounds: int = 0
     # Told once each evaluation is in place: the process's heap keeper freezes the fleet's
     # new state (``heap.HeapKeeper.settle``), so that collections do not scan it again.
@@ -311,13 +312,15 @@ class LagMonitor:
                 lags[group.group_id] = self.lag_of(group, status.total_lag, now)
             await turns.take()
         self.evaluations += len(changed)
-        old = (self._inputs, self.statuses, self.lags)
+        # The previous evaluation's objects are freed a few at a time, from copies: a
+        # reader may hold the old tables across its own turns, and they stay whole.
+        old = (self._inputs, dict(self.statuses), dict(self.lags))
         self._inputs, self.statuses, self.lags, self.stamps = inputs, statuses, lags, stamps
         self.rounds += 1
         self.settled()
         self._forget_gone(inputs.keys())
         self.evaluated_at = now
-        for table in old:  # the previous evaluation's objects, freed a few at a time
+        for table in old:
             await turns.drain(table)
         if self.board is not None:
             await self.publish(ledger, now)
