@@ -118,7 +118,7 @@ class PackedStatuses(PackedRows[PartitionStatus]):
         return row.topic, whole, ()
 
     def join(
-        self, topic: str, ints: array[int], at: int, reals: array[float], at_real: int
+        self, topic: str, ints: Sequence[int], at: int, reals: Sequence[float], at_real: int
     ) -> PartitionStatus:
         return PartitionStatus(
             topic,

@@ -34,7 +34,6 @@ is what the job can do at full speed, and below the produce rate it cannot catch
 from __future__ import annotations
 
 import enum
-from array import array
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -105,7 +104,7 @@ class PackedLags(PackedRows[PartitionLag]):
         return row.topic, whole, (float_or_none(row.lag_seconds), float_or_none(row.margin_seconds))
 
     def join(
-        self, topic: str, ints: array[int], at: int, reals: array[float], at_real: int
+        self, topic: str, ints: Sequence[int], at: int, reals: Sequence[float], at_real: int
     ) -> PartitionLag:
         return PartitionLag(
             topic,
@@ -122,7 +121,7 @@ class PackedLags(PackedRows[PartitionLag]):
 
     def figures(self) -> Iterator[Figures]:
         """Each partition's ``Figures``, read from the columns (no row is made)."""
-        ints, reals, w, r = self._ints, self._reals, self.width, self.real_width
+        ints, reals, w, r = self.ints, self.reals, self.width, self.real_width
         return map(
             Figures._make,
             zip(

@@ -5,7 +5,8 @@ log ends. As one named tuple per partition, 10,000 groups of 32 partitions are 6
 objects a read that live until the next one: the cyclic collector scans each of them in
 every full collection it makes meanwhile (about 300 ms at that size, in which no event is
 answered). Packed, the same figures are a tuple of topic names (which the collector stops
-tracking: it holds only strings) and two arrays per group.
+tracking: it holds only strings) and two byte strings of machine numbers per group, which
+the collector never tracks (an ``array`` it would): one tracked object a group.
 
 A ``PackedRows`` is a read-only ``Sequence`` of the named tuples it was packed from: a row
 is made again when it is read, and is equal to the one packed (reference counting frees
@@ -67,14 +68,27 @@ class PackedRows(Sequence[Row], Generic[Row]):
             ints.extend(whole)
             reals.extend(real)
         self._topics = tuple(topics)
-        self._ints = ints
-        self._reals = reals
+        # Kept as bytes, read through a view made at each read (``ints``, ``reals``).
+        self._ints = ints.tobytes()
+        self._reals = reals.tobytes()
+
+    @property
+    def ints(self) -> Sequence[int]:
+        """The whole numbers, ``width`` a row."""
+        return memoryview(self._ints).cast("q")
+
+    @property
+    def reals(self) -> Sequence[float]:
+        """The real numbers, ``real_width`` a row."""
+        return memoryview(self._reals).cast("d")
 
     def split(self, row: Row) -> tuple[str, Sequence[int], Sequence[float]]:
         """``row``'s topic, whole numbers and real numbers (``width`` and ``real_width``)."""
         raise NotImplementedError
 
-    def join(self, topic: str, ints: array[int], at: int, reals: array[float], at_real: int) -> Row:
+    def join(
+        self, topic: str, ints: Sequence[int], at: int, reals: Sequence[float], at_real: int
+    ) -> Row:
         """The row whose whole numbers start at ``ints[at]``, its reals at ``reals[at_real]``."""
         raise NotImplementedError
 
@@ -96,11 +110,11 @@ class PackedRows(Sequence[Row], Generic[Row]):
 
     def _row(self, i: int) -> Row:
         return self.join(
-            self._topics[i], self._ints, i * self.width, self._reals, i * self.real_width
+            self._topics[i], self.ints, i * self.width, self.reals, i * self.real_width
         )
 
     def __iter__(self) -> Iterator[Row]:
-        join, ints, reals, w, r = self.join, self._ints, self._reals, self.width, self.real_width
+        join, ints, reals, w, r = self.join, self.ints, self.reals, self.width, self.real_width
         for i, topic in enumerate(self._topics):
             yield join(topic, ints, i * w, reals, i * r)
 
@@ -110,7 +124,7 @@ class PackedRows(Sequence[Row], Generic[Row]):
                 type(other) is type(self)
                 and self._topics == other._topics
                 and self._ints == other._ints
-                and _same_reals(self._reals, other._reals)
+                and _same_reals(self.reals, other.reals)
             )
         if isinstance(other, tuple):
             return tuple(self) == other
@@ -123,7 +137,7 @@ class PackedRows(Sequence[Row], Generic[Row]):
         return f"{type(self).__name__}({list(self)!r})"
 
 
-def _same_reals(a: array[float], b: array[float]) -> bool:
+def _same_reals(a: Sequence[float], b: Sequence[float]) -> bool:
     """Equal columns of reals, NaN (None) equal to NaN."""
     return len(a) == len(b) and all(
         x == y or (x != x and y != y) for x, y in zip(a, b, strict=True)
