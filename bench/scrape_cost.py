@@ -22,6 +22,12 @@ then, once every group is committed and the lag monitor has read its log ends:
   - (``--idle-seconds``) the service's CPU with no event and no reader, and its resident
     memory then.
 
+``--split`` adds a side that prototypes the watcher in a process of its own (issue 47),
+from this checkout: once loaded, the service is restarted with lag reads once a day (one
+at its start) and takes the events; a second one, on a copy of its database, reads the
+log ends every 5 s and answers the readers. Its CPU and memory are both processes'
+together; the loop's lag and the database's writes are the events' process's.
+
 Both sides start once the broker has settled (below a quarter of a core: a brand-new
 broker creating thousands of partitions is busy for minutes).
 
@@ -34,6 +40,8 @@ bench's), so that every read of the log ends finds them moved and every group la
     .venv/bin/python -m bench scrape_cost --groups 10000 --partitions 32 --topics 100 \\
         --move-ends 3200 --ui --idle-seconds 30 --before main
     .venv/bin/python -m bench scrape_cost ... --before HEAD --after-set gc_thaw_seconds=0
+    .venv/bin/python -m bench scrape_cost --groups 10000 --partitions 32 --topics 100 \\
+        --move-ends 3200 --ui --idle-seconds 30 --split
 """
 
 from __future__ import annotations
@@ -41,6 +49,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import re
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -168,20 +177,51 @@ def load_extra(args: argparse.Namespace) -> dict[str, Any]:
     return {"topics": args.topics} if args.topics > 1 else {}
 
 
+class Product:
+    """The service as one process, or (``--split``) a process that takes the events and
+    one that watches the fleet and answers the readers."""
+
+    def __init__(self, taker: Sidecar, watcher: Sidecar | None = None) -> None:
+        self.taker = taker
+        self.watcher = watcher or taker
+        self.pids = sorted({taker.process.pid, self.watcher.process.pid})
+
+    @classmethod
+    def split(cls, loaded: Sidecar, bootstrap: str, settings: dict[str, object]) -> Product:
+        """From a loaded one-process service: it restarted with lag reads once a day, and
+        a watcher on a copy of its database (SQLite's backup: a consistent copy)."""
+        folder = Path(loaded.folder)
+        copy = folder / "watcher.db"
+        with sqlite3.connect(folder / "sidecar.db") as source, sqlite3.connect(copy) as target:
+            source.backup(target)
+        loaded.stop()
+        database = f"sqlite:///{folder}/sidecar.db"
+        taker = Sidecar(
+            bootstrap, None, **{**settings, "lag_read_interval_seconds": 86400},
+            database_url=database,
+        )  # fmt: skip
+        watcher = Sidecar(bootstrap, None, **settings, database_url=f"sqlite:///{copy}")
+        return cls(taker, watcher)
+
+    def stop(self) -> None:
+        for sidecar in {id(s): s for s in (self.taker, self.watcher)}.values():
+            sidecar.stop()
+
+
 def events(
-    sidecar: Sidecar, broker: int, args: argparse.Namespace, first_batch: int, window: str
+    product: Product, broker: int, args: argparse.Namespace, first_batch: int, window: str
 ) -> tuple[dict[str, Any], CpuMeter]:
     """Events at ``--rate``/s while the ``window``'s readers read back to back, under a
     ``CpuMeter`` of the service, the broker, loadgen, wrk and this process."""
-    with CpuMeter(service=sidecar.process.pid, broker=broker) as meter:
+    with CpuMeter(service=product.pids, broker=broker) as meter:
         readers = [
-            (path, wrk_in_background(sidecar.url + path, connections, args.seconds))
+            (path, wrk_in_background(product.watcher.url + path, connections, args.seconds))
             for path, connections in READERS[window]
         ]
         if readers:
             time.sleep(1)  # the reads are under way before the first event
         result = load(
-            sidecar.url,
+            product.taker.url,
             argparse.Namespace(queries=args.groups, partitions=args.partitions, workers=32),
             first_batch,
             allow_errors=True,
@@ -201,9 +241,9 @@ def events(
     return result, meter
 
 
-def idle_cores(sidecar: Sidecar, broker: int, seconds: float) -> tuple[float, CpuMeter]:
+def idle_cores(product: Product, broker: int, seconds: float) -> tuple[float, CpuMeter]:
     """The service's CPU over ``seconds`` with no event and no reader, in cores."""
-    with CpuMeter(service=sidecar.process.pid, broker=broker) as meter:
+    with CpuMeter(service=product.pids, broker=broker) as meter:
         time.sleep(seconds)
     return (meter.seconds("service") or 0.0) / seconds, meter
 
@@ -232,13 +272,14 @@ def _failed(result: dict[str, Any]) -> str:
 
 def side(
     name: str, source: Path | None, bootstrap: str, broker: int, args: argparse.Namespace,
-    tables: tuple[Table, Table],
+    tables: tuple[Table, Table, Table], *, split: bool = False,
 ) -> dict[str, float]:  # fmt: skip
-    """One side's figures into ``tables`` (scrapes, events); the ones the ratios use."""
+    """One side's figures into ``tables`` (scrapes, events, idle); the ones the ratios use."""
     settings: dict[str, object] = {"lag_read_interval_seconds": 5}
     if source is None:  # this checkout's side: with --after-set's settings
         settings.update(dict(item.split("=", 1) for item in args.after_set))
     sidecar = Sidecar(bootstrap, source, **settings)
+    product = Product(sidecar)
     try:
         load(
             sidecar.url,
@@ -248,11 +289,15 @@ def side(
             **load_extra(args),
         )
         wait_loaded(sidecar.url, args.groups, time.monotonic() + 600)
+        if split:
+            product = Product.split(sidecar, bootstrap, settings)
+            for started in (product.taker, product.watcher):
+                wait_loaded(started.url, args.groups, time.monotonic() + 600)
         times, size, count = [], 0, 0
-        with CpuMeter(service=sidecar.process.pid, broker=broker) as meter:
+        with CpuMeter(service=product.pids, broker=broker) as meter:
             for _ in range(args.scrapes):
                 time.sleep(1.5)  # past the default SIDECAR_METRICS_MAX_AGE_SECONDS: fresh
-                took, body = scrape(sidecar.url)
+                took, body = scrape(product.watcher.url)
                 times.append(took)
                 size, count = len(body), series(body)
         figures = {"size": float(size), "scrape_p50": statistics.median(times)}
@@ -261,8 +306,8 @@ def side(
             f"{max(times):.3f}", meter=meter,
         )  # fmt: skip
         if args.idle_seconds:
-            cores, meter = idle_cores(sidecar, broker, args.idle_seconds)
-            rss = rss_kib(sidecar.process.pid) / 1024
+            cores, meter = idle_cores(product, broker, args.idle_seconds)
+            rss = sum(rss_kib(pid) for pid in product.pids) / 1024
             tables[2].add(name, args.idle_seconds, f"{cores:.3f}", f"{rss:.0f}", meter=meter)
             figures["idle_cores"], figures["rss_mib"] = cores, rss
         kinds = [k for k in READERS if k != "/metrics + /ui" or args.ui]
@@ -272,9 +317,9 @@ def side(
         for round_ in range(args.rounds):  # the kinds of window alternate
             for index, kind in enumerate(kinds):
                 first = 2 + per_query * (len(kinds) * round_ + index)
-                start = scrape(sidecar.url)[1].decode()
-                result, meter = events(sidecar, broker, args, first, kind)
-                end = scrape(sidecar.url)[1].decode()
+                start = scrape(product.taker.url)[1].decode()
+                result, meter = events(product, broker, args, first, kind)
+                end = scrape(product.taker.url)[1].decode()
                 reads = " / ".join(str(n) for n in result["reads"].values()) or "-"
                 tables[1].add(
                     name, round_ + 1, kind, reads,
@@ -287,7 +332,7 @@ def side(
             figures[f"p99 {kind}"] = statistics.median(values)
         return figures
     finally:
-        sidecar.stop()
+        product.stop()
 
 
 def main() -> None:
@@ -322,6 +367,10 @@ def main() -> None:
         help="records a second appended to the topics' partitions in turn (0: none)",
     )  # fmt: skip
     parser.add_argument("--ui", action="store_true", help="also a window with /ui read")
+    parser.add_argument(
+        "--split", action="store_true",
+        help="also a side with the watcher in a process of its own (a prototype, this checkout)",
+    )  # fmt: skip
     parser.add_argument(
         "--idle-seconds", type=float, default=0.0,
         help="measure the service's CPU with no event and no reader this long (0: not)",
@@ -386,6 +435,11 @@ def main() -> None:
                     )  # fmt: skip
                 finally:
                     subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT)
+            if args.split:
+                measured["split"] = side(
+                    "split (prototype)", None, broker.bootstrap, broker.pid(), args, tables,
+                    split=True,
+                )  # fmt: skip
         finally:
             if mover is not None:
                 mover.stop()
@@ -398,6 +452,14 @@ def main() -> None:
         print(f"(p99s below: medians of {args.rounds} rounds a side)")
     busiest = "p99 /metrics + /ui" if args.ui else "p99 /metrics"
     ratio(f"after: event {busiest} / none", after[busiest], after["p99 none"])
+    if "split" in measured:
+        split = measured["split"]
+        ratio(f"split: event {busiest} / none", split[busiest], split["p99 none"])
+        for key in (k for k in after if k.startswith("p99 ")):
+            ratio(f"event {key}, split / after", split[key], after[key])
+        if args.idle_seconds:
+            ratio("idle service cores, split / after", split["idle_cores"], after["idle_cores"])
+            ratio("service RSS, split / after", split["rss_mib"], after["rss_mib"])
     if "before" in measured:
         before = measured["before"]
         ratio("scrape size, after / before", after["size"], before["size"])
