@@ -107,19 +107,26 @@ def test_pauses_are_counted_by_generation(keeper: tuple[HeapKeeper, Clock]) -> N
     assert full.longest == pytest.approx(0.25)
 
 
-def test_thaw_every_zero_never_freezes() -> None:
+@pytest.fixture
+def nothing_frozen() -> int:
+    """What the interpreter counts with nothing frozen: 0, but 375 on Python 3.12.1, whose
+    collections leave objects counted in the permanent generation."""
     gc.unfreeze()
     gc.collect()
-    # What the interpreter counts with nothing frozen: 0, but 375 on Python 3.12.1, whose
-    # collections leave objects counted in the permanent generation.
-    nothing_frozen = gc.get_freeze_count()
+    return gc.get_freeze_count()
+
+
+@pytest.fixture
+def never_freezing() -> Iterator[HeapKeeper]:
     kept = HeapKeeper(thaw_every=0.0)
     kept.install()
-    try:
-        gc.collect()
-        assert kept.frozen == nothing_frozen
-    finally:
-        kept.uninstall()
+    yield kept
+    kept.uninstall()
+
+
+def test_thaw_every_zero_never_freezes(nothing_frozen: int, never_freezing: HeapKeeper) -> None:
+    gc.collect()
+    assert never_freezing.frozen == nothing_frozen
 
 
 def test_uninstall_leaves_the_collector_as_it_was() -> None:
@@ -150,16 +157,10 @@ def test_settle_freezes_what_lives_now(keeper: tuple[HeapKeeper, Clock]) -> None
     assert in_scanned_generations(later)
 
 
-def test_settle_freezes_nothing_unless_installed_and_freezing() -> None:
-    gc.unfreeze()
-    gc.collect()
-    nothing_frozen = gc.get_freeze_count()
+def test_settle_freezes_nothing_unless_installed_and_freezing(
+    nothing_frozen: int, never_freezing: HeapKeeper
+) -> None:
     HeapKeeper().settle()  # not installed
     assert gc.get_freeze_count() == nothing_frozen
-    kept = HeapKeeper(thaw_every=0.0)
-    kept.install()
-    try:
-        kept.settle()
-        assert kept.frozen == nothing_frozen
-    finally:
-        kept.uninstall()
+    never_freezing.settle()
+    assert never_freezing.frozen == nothing_frozen
