@@ -17,7 +17,7 @@ from spark_offset_sidecar.core.ledger_state import CommittedOffsets, GroupState
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.runtime.lag_monitor import LagMonitor
 from spark_offset_sidecar.testing import InMemoryLogEnds
-from tests.support.monitors import monitor_of
+from tests.support.monitors import idle_and_lagging, monitor_of
 
 GROUPS = 12
 PARTITIONS = 3
@@ -70,29 +70,16 @@ def test_the_kept_statuses_are_those_of_evaluating_every_group(seed: int) -> Non
 
 
 def test_a_caught_up_idle_group_is_not_evaluated_again_and_a_lagging_one_is() -> None:
-    tp_idle, tp_lag = TopicPartition("idle", 0), TopicPartition("lag", 0)
-    fleet = Ledger(
-        groups=[
-            GroupState("idle", "q1", committed=CommittedOffsets("q1", 1, {tp_idle: 5}, 1.0)),
-            GroupState("lag", "q2", committed=CommittedOffsets("q2", 1, {tp_lag: 5}, 1.0)),
-        ]
-    )
+    fleet, reader = idle_and_lagging()
     clock = [10.0]
-    monitor = LagMonitor(
-        lambda: fleet,
-        InMemoryLogEnds({tp_idle: 5, tp_lag: 9}),
-        interval=10,
-        err_after_failures=3,
-        windows=CommitWindows(4, stop_after=60),
-        clock=lambda: clock[0],
-    )
+    monitor = monitor_of(fleet, reader, clock)
     asyncio.run(monitor.poll())
     assert monitor.evaluations == 2
     for _ in range(3):
         clock[0] += 30
         asyncio.run(monitor.poll())
     assert monitor.evaluations == 2 + 3  # the lagging group each time, the idle one never
-    assert monitor.statuses["lag"].status.value == "STOP"  # the time made it so
+    assert monitor.statuses["lagging"].status.value == "STOP"  # the time made it so
 
 
 def test_each_evaluation_once_in_place_is_told_to_the_heap_keeper() -> None:

@@ -7,8 +7,13 @@ from typing import Any
 
 from spark_offset_sidecar.core.group_status import CommitWindows
 from spark_offset_sidecar.core.ledger import Ledger
+from spark_offset_sidecar.core.ledger_state import CommittedOffsets, GroupState
+from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.ports.kafka import LogEndReader
 from spark_offset_sidecar.runtime.lag_monitor import LagMonitor
+from spark_offset_sidecar.testing import InMemoryLogEnds
+
+IDLE, LAGGING = TopicPartition("idle", 0), TopicPartition("lagging", 0)
 
 
 def monitor_of(fleet: Ledger, reader: LogEndReader, clock: list[float], **kw: Any) -> LagMonitor:
@@ -23,3 +28,15 @@ def monitor_of(fleet: Ledger, reader: LogEndReader, clock: list[float], **kw: An
         clock=lambda: clock[0],
         **kw,
     )
+
+
+def idle_and_lagging() -> tuple[Ledger, InMemoryLogEnds]:
+    """Two groups committed at offset 5: "idle" on ``IDLE``, whose log ends there (caught
+    up), and "lagging" on ``LAGGING``, whose log ends at 9."""
+    fleet = Ledger(
+        groups=[
+            GroupState("idle", "q1", committed=CommittedOffsets("q1", 1, {IDLE: 5}, 1.0)),
+            GroupState("lagging", "q2", committed=CommittedOffsets("q2", 1, {LAGGING: 5}, 1.0)),
+        ]
+    )
+    return fleet, InMemoryLogEnds({IDLE: 5, LAGGING: 9})

@@ -16,7 +16,7 @@ from spark_offset_sidecar.core.ledger_state import CommittedOffsets, GroupState
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.observe.fleet_metrics import FleetExposition, FleetOptions
 from spark_offset_sidecar.testing import InMemoryLogEnds, InMemoryRecordTimes
-from tests.support.monitors import monitor_of
+from tests.support.monitors import idle_and_lagging, monitor_of
 
 GROUPS = 12
 
@@ -87,15 +87,9 @@ def test_a_build_that_keeps_renderings_says_what_a_build_from_nothing_says(
 def test_a_group_the_evaluation_kept_is_not_rendered_again() -> None:
     """An idle caught-up group keeps its status and figures through reads (its stamp
     stays): only the lagging group, evaluated again at each read, is rendered again."""
-    idle, lagging = TopicPartition("idle", 0), TopicPartition("lagging", 0)
-    fleet = Ledger(
-        groups=[
-            GroupState("idle", "q1", committed=CommittedOffsets("q1", 1, {idle: 5}, 1.0)),
-            GroupState("lagging", "q2", committed=CommittedOffsets("q2", 1, {lagging: 5}, 1.0)),
-        ]
-    )
+    fleet, reader = idle_and_lagging()
     clock = [10_000.0]
-    monitor = monitor_of(fleet, InMemoryLogEnds({idle: 5, lagging: 9}), clock)
+    monitor = monitor_of(fleet, reader, clock)
     exposition = FleetExposition(lambda: fleet, lambda: monitor, FleetOptions(max_age=0))
     asyncio.run(monitor.poll())
     asyncio.run(exposition.render())
