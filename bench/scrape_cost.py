@@ -200,11 +200,15 @@ class Product:
             bootstrap, None, **{**settings, "lag_read_interval_seconds": 86400},
             database_url=database,
         )  # fmt: skip
-        watcher = Sidecar(bootstrap, None, **settings, database_url=f"sqlite:///{copy}")
+        try:
+            watcher = Sidecar(bootstrap, None, **settings, database_url=f"sqlite:///{copy}")
+        except BaseException:
+            taker.stop()  # not left running behind a failed start
+            raise
         return cls(taker, watcher)
 
     def stop(self) -> None:
-        for sidecar in {id(s): s for s in (self.taker, self.watcher)}.values():
+        for sidecar in {self.taker, self.watcher}:  # one process: stopped once
             sidecar.stop()
 
 
