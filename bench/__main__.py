@@ -145,7 +145,7 @@ SCENARIOS: dict[str, Scenario] = {
     "scrape_cost": Scenario(
         "/metrics at 5,000 groups, and events' latency while /metrics (and /ui) are read back "
         "to back, log ends moving or not, and the CPU with nothing to do, before/after, and "
-        "with the watcher in a process of its own (--split, a prototype)",
+        "with the watcher in a process of its own (--split)",
         needs="go (loadgen), wrk",
         own_broker=True,
         quick=(

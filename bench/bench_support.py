@@ -107,8 +107,18 @@ class Sidecar:
     ``source``'s ``service/`` folder (another checkout, e.g. a ``git worktree`` of an
     earlier commit) instead of this one's when given."""
 
-    def __init__(self, bootstrap: str, source: Path | None = None, **settings: object) -> None:
-        self.folder = tempfile.mkdtemp(prefix="sidecar-bench-")
+    def __init__(
+        self,
+        bootstrap: str,
+        source: Path | None = None,
+        *,
+        command: str = "serve",
+        folder: str | None = None,
+        **settings: object,
+    ) -> None:
+        """``command``: ``serve``, or ``watch`` (a watcher); ``folder``: where its SQLite
+        database is (another one's: a watcher of that service), a new one by default."""
+        self.folder = folder or tempfile.mkdtemp(prefix="sidecar-bench-")
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         env = {
@@ -121,10 +131,10 @@ class Sidecar:
         }
         if source is not None:  # ahead of the virtualenv's editable install of this one
             env["PYTHONPATH"] = str(source / "service")
-        self.log = Path(self.folder) / "service.log"  # its log, read when a run fails
+        self.log = Path(self.folder) / f"{command}.log"  # its log, read when a run fails
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "spark_offset_sidecar.cli", "serve"],
+                [sys.executable, "-m", "spark_offset_sidecar.cli", command],
                 env=env,
                 cwd=ROOT,
                 stdout=log,

@@ -22,11 +22,14 @@ then, once every group is committed and the lag monitor has read its log ends:
   - (``--idle-seconds``) the service's CPU with no event and no reader, and its resident
     memory then.
 
-``--split`` adds a side that prototypes the watcher in a process of its own (issue 47),
-from this checkout: once loaded, the service is restarted with lag reads once a day (one
-at its start) and takes the events; a second one, on a copy of its database, reads the
-log ends every 5 s and answers the readers. Its CPU and memory are both processes'
-together; the loop's lag and the database's writes are the events' process's.
+``--split`` adds a side with the watcher in a process of its own (issue 47), from this
+checkout: once loaded, the service is restarted to take events only
+(``SIDECAR_WATCH_IN_PROCESS=false``) and its watcher (``offset-sidecar watch``) follows
+the same database and reads the log ends every 5 s. ``/ui`` is read from the watcher;
+``/metrics`` from both, each by its own readers (each process exports its share of the
+series; a scrape's size and series are both's, its time the slower one's). CPU and
+memory are both processes' together; the loop's lag and the database's writes are the
+events' process's.
 
 Both sides start once the broker has settled (below a quarter of a core: a brand-new
 broker creating thousands of partitions is busy for minutes).
@@ -49,7 +52,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import re
-import sqlite3
 import statistics
 import subprocess
 import sys
@@ -178,34 +180,40 @@ def load_extra(args: argparse.Namespace) -> dict[str, Any]:
 
 
 class Product:
-    """The service as one process, or (``--split``) a process that takes the events and
-    one that watches the fleet and answers the readers."""
+    """The service as one process, or (``--split``) the service taking events
+    (``SIDECAR_WATCH_IN_PROCESS=false``) and its watcher (``offset-sidecar watch``) on the
+    same database: readers of ``/ui`` go to the watcher, ``/metrics`` is scraped from both
+    (each exports its share of the series)."""
 
     def __init__(self, taker: Sidecar, watcher: Sidecar | None = None) -> None:
         self.taker = taker
         self.watcher = watcher or taker
         self.pids = sorted({taker.process.pid, self.watcher.process.pid})
 
+    @property
+    def split(self) -> bool:
+        return self.watcher is not self.taker
+
     @classmethod
-    def split(cls, loaded: Sidecar, bootstrap: str, settings: dict[str, object]) -> Product:
-        """From a loaded one-process service: it restarted with lag reads once a day, and
-        a watcher on a copy of its database (SQLite's backup: a consistent copy)."""
-        folder = Path(loaded.folder)
-        copy = folder / "watcher.db"
-        with sqlite3.connect(folder / "sidecar.db") as source, sqlite3.connect(copy) as target:
-            source.backup(target)
+    def of_two(cls, loaded: Sidecar, bootstrap: str, settings: dict[str, object]) -> Product:
+        """From a loaded one-process service: restarted to take events only, and its
+        watcher started on the same database."""
         loaded.stop()
-        database = f"sqlite:///{folder}/sidecar.db"
         taker = Sidecar(
-            bootstrap, None, **{**settings, "lag_read_interval_seconds": 86400},
-            database_url=database,
-        )  # fmt: skip
+            bootstrap, None, folder=loaded.folder, **{**settings, "watch_in_process": "false"}
+        )
         try:
-            watcher = Sidecar(bootstrap, None, **settings, database_url=f"sqlite:///{copy}")
+            watcher = Sidecar(bootstrap, None, command="watch", folder=loaded.folder, **settings)
         except BaseException:
             taker.stop()  # not left running behind a failed start
             raise
         return cls(taker, watcher)
+
+    def readers(self, path: str) -> list[str]:
+        """Where a reader of ``path`` reads: ``/metrics`` from every process."""
+        if path == "/metrics" and self.split:
+            return [self.taker.url + path, self.watcher.url + path]
+        return [self.watcher.url + path]
 
     def stop(self) -> None:
         for sidecar in {self.taker, self.watcher}:  # one process: stopped once
@@ -219,8 +227,9 @@ def events(
     ``CpuMeter`` of the service, the broker, loadgen, wrk and this process."""
     with CpuMeter(service=product.pids, broker=broker) as meter:
         readers = [
-            (path, wrk_in_background(product.watcher.url + path, connections, args.seconds))
+            (url, wrk_in_background(url, connections, args.seconds))
             for path, connections in READERS[window]
+            for url in product.readers(path)
         ]
         if readers:
             time.sleep(1)  # the reads are under way before the first event
@@ -236,10 +245,10 @@ def events(
         meter.add("loadgen", result["loadgen_cpu_s"])
         result["reads"] = {}
         before = children_cpu()
-        for path, reader in readers:
+        for url, reader in readers:
             out, _ = reader.communicate(timeout=120)
             found = re.search(r"(\d+) requests in", out)
-            result["reads"][path] = int(found.group(1)) if found else 0
+            result["reads"][url] = int(found.group(1)) if found else 0
         if readers:
             meter.add("wrk", children_cpu() - before)
     return result, meter
@@ -294,16 +303,17 @@ def side(
         )
         wait_loaded(sidecar.url, args.groups, time.monotonic() + 600)
         if split:
-            product = Product.split(sidecar, bootstrap, settings)
-            for started in (product.taker, product.watcher):
-                wait_loaded(started.url, args.groups, time.monotonic() + 600)
+            product = Product.of_two(sidecar, bootstrap, settings)
+            wait_loaded(product.watcher.url, args.groups, time.monotonic() + 600)
         times, size, count = [], 0, 0
         with CpuMeter(service=product.pids, broker=broker) as meter:
             for _ in range(args.scrapes):
                 time.sleep(1.5)  # past the default SIDECAR_METRICS_MAX_AGE_SECONDS: fresh
-                took, body = scrape(product.watcher.url)
+                took, size, count = 0.0, 0, 0
+                for url in product.readers("/metrics"):  # a scrape of every process
+                    took_one, body = scrape(url.removesuffix("/metrics"))
+                    took, size, count = max(took, took_one), size + len(body), count + series(body)
                 times.append(took)
-                size, count = len(body), series(body)
         figures = {"size": float(size), "scrape_p50": statistics.median(times)}
         tables[0].add(
             name, f"{size / 1e6:.2f} MB", count, f"{statistics.median(times):.3f}",
@@ -373,7 +383,8 @@ def main() -> None:
     parser.add_argument("--ui", action="store_true", help="also a window with /ui read")
     parser.add_argument(
         "--split", action="store_true",
-        help="also a side with the watcher in a process of its own (a prototype, this checkout)",
+        help="also a side with the watcher in a process of its own (offset-sidecar watch, "
+        "this checkout)",
     )  # fmt: skip
     parser.add_argument(
         "--idle-seconds", type=float, default=0.0,
@@ -441,7 +452,7 @@ def main() -> None:
                     subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT)
             if args.split:
                 measured["split"] = side(
-                    "split (prototype)", None, broker.bootstrap, broker.pid(), args, tables,
+                    "split", None, broker.bootstrap, broker.pid(), args, tables,
                     split=True,
                 )  # fmt: skip
         finally:

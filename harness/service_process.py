@@ -1,4 +1,5 @@
-"""The service as a real process (``offset-sidecar serve``), for tests that kill it."""
+"""The service as a real process (``offset-sidecar serve``, or ``watch``: the watcher of
+a service in the same folder), for tests that kill it."""
 
 from __future__ import annotations
 
@@ -18,9 +19,15 @@ from harness.machine import free_port
 
 class ServiceProcess:
     def __init__(
-        self, workdir: Path, bootstrap: str, port: int | None = None, **settings: Any
+        self,
+        workdir: Path,
+        bootstrap: str,
+        port: int | None = None,
+        command: str = "serve",
+        **settings: Any,
     ) -> None:
         self.workdir = workdir
+        self.command = command
         self.port = port or free_port()
         self.env = {
             **os.environ,
@@ -31,7 +38,7 @@ class ServiceProcess:
             **{f"SIDECAR_{k.upper()}": str(v) for k, v in settings.items() if k != "test_ca"},
         }
         self.process: subprocess.Popen[bytes] | None = None
-        self.log = workdir / "service.log"
+        self.log = workdir / ("service.log" if command == "serve" else f"{command}.log")
         scheme = "https" if "tls_certfile" in settings else "http"
         self.url = f"{scheme}://127.0.0.1:{self.port}"
         ca = settings.get("test_ca")
@@ -42,7 +49,7 @@ class ServiceProcess:
         self.env.update({f"SIDECAR_{k.upper()}": str(v) for k, v in overrides.items()})
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "spark_offset_sidecar.cli", "serve"],
+                [sys.executable, "-m", "spark_offset_sidecar.cli", self.command],
                 cwd=self.workdir,
                 env=self.env,
                 stdout=log,

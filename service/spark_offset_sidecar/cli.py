@@ -1,6 +1,7 @@
 """``offset-sidecar``: run the service and its operator tasks.
 
 offset-sidecar serve       apply migrations, then serve HTTP (settings: SIDECAR_*)
+offset-sidecar watch       watch the fleet (lag, /ui, status API) in a process of its own
 offset-sidecar migrate     apply migrations and exit
 offset-sidecar settings    list every SIDECAR_* variable with its default
 offset-sidecar starting-offsets GROUP [--topic T]
@@ -57,26 +58,38 @@ def process_tuning(tuning: TuningSettings) -> Iterator[HeapKeeper]:
 
 
 def _serve(settings: Settings) -> int:
-    import uvicorn
-
     from spark_offset_sidecar.app import create_app
 
     with process_tuning(settings.tuning) as heap:
-        config = uvicorn.Config(
-            create_app(settings, heap=heap),
-            host=settings.http.host,
-            port=settings.http.port,
-            log_level=settings.log.level.lower(),
-            log_config=None,  # uvicorn's loggers go through ours (observe.logs)
-            lifespan="on",
-            access_log=False,
-            ssl_certfile=settings.http.tls_certfile,
-            ssl_keyfile=settings.http.tls_keyfile,
-            # SIGTERM must end in bounded time even with a client holding a connection open.
-            timeout_graceful_shutdown=int(settings.commits.shutdown_grace_seconds) + 1,
-        )
-        uvicorn.Server(config).run()
+        _run_http(settings, create_app(settings, heap=heap))
     return 0
+
+
+def _watch(settings: Settings) -> int:
+    """The watcher: no process tuning (it takes no events whose latency it could cost)."""
+    from spark_offset_sidecar.app.watch import create_watch_app
+
+    _run_http(settings, create_watch_app(settings))
+    return 0
+
+
+def _run_http(settings: Settings, app: Any) -> None:
+    import uvicorn
+
+    config = uvicorn.Config(
+        app,
+        host=settings.http.host,
+        port=settings.http.port,
+        log_level=settings.log.level.lower(),
+        log_config=None,  # uvicorn's loggers go through ours (observe.logs)
+        lifespan="on",
+        access_log=False,
+        ssl_certfile=settings.http.tls_certfile,
+        ssl_keyfile=settings.http.tls_keyfile,
+        # SIGTERM must end in bounded time even with a client holding a connection open.
+        timeout_graceful_shutdown=int(settings.commits.shutdown_grace_seconds) + 1,
+    )
+    uvicorn.Server(config).run()
 
 
 def _migrate(settings: Settings) -> int:
@@ -256,6 +269,13 @@ COMMANDS: dict[str, Command] = {
     "serve": Command(
         lambda settings, _args: _serve(settings),
         "apply migrations, then serve HTTP and commit offsets to Kafka",
+        ("*",),
+    ),
+    "watch": Command(
+        lambda settings, _args: _watch(settings),
+        "watch the fleet in a process of its own: read the log ends, evaluate every group, "
+        "serve /ui, the status API and their series on /metrics (the service that takes "
+        "events runs with SIDECAR_WATCH_IN_PROCESS=false)",
         ("*",),
     ),
     "migrate": Command(

@@ -14,7 +14,14 @@ import pytest
 from spark_offset_sidecar.core.ledger import Ledger
 from spark_offset_sidecar.core.ledger_state import CommittedOffsets, GroupState
 from spark_offset_sidecar.core.offsets import TopicPartition
-from spark_offset_sidecar.observe.fleet_metrics import FleetExposition, FleetOptions
+from spark_offset_sidecar.observe.fleet_metrics import (
+    ALL_SERIES,
+    EVALUATED,
+    MEMORY,
+    STORED,
+    FleetExposition,
+    FleetOptions,
+)
 from spark_offset_sidecar.testing import InMemoryLogEnds, InMemoryRecordTimes
 from tests.support.monitors import idle_and_lagging, monitor_of
 
@@ -100,3 +107,36 @@ def test_a_group_the_evaluation_kept_is_not_rendered_again() -> None:
         asyncio.run(exposition.render())
         assert exposition.renders == 2 + read  # the lagging group's, each read
     assert monitor.stamps["idle"] == 1 < monitor.stamps["lagging"] == monitor.rounds
+
+
+def samples(text: bytes) -> list[str]:
+    return [line for line in text.decode().splitlines() if line and not line.startswith("#")]
+
+
+@pytest.mark.parametrize("granularity", ["topic", "partition"])
+def test_the_taker_and_the_watcher_export_every_series_of_one_process_once(
+    granularity: str,
+) -> None:
+    """With the watcher in a process of its own, the process taking events exports its
+    memory's series and the watcher the stored and evaluated ones: together every sample
+    one process exports, none twice."""
+    fleet, reader = idle_and_lagging()
+    fleet.groups["lagging"].counters.succeeded = 3
+    fleet.groups["lagging"].counters.failed["timeout"] = 1
+    clock = [10_000.0]
+    monitor = monitor_of(fleet, reader, clock)
+    asyncio.run(monitor.poll())
+
+    def exported(series: frozenset[str]) -> list[str]:
+        options = FleetOptions(granularity=granularity, max_age=0, series=series)
+        return samples(
+            asyncio.run(FleetExposition(lambda: fleet, lambda: monitor, options).render())
+        )
+
+    one = exported(ALL_SERIES)
+    taker, watcher = exported(frozenset({MEMORY})), exported(frozenset({STORED, EVALUATED}))
+    assert sorted(taker + watcher) == sorted(one)
+    assert not set(taker) & set(watcher)
+    assert any(s.startswith("sidecar_commits_succeeded_total") for s in taker)
+    assert any(s.startswith("sidecar_consumergroup_lag") for s in watcher)
+    assert any(s.startswith("sidecar_pending_checkpoints") for s in watcher)

@@ -12,17 +12,16 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 
-from fastapi import FastAPI, Request
-from fastapi.responses import PlainTextResponse, Response
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from fastapi import FastAPI
+from prometheus_client import CollectorRegistry, generate_latest
 
 from spark_offset_sidecar.adapters.checkpoints.fsspec_storage import (
     FsspecCheckpointStorage,
     check_path,
 )
 from spark_offset_sidecar.app.kafka_clients import KafkaClients
+from spark_offset_sidecar.app.parts import add_operational_routes, fleet_options, token_verifier
 from spark_offset_sidecar.app.start import Given, ProcessHeap, Start, group_cluster
-from spark_offset_sidecar.errors import StoreError
 from spark_offset_sidecar.http.auth import TokenRegistry
 from spark_offset_sidecar.http.body_limit import BodySizeLimit
 from spark_offset_sidecar.http.event_routes import router
@@ -32,10 +31,14 @@ from spark_offset_sidecar.http.refusals import exception_answers
 from spark_offset_sidecar.http.state import Runtime
 from spark_offset_sidecar.http.status_page import router as status_page_router
 from spark_offset_sidecar.http.status_routes import router as status_router
-from spark_offset_sidecar.observe.fleet_metrics import FleetExposition, FleetOptions, MetricsPage
+from spark_offset_sidecar.observe.fleet_metrics import (
+    ALL_SERIES,
+    MEMORY_SERIES,
+    FleetExposition,
+    MetricsPage,
+)
 from spark_offset_sidecar.observe.metrics import SidecarMetrics, package_version
 from spark_offset_sidecar.ports.checkpoints import CheckpointStorage, FollowedFolders
-from spark_offset_sidecar.ports.identity import TokenVerifier
 from spark_offset_sidecar.ports.kafka import (
     CommittedOffsetsReader,
     LogEndReader,
@@ -46,7 +49,7 @@ from spark_offset_sidecar.ports.kafka import (
 from spark_offset_sidecar.ports.status_board import StatusBoard
 from spark_offset_sidecar.ports.store import LedgerStore
 from spark_offset_sidecar.runtime.durable_ledger import DurableLedger
-from spark_offset_sidecar.settings import MetricsSettings, OidcSettings, Settings
+from spark_offset_sidecar.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +83,7 @@ def create_app(
         registry or CollectorRegistry(), kafka.clusters if kafka.several else None
     )
     opened: list[DurableLedger] = []  # the ledger, once the lifespan has opened it
-    verifier = _token_verifier(settings.oidc)
+    verifier = token_verifier(settings.oidc)
     storage = checkpoint_storage or FsspecCheckpointStorage(settings.follow.storage_options)
     runtime = Runtime(
         settings,
@@ -122,7 +125,7 @@ def create_app(
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         async with AsyncExitStack() as stack:
             stack.callback(log.info, "stopped")
-            runtime.running = running = await start.run(stack)
+            runtime.running = runtime.started = running = await start.run(stack)
             runtime.ready = True
             ledger = running.durable.ledger
             log.info("ready: %d queries, %d groups loaded", len(ledger.queries), len(ledger.groups))
@@ -142,82 +145,21 @@ def create_app(
     answers = exception_answers(metrics)
     app.add_middleware(ProgressRoute, handlers=answers)  # inside the body limit
     app.add_middleware(BodySizeLimit, max_bytes=settings.http.max_body_bytes, metrics=metrics)
+    watching_here = settings.status.watch_in_process
+    readers = (status_router, status_page_router)  # else a watcher answers them (app.watch)
     for routes in (router, status_router, follow_router, status_page_router):
-        app.include_router(routes)
+        if watching_here or routes not in readers:
+            app.include_router(routes)
     for exception, answer in answers.items():
         app.add_exception_handler(exception, answer)
     fleet = FleetExposition(
         lambda: opened[0].ledger,  # built only once running (the /metrics route)
         lambda: runtime.running.lag_monitor if runtime.running else None,
-        _fleet_options(settings.metrics, kafka),
+        fleet_options(settings.metrics, kafka, ALL_SERIES if watching_here else MEMORY_SERIES),
         clock,
         head=lambda: generate_latest(metrics.registry),
     )
-    _add_operational_routes(
+    add_operational_routes(
         app, runtime, MetricsPage(fleet, settings.metrics.max_scrapes_per_second)
     )
     return app
-
-
-def _fleet_options(metrics: MetricsSettings, kafka: KafkaClients) -> FleetOptions:
-    return FleetOptions(
-        granularity=metrics.granularity,
-        groups=metrics.groups,
-        exclude_groups=metrics.exclude_groups,
-        topics=metrics.topics,
-        exclude_topics=metrics.exclude_topics,
-        export_kafka_lag=metrics.export_kafka_lag,
-        max_age=metrics.max_age_seconds,
-        cluster_names=kafka.clusters.name_of if kafka.several else None,
-    )
-
-
-def _token_verifier(oidc: OidcSettings) -> TokenVerifier | None:
-    """The jobs' JWT verifier when an issuer is set (PyJWT, the ``oidc`` extra, imported
-    only then)."""
-    if not oidc.issuer or not oidc.audience:
-        return None
-    from spark_offset_sidecar.adapters.oidc.jwks_verifier import JwksVerifier
-
-    return JwksVerifier(
-        oidc.issuer,
-        oidc.audience,
-        jwks_url=oidc.jwks_url,
-        ca_file=oidc.ca_file,
-        bearer_file=oidc.bearer_token_file,
-        refresh=oidc.jwks_refresh_seconds,
-    )
-
-
-def _add_operational_routes(app: FastAPI, runtime: Runtime, page: MetricsPage) -> None:
-    @app.get("/livez", tags=["operations"], response_class=PlainTextResponse)
-    async def livez() -> Response:
-        problem = runtime.live_problem()
-        if problem:
-            return PlainTextResponse(problem + "\n", status_code=503)
-        return PlainTextResponse("ok\n")
-
-    @app.get("/readyz", tags=["operations"], response_class=PlainTextResponse)
-    async def readyz() -> Response:
-        if not runtime.ready or runtime.running is None:
-            return PlainTextResponse("starting or stopping\n", status_code=503)
-        try:
-            await runtime.running.durable.check_store()
-        except StoreError as exc:
-            return PlainTextResponse(f"database: {exc}\n", status_code=503)
-        # Events are taken and kept whatever Kafka or an issuer says: ready all the same,
-        # with the reason on the page (and in the log, once per change).
-        problems = "".join(f"warning: {problem}\n" for problem in runtime.problems())
-        return PlainTextResponse(f"ok\n{problems}")
-
-    @app.get("/metrics", tags=["operations"], response_class=PlainTextResponse)
-    async def metrics(request: Request) -> Response:
-        """The process-wide series, then the per-group ones (``observe.fleet_metrics``:
-        built in slices, shared by scrapes that come together, paced)."""
-        if runtime.running is None:
-            return Response(
-                generate_latest(runtime.metrics.registry), media_type=CONTENT_TYPE_LATEST
-            )
-        accepts = request.headers.get("accept-encoding", "")
-        body, headers = await page.answer(accepts_gzip="gzip" in accepts)
-        return Response(body, media_type=CONTENT_TYPE_LATEST, headers=headers)

@@ -35,7 +35,7 @@ from spark_offset_sidecar.app.kafka_clients import GroupCluster, KafkaClients, K
 from spark_offset_sidecar.core.clusters import Clusters
 from spark_offset_sidecar.core.group_status import CommitWindows
 from spark_offset_sidecar.core.leases import Ownership
-from spark_offset_sidecar.core.ledger import Backoff
+from spark_offset_sidecar.core.ledger import Backoff, Ledger
 from spark_offset_sidecar.http.state import Running, Runtime
 from spark_offset_sidecar.observe.loop_lag import LoopLag
 from spark_offset_sidecar.observe.metrics import HeapView, SidecarMetrics
@@ -124,7 +124,8 @@ class Start:
             board = await self._replicas(stack, sql, ownership, durable, commit_loop, board)
         commit_task = self._commits(stack, durable, commit_loop)
         lag_monitor = self._lag_monitors(stack, durable, board, committer, built)
-        lag_task = run_in_background(stack, lag_monitor.run(), "lag monitor")
+        if self.settings.status.watch_in_process:  # else a watcher reads the log ends
+            run_in_background(stack, lag_monitor.run(), "lag monitor")
         followed = self.given.followed_folders or (
             SqlFollowedFolders(sql.engine) if sql is not None else None
         )
@@ -146,7 +147,6 @@ class Start:
             commit_loop,
             commit_task,
             lag_monitor,
-            lag_task,
             reports=reports,
             followed=followed,
             follower=follower,
@@ -267,53 +267,16 @@ class Start:
         committer: OffsetCommitter,
         committers: dict[Key, KafkaOffsetCommitter],
     ) -> LagMonitor | LagMonitors:
-        """One lag monitor per cluster (a topic of one name on two clusters is two
-        topics), on the log-end and record-time readers built here or the ones given (one
-        cluster)."""
-        status, given = self.settings.status, self.given
-        built = self.kafka.log_ends() if given.log_ends is None else {}
-        readers: dict[Key, LogEndReader] = (
-            {None: given.log_ends} if given.log_ends is not None else dict(built)
+        return watch_lag(
+            stack,
+            Watched(self.settings, self.kafka, self.metrics, self.runtime.clock),
+            lambda: durable.ledger,
+            given=self.given,
+            board=board,
+            waits=committer.waiting,
+            committers=committers,
+            settled=self.heap.settle if self.heap is not None else None,
         )
-        times: dict[Key, RecordTimeReader] = {}
-        if given.record_times is not None:
-            times[None] = given.record_times
-        elif status.read_record_times and given.log_ends is None:
-            times = {  # aiokafka parses the fetched records off the events' loop
-                key: RecordTimesOnOwnLoop(reader, f"record times {key or 'default'}")
-                for key, reader in self.kafka.record_times().items()
-            }
-        for reader in readers.values():
-            stack.push_async_callback(reader.close)
-        for time_reader in times.values():
-            stack.push_async_callback(time_reader.close)
-        resending: dict[Key, list[KafkaOffsetCommitter | KafkaLogEndReader]] = {}
-        for key, commits in committers.items():
-            resending.setdefault(key, []).append(commits)
-        for key, reads in built.items():
-            resending.setdefault(key, []).append(reads)
-        self.metrics.watch_resent({key: partial(resent, c) for key, c in resending.items()})
-        monitors = {
-            key: LagMonitor(
-                lambda: durable.ledger,
-                reader,
-                interval=status.lag_read_interval_seconds,
-                err_after_failures=status.status_err_after_failures,
-                windows=CommitWindows(status.status_window, status.status_stop_after_seconds),
-                clock=self.runtime.clock,
-                board=board,
-                record_times=times.get(key),
-                risk_seconds=status.retention_risk_seconds,
-                waits=committer.waiting,
-                one_cluster=len(readers) > 1,
-                cluster=key,
-                settled=self.heap.settle if self.heap is not None else _nothing,
-            )
-            for key, reader in readers.items()
-        }
-        lag_monitor = LagMonitors(monitors) if len(monitors) > 1 else monitors[None]
-        self.metrics.watch_lag(monitors)
-        return lag_monitor
 
     def _follower(
         self,
@@ -339,6 +302,75 @@ class Start:
         self.metrics.watch_folders(follower.figures, lambda: self.storage.requests, REASONS)
         run_in_background(stack, follower.run(), "checkpoint follower")
         return follower
+
+
+@dataclass(frozen=True)
+class Watched:
+    """What a lag monitor is built from, in the process taking events or in a watcher."""
+
+    settings: Settings
+    kafka: KafkaClients
+    metrics: SidecarMetrics
+    clock: Callable[[], float]
+
+
+def watch_lag(
+    stack: AsyncExitStack,
+    watched: Watched,
+    ledger: Callable[[], Ledger],
+    *,
+    given: Given,
+    board: StatusBoard | None = None,
+    waits: Callable[[str], str | None] | None = None,
+    committers: dict[Key, KafkaOffsetCommitter] | None = None,
+    settled: Callable[[], None] | None = None,
+) -> LagMonitor | LagMonitors:
+    """One lag monitor per cluster (a topic of one name on two clusters is two topics), on
+    the log-end and record-time readers built here or the ones given (one cluster);
+    ``waits``: what a group's commit in flight waits for (None: no commits here)."""
+    status, metrics = watched.settings.status, watched.metrics
+    built = watched.kafka.log_ends() if given.log_ends is None else {}
+    readers: dict[Key, LogEndReader] = (
+        {None: given.log_ends} if given.log_ends is not None else dict(built)
+    )
+    times: dict[Key, RecordTimeReader] = {}
+    if given.record_times is not None:
+        times[None] = given.record_times
+    elif status.read_record_times and given.log_ends is None:
+        times = {  # aiokafka parses the fetched records off the events' loop
+            key: RecordTimesOnOwnLoop(reader, f"record times {key or 'default'}")
+            for key, reader in watched.kafka.record_times().items()
+        }
+    for reader in readers.values():
+        stack.push_async_callback(reader.close)
+    for time_reader in times.values():
+        stack.push_async_callback(time_reader.close)
+    resending: dict[Key, list[KafkaOffsetCommitter | KafkaLogEndReader]] = {}
+    for key, commits in (committers or {}).items():
+        resending.setdefault(key, []).append(commits)
+    for key, reads in built.items():
+        resending.setdefault(key, []).append(reads)
+    metrics.watch_resent({key: partial(resent, c) for key, c in resending.items()})
+    monitors = {
+        key: LagMonitor(
+            ledger,
+            reader,
+            interval=status.lag_read_interval_seconds,
+            err_after_failures=status.status_err_after_failures,
+            windows=CommitWindows(status.status_window, status.status_stop_after_seconds),
+            clock=watched.clock,
+            board=board,
+            record_times=times.get(key),
+            risk_seconds=status.retention_risk_seconds,
+            waits=waits or _no_commits,
+            one_cluster=len(readers) > 1,
+            cluster=key,
+            settled=settled or _nothing,
+        )
+        for key, reader in readers.items()
+    }
+    metrics.watch_lag(monitors)
+    return LagMonitors(monitors) if len(monitors) > 1 else monitors[None]
 
 
 def group_cluster(opened: list[DurableLedger], clusters: Clusters) -> GroupCluster:
@@ -431,3 +463,7 @@ def on_settled(loop: CommitLoop, metrics: SidecarMetrics) -> Callable[[int, floa
 
 def _nothing() -> None:
     """What a lag monitor tells when no heap keeper listens."""
+
+
+def _no_commits(_group_id: str) -> None:
+    """What a commit in flight waits for where none is made (a watcher)."""

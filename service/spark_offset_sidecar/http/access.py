@@ -21,7 +21,7 @@ from spark_offset_sidecar.errors import Forbidden, InvalidEvent
 from spark_offset_sidecar.http.auth import TokenGrant
 
 if TYPE_CHECKING:
-    from spark_offset_sidecar.http.state import Running, Runtime
+    from spark_offset_sidecar.http.state import Reading, Running, Runtime
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +37,15 @@ def running_of(request: Request) -> Running:
     if running is None:
         raise HTTPException(503, "the service is starting")
     return running
+
+
+def reading_of(request: Request) -> Reading:
+    """What readers read, in the process that takes events or in a watcher; 503 while it
+    is starting."""
+    started = runtime_of(request).started
+    if started is None:
+        raise HTTPException(503, "the service is starting")
+    return started.reading
 
 
 async def caller(request: Request, *, event: bool) -> TokenGrant | None:

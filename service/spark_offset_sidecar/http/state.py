@@ -1,7 +1,9 @@
 """What the service holds, reached by the HTTP layer through ``request.app.state.runtime``:
 what the composition root (``app``) builds before starting (``Runtime``), and the parts
-its lifespan started (``Running``), set once every one has started. Nothing here imports
-the application, so routes and the app never import each other."""
+its lifespan started, set once every one has started: ``Running`` in the process that
+takes events, ``Watching`` in a watcher (``offset-sidecar watch``); both are ``Started``,
+which is what the readers' and operational routes need. Nothing here imports the
+application, so routes and the app never import each other."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Protocol
 
 from spark_offset_sidecar.core.clusters import Clusters
 from spark_offset_sidecar.http.auth import TokenRegistry
@@ -22,6 +25,7 @@ from spark_offset_sidecar.runtime.commit_loop import CommitLoop
 from spark_offset_sidecar.runtime.durable_ledger import DurableLedger
 from spark_offset_sidecar.runtime.lag_monitor import LagMonitor
 from spark_offset_sidecar.runtime.lag_monitors import LagMonitors
+from spark_offset_sidecar.runtime.store_follower import StoreFollower
 from spark_offset_sidecar.settings import Settings
 from spark_offset_sidecar.turns import Pace
 
@@ -34,8 +38,9 @@ class Running:
     durable: DurableLedger
     commit_loop: CommitLoop
     commit_task: asyncio.Task[None]
-    lag_monitor: LagMonitor | LagMonitors  # LagMonitors: several clusters
-    lag_task: asyncio.Task[None]
+    # LagMonitors: several clusters. It reads the log ends unless a watcher of its own
+    # does (``status.watch_in_process``); it keeps the jobs' rates either way.
+    lag_monitor: LagMonitor | LagMonitors
     # What every read answers groups' status and live commit state from: this process's
     # memory alone, the board of the owners with replicas (chosen once, at start).
     reports: GroupReports
@@ -43,6 +48,69 @@ class Running:
     # keeps no followed folders (a store double without them), and none are read.
     followed: FollowedFolders | None
     follower: CheckpointFollower | None
+
+    @property
+    def reading(self) -> Reading:
+        return Reading(self.reports, self.followed, self.lag_monitor)
+
+    def live_problem(self) -> str | None:
+        if self.commit_task.done():
+            return "the commit loop has stopped"
+        stalled = time.monotonic() - self.commit_loop.heartbeat
+        if stalled > max(30.0, 10 * self.commit_loop.tick):
+            return f"the commit loop has not run for {stalled:.0f} s"
+        return None
+
+    async def check_store(self) -> None:
+        await self.durable.check_store()
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What readers' routes read: groups' reports, the followed folders (None: the store
+    keeps none, or they are read elsewhere) and the lag monitor's tables."""
+
+    reports: GroupReports
+    followed: FollowedFolders | None
+    lag_monitor: LagMonitor | LagMonitors
+
+
+@dataclass(frozen=True)
+class Watching:
+    """The parts a watcher's lifespan started: a ledger that follows the store, and the lag
+    monitor that watches it."""
+
+    follower: StoreFollower
+    follow_task: asyncio.Task[None]
+    lag_monitor: LagMonitor | LagMonitors
+    lag_task: asyncio.Task[None]
+    reports: GroupReports
+
+    @property
+    def reading(self) -> Reading:
+        return Reading(self.reports, None, self.lag_monitor)
+
+    def live_problem(self) -> str | None:
+        for task, what in ((self.follow_task, "store follower"), (self.lag_task, "lag monitor")):
+            if task.done():
+                return f"the {what} has stopped"
+        return None
+
+    async def check_store(self) -> None:
+        await asyncio.to_thread(self.follower.rows.check)
+
+
+class Started(Protocol):
+    """What a lifespan started, as the readers' and operational routes see it."""
+
+    @property
+    def reading(self) -> Reading: ...
+
+    def live_problem(self) -> str | None:
+        """Why the process should be restarted, or None."""
+
+    async def check_store(self) -> None:
+        """Raise ``StoreError`` unless the store answers."""
 
 
 @dataclass
@@ -60,8 +128,10 @@ class Runtime:
     # jobs' token issuer): each says its problem, or None. Shown on /readyz and /ui.
     identity_problems: list[Callable[[], str | None]] = field(default_factory=list)
     # Set once every part has started, and kept until the process ends (events taken
-    # while stopping are still recorded); ``ready`` is True only in between.
+    # while stopping are still recorded); ``ready`` is True only in between. ``running``
+    # only in the process that takes events; ``started`` in every process.
     running: Running | None = None
+    started: Started | None = None
     ready: bool = False
 
     @cached_property
@@ -79,12 +149,6 @@ class Runtime:
         return [problem for check in self.identity_problems if (problem := check())]
 
     def live_problem(self) -> str | None:
-        if self.running is None:
-            return "the commit loop has not started"
-        task, loop = self.running.commit_task, self.running.commit_loop
-        if task.done():
-            return "the commit loop has stopped"
-        stalled = time.monotonic() - loop.heartbeat
-        if stalled > max(30.0, 10 * loop.tick):
-            return f"the commit loop has not run for {stalled:.0f} s"
-        return None
+        if self.started is None:
+            return "the service has not started"
+        return self.started.live_problem()

@@ -47,7 +47,7 @@ from spark_offset_sidecar.core.lag_figures import (
     DataStatus,
 )
 from spark_offset_sidecar.errors import Unauthenticated
-from spark_offset_sidecar.http.access import caller, running_of, runtime_of
+from spark_offset_sidecar.http.access import caller, reading_of, runtime_of
 from spark_offset_sidecar.http.follow_routes import readable_folders
 from spark_offset_sidecar.http.status_routes import readable_summaries
 
@@ -86,14 +86,14 @@ async def status_page(
         grant = await caller(request, event=False)
     except Unauthenticated as exc:
         raise Unauthenticated(str(exc), challenge=BROWSER_CHALLENGE) from None
-    runtime, running = runtime_of(request), running_of(request)
+    runtime, reading = runtime_of(request), reading_of(request)
     await runtime.pages.turn()
     summaries = await readable_summaries(request, grant)
-    folders = await readable_folders(request, grant) if running.followed is not None else []
+    folders = await readable_folders(request, grant) if reading.followed is not None else []
     refresh = max(5, round(runtime.settings.status.lag_read_interval_seconds))
-    _, read_at = running.reports.as_of(summaries)
+    _, read_at = reading.reports.as_of(summaries)
     arranged = Arranged.of(summaries, PageView(q, status.upper(), page))
-    by_group = {r.status.group_id: r for r in await running.reports.every(arranged.shown)}
+    by_group = {r.status.group_id: r for r in await reading.reports.every(arranged.shown)}
     shown = [by_group[g] for g in arranged.shown if g in by_group]  # gone since: left out
     html = render_page(
         arranged, shown, runtime.clock(), read_at, refresh, folders, runtime.problems()

@@ -19,7 +19,7 @@ from spark_offset_sidecar.core.clusters import Clusters
 from spark_offset_sidecar.core.group_report import GroupReport, GroupSummary
 from spark_offset_sidecar.core.group_status import PartitionStatus
 from spark_offset_sidecar.core.lag_figures import CatchUp, PartitionLag
-from spark_offset_sidecar.http.access import allow_read, caller, running_of, runtime_of
+from spark_offset_sidecar.http.access import allow_read, caller, reading_of, runtime_of
 from spark_offset_sidecar.http.auth import TokenGrant
 from spark_offset_sidecar.http.models import GroupId
 from spark_offset_sidecar.http.refusals import refusal
@@ -203,7 +203,7 @@ async def readable_summaries(request: Request, grant: TokenGrant | None) -> list
     """The summaries of every group ``grant`` may read (None: all), by group."""
     return [
         summary
-        for summary in await running_of(request).reports.summaries()
+        for summary in await reading_of(request).reports.summaries()
         if grant is None or grant.may_read(summary.group_id)
     ]
 
@@ -212,7 +212,7 @@ async def readable_reports(request: Request, grant: TokenGrant | None) -> list[G
     """The reports of every group ``grant`` may read (None: all), by group."""
     return [
         report
-        for report in await running_of(request).reports.every()
+        for report in await reading_of(request).reports.every()
         if grant is None or grant.may_read(report.status.group_id)
     ]
 
@@ -222,7 +222,7 @@ async def list_status(request: Request) -> StatusAnswer:
     """Every group's status (with a token: the groups it may touch)."""
     grant = await caller(request, event=False)
     reports = await readable_reports(request, grant)
-    evaluated_at, read_at = running_of(request).reports.as_of(reports)
+    evaluated_at, read_at = reading_of(request).reports.as_of(reports)
     groups = []
     turns = Turns()
     for report in reports:
@@ -235,7 +235,7 @@ async def list_status(request: Request) -> StatusAnswer:
 async def get_status(group_id: GroupId, request: Request) -> GroupStatusView | JSONResponse:
     """One group's status: alone evaluated now, with replicas as its owner last published."""
     allow_read(await caller(request, event=False), group_id)
-    found = await running_of(request).reports.one(group_id)
+    found = await reading_of(request).reports.one(group_id)
     if isinstance(found, Missing):
         return refusal(404, found.outcome, found.detail)
     return GroupStatusView.of(found, runtime_of(request).clusters)

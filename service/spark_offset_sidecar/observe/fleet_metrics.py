@@ -30,6 +30,13 @@ What is exported per group (docs/operate/metrics.md lists every series):
   - With several Kafka clusters, every per-group series also has ``cluster_name`` (the
     group's cluster; klag-exporter's label); with one, none.
 
+Which process exports what (``FleetOptions.series``): one process exports every series.
+With the watcher in a process of its own (``offset-sidecar watch``), the process taking
+events exports what only its memory knows (``MEMORY``: the counters, a commit in flight)
+and the watcher what it reads from the store (``STORED``: pending checkpoints, how far
+commits are behind, committed offsets) and what its lag monitor evaluates
+(``EVALUATED``); every series is exported by exactly one of them.
+
 A group's series of the lag monitor's evaluation (status, lag, time lag, margin, lost,
 catch-up: most of a build's work) are kept from one build to the next until an evaluation
 computes its status and lag figures again (``LagMonitor.stamps``): builds between two
@@ -63,6 +70,7 @@ from spark_offset_sidecar.turns import Pace, Turns
 if TYPE_CHECKING:
     from spark_offset_sidecar.core.group_status import GroupStatus, PartitionStatus
     from spark_offset_sidecar.core.lag_figures import GroupLag
+    from spark_offset_sidecar.core.ledger_state import GroupState
 
 
 class FleetView(Protocol):
@@ -93,6 +101,12 @@ def _tables(view: FleetView | None) -> _Tables | None:
     return None if view is None else _Tables(view.statuses, view.lags, view.lost, view.stamps)
 
 
+MEMORY, STORED, EVALUATED = "memory", "stored", "evaluated"
+ALL_SERIES = frozenset({MEMORY, STORED, EVALUATED})  # one process
+MEMORY_SERIES = frozenset({MEMORY})  # the process taking events, with a watcher of its own
+WATCHER_SERIES = frozenset({STORED, EVALUATED})  # the watcher
+
+
 @dataclass(frozen=True)
 class FleetOptions:
     granularity: str = "topic"  # group, topic or partition
@@ -107,6 +121,7 @@ class FleetOptions:
     # group's cluster (None, as the ledger keeps the default one: its name). None:
     # one cluster, no label (the series of a single-cluster service do not change).
     cluster_names: Callable[[str | None], str] | None = None
+    series: frozenset[str] = ALL_SERIES  # which of MEMORY, STORED, EVALUATED are exported
 
     # Set in __post_init__ from the patterns, compiled once.
     group_shown: Callable[[str], bool] = field(init=False, repr=False, compare=False)
@@ -232,7 +247,7 @@ class FleetExposition:
         self.builds += 1
         return text, packed
 
-    def _group(  # noqa: C901, PLR0912  (one branch per optional family)
+    def _group(
         self,
         f: dict[str, Family],
         ledger: Ledger,
@@ -246,6 +261,19 @@ class FleetExposition:
         g = f'consumergroup="{escape(group_id)}"'
         if self.options.cluster_names is not None:  # names are [a-z0-9-]: nothing to escape
             g += f',cluster_name="{self.options.cluster_names(group.cluster)}"'
+        series = self.options.series
+        if MEMORY in series:
+            self._memory(f, g, group)
+        if not ledger.commits(group_id):  # another replica reports the group's state
+            return
+        if STORED in series:
+            self._stored(f, g, group, ledger, now)
+        if monitor is not None and EVALUATED in series:
+            for key, lines in self._evaluated(g, monitor, group_id):
+                f[key].lines.append(lines)
+
+    def _memory(self, f: dict[str, Family], g: str, group: GroupState) -> None:
+        """What only the memory of the process taking events knows."""
         counters = group.counters
         f["succeeded"].add(g, counters.succeeded)
         f["failed"].add(g, sum(counters.failed.values()))
@@ -263,12 +291,16 @@ class FleetExposition:
         ):
             if count:
                 f[key].add(g, count)
-        if not ledger.commits(group_id):  # another replica reports the group's state
-            return
+        if group.in_flight:
+            f["in_flight"].add(g, 1)
+
+    def _stored(
+        self, f: dict[str, Family], g: str, group: GroupState, ledger: Ledger, now: float
+    ) -> None:
+        """What the store holds (a watcher reads it there)."""
         query = ledger.queries.get(group.query_id or "")
         f["pending"].add(g, len(query.pending) if query else 0)
         for key, value in (
-            ("in_flight", 1 if group.in_flight else 0),
             ("behind", checkpoints_behind(group)),
             ("behind_seconds", max(0.0, now - group.slot.created_at) if group.slot else 0),
         ):
@@ -283,9 +315,6 @@ class FleetExposition:
                         f["committed"].add(
                             f'{g},topic="{escape(tp.topic)}",partition="{tp.partition}"', offset
                         )
-        if monitor is not None:
-            for key, lines in self._evaluated(g, monitor, group_id):
-                f[key].lines.append(lines)
 
     def _evaluated(self, g: str, monitor: FleetView, group_id: str) -> tuple[tuple[str, str], ...]:
         """The group's series of the lag monitor's evaluation: rendered again only when an

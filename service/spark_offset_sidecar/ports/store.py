@@ -16,7 +16,7 @@ Contract
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -64,3 +64,28 @@ class SharedLedgerStore(LedgerStore, Protocol):
         """Every stored query and group as one consistent snapshot, whichever replica
         wrote them, outside any batch and taking no lock (for reads); callable from any
         thread."""
+
+
+@dataclass(frozen=True)
+class StoredMarks:
+    """A small fingerprint of every stored query and group: a mark changes whenever what a
+    ledger loads of its row changes (values of the rows, not a clock: nothing to keep in
+    step between processes). A reader that compares two sets of marks knows which rows
+    to read again, and which are gone."""
+
+    queries: Mapping[str, tuple[str, Hashable]]  # query id: (its group's id, its mark)
+    groups: Mapping[str, Hashable]
+
+
+class LedgerRows(Protocol):
+    """Reads of the store for a process that follows the ledger without taking events (the
+    watcher: ``runtime.store_follower``). Blocking; callable from any one thread."""
+
+    def marks(self) -> StoredMarks: ...
+
+    def check(self) -> None:
+        """Raise ``StoreUnavailable`` unless the store is reachable and its schema current."""
+
+    def rows(self, query_ids: Collection[str], group_ids: Collection[str]) -> LoadedRows:
+        """The rows of ``query_ids``, of ``group_ids`` and of their partners (a group's
+        query, a query's group), as ``load`` would return them."""

@@ -242,6 +242,12 @@ class StatusSettings(Section):
     ui_max_pages_per_second: NonNegativeFloat = Field(
         10.0, description="answer /ui at most this often, pages in turn (0: no limit)"
     )
+    watch_in_process: Flag = Field(
+        True,
+        description="watch the fleet in the process that takes events (lag reads, /ui, the "
+        "status API, the lag series of /metrics); false: a watcher of its own does "
+        "(offset-sidecar watch; docs/run/watcher.md) and this process serves events only",
+    )
 
 
 class MetricsSettings(Section):

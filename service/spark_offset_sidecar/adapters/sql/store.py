@@ -9,14 +9,24 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, RowMapping, create_engine, event, select
+from sqlalchemy import (
+    Connection,
+    Engine,
+    RowMapping,
+    bindparam,
+    create_engine,
+    event,
+    func,
+    select,
+)
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, SQLAlchemyError
+from sqlalchemy.sql.elements import BindParameter
 
 from spark_offset_sidecar.adapters.sql import migrate
 from spark_offset_sidecar.adapters.sql.schema import consumer_groups, pending_checkpoints, queries
@@ -28,7 +38,7 @@ from spark_offset_sidecar.core.changes import (
 from spark_offset_sidecar.core.ledger import CommittedOffsets, GroupState, QueryState
 from spark_offset_sidecar.core.offsets import from_json
 from spark_offset_sidecar.errors import StoreError, StoreRefused, StoreUnavailable
-from spark_offset_sidecar.ports.store import StoredState
+from spark_offset_sidecar.ports.store import LoadedRows, StoredMarks, StoredState
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +65,41 @@ def create_store_engine(url: str) -> Engine:
 
 def _loads(text: str) -> dict[Any, int]:
     return from_json(json.loads(text))
+
+
+# What a follower compares (``marks``): every column a ledger loads that can change, but
+# the offsets' text, which changes only with the checkpoint id beside it.
+_groups, _pending, _queries = consumer_groups.c, pending_checkpoints.c, queries.c
+_GROUP_MARKS = select(
+    _groups.group_id,
+    _groups.rewind_allowed,
+    _groups.commit_interval_seconds,
+    _groups.cluster,
+    _groups.slot_query_id,
+    _groups.slot_checkpoint_id,
+    _groups.committed_query_id,
+    _groups.committed_checkpoint_id,
+    _groups.committed_at,
+)
+_QUERY_MARKS = select(
+    _queries.query_id, _queries.group_id, _queries.last_completed_id, _queries.last_run_id
+)
+_PENDING_MARKS = select(
+    _pending.query_id,
+    func.count(),
+    func.min(_pending.checkpoint_id),
+    func.max(_pending.checkpoint_id),
+).group_by(_pending.query_id)
+_IDS: BindParameter[str] = bindparam("ids", expanding=True)
+_QUERIES_NAMED = select(queries).where(_queries.query_id.in_(_IDS))
+_QUERIES_OF_GROUPS = select(queries).where(_queries.group_id.in_(_IDS))
+_PENDING_OF = (
+    select(pending_checkpoints)
+    .where(_pending.query_id.in_(_IDS))
+    .order_by(_pending.query_id, _pending.checkpoint_id)
+)
+_GROUPS_NAMED = select(consumer_groups).where(_groups.group_id.in_(_IDS))
+_CHUNK = 500  # ids per statement: far below SQLite's and PostgreSQL's limits
 
 
 class SqlStore:
@@ -91,6 +136,35 @@ class SqlStore:
             ).mappings(),
             conn.execute(select(consumer_groups)).mappings().all(),
         )
+
+    def marks(self) -> StoredMarks:
+        """Every stored query's and group's mark (``ports.store.LedgerRows``)."""
+        with self._errors("reading"), self.engine.connect() as conn:
+            pending = {row[0]: tuple(row[1:]) for row in conn.execute(_PENDING_MARKS)}
+            return StoredMarks(
+                {
+                    row[0]: (row[1], (*row[2:], pending.get(row[0])))
+                    for row in conn.execute(_QUERY_MARKS)
+                },
+                {row[0]: tuple(row[1:]) for row in conn.execute(_GROUP_MARKS)},
+            )
+
+    def rows(self, query_ids: Collection[str], group_ids: Collection[str]) -> LoadedRows:
+        """The rows of ``query_ids`` and ``group_ids`` and of their partners."""
+        with self._errors("reading"), self.engine.connect() as conn:
+            found = {
+                row["query_id"]: row
+                for statement, ids in ((_QUERIES_NAMED, query_ids), (_QUERIES_OF_GROUPS, group_ids))
+                for row in _chunked(conn, statement, ids)
+            }
+            qids = set(query_ids) | set(found)
+            gids = set(group_ids) | {row["group_id"] for row in found.values()}
+            stored = self.assemble(
+                list(found.values()),
+                _chunked(conn, _PENDING_OF, sorted(found)),
+                _chunked(conn, _GROUPS_NAMED, gids),
+            )
+        return LoadedRows(frozenset(qids), frozenset(gids), stored)
 
     @classmethod
     def assemble(
@@ -161,6 +235,17 @@ class SqlStore:
 
     def _errors(self, doing: str) -> AbstractContextManager[None]:
         return _database_errors(doing, self.url)
+
+
+def _chunked(conn: Connection, statement: Any, ids: Collection[str]) -> list[RowMapping]:
+    """``statement``'s rows for ``ids``, a chunk of ids at a time (in the order of the ids'
+    chunks: pending rows stay in checkpoint order within a query)."""
+    ordered = sorted(ids)
+    return [
+        row
+        for at in range(0, len(ordered), _CHUNK)
+        for row in conn.execute(statement, {"ids": ordered[at : at + _CHUNK]}).mappings()
+    ]
 
 
 @contextmanager

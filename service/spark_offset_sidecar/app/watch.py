@@ -1,0 +1,149 @@
+"""The watcher, built by ``create_watch_app(settings)``: watching the fleet in a process of
+its own, so that taking events is the only thing on the event loop of the process that
+takes them (``offset-sidecar serve`` with ``SIDECAR_WATCH_IN_PROCESS=false``).
+
+It takes no events and commits nothing. Its ledger follows the store the events' process
+writes (``runtime.store_follower``), its lag monitor reads the log ends and evaluates
+every group, and it answers what readers read: ``/v1/status``, ``/v1/status/{group}``,
+``/ui``, and on ``/metrics`` the per-group series of the store and of the evaluation
+(the events' process exports its memory's: ``observe.fleet_metrics``). Same settings as
+the events' process (its database, Kafka clusters, tokens, status and metrics settings);
+its own port.
+
+Its lifespan checks the schema (the events' process migrates; a watcher never does),
+loads the whole ledger (the follower's first step) before it answers ready, then follows
+the store and reads the log ends every ``lag_read_interval_seconds``. A failure while
+starting stops what had started (the exit stack).
+
+Not known to a watcher (kept in the memory of the process taking events, not in the
+store): the counters, a commit in flight and what it waits for, the jobs' rates from their
+progress events, how reading a followed folder goes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+
+from fastapi import FastAPI
+from prometheus_client import CollectorRegistry, generate_latest
+
+from spark_offset_sidecar.adapters.sql.store import SqlStore
+from spark_offset_sidecar.app.kafka_clients import KafkaClients
+from spark_offset_sidecar.app.parts import add_operational_routes, fleet_options, token_verifier
+from spark_offset_sidecar.app.start import Given, Watched, run_in_background, watch_lag
+from spark_offset_sidecar.core.ledger import Ledger
+from spark_offset_sidecar.errors import StoreUnavailable
+from spark_offset_sidecar.http.auth import TokenRegistry
+from spark_offset_sidecar.http.refusals import exception_answers
+from spark_offset_sidecar.http.state import Runtime, Watching
+from spark_offset_sidecar.http.status_page import router as status_page_router
+from spark_offset_sidecar.http.status_routes import router as status_router
+from spark_offset_sidecar.observe.fleet_metrics import WATCHER_SERIES, FleetExposition, MetricsPage
+from spark_offset_sidecar.observe.loop_lag import LoopLag
+from spark_offset_sidecar.observe.metrics import SidecarMetrics, package_version
+from spark_offset_sidecar.ports.kafka import LogEndReader, RecordTimeReader
+from spark_offset_sidecar.ports.store import LedgerRows
+from spark_offset_sidecar.runtime.group_reports import LocalReports
+from spark_offset_sidecar.runtime.store_follower import StoreFollower
+from spark_offset_sidecar.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+def create_watch_app(
+    settings: Settings,
+    *,
+    store: LedgerRows | None = None,
+    log_ends: LogEndReader | None = None,
+    record_times: RecordTimeReader | None = None,
+    registry: CollectorRegistry | None = None,
+    clock: Callable[[], float] = time.time,
+) -> FastAPI:
+    """Build the watcher. ``store`` defaults to SQL (``database_url``), ``log_ends`` and
+    ``record_times`` to aiokafka; tests may pass others (``testing``)."""
+    kafka = KafkaClients(settings)
+    metrics = SidecarMetrics(
+        registry or CollectorRegistry(), kafka.clusters if kafka.several else None
+    )
+    verifier = token_verifier(settings.oidc)
+    runtime = Runtime(
+        settings, metrics, clock, kafka.starting_offsets(lambda g: kafka.clusters.of(g).name)
+    )
+    runtime.identity_problems.extend(kafka.token_problems())
+    if settings.auth.tokens_file:
+        runtime.tokens = TokenRegistry.from_file(settings.auth.tokens_file, verifier)
+    ledger = Ledger()
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        async with AsyncExitStack() as stack:
+            stack.callback(log.info, "stopped")
+            runtime.started = await _start(stack)
+            runtime.ready = True
+            log.info(
+                "watching: %d queries, %d groups loaded from the store",
+                len(ledger.queries),
+                len(ledger.groups),
+            )
+            try:
+                yield
+            finally:
+                runtime.ready = False
+
+    async def _start(stack: AsyncExitStack) -> Watching:
+        run_in_background(stack, LoopLag(metrics.loop_lag.observe).run(), "loop lag")
+        rows: LedgerRows
+        if store is None:
+            rows = sql = SqlStore(settings.database.url)
+            stack.callback(sql.close)
+        else:
+            rows = store
+        follower = StoreFollower(rows, ledger, interval=settings.status.lag_read_interval_seconds)
+        stack.callback(follower.close)
+        try:  # a watcher reads columns of the newest schema
+            await asyncio.to_thread(rows.check)
+        except StoreUnavailable as exc:
+            raise StoreUnavailable(
+                f"{exc}; a watcher never migrates: start the service that takes events "
+                "(offset-sidecar serve) or run offset-sidecar migrate first"
+            ) from exc
+        await follower.step()  # the whole ledger, before answering ready
+        follow_task = run_in_background(stack, follower.run(), "store follower")
+        lag_monitor = watch_lag(
+            stack,
+            Watched(settings, kafka, metrics, clock),
+            lambda: ledger,
+            given=Given(log_ends=log_ends, record_times=record_times),
+        )
+        lag_task = run_in_background(stack, lag_monitor.run(), "lag monitor")
+        reports = LocalReports(lambda: ledger, lag_monitor, lambda _g: None, None, clock)
+        return Watching(follower, follow_task, lag_monitor, lag_task, reports)
+
+    app = FastAPI(
+        title="spark-offset-sidecar watcher",
+        version=package_version(),
+        description="Watches the fleet of a spark-offset-sidecar: lag, status and the "
+        "status page of every group, from the store the service writes.",
+        lifespan=lifespan,
+    )
+    app.state.runtime = runtime
+    answers = exception_answers(metrics)
+    app.include_router(status_router)
+    app.include_router(status_page_router)
+    for exception, answer in answers.items():
+        app.add_exception_handler(exception, answer)
+    fleet = FleetExposition(
+        lambda: ledger,
+        lambda: runtime.started.reading.lag_monitor if runtime.started else None,
+        fleet_options(settings.metrics, kafka, WATCHER_SERIES),
+        clock,
+        head=lambda: generate_latest(metrics.registry),
+    )
+    add_operational_routes(
+        app, runtime, MetricsPage(fleet, settings.metrics.max_scrapes_per_second)
+    )
+    return app

@@ -1,0 +1,103 @@
+"""The ledger as the store holds it, for a process that takes no events (the watcher).
+
+The process that takes events writes every accepted change to the store. A watcher
+(``offset-sidecar watch``: the lag monitor, ``/ui`` and the status API in a process of
+their own) keeps a ledger that follows the store: at each step it reads every row's mark
+(``ports.store.LedgerRows``: a few small columns per row), reads again only the rows
+whose marks are new, changed or gone, and refreshes its ledger with them (ledger R11).
+At 200 events a second and one step per lag read, a step reads again a few hundred
+groups of the ten thousand whose marks it compares.
+
+Invariants
+  - After a step, memory holds every query and group as the store held it at some moment
+    of the step's reads; a row that changed during the reads is read again at the next
+    step (the marks kept are those read, never marks derived from the rows).
+  - A query that appears, moves or goes has its group (before and after) read again, and
+    a group that changes its query's row (``rows`` reaches partners).
+  - The store is read on a worker thread; the ledger changes on the event loop only, in
+    one step with no await inside (a reader never sees half a refresh).
+  - Memory's own figures (counters of events and commits, a commit in flight) are not in
+    the store: a watcher's stay as they were (the process taking events exports them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Hashable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from spark_offset_sidecar.core.ledger import Ledger
+from spark_offset_sidecar.errors import StoreError
+from spark_offset_sidecar.ports.store import LedgerRows, LoadedRows, StoredMarks
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class FollowStep:
+    """What one step read: every mark, and the rows of what changed (None: nothing)."""
+
+    marks: StoredMarks
+    loaded: LoadedRows | None
+
+
+class StoreFollower:
+    def __init__(self, rows: LedgerRows, ledger: Ledger, *, interval: float) -> None:
+        self.rows = rows
+        self.ledger = ledger
+        self.interval = interval
+        self.marks = StoredMarks({}, {})
+        self.steps = 0  # completed steps: the first one loads everything
+        self.reread = 0  # rows of queries and groups read again, over every step
+        self._worker = ThreadPoolExecutor(1, thread_name_prefix="store-follower")
+
+    def read(self) -> FollowStep:
+        """The store's marks, and the rows whose marks differ from those of the last step
+        (on the worker thread: touches no memory but the last step's marks)."""
+        marks = self.rows.marks()
+        before = self.marks
+        query_ids = _differing(before.queries, marks.queries)
+        group_ids = _differing(before.groups, marks.groups)
+        for query_id in query_ids:  # its group before and after
+            for side in (before.queries, marks.queries):
+                if (mark := side.get(query_id)) is not None:
+                    group_ids.add(mark[0])
+        if not query_ids and not group_ids:
+            return FollowStep(marks, None)
+        return FollowStep(marks, self.rows.rows(query_ids, group_ids))
+
+    def apply(self, step: FollowStep) -> None:
+        """Memory takes in what ``step`` read (on the event loop)."""
+        if step.loaded is not None:
+            loaded = step.loaded
+            self.ledger.refresh(
+                loaded.query_ids, loaded.group_ids, loaded.stored.queries, loaded.stored.groups
+            )
+            self.reread += len(loaded.query_ids) + len(loaded.group_ids)
+        self.marks = step.marks
+        self.steps += 1
+
+    async def step(self) -> None:
+        self.apply(await asyncio.get_running_loop().run_in_executor(self._worker, self.read))
+
+    async def run(self) -> None:
+        """A step every ``interval`` seconds; a store that cannot be read is tried again at
+        the next step (memory keeps what it had)."""
+        while True:
+            try:
+                await self.step()
+            except StoreError as exc:
+                log.warning("cannot follow the store (retrying): %s", exc)
+            await asyncio.sleep(self.interval)
+
+    def close(self) -> None:
+        self._worker.shutdown(wait=False, cancel_futures=True)
+
+
+def _differing(before: Mapping[str, Hashable], now: Mapping[str, Hashable]) -> set[str]:
+    """Ids new, gone, or whose mark changed."""
+    changed = {key for key, mark in now.items() if before.get(key) != mark}
+    changed.update(key for key in before if key not in now)
+    return changed

@@ -1,0 +1,62 @@
+"""The watcher (``app.watch``) beside the app that takes events, in one process on one
+SQLite file, with in-memory log ends: what the taker writes, the watcher shows, and
+between them they export every per-group series once. The same as real processes on the
+real broker: ``tests/e2e/test_watcher.py``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from spark_offset_sidecar.app import create_app
+from spark_offset_sidecar.app.watch import create_watch_app
+from spark_offset_sidecar.core.offsets import TopicPartition
+from spark_offset_sidecar.errors import StoreUnavailable
+from spark_offset_sidecar.testing import InMemoryCommitter, InMemoryLogEnds
+from tests.support.app import post_progress, settings_for
+from tests.support.service import metric, wait_for
+
+GROUP = "orders-app"
+P0, P1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
+
+
+def test_the_watcher_follows_what_the_taker_writes(tmp_path: Path) -> None:
+    ends = InMemoryLogEnds({P0: 100, P1: 40})
+    taker_settings = settings_for(tmp_path, watch_in_process=False)
+    watcher_settings = settings_for(tmp_path, lag_read_interval_seconds=0.05)
+    taker = create_app(taker_settings, committer=InMemoryCommitter(), log_ends=ends)
+    with TestClient(taker) as events:
+        watcher = create_watch_app(watcher_settings, log_ends=ends)
+        with TestClient(watcher) as readers:
+            assert post_progress(events, 1, {"orders": {"0": 60, "1": 40}}).status_code == 200
+            wait_for(
+                lambda: readers.get(f"/v1/status/{GROUP}").json().get("totallag") == 40,
+                what="the watcher's lag of the group",
+            )
+            assert post_progress(events, 2, {"orders": {"0": 100, "1": 40}}).status_code == 200
+            wait_for(
+                lambda: readers.get(f"/v1/status/{GROUP}").json().get("totallag") == 0,
+                what="the watcher's lag at 0",
+            )
+            listed = readers.get("/v1/status").json()["groups"]
+            assert [g["group"] for g in listed] == [GROUP]
+            assert readers.get("/ui").status_code == 200
+            assert readers.get("/readyz").status_code == 200
+            assert readers.get("/livez").text == "ok\n"
+            # Events go to the taker only; readers to the watcher only.
+            assert events.get(f"/v1/status/{GROUP}").status_code == 404
+            assert readers.post("/v1/progress", json={}).status_code in (404, 405)
+            taken, watched = events.get("/metrics").text, readers.get("/metrics").text
+    succeeded = "sidecar_commits_succeeded_total"
+    assert metric(taken, succeeded, consumergroup=GROUP) == 2
+    assert metric(watched, succeeded, consumergroup=GROUP) is None
+    assert metric(watched, "sidecar_consumergroup_lag", consumergroup=GROUP, topic="orders") == 0
+    assert metric(taken, "sidecar_consumergroup_lag", consumergroup=GROUP, topic="orders") is None
+
+
+def test_a_watcher_never_migrates(tmp_path: Path) -> None:
+    watcher = create_watch_app(settings_for(tmp_path), log_ends=InMemoryLogEnds({}))
+    with pytest.raises(StoreUnavailable, match="a watcher never migrates"), TestClient(watcher):
+        pass
