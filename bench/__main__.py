@@ -162,6 +162,11 @@ SCENARIOS: dict[str, Scenario] = {
         "at 10,000 groups whose every log end moves (in-process, a process a side)",
         quick=("--groups", "300", "--partitions", "4", "--topics", "10", "--reads", "2"),
     ),
+    "follow_store_cost": Scenario(
+        "what the watcher pays to follow the store at 10,000 groups, against loading it all "
+        "(in-process, SQLite)",
+        quick=("--groups", "300", "--partitions", "4", "--changed", "30", "--steps", "2"),
+    ),
     "status_page_cost": Scenario(
         "/ui and /v1/status at 5,000 groups (in-process)", quick=("--groups", "300")
     ),

@@ -94,7 +94,9 @@ def validate(docs: list[dict[str, Any]]) -> None:
             kubernetes_validate.validate(doc, KUBERNETES, strict=True)
 
 
-@pytest.mark.parametrize("values", ["default", "production", "identities", "msk-iam", "clusters"])
+@pytest.mark.parametrize(
+    "values", ["default", "production", "identities", "msk-iam", "clusters", "watcher"]
+)
 def test_chart_lints_renders_and_validates(values: str) -> None:
     files = {
         "production": PRODUCTION,
@@ -103,6 +105,8 @@ def test_chart_lints_renders_and_validates(values: str) -> None:
         "clusters": CLUSTERS,
     }
     args = ["-f", str(files[values])] if values in files else []
+    if values == "watcher":
+        args = ["--set", "watcher.enabled=true"]
     lint = subprocess.run([helm(), "lint", str(CHART), *args], capture_output=True, text=True)
     assert lint.returncode == 0, lint.stdout + lint.stderr
     docs = render(*args)
@@ -257,6 +261,10 @@ def test_a_changed_setting_changes_the_pods_checksum() -> None:
         (["--set", "kafka.sasl.mechanism=GSSAPI"], "kafka.sasl.mechanism"),
         (["--set", "auth.identities[0].name=a", "--set", "auth.identities[0].subject=*"],
          "auth.oidc.issuer"),
+        (["--set", "watcher.enabled=true", "--set", "replicaCount=2",
+          "--set", "database.type=postgresql", "--set", "database.postgresql.existingSecret=db"],
+         "watcher.enabled"),
+        (["--set", "watcher.enabled=true", "--set", "watcher.port=8000"], "watcher.port"),
     ],
 )  # fmt: skip
 def test_bad_values_are_refused_naming_the_value(args: list[str], named: str) -> None:
@@ -275,6 +283,34 @@ def _settings_of(config: dict[str, str], tmp_path: Path) -> dict[str, str]:
             value = str(local)
         env[name] = value
     return env
+
+
+def test_the_watcher_container_watches_on_its_own_port_and_the_server_takes_events(
+    tmp_path: Path,
+) -> None:
+    """As the watcher's page says: the install of "One pod on SQLite", and the watcher."""
+    ((_, install), *_) = _installs(INSTALL_PAGES[0])
+    with_monitor = "--set watcher.enabled=true --set metrics.serviceMonitor.enabled=true"
+    kinds = by_kind(render_as(f"{install} {with_monitor}"))
+    spec = kinds["Deployment"][0]["spec"]["template"]["spec"]
+    server, watcher = spec["containers"]
+    assert (server["args"], watcher["args"]) == (["serve"], ["watch"])
+    assert watcher["ports"] == [{"name": "watch", "containerPort": 8001, "protocol": "TCP"}]
+    assert {m["mountPath"] for m in watcher["volumeMounts"]} >= {"/data"}  # the same file
+    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+        assert watcher[probe]["httpGet"]["port"] == "watch"
+    config = kinds["ConfigMap"][0]["data"]
+    assert config["SIDECAR_WATCH_IN_PROCESS"] == "false"
+    env = {**config, **{e["name"]: e["value"] for e in watcher["env"] if "value" in e}}
+    server_settings = Settings.from_env(_settings_of(config, tmp_path))
+    watcher_settings = Settings.from_env(_settings_of(env, tmp_path))
+    assert not server_settings.status.watch_in_process
+    assert (server_settings.http.port, watcher_settings.http.port) == (8000, 8001)
+    ports = {p["name"]: p["port"] for p in kinds["Service"][0]["spec"]["ports"]}
+    assert ports == {"http": 8000, "watch": 8001}
+    endpoints = kinds["ServiceMonitor"][0]["spec"]["endpoints"]
+    assert [e["port"] for e in endpoints] == ["http", "watch"]  # each its share of /metrics
+    assert "SIDECAR_WATCH_IN_PROCESS" not in by_kind(render())["ConfigMap"][0]["data"]
 
 
 def test_oauthbearer_msk_iam_and_jobs_identities_reach_the_service(tmp_path: Path) -> None:

@@ -54,6 +54,9 @@ def test_the_watcher_follows_what_the_taker_writes(tmp_path: Path) -> None:
     assert metric(watched, succeeded, consumergroup=GROUP) is None
     assert metric(watched, "sidecar_consumergroup_lag", consumergroup=GROUP, topic="orders") == 0
     assert metric(taken, "sidecar_consumergroup_lag", consumergroup=GROUP, topic="orders") is None
+    reads = "sidecar_log_end_reads_total"  # the lag monitor's reads: the watcher's only
+    assert (metric(watched, reads, result="succeeded") or 0) >= 2
+    assert metric(taken, reads, result="succeeded") is None
 
 
 def test_a_watcher_never_migrates(tmp_path: Path) -> None:

@@ -95,6 +95,12 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- if and (include "sidecar.sasl" .) (eq $mechanism "OAUTHBEARER") (not (and .Values.kafka.sasl.oauth.tokenUrl .Values.kafka.sasl.oauth.clientId)) -}}
 {{- fail "kafka.sasl.mechanism OAUTHBEARER needs kafka.sasl.oauth.tokenUrl and kafka.sasl.oauth.clientId" -}}
 {{- end -}}
+{{- if and .Values.watcher.enabled (gt (int .Values.replicaCount) 1) -}}
+{{- fail "watcher.enabled needs replicaCount 1: each pod's watcher would watch every group" -}}
+{{- end -}}
+{{- if and .Values.watcher.enabled (eq (int .Values.watcher.port) (int .Values.service.port)) -}}
+{{- fail "watcher.port must differ from service.port: both listen in one pod" -}}
+{{- end -}}
 {{- if and .Values.auth.identities (not (include "sidecar.oidcIssuer" .)) -}}
 {{- fail "auth.identities need auth.oidc.issuer (or auth.oidc.inCluster: true)" -}}
 {{- end -}}

@@ -1,19 +1,38 @@
 {{/* Shared by the migrate init container and the server. */}}
 {{- define "sidecar.containerEnv" -}}
+{{ include "sidecar.envFrom" . }}
+{{- if eq .Values.database.type "postgresql" }}
+env:
+{{- include "sidecar.databaseUrl" . }}
+{{- end }}
+{{- end -}}
+
+{{/* The watcher's: the server's, on its own port. */}}
+{{- define "sidecar.watcherEnv" -}}
+{{ include "sidecar.envFrom" . }}
+env:
+  - name: SIDECAR_PORT
+    value: {{ .Values.watcher.port | quote }}
+{{- if eq .Values.database.type "postgresql" }}
+{{- include "sidecar.databaseUrl" . }}
+{{- end }}
+{{- end -}}
+
+{{- define "sidecar.envFrom" -}}
 envFrom:
   - configMapRef:
       name: {{ include "sidecar.fullname" . }}
 {{- with .Values.extraEnvFrom }}
 {{ toYaml . | indent 2 }}
 {{- end }}
-{{- if eq .Values.database.type "postgresql" }}
-env:
+{{- end -}}
+
+{{- define "sidecar.databaseUrl" }}
   - name: SIDECAR_DATABASE_URL
     valueFrom:
       secretKeyRef:
         name: {{ .Values.database.postgresql.existingSecret }}
         key: {{ .Values.database.postgresql.urlKey }}
-{{- end }}
 {{- end -}}
 
 {{- define "sidecar.containerSecurity" -}}

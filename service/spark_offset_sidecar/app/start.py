@@ -276,6 +276,7 @@ class Start:
             waits=committer.waiting,
             committers=committers,
             settled=self.heap.settle if self.heap is not None else None,
+            reads_exported=self.settings.status.watch_in_process,
         )
 
     def _follower(
@@ -324,10 +325,12 @@ def watch_lag(
     waits: Callable[[str], str | None] | None = None,
     committers: dict[Key, KafkaOffsetCommitter] | None = None,
     settled: Callable[[], None] | None = None,
+    reads_exported: bool = True,
 ) -> LagMonitor | LagMonitors:
     """One lag monitor per cluster (a topic of one name on two clusters is two topics), on
     the log-end and record-time readers built here or the ones given (one cluster);
-    ``waits``: what a group's commit in flight waits for (None: no commits here)."""
+    ``waits``: what a group's commit in flight waits for (None: no commits here);
+    ``reads_exported``: its reads on ``/metrics`` (not where a watcher reads the log ends)."""
     status, metrics = watched.settings.status, watched.metrics
     built = watched.kafka.log_ends() if given.log_ends is None else {}
     readers: dict[Key, LogEndReader] = (
@@ -369,7 +372,8 @@ def watch_lag(
         )
         for key, reader in readers.items()
     }
-    metrics.watch_lag(monitors)
+    if reads_exported:
+        metrics.watch_lag(monitors)
     return LagMonitors(monitors) if len(monitors) > 1 else monitors[None]
 
 
