@@ -145,13 +145,13 @@ SCENARIOS: dict[str, Scenario] = {
     "scrape_cost": Scenario(
         "/metrics at 5,000 groups, and events' latency while /metrics (and /ui) are read back "
         "to back, log ends moving or not, and the CPU with nothing to do, before/after, and "
-        "with the watcher in a process of its own (--split)",
+        "with the watcher in a process of its own (--split) or the service's child (--child)",
         needs="go (loadgen), wrk",
         own_broker=True,
         quick=(
             *("--groups", "200", "--seconds", "5", "--scrapes", "2", "--rate", "50"),
             *("--rounds", "2", "--topics", "4", "--move-ends", "100", "--ui"),
-            *("--idle-seconds", "2", "--split"),
+            *("--idle-seconds", "2", "--split", "--child"),
         ),
     ),
     "status_rounds": Scenario(

@@ -95,6 +95,11 @@ def _tree(root: int, children: Mapping[int, list[int]], skip: set[int]) -> list[
     return found
 
 
+def descendants(root: int) -> list[int]:
+    """``root`` and every live process below it."""
+    return _tree(root, _children(), set())
+
+
 class CpuMeter:
     """CPU seconds of named processes between ``__enter__`` and ``__exit__``, each with its
     live descendants, and this process as ``bench``.

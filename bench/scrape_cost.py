@@ -24,12 +24,13 @@ then, once every group is committed and the lag monitor has read its log ends:
 
 ``--split`` adds a side with the watcher in a process of its own (issue 47), from this
 checkout: once loaded, the service is restarted to take events only
-(``SIDECAR_WATCH_IN_PROCESS=false``) and its watcher (``offset-sidecar watch``) follows
+(``SIDECAR_WATCHER=separate``) and its watcher (``offset-sidecar watch``) follows
 the same database and reads the log ends every 5 s. ``/ui`` is read from the watcher;
 ``/metrics`` from both, each by its own readers (each process exports its share of the
 series; a scrape's size and series are both's, its time the slower one's). CPU and
 memory are both processes' together; the loop's lag and the database's writes are the
-events' process's.
+events' process's. ``--child`` adds a side with the watcher as the service's child
+(``SIDECAR_WATCHER=child``): every reader reads the service's one port.
 
 Both sides start once the broker has settled (below a quarter of a core: a brand-new
 broker creating thousands of partitions is busy for minutes).
@@ -69,6 +70,7 @@ from bench.figures import (
     Table,
     children_cpu,
     cpu_seconds,
+    descendants,
     histogram,
     ratio,
     rss_kib,
@@ -181,7 +183,7 @@ def load_extra(args: argparse.Namespace) -> dict[str, Any]:
 
 class Product:
     """The service as one process, or (``--split``) the service taking events
-    (``SIDECAR_WATCH_IN_PROCESS=false``) and its watcher (``offset-sidecar watch``) on the
+    (``SIDECAR_WATCHER=separate``) and its watcher (``offset-sidecar watch``) on the
     same database: readers of ``/ui`` go to the watcher, ``/metrics`` is scraped from both
     (each exports its share of the series)."""
 
@@ -200,7 +202,7 @@ class Product:
         watcher started on the same database."""
         loaded.stop()
         taker = Sidecar(
-            bootstrap, None, folder=loaded.folder, **{**settings, "watch_in_process": "false"}
+            bootstrap, None, folder=loaded.folder, **{**settings, "watcher": "separate"}
         )
         try:
             watcher = Sidecar(bootstrap, None, command="watch", folder=loaded.folder, **settings)
@@ -214,6 +216,21 @@ class Product:
         if path == "/metrics" and self.split:
             return [self.taker.url + path, self.watcher.url + path]
         return [self.watcher.url + path]
+
+    @classmethod
+    def with_child(cls, loaded: Sidecar, bootstrap: str, settings: dict[str, object]) -> Product:
+        """From a loaded one-process service: restarted with its watcher as its child
+        (``SIDECAR_WATCHER=child``: one port; the child's CPU is the service's, a
+        descendant)."""
+        loaded.stop()
+        return cls(
+            Sidecar(bootstrap, None, folder=loaded.folder, **{**settings, "watcher": "child"})
+        )
+
+    def rss_mib(self) -> float:
+        """Resident memory of the product's processes and their children (a watcher child)."""
+        tree = {pid for root in self.pids for pid in descendants(root)}
+        return sum(rss_kib(pid) for pid in tree) / 1024
 
     def stop(self) -> None:
         for sidecar in {self.taker, self.watcher}:  # one process: stopped once
@@ -285,7 +302,7 @@ def _failed(result: dict[str, Any]) -> str:
 
 def side(
     name: str, source: Path | None, bootstrap: str, broker: int, args: argparse.Namespace,
-    tables: tuple[Table, Table, Table], *, split: bool = False,
+    tables: tuple[Table, Table, Table], *, split: bool = False, child: bool = False,
 ) -> dict[str, float]:  # fmt: skip
     """One side's figures into ``tables`` (scrapes, events, idle); the ones the ratios use."""
     settings: dict[str, object] = {"lag_read_interval_seconds": 5}
@@ -305,6 +322,9 @@ def side(
         if split:
             product = Product.of_two(sidecar, bootstrap, settings)
             wait_loaded(product.watcher.url, args.groups, time.monotonic() + 600)
+        elif child:
+            product = Product.with_child(sidecar, bootstrap, settings)
+            wait_loaded(product.watcher.url, args.groups, time.monotonic() + 600)
         times, size, count = [], 0, 0
         with CpuMeter(service=product.pids, broker=broker) as meter:
             for _ in range(args.scrapes):
@@ -321,7 +341,7 @@ def side(
         )  # fmt: skip
         if args.idle_seconds:
             cores, meter = idle_cores(product, broker, args.idle_seconds)
-            rss = sum(rss_kib(pid) for pid in product.pids) / 1024
+            rss = product.rss_mib()
             tables[2].add(name, args.idle_seconds, f"{cores:.3f}", f"{rss:.0f}", meter=meter)
             figures["idle_cores"], figures["rss_mib"] = cores, rss
         kinds = [k for k in READERS if k != "/metrics + /ui" or args.ui]
@@ -385,6 +405,11 @@ def main() -> None:
         "--split", action="store_true",
         help="also a side with the watcher in a process of its own (offset-sidecar watch, "
         "this checkout)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--child", action="store_true",
+        help="also a side with the watcher as the service's child (SIDECAR_WATCHER=child: one "
+        "port, readers answered through it; this checkout)",
     )  # fmt: skip
     parser.add_argument(
         "--idle-seconds", type=float, default=0.0,
@@ -455,6 +480,10 @@ def main() -> None:
                     "split", None, broker.bootstrap, broker.pid(), args, tables,
                     split=True,
                 )  # fmt: skip
+            if args.child:
+                measured["child"] = side(
+                    "child", None, broker.bootstrap, broker.pid(), args, tables, child=True
+                )
         finally:
             if mover is not None:
                 mover.stop()
@@ -467,14 +496,16 @@ def main() -> None:
         print(f"(p99s below: medians of {args.rounds} rounds a side)")
     busiest = "p99 /metrics + /ui" if args.ui else "p99 /metrics"
     ratio(f"after: event {busiest} / none", after[busiest], after["p99 none"])
-    if "split" in measured:
-        split = measured["split"]
-        ratio(f"split: event {busiest} / none", split[busiest], split["p99 none"])
+    for name in ("split", "child"):
+        if name not in measured:
+            continue
+        two = measured[name]
+        ratio(f"{name}: event {busiest} / none", two[busiest], two["p99 none"])
         for key in (k for k in after if k.startswith("p99 ")):
-            ratio(f"event {key}, split / after", split[key], after[key])
+            ratio(f"event {key}, {name} / after", two[key], after[key])
         if args.idle_seconds:
-            ratio("idle service cores, split / after", split["idle_cores"], after["idle_cores"])
-            ratio("service RSS, split / after", split["rss_mib"], after["rss_mib"])
+            ratio(f"idle service cores, {name} / after", two["idle_cores"], after["idle_cores"])
+            ratio(f"service RSS, {name} / after", two["rss_mib"], after["rss_mib"])
     if "before" in measured:
         before = measured["before"]
         ratio("scrape size, after / before", after["size"], before["size"])

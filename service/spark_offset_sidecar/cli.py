@@ -66,26 +66,51 @@ def _serve(settings: Settings) -> int:
 
 
 def _watch(settings: Settings) -> int:
-    """The watcher: no process tuning (it takes no events whose latency it could cost)."""
+    """The watcher: no process tuning (it takes no events whose latency it could cost).
+    Started by a service (``SIDECAR_WATCHER=child``): on the socket it names, and ended
+    when that service is gone."""
+    import os
+
+    from spark_offset_sidecar.adapters.watcher.child import PARENT_ENV, SOCKET_ENV
     from spark_offset_sidecar.app.watch import create_watch_app
 
-    _run_http(settings, create_watch_app(settings))
+    if parent := os.environ.get(PARENT_ENV):
+        _end_with_parent(int(parent))
+    _run_http(settings, create_watch_app(settings), uds=os.environ.get(SOCKET_ENV))
     return 0
 
 
-def _run_http(settings: Settings, app: Any) -> None:
+def _end_with_parent(parent: int) -> None:
+    """SIGTERM this process once ``parent`` is no longer its parent (it died)."""
+    import os
+    import signal
+    import threading
+    import time
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="parent", daemon=True).start()
+
+
+def _run_http(settings: Settings, app: Any, uds: str | None = None) -> None:
+    """``app`` on the settings' host and port, or on the Unix socket ``uds`` (plain HTTP)."""
     import uvicorn
 
+    tls = uds is None
     config = uvicorn.Config(
         app,
         host=settings.http.host,
         port=settings.http.port,
+        uds=uds,
         log_level=settings.log.level.lower(),
         log_config=None,  # uvicorn's loggers go through ours (observe.logs)
         lifespan="on",
         access_log=False,
-        ssl_certfile=settings.http.tls_certfile,
-        ssl_keyfile=settings.http.tls_keyfile,
+        ssl_certfile=settings.http.tls_certfile if tls else None,
+        ssl_keyfile=settings.http.tls_keyfile if tls else None,
         # SIGTERM must end in bounded time even with a client holding a connection open.
         timeout_graceful_shutdown=int(settings.commits.shutdown_grace_seconds) + 1,
     )
@@ -275,7 +300,7 @@ COMMANDS: dict[str, Command] = {
         lambda settings, _args: _watch(settings),
         "watch the fleet in a process of its own: read the log ends, evaluate every group, "
         "serve /ui, the status API and their series on /metrics (the service that takes "
-        "events runs with SIDECAR_WATCH_IN_PROCESS=false)",
+        "events runs with SIDECAR_WATCHER=separate)",
         ("*",),
     ),
     "migrate": Command(

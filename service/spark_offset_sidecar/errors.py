@@ -26,6 +26,8 @@ SidecarError
 │                          without its ``offsets/N``
 ├── CheckpointReadError    a checkpoint folder could not be read now; ``reason`` is one of
 │                          a bounded set of words (a metric label): unreachable, denied
+├── WatcherUnavailable     the watcher this process started does not answer now (starting,
+│                          restarting after it died): readers get 503 and retry
 └── CommitError            a commit to Kafka did not happen; ``reason`` is one of a
     │                      bounded set of words (a metric label)
     ├── CommitTimeout          no answer within the commit timeout
@@ -147,6 +149,10 @@ class CheckpointReadError(SidecarError):
         super().__init__(f"{path}: {shown(detail)}")
         self.path = path
         self.reason = reason
+
+
+class WatcherUnavailable(SidecarError):
+    pass
 
 
 class CommitError(SidecarError):

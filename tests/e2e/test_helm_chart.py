@@ -300,17 +300,17 @@ def test_the_watcher_container_watches_on_its_own_port_and_the_server_takes_even
     for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
         assert watcher[probe]["httpGet"]["port"] == "watch"
     config = kinds["ConfigMap"][0]["data"]
-    assert config["SIDECAR_WATCH_IN_PROCESS"] == "false"
+    assert config["SIDECAR_WATCHER"] == "separate"
     env = {**config, **{e["name"]: e["value"] for e in watcher["env"] if "value" in e}}
     server_settings = Settings.from_env(_settings_of(config, tmp_path))
     watcher_settings = Settings.from_env(_settings_of(env, tmp_path))
-    assert not server_settings.status.watch_in_process
+    assert server_settings.status.watcher == "separate"
     assert (server_settings.http.port, watcher_settings.http.port) == (8000, 8001)
     ports = {p["name"]: p["port"] for p in kinds["Service"][0]["spec"]["ports"]}
     assert ports == {"http": 8000, "watch": 8001}
     endpoints = kinds["ServiceMonitor"][0]["spec"]["endpoints"]
     assert [e["port"] for e in endpoints] == ["http", "watch"]  # each its share of /metrics
-    assert "SIDECAR_WATCH_IN_PROCESS" not in by_kind(render())["ConfigMap"][0]["data"]
+    assert "SIDECAR_WATCHER" not in by_kind(render())["ConfigMap"][0]["data"]
 
 
 def test_oauthbearer_msk_iam_and_jobs_identities_reach_the_service(tmp_path: Path) -> None:

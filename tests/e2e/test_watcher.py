@@ -1,16 +1,19 @@
 """The watcher in a process of its own (``offset-sidecar watch``) beside the service that
-takes events (``SIDECAR_WATCH_IN_PROCESS=false``), on one real SQLite file and the real
+takes events (``SIDECAR_WATCHER=separate``), on one real SQLite file and the real
 broker: the watcher follows what the service writes and shows each group's lag as Kafka
 has it; each process exports its own share of ``/metrics``, none twice."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from harness.service_process import ServiceProcess
 from tests.support.kafka import log_ends, produce, run_sync, unique_group
@@ -23,7 +26,7 @@ pytestmark = pytest.mark.kafka
 def pair(tmp_path: Path, kafka_bootstrap: str) -> Iterator[tuple[ServiceProcess, ServiceProcess]]:
     """The service taking events, then its watcher on the same database."""
     service = ServiceProcess(
-        tmp_path, kafka_bootstrap, commit_timeout_seconds=5, watch_in_process="false"
+        tmp_path, kafka_bootstrap, commit_timeout_seconds=5, watcher="separate"
     ).start()
     watcher = ServiceProcess(
         tmp_path, kafka_bootstrap, command="watch", lag_read_interval_seconds=1
@@ -99,3 +102,71 @@ def test_a_watcher_on_a_database_never_migrated_refuses_to_start_and_says_why(
     )
     assert done.returncode != 0
     assert "a watcher never migrates" in done.stderr + done.stdout
+
+
+def children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (from /proc)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # exited meanwhile
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_a_service_with_its_watcher_as_a_child_answers_every_reader_on_its_port(
+    tmp_path: Path, kafka_bootstrap: str, new_topic: Callable[..., str]
+) -> None:
+    """``SIDECAR_WATCHER=child``: one command, one port; the watcher killed is started
+    again, and the service killed takes its watcher with it."""
+    service = ServiceProcess(
+        tmp_path, kafka_bootstrap, commit_timeout_seconds=5, watcher="child",
+        lag_read_interval_seconds=1,
+    ).start()  # fmt: skip
+    try:
+        topic = new_topic(partitions=2)
+        run_sync(produce(kafka_bootstrap, topic, 40))
+        ends = log_ends(kafka_bootstrap, [topic])
+        group = unique_group("child")
+        half = {topic: {str(p): end // 2 for (_, p), end in ends.items()}}
+        assert service.post_progress(group, spark_progress(1, half)).status_code == 200
+        behind = sum(end - end // 2 for end in ends.values())
+
+        def lag() -> object:
+            found = service.http.get(f"/v1/status/{group}")
+            return found.json().get("totallag") if found.status_code == 200 else None
+
+        wait_for(lambda: lag() == behind, timeout=60, what="the forwarded status's lag")
+        assert service.http.get("/ui").status_code == 200
+        text = service.metrics()
+        families = [f.name for f in text_string_to_metric_families(text)]
+        assert len(families) == len(set(families)), "each family once"
+        assert (metric(text, "sidecar_commits_succeeded_total", consumergroup=group) or 0) >= 1
+        lag_series = ("sidecar_consumergroup_lag", {"consumergroup": group, "topic": topic})
+        assert metric(text, lag_series[0], **lag_series[1]) == behind
+        assert (metric(text, "sidecar_log_end_reads_total", result="succeeded") or 0) >= 1
+
+        assert service.process is not None
+        (first,) = wait_for(lambda: children(service.process.pid), what="the watcher child")
+        os.kill(first, signal.SIGKILL)
+        second = wait_for(
+            lambda: [c for c in children(service.process.pid) if c != first and alive(c)],
+            timeout=30,
+            what="the watcher started again",
+        )[0]
+        wait_for(lambda: lag() == behind, timeout=60, what="the status again")
+        service.kill()
+        wait_for(lambda: not alive(second), timeout=30, what="the watcher ending with its service")
+    finally:
+        service.stop()

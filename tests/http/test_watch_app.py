@@ -24,7 +24,7 @@ P0, P1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
 
 def test_the_watcher_follows_what_the_taker_writes(tmp_path: Path) -> None:
     ends = InMemoryLogEnds({P0: 100, P1: 40})
-    taker_settings = settings_for(tmp_path, watch_in_process=False)
+    taker_settings = settings_for(tmp_path, watcher="separate")
     watcher_settings = settings_for(tmp_path, lag_read_interval_seconds=0.05)
     taker = create_app(taker_settings, committer=InMemoryCommitter(), log_ends=ends)
     with TestClient(taker) as events:

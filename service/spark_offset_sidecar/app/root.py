@@ -19,6 +19,7 @@ from spark_offset_sidecar.adapters.checkpoints.fsspec_storage import (
     FsspecCheckpointStorage,
     check_path,
 )
+from spark_offset_sidecar.adapters.watcher.child import WatcherChild
 from spark_offset_sidecar.app.kafka_clients import KafkaClients
 from spark_offset_sidecar.app.parts import add_operational_routes, fleet_options, token_verifier
 from spark_offset_sidecar.app.start import Given, ProcessHeap, Start, group_cluster
@@ -31,6 +32,7 @@ from spark_offset_sidecar.http.refusals import exception_answers
 from spark_offset_sidecar.http.state import Runtime
 from spark_offset_sidecar.http.status_page import router as status_page_router
 from spark_offset_sidecar.http.status_routes import router as status_router
+from spark_offset_sidecar.http.watcher_routes import forwarding_router, watcher_share
 from spark_offset_sidecar.observe.fleet_metrics import (
     ALL_SERIES,
     MEMORY_SERIES,
@@ -91,6 +93,10 @@ def create_app(
         clock,
         starting_offsets or kafka.starting_offsets(group_cluster(opened, kafka.clusters)),
     )
+    # SIDECAR_WATCHER=child: a watcher process, started with the rest, answers the readers.
+    child = WatcherChild() if settings.status.watcher == "child" else None
+    if child is not None:
+        runtime.identity_problems.append(lambda: child.problem and f"watcher: {child.problem}")
     start = Start(
         settings,
         runtime,
@@ -108,6 +114,7 @@ def create_app(
         verifier,
         opened,
         heap,
+        child,
     )
     runtime.identity_problems.extend(kafka.token_problems())
     if verifier is not None:
@@ -145,11 +152,8 @@ def create_app(
     answers = exception_answers(metrics)
     app.add_middleware(ProgressRoute, handlers=answers)  # inside the body limit
     app.add_middleware(BodySizeLimit, max_bytes=settings.http.max_body_bytes, metrics=metrics)
-    watching_here = settings.status.watch_in_process
-    readers = (status_router, status_page_router)  # else a watcher answers them (app.watch)
-    for routes in (router, status_router, follow_router, status_page_router):
-        if watching_here or routes not in readers:
-            app.include_router(routes)
+    watching_here = settings.status.watches_here
+    _include_routes(app, watching_here, child)
     for exception, answer in answers.items():
         app.add_exception_handler(exception, answer)
     fleet = FleetExposition(
@@ -158,8 +162,20 @@ def create_app(
         fleet_options(settings.metrics, kafka, ALL_SERIES if watching_here else MEMORY_SERIES),
         clock,
         head=lambda: generate_latest(metrics.registry),
+        tail=watcher_share(child) if child is not None else None,
     )
     add_operational_routes(
         app, runtime, MetricsPage(fleet, settings.metrics.max_scrapes_per_second)
     )
     return app
+
+
+def _include_routes(app: FastAPI, watching_here: bool, child: WatcherChild | None) -> None:
+    """Every route; the readers' only where the fleet is watched here, or forwarded to the
+    child that watches it (else a watcher of its own answers them: ``app.watch``)."""
+    readers = (status_router, status_page_router)
+    for routes in (router, status_router, follow_router, status_page_router):
+        if watching_here or routes not in readers:
+            app.include_router(routes)
+    if child is not None:
+        app.include_router(forwarding_router(child))

@@ -27,10 +27,13 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
+from prometheus_client import CollectorRegistry
+
 from spark_offset_sidecar.adapters.kafka.committer import KafkaOffsetCommitter
 from spark_offset_sidecar.adapters.kafka.log_ends import KafkaLogEndReader
 from spark_offset_sidecar.adapters.sql.followed_folders import SqlFollowedFolders
 from spark_offset_sidecar.adapters.sql.store import SqlStore
+from spark_offset_sidecar.adapters.watcher.child import WatcherChild
 from spark_offset_sidecar.app.kafka_clients import GroupCluster, KafkaClients, Key, problem_of
 from spark_offset_sidecar.core.clusters import Clusters
 from spark_offset_sidecar.core.group_status import CommitWindows
@@ -100,6 +103,7 @@ class Start:
     # The ledger, once opened (the clients built before it read groups' clusters from it).
     opened: list[DurableLedger]
     heap: ProcessHeap | None = None  # the process's heap keeper (cli.process_tuning)
+    watcher: WatcherChild | None = None  # SIDECAR_WATCHER=child: started after migrating
 
     @property
     def metrics(self) -> SidecarMetrics:
@@ -113,6 +117,10 @@ class Start:
         replica_id = new_replica_id() if self.settings.replicas.replicated else None
         run_in_background(stack, LoopLag(self.metrics.loop_lag.observe).run(), "loop lag")
         sql, durable = await self._ledger(stack, replica_id)
+        if self.watcher is not None:  # it reads the database at the newest migration
+            await self.watcher.start()
+            stack.push_async_callback(self.watcher.stop)
+            run_in_background(stack, self.watcher.run(), "watcher")
         await self._issuer_keys(stack)
         built, committer = self._committers(stack, replica_id)
         ownership = self._ownership(durable, replica_id)
@@ -124,7 +132,7 @@ class Start:
             board = await self._replicas(stack, sql, ownership, durable, commit_loop, board)
         commit_task = self._commits(stack, durable, commit_loop)
         lag_monitor = self._lag_monitors(stack, durable, board, committer, built)
-        if self.settings.status.watch_in_process:  # else a watcher reads the log ends
+        if self.settings.status.watches_here:  # else a watcher reads the log ends
             run_in_background(stack, lag_monitor.run(), "lag monitor")
         followed = self.given.followed_folders or (
             SqlFollowedFolders(sql.engine) if sql is not None else None
@@ -276,7 +284,7 @@ class Start:
             waits=committer.waiting,
             committers=committers,
             settled=self.heap.settle if self.heap is not None else None,
-            reads_exported=self.settings.status.watch_in_process,
+            reads_exported=self.settings.status.watches_here,
         )
 
     def _follower(
@@ -326,11 +334,13 @@ def watch_lag(
     committers: dict[Key, KafkaOffsetCommitter] | None = None,
     settled: Callable[[], None] | None = None,
     reads_exported: bool = True,
+    reads_also: CollectorRegistry | None = None,
 ) -> LagMonitor | LagMonitors:
     """One lag monitor per cluster (a topic of one name on two clusters is two topics), on
     the log-end and record-time readers built here or the ones given (one cluster);
     ``waits``: what a group's commit in flight waits for (None: no commits here);
-    ``reads_exported``: its reads on ``/metrics`` (not where a watcher reads the log ends)."""
+    ``reads_exported``: its reads on ``/metrics`` (not where a watcher reads the log ends),
+    and in ``reads_also`` too (a watcher's share of its service's ``/metrics``)."""
     status, metrics = watched.settings.status, watched.metrics
     built = watched.kafka.log_ends() if given.log_ends is None else {}
     readers: dict[Key, LogEndReader] = (
@@ -373,7 +383,7 @@ def watch_lag(
         for key, reader in readers.items()
     }
     if reads_exported:
-        metrics.watch_lag(monitors)
+        metrics.watch_lag(monitors, also=reads_also)
     return LagMonitors(monitors) if len(monitors) > 1 else monitors[None]
 
 

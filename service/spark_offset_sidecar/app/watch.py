@@ -1,6 +1,6 @@
 """The watcher, built by ``create_watch_app(settings)``: watching the fleet in a process of
 its own, so that taking events is the only thing on the event loop of the process that
-takes them (``offset-sidecar serve`` with ``SIDECAR_WATCH_IN_PROCESS=false``).
+takes them (``offset-sidecar serve`` with ``SIDECAR_WATCHER=separate``).
 
 It takes no events and commits nothing. Its ledger follows the store the events' process
 writes (``runtime.store_follower``), its lag monitor reads the log ends and evaluates
@@ -27,9 +27,11 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
 
 from fastapi import FastAPI
-from prometheus_client import CollectorRegistry, generate_latest
+from fastapi.responses import PlainTextResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from spark_offset_sidecar.adapters.sql.store import SqlStore
 from spark_offset_sidecar.app.kafka_clients import KafkaClients
@@ -47,6 +49,7 @@ from spark_offset_sidecar.observe.loop_lag import LoopLag
 from spark_offset_sidecar.observe.metrics import SidecarMetrics, package_version
 from spark_offset_sidecar.ports.kafka import LogEndReader, RecordTimeReader
 from spark_offset_sidecar.ports.store import LedgerRows
+from spark_offset_sidecar.ports.watcher import WATCHED_METRICS
 from spark_offset_sidecar.runtime.group_reports import LocalReports
 from spark_offset_sidecar.runtime.store_follower import StoreFollower
 from spark_offset_sidecar.settings import Settings
@@ -76,13 +79,16 @@ def create_watch_app(
     runtime.identity_problems.extend(kafka.token_problems())
     if settings.auth.tokens_file:
         runtime.tokens = TokenRegistry.from_file(settings.auth.tokens_file, verifier)
-    ledger = Ledger()
+    start = WatchStart(
+        settings, kafka, metrics, clock, Given(log_ends=log_ends, record_times=record_times), store
+    )
+    ledger = start.ledger
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         async with AsyncExitStack() as stack:
             stack.callback(log.info, "stopped")
-            runtime.started = await _start(stack)
+            runtime.started = await start.run(stack)
             runtime.ready = True
             log.info(
                 "watching: %d queries, %d groups loaded from the store",
@@ -93,35 +99,6 @@ def create_watch_app(
                 yield
             finally:
                 runtime.ready = False
-
-    async def _start(stack: AsyncExitStack) -> Watching:
-        run_in_background(stack, LoopLag(metrics.loop_lag.observe).run(), "loop lag")
-        rows: LedgerRows
-        if store is None:
-            rows = sql = SqlStore(settings.database.url)
-            stack.callback(sql.close)
-        else:
-            rows = store
-        follower = StoreFollower(rows, ledger, interval=settings.status.lag_read_interval_seconds)
-        stack.callback(follower.close)
-        try:  # a watcher reads columns of the newest schema
-            await asyncio.to_thread(rows.check)
-        except StoreUnavailable as exc:
-            raise StoreUnavailable(
-                f"{exc}; a watcher never migrates: start the service that takes events "
-                "(offset-sidecar serve) or run offset-sidecar migrate first"
-            ) from exc
-        await follower.step()  # the whole ledger, before answering ready
-        follow_task = run_in_background(stack, follower.run(), "store follower")
-        lag_monitor = watch_lag(
-            stack,
-            Watched(settings, kafka, metrics, clock),
-            lambda: ledger,
-            given=Given(log_ends=log_ends, record_times=record_times),
-        )
-        lag_task = run_in_background(stack, lag_monitor.run(), "lag monitor")
-        reports = LocalReports(lambda: ledger, lag_monitor, lambda _g: None, None, clock)
-        return Watching(follower, follow_task, lag_monitor, lag_task, reports)
 
     app = FastAPI(
         title="spark-offset-sidecar watcher",
@@ -136,14 +113,70 @@ def create_watch_app(
     app.include_router(status_page_router)
     for exception, answer in answers.items():
         app.add_exception_handler(exception, answer)
-    fleet = FleetExposition(
-        lambda: ledger,
-        lambda: runtime.started.reading.lag_monitor if runtime.started else None,
-        fleet_options(settings.metrics, kafka, WATCHER_SERIES),
-        clock,
-        head=lambda: generate_latest(metrics.registry),
-    )
-    add_operational_routes(
-        app, runtime, MetricsPage(fleet, settings.metrics.max_scrapes_per_second)
-    )
+
+    def fleet(registry: CollectorRegistry) -> FleetExposition:
+        return FleetExposition(
+            lambda: ledger,
+            lambda: runtime.started.reading.lag_monitor if runtime.started else None,
+            fleet_options(settings.metrics, kafka, WATCHER_SERIES),
+            clock,
+            head=lambda: generate_latest(registry),
+        )
+
+    pace = settings.metrics.max_scrapes_per_second
+    add_operational_routes(app, runtime, MetricsPage(fleet(metrics.registry), pace))
+    shared = fleet(start.share)
+
+    @app.get(WATCHED_METRICS, include_in_schema=False, response_class=PlainTextResponse)
+    async def watched_metrics() -> Response:
+        """Its share of the /metrics of the service that started it."""
+        return Response(await shared.render(), media_type=CONTENT_TYPE_LATEST)
+
     return app
+
+
+@dataclass
+class WatchStart:
+    """The watcher's lifespan's steps; ``run`` once per lifespan."""
+
+    settings: Settings
+    kafka: KafkaClients
+    metrics: SidecarMetrics
+    clock: Callable[[], float]
+    given: Given
+    store: LedgerRows | None = None
+    ledger: Ledger = field(default_factory=Ledger)
+    # Its share of a service's /metrics (SIDECAR_WATCHER=child): the lag reads and the
+    # per-group series, none of the process-wide ones the service exports too.
+    share: CollectorRegistry = field(default_factory=CollectorRegistry)
+
+    async def run(self, stack: AsyncExitStack) -> Watching:
+        settings, metrics, ledger = self.settings, self.metrics, self.ledger
+        run_in_background(stack, LoopLag(metrics.loop_lag.observe).run(), "loop lag")
+        rows: LedgerRows
+        if self.store is None:
+            rows = sql = SqlStore(settings.database.url)
+            stack.callback(sql.close)
+        else:
+            rows = self.store
+        follower = StoreFollower(rows, ledger, interval=settings.status.lag_read_interval_seconds)
+        stack.callback(follower.close)
+        try:  # a watcher reads columns of the newest schema
+            await asyncio.to_thread(rows.check)
+        except StoreUnavailable as exc:
+            raise StoreUnavailable(
+                f"{exc}; a watcher never migrates: start the service that takes events "
+                "(offset-sidecar serve) or run offset-sidecar migrate first"
+            ) from exc
+        await follower.step()  # the whole ledger, before answering ready
+        follow_task = run_in_background(stack, follower.run(), "store follower")
+        lag_monitor = watch_lag(
+            stack,
+            Watched(settings, self.kafka, metrics, self.clock),
+            lambda: ledger,
+            given=self.given,
+            reads_also=self.share,
+        )
+        lag_task = run_in_background(stack, lag_monitor.run(), "lag monitor")
+        reports = LocalReports(lambda: ledger, lag_monitor, lambda _g: None, None, self.clock)
+        return Watching(follower, follow_task, lag_monitor, lag_task, reports)

@@ -39,7 +39,7 @@ class Running:
     commit_loop: CommitLoop
     commit_task: asyncio.Task[None]
     # LagMonitors: several clusters. It reads the log ends unless a watcher of its own
-    # does (``status.watch_in_process``); it keeps the jobs' rates either way.
+    # does (``status.watcher``); it keeps the jobs' rates either way.
     lag_monitor: LagMonitor | LagMonitors
     # What every read answers groups' status and live commit state from: this process's
     # memory alone, the board of the owners with replicas (chosen once, at start).

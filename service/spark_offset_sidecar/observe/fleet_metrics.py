@@ -58,7 +58,7 @@ import asyncio
 import gzip
 import math
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -181,10 +181,13 @@ class FleetExposition:
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
         head: Callable[[], bytes] = bytes,
+        tail: Callable[[], Awaitable[bytes]] | None = None,
     ) -> None:
         """``head``: text to put before the per-group series in each build (the
-        registry's process-wide series)."""
+        registry's process-wide series); ``tail``: text to put after them (a watcher's
+        share, whose families are none of these)."""
         self._head = head
+        self._tail = tail
         self._ledger = ledger
         self._monitor = monitor
         self.options = options
@@ -241,6 +244,8 @@ class FleetExposition:
                 family.lines.clear()
                 await turns.take()
         self._rendered, self._rendering = self._rendering, {}
+        if self._tail is not None:
+            parts.append(await self._tail())
         text = b"".join(parts)
         packed = await asyncio.to_thread(gzip.compress, text, 1)  # zlib frees the GIL
         self._text, self._gzip, self._built_at = text, packed, started

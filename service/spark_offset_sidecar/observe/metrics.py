@@ -172,10 +172,16 @@ class SidecarMetrics:
         )
         build.labels(package_version()).set(1)
 
-    def watch_lag(self, monitors: Mapping[str | None, LagView]) -> None:
+    def watch_lag(
+        self, monitors: Mapping[str | None, LagView], also: CollectorRegistry | None = None
+    ) -> None:
         """Each Kafka cluster's lag monitor's reads (keyed as the ledger keeps clusters:
-        None the default); by ``cluster_name`` with several clusters."""
-        self.registry.register(LagCollector(monitors, self._cluster_names()))
+        None the default); by ``cluster_name`` with several clusters. ``also``: a registry
+        that exports them too (a watcher's share of its service's ``/metrics``)."""
+        collector = LagCollector(monitors, self._cluster_names())
+        self.registry.register(collector)
+        if also is not None:
+            also.register(collector)
 
     def _cluster_names(self) -> Callable[[str | None], str] | None:
         """A cluster's name for the ``cluster_name`` label; None: one cluster, no label."""

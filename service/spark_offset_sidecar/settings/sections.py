@@ -45,6 +45,7 @@ from spark_offset_sidecar.settings.values import (
     StorageOptions,
     SwitchInterval,
     Text,
+    WatcherPlace,
     default_database_url,
 )
 
@@ -242,12 +243,18 @@ class StatusSettings(Section):
     ui_max_pages_per_second: NonNegativeFloat = Field(
         10.0, description="answer /ui at most this often, pages in turn (0: no limit)"
     )
-    watch_in_process: Flag = Field(
-        True,
-        description="watch the fleet in the process that takes events (lag reads, /ui, the "
-        "status API, the lag series of /metrics); false: a watcher of its own does "
-        "(offset-sidecar watch; docs/run/watcher.md) and this process serves events only",
+    watcher: WatcherPlace = Field(
+        "in-process",
+        description="where the fleet is watched (lag reads, /ui, the status API, their series "
+        "of /metrics; docs/run/watcher.md): in-process, by this process; child, by a watcher "
+        "process this one starts, readers answered through this one; separate, by a watcher "
+        "run on its own (offset-sidecar watch), this process then serves events only",
     )
+
+    @property
+    def watches_here(self) -> bool:
+        """Whether this process reads the log ends and answers the readers itself."""
+        return self.watcher == "in-process"
 
 
 class MetricsSettings(Section):

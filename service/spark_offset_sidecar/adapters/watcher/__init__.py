@@ -1,0 +1,1 @@
+"""The watcher process this one starts (``SIDECAR_WATCHER=child``)."""

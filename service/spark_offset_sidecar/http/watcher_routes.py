@@ -1,0 +1,48 @@
+"""The readers' routes of a service whose watcher is its child (``SIDECAR_WATCHER=child``):
+``/v1/status``, ``/v1/status/{group}`` and ``/ui`` answered by the watcher, through
+this process's port. The caller's token goes with the request (the watcher checks it as
+this process would); a watcher that does not answer now is a 503 the reader retries.
+Their schema is the watcher's own routes' (``http.status_routes``, ``http.status_page``):
+these are left out of this process's."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from fastapi import APIRouter, Request
+from fastapi.responses import PlainTextResponse, Response
+
+from spark_offset_sidecar.errors import WatcherUnavailable
+from spark_offset_sidecar.ports.watcher import WATCHED_METRICS, WatcherLink
+
+FORWARDED = ("/v1/status", "/v1/status/{group_id}", "/ui")
+PASSED_ON = ("authorization", "accept")  # the caller's headers the watcher reads
+
+
+def forwarding_router(watcher: WatcherLink) -> APIRouter:
+    router = APIRouter(include_in_schema=False)
+
+    async def forward(request: Request) -> Response:
+        headers = {h: v for h in PASSED_ON if (v := request.headers.get(h)) is not None}
+        try:
+            answer = await watcher.get(request.url.path, request.url.query, headers)
+        except WatcherUnavailable as exc:
+            return PlainTextResponse(f"{exc}\n", status_code=503, headers={"retry-after": "5"})
+        return Response(answer.body, status_code=answer.status, headers=dict(answer.headers))
+
+    for path in FORWARDED:
+        router.add_api_route(path, forward, methods=["GET"])
+    return router
+
+
+def watcher_share(watcher: WatcherLink) -> Callable[[], Awaitable[bytes]]:
+    """The watcher's share of ``/metrics`` (nothing while it does not answer)."""
+
+    async def share() -> bytes:
+        try:
+            answer = await watcher.get(WATCHED_METRICS, "", {})
+        except WatcherUnavailable:
+            return b""
+        return answer.body if answer.status == 200 else b""
+
+    return share
