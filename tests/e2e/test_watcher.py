@@ -75,11 +75,16 @@ def test_the_watcher_shows_the_lag_of_what_the_service_commits(
     # Readers are the watcher's; each process exports its share of the group's series.
     assert service.http.get(f"/v1/status/{group}").status_code == 404
     assert service.http.get("/ui").status_code == 404
-    taken, watched = service.metrics(), watcher.metrics()
+    lag = ("sidecar_consumergroup_lag", {"consumergroup": group, "topic": topic})
+    watched = wait_for(  # /metrics is as of the last evaluation (a status is evaluated now)
+        lambda: (text := watcher.metrics()) and metric(text, lag[0], **lag[1]) == 0 and text,
+        timeout=30,
+        what="the watcher's lag series at 0",
+    )
+    taken = service.metrics()
     succeeded = "sidecar_commits_succeeded_total"
     assert (metric(taken, succeeded, consumergroup=group) or 0) >= 1
     assert metric(watched, succeeded, consumergroup=group) is None
-    assert metric(watched, "sidecar_consumergroup_lag", consumergroup=group, topic=topic) == 0
     assert metric(taken, "sidecar_consumergroup_lag", consumergroup=group, topic=topic) is None
     assert metric(watched, "sidecar_pending_checkpoints", consumergroup=group) == 0
     assert metric(taken, "sidecar_pending_checkpoints", consumergroup=group) is None
@@ -149,12 +154,18 @@ def test_a_service_with_its_watcher_as_a_child_answers_every_reader_on_its_port(
 
         wait_for(lambda: lag() == behind, timeout=60, what="the forwarded status's lag")
         assert service.http.get("/ui").status_code == 200
-        text = service.metrics()
+        lag_series = ("sidecar_consumergroup_lag", {"consumergroup": group, "topic": topic})
+        text = wait_for(  # as of the watcher's last evaluation (a status: evaluated now)
+            lambda: (t := service.metrics()) and metric(t, *lag_series[:1], **lag_series[1]) and t,
+            timeout=30,
+            what="the watcher's lag series through the service",
+        )
+        assert metric(text, lag_series[0], **lag_series[1]) == behind
         families = [f.name for f in text_string_to_metric_families(text)]
         assert len(families) == len(set(families)), "each family once"
         assert (metric(text, "sidecar_commits_succeeded_total", consumergroup=group) or 0) >= 1
-        lag_series = ("sidecar_consumergroup_lag", {"consumergroup": group, "topic": topic})
-        assert metric(text, lag_series[0], **lag_series[1]) == behind
+        plain = service.http.get("/metrics", headers={"accept-encoding": "identity"})
+        assert metric(plain.text, lag_series[0], **lag_series[1]) == behind  # gzip or not
         assert (metric(text, "sidecar_log_end_reads_total", result="succeeded") or 0) >= 1
 
         assert service.process is not None

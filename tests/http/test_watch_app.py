@@ -48,11 +48,17 @@ def test_the_watcher_follows_what_the_taker_writes(tmp_path: Path) -> None:
             # Events go to the taker only; readers to the watcher only.
             assert events.get(f"/v1/status/{GROUP}").status_code == 404
             assert readers.post("/v1/progress", json={}).status_code in (404, 405)
-            taken, watched = events.get("/metrics").text, readers.get("/metrics").text
+            lag = ("sidecar_consumergroup_lag", {"consumergroup": GROUP, "topic": "orders"})
+            watched = wait_for(  # as of the last evaluation (a status is evaluated now)
+                lambda: (
+                    (t := readers.get("/metrics").text) and metric(t, lag[0], **lag[1]) == 0 and t
+                ),
+                what="the watcher's lag series at 0",
+            )
+            taken = events.get("/metrics").text
     succeeded = "sidecar_commits_succeeded_total"
     assert metric(taken, succeeded, consumergroup=GROUP) == 2
     assert metric(watched, succeeded, consumergroup=GROUP) is None
-    assert metric(watched, "sidecar_consumergroup_lag", consumergroup=GROUP, topic="orders") == 0
     assert metric(taken, "sidecar_consumergroup_lag", consumergroup=GROUP, topic="orders") is None
     reads = "sidecar_log_end_reads_total"  # the lag monitor's reads: the watcher's only
     assert (metric(watched, reads, result="succeeded") or 0) >= 2

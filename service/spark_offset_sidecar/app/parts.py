@@ -4,16 +4,21 @@ per-group series, and the operational routes (``/livez``, ``/readyz``, ``/metric
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from fastapi import FastAPI, Request
 from fastapi.responses import PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from spark_offset_sidecar.app.kafka_clients import KafkaClients
 from spark_offset_sidecar.errors import StoreError
+from spark_offset_sidecar.http.auth import TokenRegistry
 from spark_offset_sidecar.http.state import Runtime
 from spark_offset_sidecar.observe.fleet_metrics import FleetOptions, MetricsPage
+from spark_offset_sidecar.observe.metrics import SidecarMetrics
 from spark_offset_sidecar.ports.identity import TokenVerifier
-from spark_offset_sidecar.settings import MetricsSettings, OidcSettings
+from spark_offset_sidecar.ports.kafka import StartingOffsetsReader
+from spark_offset_sidecar.settings import MetricsSettings, OidcSettings, Settings
 
 
 def fleet_options(
@@ -47,6 +52,27 @@ def token_verifier(oidc: OidcSettings) -> TokenVerifier | None:
         bearer_file=oidc.bearer_token_file,
         refresh=oidc.jwks_refresh_seconds,
     )
+
+
+def new_runtime(
+    settings: Settings,
+    metrics: SidecarMetrics,
+    clock: Callable[[], float],
+    kafka: KafkaClients,
+    starting_offsets: StartingOffsetsReader,
+    verifier: TokenVerifier | None,
+) -> Runtime:
+    """What the routes reach, with the tokens and the identity problems both processes
+    check: Kafka's tokens, and the jobs' token issuer."""
+    runtime = Runtime(settings, metrics, clock, starting_offsets)
+    runtime.identity_problems.extend(kafka.token_problems())
+    if verifier is not None:
+        runtime.identity_problems.append(
+            lambda: verifier.problem and f"jobs' token issuer: {verifier.problem}"
+        )
+    if settings.auth.tokens_file:
+        runtime.tokens = TokenRegistry.from_file(settings.auth.tokens_file, verifier)
+    return runtime
 
 
 def add_operational_routes(app: FastAPI, runtime: Runtime, page: MetricsPage) -> None:

@@ -21,15 +21,18 @@ from spark_offset_sidecar.adapters.checkpoints.fsspec_storage import (
 )
 from spark_offset_sidecar.adapters.watcher.child import WatcherChild
 from spark_offset_sidecar.app.kafka_clients import KafkaClients
-from spark_offset_sidecar.app.parts import add_operational_routes, fleet_options, token_verifier
+from spark_offset_sidecar.app.parts import (
+    add_operational_routes,
+    fleet_options,
+    new_runtime,
+    token_verifier,
+)
 from spark_offset_sidecar.app.start import Given, ProcessHeap, Start, group_cluster
-from spark_offset_sidecar.http.auth import TokenRegistry
 from spark_offset_sidecar.http.body_limit import BodySizeLimit
 from spark_offset_sidecar.http.event_routes import router
 from spark_offset_sidecar.http.follow_routes import router as follow_router
 from spark_offset_sidecar.http.progress_route import ProgressRoute
 from spark_offset_sidecar.http.refusals import exception_answers
-from spark_offset_sidecar.http.state import Runtime
 from spark_offset_sidecar.http.status_page import router as status_page_router
 from spark_offset_sidecar.http.status_routes import router as status_router
 from spark_offset_sidecar.http.watcher_routes import forwarding_router, watcher_share
@@ -87,11 +90,13 @@ def create_app(
     opened: list[DurableLedger] = []  # the ledger, once the lifespan has opened it
     verifier = token_verifier(settings.oidc)
     storage = checkpoint_storage or FsspecCheckpointStorage(settings.follow.storage_options)
-    runtime = Runtime(
+    runtime = new_runtime(
         settings,
         metrics,
         clock,
+        kafka,
         starting_offsets or kafka.starting_offsets(group_cluster(opened, kafka.clusters)),
+        verifier,
     )
     # SIDECAR_WATCHER=child: a watcher process, started with the rest, answers the readers.
     child = WatcherChild() if settings.status.watcher == "child" else None
@@ -116,13 +121,6 @@ def create_app(
         heap,
         child,
     )
-    runtime.identity_problems.extend(kafka.token_problems())
-    if verifier is not None:
-        runtime.identity_problems.append(
-            lambda: verifier.problem and f"jobs' token issuer: {verifier.problem}"
-        )
-    if settings.auth.tokens_file:
-        runtime.tokens = TokenRegistry.from_file(settings.auth.tokens_file, verifier)
     if checkpoint_storage is None:
         runtime.check_folder = check_path
     if heap is not None:  # the process's heap keeper (``cli.process_tuning``)

@@ -29,19 +29,23 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from fastapi.responses import PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from spark_offset_sidecar.adapters.sql.store import SqlStore
 from spark_offset_sidecar.app.kafka_clients import KafkaClients
-from spark_offset_sidecar.app.parts import add_operational_routes, fleet_options, token_verifier
+from spark_offset_sidecar.app.parts import (
+    add_operational_routes,
+    fleet_options,
+    new_runtime,
+    token_verifier,
+)
 from spark_offset_sidecar.app.start import Given, Watched, run_in_background, watch_lag
 from spark_offset_sidecar.core.ledger import Ledger
 from spark_offset_sidecar.errors import StoreUnavailable
-from spark_offset_sidecar.http.auth import TokenRegistry
 from spark_offset_sidecar.http.refusals import exception_answers
-from spark_offset_sidecar.http.state import Runtime, Watching
+from spark_offset_sidecar.http.state import Watching
 from spark_offset_sidecar.http.status_page import router as status_page_router
 from spark_offset_sidecar.http.status_routes import router as status_router
 from spark_offset_sidecar.observe.fleet_metrics import WATCHER_SERIES, FleetExposition, MetricsPage
@@ -72,13 +76,9 @@ def create_watch_app(
     metrics = SidecarMetrics(
         registry or CollectorRegistry(), kafka.clusters if kafka.several else None
     )
+    starting_offsets = kafka.starting_offsets(lambda g: kafka.clusters.of(g).name)
     verifier = token_verifier(settings.oidc)
-    runtime = Runtime(
-        settings, metrics, clock, kafka.starting_offsets(lambda g: kafka.clusters.of(g).name)
-    )
-    runtime.identity_problems.extend(kafka.token_problems())
-    if settings.auth.tokens_file:
-        runtime.tokens = TokenRegistry.from_file(settings.auth.tokens_file, verifier)
+    runtime = new_runtime(settings, metrics, clock, kafka, starting_offsets, verifier)
     start = WatchStart(
         settings, kafka, metrics, clock, Given(log_ends=log_ends, record_times=record_times), store
     )
@@ -128,9 +128,15 @@ def create_watch_app(
     shared = fleet(start.share)
 
     @app.get(WATCHED_METRICS, include_in_schema=False, response_class=PlainTextResponse)
-    async def watched_metrics() -> Response:
-        """Its share of the /metrics of the service that started it."""
-        return Response(await shared.render(), media_type=CONTENT_TYPE_LATEST)
+    async def watched_metrics(request: Request) -> Response:
+        """Its share of the /metrics of the service that started it (gzip when asked: the
+        service passes it on as it is)."""
+        text, packed = await shared.rendered()
+        if "gzip" in request.headers.get("accept-encoding", ""):
+            return Response(
+                packed, media_type=CONTENT_TYPE_LATEST, headers={"content-encoding": "gzip"}
+            )
+        return Response(text, media_type=CONTENT_TYPE_LATEST)
 
     return app
 

@@ -13,7 +13,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import PlainTextResponse, Response
 
 from spark_offset_sidecar.errors import WatcherUnavailable
-from spark_offset_sidecar.ports.watcher import WATCHED_METRICS, WatcherLink
+from spark_offset_sidecar.ports.watcher import WatcherLink
 
 FORWARDED = ("/v1/status", "/v1/status/{group_id}", "/ui")
 PASSED_ON = ("authorization", "accept")  # the caller's headers the watcher reads
@@ -36,13 +36,13 @@ def forwarding_router(watcher: WatcherLink) -> APIRouter:
 
 
 def watcher_share(watcher: WatcherLink) -> Callable[[], Awaitable[bytes]]:
-    """The watcher's share of ``/metrics`` (nothing while it does not answer)."""
+    """The watcher's share of ``/metrics``, gzip-compressed (nothing while it does not
+    answer)."""
 
     async def share() -> bytes:
         try:
-            answer = await watcher.get(WATCHED_METRICS, "", {})
+            return await watcher.share()
         except WatcherUnavailable:
             return b""
-        return answer.body if answer.status == 200 else b""
 
     return share

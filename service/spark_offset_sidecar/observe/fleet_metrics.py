@@ -184,8 +184,8 @@ class FleetExposition:
         tail: Callable[[], Awaitable[bytes]] | None = None,
     ) -> None:
         """``head``: text to put before the per-group series in each build (the
-        registry's process-wide series); ``tail``: text to put after them (a watcher's
-        share, whose families are none of these)."""
+        registry's process-wide series); ``tail``: gzip-compressed text to put after them
+        (a watcher's share, whose families are none of these; empty: none now)."""
         self._head = head
         self._tail = tail
         self._ledger = ledger
@@ -244,10 +244,11 @@ class FleetExposition:
                 family.lines.clear()
                 await turns.take()
         self._rendered, self._rendering = self._rendering, {}
-        if self._tail is not None:
-            parts.append(await self._tail())
+        if self._tail is not None and (tail := await self._tail()):
+            parts.append(await asyncio.to_thread(gzip.decompress, tail))  # off the loop
         text = b"".join(parts)
-        packed = await asyncio.to_thread(gzip.compress, text, 1)  # zlib frees the GIL
+        # One gzip member (some clients read only the first of several); zlib frees the GIL.
+        packed = await asyncio.to_thread(gzip.compress, text, 1)
         self._text, self._gzip, self._built_at = text, packed, started
         self.builds += 1
         return text, packed

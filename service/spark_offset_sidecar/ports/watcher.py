@@ -10,6 +10,8 @@ Contract
     caller's token among them: the watcher checks it as the service would), as the
     watcher answered it; raises ``WatcherUnavailable`` when the watcher does not answer
     (starting, or started again after it died).
+  - ``share`` returns the watcher's share of ``/metrics`` (``WATCHED_METRICS``) as it
+    sent it, gzip-compressed; raises ``WatcherUnavailable`` as ``get`` does.
   - ``problem`` says why the watcher does not answer now, or None.
 """
 
@@ -31,6 +33,8 @@ class Answer:
 
 class WatcherLink(Protocol):
     async def get(self, path: str, query: str, headers: Mapping[str, str]) -> Answer: ...
+
+    async def share(self) -> bytes: ...
 
     @property
     def problem(self) -> str | None: ...

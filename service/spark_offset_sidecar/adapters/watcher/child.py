@@ -28,7 +28,7 @@ from collections.abc import Mapping
 import httpx
 
 from spark_offset_sidecar.errors import WatcherUnavailable
-from spark_offset_sidecar.ports.watcher import Answer
+from spark_offset_sidecar.ports.watcher import WATCHED_METRICS, Answer
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +114,21 @@ class WatcherChild:
         self._problem = "the watcher is starting" if starting else None
         kept = {k: answer.headers[k] for k in ANSWER_HEADERS if k in answer.headers}
         return Answer(answer.status_code, kept, answer.content)
+
+    async def share(self) -> bytes:
+        """Its share of ``/metrics``, gzip-compressed as it sent it (not inflated here)."""
+        if self._client is None:
+            raise WatcherUnavailable(self._problem or "the watcher has not started")
+        try:
+            async with self._client.stream(
+                "GET", WATCHED_METRICS, headers={"accept-encoding": "gzip"}
+            ) as answer:
+                body = b"".join([chunk async for chunk in answer.aiter_raw()])
+        except httpx.HTTPError as exc:
+            raise WatcherUnavailable(f"the watcher does not answer: {exc!r}") from None
+        if answer.status_code != 200 or answer.headers.get("content-encoding") != "gzip":
+            raise WatcherUnavailable(f"the watcher answered {answer.status_code}")
+        return body
 
     async def stop(self) -> None:
         process = self.process
