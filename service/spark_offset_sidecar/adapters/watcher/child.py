@@ -57,15 +57,14 @@ class WatcherChild:
         return self._problem
 
     async def start(self) -> None:
-        if self._folder is None:
+        if self._folder is None:  # the first start: the socket's folder, and the client
             self._folder = tempfile.mkdtemp(prefix="offset-sidecar-")
-            socket = os.path.join(self._folder, "watcher.sock")
             self._client = httpx.AsyncClient(
-                transport=httpx.AsyncHTTPTransport(uds=socket),
+                transport=httpx.AsyncHTTPTransport(uds=self._socket()),
                 base_url="http://watcher",
                 timeout=self._timeout,
             )
-        socket = os.path.join(self._folder, "watcher.sock")
+        socket = self._socket()
         with contextlib.suppress(FileNotFoundError):
             os.unlink(socket)
         env = {k: v for k, v in os.environ.items() if k not in NOT_PASSED}
@@ -75,6 +74,10 @@ class WatcherChild:
         )
         self.starts += 1
         log.info("watcher started (pid %d)", self.process.pid)
+
+    def _socket(self) -> str:
+        assert self._folder is not None
+        return os.path.join(self._folder, "watcher.sock")
 
     async def run(self) -> None:
         """Ask the child whether it is ready every ``CHECK_EVERY`` seconds (``problem``), and
