@@ -76,7 +76,8 @@ def _watch(settings: Settings) -> int:
 
     if parent := os.environ.get(PARENT_ENV):
         _end_with_parent(int(parent))
-    _run_http(settings, create_watch_app(settings), uds=os.environ.get(SOCKET_ENV))
+    socket = os.environ.get(SOCKET_ENV)
+    _run_http(settings, create_watch_app(settings, told=socket is not None), uds=socket)
     return 0
 
 

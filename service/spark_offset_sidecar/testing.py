@@ -12,6 +12,9 @@ against a real broker and real databases.
 - ``InMemoryFollowedFolders``    a ``FollowedFolders`` (``ports.checkpoints``)
 - ``InMemoryStatusBoard``        a ``StatusBoard`` (``ports.status_board``) shared by the
                          tests' replicas; ``owners`` says who may publish which group
+- ``InMemoryWatcher``    a ``WatcherLink`` (``ports.watcher``) that keeps what it is told;
+                         ``started_again`` makes it a new watcher, ``down`` one that
+                         does not answer
 - ``StaticVerifier``     a ``TokenVerifier`` (``ports.identity``): the identities of
                          tokens the test names; any other JWT-looking token is refused
 """
@@ -27,12 +30,18 @@ from spark_offset_sidecar.core.checkpoint_log import batch_id_of
 from spark_offset_sidecar.core.group_report import GroupReport
 from spark_offset_sidecar.core.group_status import StoredWindow
 from spark_offset_sidecar.core.offsets import TopicPartition
-from spark_offset_sidecar.errors import CommitError, KafkaReadError, Unauthenticated
+from spark_offset_sidecar.errors import (
+    CommitError,
+    KafkaReadError,
+    Unauthenticated,
+    WatcherUnavailable,
+)
 from spark_offset_sidecar.ports.checkpoints import FollowedFolder
 from spark_offset_sidecar.ports.identity import VerifiedIdentity
 from spark_offset_sidecar.ports.kafka import Committed, LogEnds
 from spark_offset_sidecar.ports.status_board import BoardEntry
 from spark_offset_sidecar.ports.store import StoredState
+from spark_offset_sidecar.ports.watcher import Answer, Told
 
 
 class InMemoryStore:
@@ -277,3 +286,32 @@ class StaticVerifier:
 
     async def refresh(self) -> None:
         pass
+
+
+class InMemoryWatcher:
+    """A watcher reached in memory: ``told`` lists the messages it took (since it was last
+    started again); it answers no reader."""
+
+    def __init__(self) -> None:
+        self.told: list[Told] = []
+        self.generation = 1
+        self.down = False
+
+    @property
+    def problem(self) -> str | None:
+        return "down" if self.down else None
+
+    def started_again(self) -> None:
+        self.generation += 1
+        self.told.clear()
+
+    async def get(self, path: str, query: str, headers: Mapping[str, str]) -> Answer:
+        raise WatcherUnavailable("an in-memory watcher answers no reader")
+
+    async def share(self) -> bytes:
+        return b""
+
+    async def tell(self, told: Told) -> None:
+        if self.down:
+            raise WatcherUnavailable("down")
+        self.told.append(told)

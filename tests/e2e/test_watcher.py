@@ -5,14 +5,17 @@ has it; each process exports its own share of ``/metrics``, none twice."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from aiokafka import AIOKafkaConsumer
 from prometheus_client.parser import text_string_to_metric_families
 
 from harness.service_process import ServiceProcess
@@ -179,5 +182,67 @@ def test_a_service_with_its_watcher_as_a_child_answers_every_reader_on_its_port(
         wait_for(lambda: lag() == behind, timeout=60, what="the status again")
         service.kill()
         wait_for(lambda: not alive(second), timeout=30, what="the watcher ending with its service")
+    finally:
+        service.stop()
+
+
+def test_a_child_watcher_reads_each_group_as_the_services_memory_has_it(
+    tmp_path: Path, kafka_bootstrap: str, new_topic: Callable[..., str]
+) -> None:
+    """What the store does not hold is told to the child (``runtime.memory_relay``): a
+    group whose commits Kafka refuses (a consumer is a member of it) reads ERR with its
+    consecutive failures through the service's port, again from a watcher started anew,
+    and OK once the member left and the retry committed."""
+    service = ServiceProcess(
+        tmp_path, kafka_bootstrap, commit_timeout_seconds=5, watcher="child",
+        lag_read_interval_seconds=1, retry_initial_seconds=0.2, retry_max_seconds=1,
+        status_err_after_failures=2,
+    ).start()  # fmt: skip
+    topic, group = new_topic(partitions=1), unique_group("told")
+    run_sync(produce(kafka_bootstrap, topic, 10))
+
+    async def join_and_hold() -> AIOKafkaConsumer:
+        member = AIOKafkaConsumer(topic, bootstrap_servers=kafka_bootstrap, group_id=group)
+        await member.start()
+        await member.getmany(timeout_ms=3000)  # joined, partitions assigned
+        return member
+
+    def status() -> dict[str, object]:
+        found = service.http.get(f"/v1/status/{group}")
+        return found.json() if found.status_code == 200 else {}
+
+    def failing() -> dict[str, object] | None:
+        seen = status()
+        failures = seen.get("consecutive_failures")
+        return seen if isinstance(failures, int) and failures >= 2 else None
+
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    member = asyncio.run_coroutine_threadsafe(join_and_hold(), loop).result(30)
+    try:
+        assert service.post_progress(group, spark_progress(0, {topic: {"0": 5}})).status_code == 200
+        seen = wait_for(failing, timeout=60, what="the child's status counting the failures")
+        assert seen["status"] == "ERR"
+
+        assert service.process is not None
+        (first,) = wait_for(lambda: children(service.process.pid), what="the watcher child")
+        os.kill(first, signal.SIGKILL)
+        wait_for(
+            lambda: [c for c in children(service.process.pid) if c != first and alive(c)],
+            timeout=30,
+            what="the watcher started again",
+        )
+        seen = wait_for(failing, timeout=60, what="the new child told the failures")
+        assert seen["status"] == "ERR"
+    finally:
+        asyncio.run_coroutine_threadsafe(member.stop(), loop).result(30)
+        loop.call_soon_threadsafe(loop.stop)
+    try:
+        wait_for(
+            lambda: status().get("consecutive_failures") == 0 and status()["status"] != "ERR",
+            timeout=60,
+            what="the group committed once the member left",
+        )
     finally:
         service.stop()

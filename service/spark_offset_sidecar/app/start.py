@@ -59,6 +59,7 @@ from spark_offset_sidecar.runtime.group_reports import LocalReports, PublishedRe
 from spark_offset_sidecar.runtime.identity_keys import keep_keys_fresh
 from spark_offset_sidecar.runtime.lag_monitor import LagMonitor
 from spark_offset_sidecar.runtime.lag_monitors import LagMonitors
+from spark_offset_sidecar.runtime.memory_relay import MemoryRelay
 from spark_offset_sidecar.runtime.own_loop import RecordTimesOnOwnLoop
 from spark_offset_sidecar.settings import DatabaseSettings, Settings
 
@@ -138,6 +139,15 @@ class Start:
             SqlFollowedFolders(sql.engine) if sql is not None else None
         )
         follower = self._follower(stack, followed, durable, lag_monitor)
+        if self.watcher is not None:  # told what only this process's memory knows
+            relay = MemoryRelay(
+                durable.ledger,
+                self.watcher,
+                waiting=committer.waiting,
+                job=lag_monitor.job_of,
+                folders=follower.reports if follower is not None else None,
+            )
+            run_in_background(stack, relay.run(), "memory relay")
         warn_of_dropped_clusters(durable, self.clusters)
         reports = (
             PublishedReports(board)

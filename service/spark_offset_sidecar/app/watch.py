@@ -15,9 +15,12 @@ loads the whole ledger (the follower's first step) before it answers ready, then
 the store and reads the log ends every ``lag_read_interval_seconds``. A failure while
 starting stops what had started (the exit stack).
 
-Not known to a watcher (kept in the memory of the process taking events, not in the
-store): the counters, a commit in flight and what it waits for, the jobs' rates from their
-progress events, how reading a followed folder goes.
+What the store does not hold (the memory of the process taking events: the counters, a
+commit in flight and what it waits for, consecutive failures, the jobs' rates from their
+progress events, how reading a followed folder goes) a child watcher is told by the
+process that started it (``told=True``: ``TOLD_MEMORY`` on its socket;
+``runtime.told_memory``), and reads as that process would. A watcher of its own
+(``SIDECAR_WATCHER=separate``) knows none of it.
 """
 
 from __future__ import annotations
@@ -29,11 +32,12 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Request, status
 from fastapi.responses import PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from spark_offset_sidecar.adapters.sql.store import SqlStore
+from spark_offset_sidecar.adapters.watcher.told import ToldRefused, decode_told
 from spark_offset_sidecar.app.kafka_clients import KafkaClients
 from spark_offset_sidecar.app.parts import (
     add_operational_routes,
@@ -53,9 +57,10 @@ from spark_offset_sidecar.observe.loop_lag import LoopLag
 from spark_offset_sidecar.observe.metrics import SidecarMetrics, package_version
 from spark_offset_sidecar.ports.kafka import LogEndReader, RecordTimeReader
 from spark_offset_sidecar.ports.store import LedgerRows
-from spark_offset_sidecar.ports.watcher import WATCHED_METRICS
+from spark_offset_sidecar.ports.watcher import TOLD_MEMORY, WATCHED_METRICS
 from spark_offset_sidecar.runtime.group_reports import LocalReports
 from spark_offset_sidecar.runtime.store_follower import StoreFollower
+from spark_offset_sidecar.runtime.told_memory import ToldMemory
 from spark_offset_sidecar.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -69,9 +74,11 @@ def create_watch_app(
     record_times: RecordTimeReader | None = None,
     registry: CollectorRegistry | None = None,
     clock: Callable[[], float] = time.time,
+    told: bool = False,
 ) -> FastAPI:
     """Build the watcher. ``store`` defaults to SQL (``database_url``), ``log_ends`` and
-    ``record_times`` to aiokafka; tests may pass others (``testing``)."""
+    ``record_times`` to aiokafka; tests may pass others (``testing``). ``told``: it is a
+    service's child, told what that service's memory knows (``TOLD_MEMORY``)."""
     kafka = KafkaClients(settings)
     metrics = SidecarMetrics(
         registry or CollectorRegistry(), kafka.clusters if kafka.several else None
@@ -80,7 +87,13 @@ def create_watch_app(
     verifier = token_verifier(settings.oidc)
     runtime = new_runtime(settings, metrics, clock, kafka, starting_offsets, verifier)
     start = WatchStart(
-        settings, kafka, metrics, clock, Given(log_ends=log_ends, record_times=record_times), store
+        settings,
+        kafka,
+        metrics,
+        clock,
+        Given(log_ends=log_ends, record_times=record_times),
+        store,
+        told=told,
     )
     ledger = start.ledger
 
@@ -138,6 +151,21 @@ def create_watch_app(
             )
         return Response(text, media_type=CONTENT_TYPE_LATEST)
 
+    if told:
+
+        @app.post(TOLD_MEMORY, include_in_schema=False, status_code=status.HTTP_204_NO_CONTENT)
+        async def take_told(request: Request) -> Response:
+            """What the service that started it knows of the groups (only on its socket)."""
+            memory = start.memory
+            if memory is None:
+                return PlainTextResponse("the watcher is starting\n", status_code=503)
+            try:
+                message = decode_told(await request.body())
+            except ToldRefused as exc:
+                return PlainTextResponse(f"{exc}\n", status_code=400)
+            memory.take(message)
+            return Response(status_code=status.HTTP_204_NO_CONTENT)
+
     return app
 
 
@@ -155,6 +183,8 @@ class WatchStart:
     # Its share of a service's /metrics (SIDECAR_WATCHER=child): the lag reads and the
     # per-group series, none of the process-wide ones the service exports too.
     share: CollectorRegistry = field(default_factory=CollectorRegistry)
+    told: bool = False  # a service's child: told that service's memory
+    memory: ToldMemory | None = None  # what it was told, once ``run`` built it
 
     async def run(self, stack: AsyncExitStack) -> Watching:
         settings, metrics, ledger = self.settings, self.metrics, self.ledger
@@ -165,7 +195,20 @@ class WatchStart:
             stack.callback(sql.close)
         else:
             rows = self.store
-        follower = StoreFollower(rows, ledger, interval=settings.status.lag_read_interval_seconds)
+        lag_monitor = watch_lag(
+            stack,
+            Watched(settings, self.kafka, metrics, self.clock),
+            lambda: ledger,
+            given=self.given,
+            reads_also=self.share,
+        )
+        told = self.memory = ToldMemory(ledger, lag_monitor.note_job) if self.told else None
+        follower = StoreFollower(
+            rows,
+            ledger,
+            interval=settings.status.lag_read_interval_seconds,
+            refreshed=told.refreshed if told is not None else lambda _ids: None,
+        )
         stack.callback(follower.close)
         try:  # a watcher reads columns of the newest schema
             await asyncio.to_thread(rows.check)
@@ -176,13 +219,12 @@ class WatchStart:
             ) from exc
         await follower.step()  # the whole ledger, before answering ready
         follow_task = run_in_background(stack, follower.run(), "store follower")
-        lag_monitor = watch_lag(
-            stack,
-            Watched(settings, self.kafka, metrics, self.clock),
-            lambda: ledger,
-            given=self.given,
-            reads_also=self.share,
-        )
         lag_task = run_in_background(stack, lag_monitor.run(), "lag monitor")
-        reports = LocalReports(lambda: ledger, lag_monitor, lambda _g: None, None, self.clock)
+        reports = LocalReports(
+            lambda: ledger,
+            lag_monitor,
+            told.waiting if told is not None else lambda _g: None,
+            told.folder_reports if told is not None else None,
+            self.clock,
+        )
         return Watching(follower, follow_task, lag_monitor, lag_task, reports)

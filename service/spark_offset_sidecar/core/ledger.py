@@ -54,6 +54,10 @@ Rules
                  committed offsets (a late commit of the old owner landed) is ``repair``ed:
                  it commits its stored offsets again at once (taken like R9), unless a
                  commit follows anyway (a slot, or one in flight). Never persisted.
+  R15 told       When followed (``memory_changed`` not None), every group whose memory
+                 (counters, commit in flight, failures, retry time) may have changed is
+                 added to ``memory_changed`` until its reader empties it: what a watcher
+                 is told (``core.group_memory``). Not followed: nothing is collected.
 
 A group's commit phase follows from (slot, in flight); the only transitions are:
 
@@ -176,6 +180,7 @@ class Ledger:
         self._refresh_heap: list[tuple[float, str]] = []
         self._committing: set[str] | None = None  # R11: groups this replica commits
         self._repairs: set[str] = set()  # R12: groups due their stored offsets again now
+        self.memory_changed: set[str] | None = None  # R15: None until followed
 
         for group in self.groups.values():
             self._reindex(group)
@@ -473,7 +478,20 @@ class Ledger:
         """Whether this replica commits ``group_id`` (R11; always, for a single replica)."""
         return self._committing is None or group_id in self._committing
 
+    def follow_memory(self) -> None:
+        """R15: collect from now on the groups whose memory changes."""
+        if self.memory_changed is None:
+            self.memory_changed = set()
+
+    def memory_changes(self) -> set[str]:
+        """R15: the groups whose memory may have changed since the last call (emptied)."""
+        changed, self.memory_changed = self.memory_changed or set(), set()
+        return changed
+
     def _reindex(self, group: GroupState) -> None:
+        # Every change to a group's memory reindexes it (or is an event, ``apply``): R15.
+        if self.memory_changed is not None:
+            self.memory_changed.add(group.group_id)
         if not self.commits(group.group_id):
             self._untake(group.group_id)
             return
@@ -686,6 +704,8 @@ class Ledger:
         group = self.groups.get(decision.group_id or "")
         if group is not None:
             group.counters.events[decision.outcome.value] += 1
+            if self.memory_changed is not None:
+                self.memory_changed.add(group.group_id)
         else:
             self.unattributed[decision.outcome.value] += 1
 

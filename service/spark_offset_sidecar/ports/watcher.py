@@ -1,6 +1,6 @@
 """The watcher as the process taking events reaches it when it started it
 (``SIDECAR_WATCHER=child``): the readers' requests it answers, and its share of
-``/metrics``.
+``/metrics``, and what only this process's memory knows of the groups (``Told``).
 
 ``WatcherLink`` is the port; ``adapters.watcher.child.WatcherChild`` is the real one (a
 child process on a Unix socket of its own).
@@ -12,6 +12,9 @@ Contract
     (starting, or started again after it died).
   - ``share`` returns the watcher's share of ``/metrics`` (``WATCHED_METRICS``) as it
     sent it, gzip-compressed; raises ``WatcherUnavailable`` as ``get`` does.
+  - ``tell`` hands the watcher what this process's memory knows of some groups; raises
+    ``WatcherUnavailable`` as ``get`` does (then nothing of it was taken).
+  - ``generation`` counts the watchers started: a new one was told nothing yet.
   - ``problem`` says why the watcher does not answer now, or None.
 """
 
@@ -21,7 +24,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+from spark_offset_sidecar.core.group_memory import GroupMemory
+from spark_offset_sidecar.core.group_report import FolderReport
+
 WATCHED_METRICS = "/metrics/watched"  # the watcher's share of /metrics, without its own series
+TOLD_MEMORY = "/memory/told"  # where a child watcher is told (on its socket only)
 
 
 @dataclass(frozen=True)
@@ -31,10 +38,26 @@ class Answer:
     body: bytes
 
 
+@dataclass(frozen=True)
+class Told:
+    """What the process taking events tells its watcher at once."""
+
+    # Each group's memory (None: the group is gone from the ledger).
+    groups: Mapping[str, GroupMemory | None]
+    # The followed folders' reports by group, whole (None: unchanged since last told).
+    folders: Mapping[str, tuple[FolderReport, ...]] | None = None
+    whole: bool = False  # every group is in ``groups``: forget any other
+
+
 class WatcherLink(Protocol):
     async def get(self, path: str, query: str, headers: Mapping[str, str]) -> Answer: ...
 
     async def share(self) -> bytes: ...
+
+    async def tell(self, told: Told) -> None: ...
+
+    @property
+    def generation(self) -> int: ...
 
     @property
     def problem(self) -> str | None: ...

@@ -16,15 +16,16 @@ Invariants
     a group that changes its query's row (``rows`` reaches partners).
   - The store is read on a worker thread; the ledger changes on the event loop only, in
     one step with no await inside (a reader never sees half a refresh).
-  - Memory's own figures (counters of events and commits, a commit in flight) are not in
-    the store: a watcher's stay as they were (the process taking events exports them).
+  - Memory's own figures (counters of events and commits, a commit in flight, failures)
+    are not in the store: a watcher's stay as they were, or as it was told them
+    (``runtime.told_memory``: ``refreshed`` hears of every group read again).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Collection, Hashable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -44,10 +45,18 @@ class FollowStep:
 
 
 class StoreFollower:
-    def __init__(self, rows: LedgerRows, ledger: Ledger, *, interval: float) -> None:
+    def __init__(
+        self,
+        rows: LedgerRows,
+        ledger: Ledger,
+        *,
+        interval: float,
+        refreshed: Callable[[Collection[str]], None] = lambda _group_ids: None,
+    ) -> None:
         self.rows = rows
         self.ledger = ledger
         self.interval = interval
+        self.refreshed = refreshed
         self.marks = StoredMarks({}, {})
         self.steps = 0  # completed steps: the first one loads everything
         self.reread = 0  # rows of queries and groups read again, over every step
@@ -75,6 +84,7 @@ class StoreFollower:
             self.ledger.refresh(
                 loaded.query_ids, loaded.group_ids, loaded.stored.queries, loaded.stored.groups
             )
+            self.refreshed(loaded.group_ids)
             self.reread += len(loaded.query_ids) + len(loaded.group_ids)
         self.marks = step.marks
         self.steps += 1

@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import logging
 from array import array
-from collections import Counter
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -29,10 +28,17 @@ from typing import Any
 from sqlalchemy import Engine, select, text
 from sqlalchemy.exc import SQLAlchemyError
 
+from spark_offset_sidecar.adapters.report_fields import (
+    decode_counters,
+    decode_folder,
+    decode_job,
+    encode_counters,
+    encode_folder,
+    encode_job,
+)
 from spark_offset_sidecar.adapters.sql.schema import group_reports
 from spark_offset_sidecar.core.group_report import (
     CommitUnderway,
-    FolderReport,
     GroupReport,
     LiveCommits,
 )
@@ -48,10 +54,8 @@ from spark_offset_sidecar.core.lag_figures import (
     CatchUpState,
     DataStatus,
     GroupLag,
-    JobRates,
     PartitionLag,
 )
-from spark_offset_sidecar.core.ledger_state import GroupCounters
 from spark_offset_sidecar.core.offsets import TopicPartition, from_json, to_json
 from spark_offset_sidecar.errors import StoreUnavailable
 from spark_offset_sidecar.ports.status_board import BoardEntry
@@ -192,30 +196,9 @@ def encode_report(report: GroupReport) -> str:
             "last_failure": live.last_failure,
             "waiting": live.waiting,
             "cluster": report.cluster,
-            "folders": [
-                [
-                    f.path,
-                    f.query_id,
-                    f.newest_batch_in_folder,
-                    f.last_batch_recorded,
-                    f.pending_batch,
-                    f.behind_seconds,
-                    [list(e) for e in f.errors],
-                    f.last_error,
-                    f.last_poll_at,
-                ]
-                for f in report.folders
-            ],
+            "folders": [encode_folder(f) for f in report.folders],
             "lag": _encode_lag(report.lag),
-            "counters": {
-                "succeeded": counters.succeeded,
-                "skipped": counters.skipped,
-                "failed": dict(counters.failed),
-                "events": dict(counters.events),
-                "pending_dropped": counters.pending_dropped,
-                "held_back": counters.held_back,
-                "refreshed": counters.refreshed,
-            },
+            "counters": encode_counters(counters),
         },
         separators=(",", ":"),
         sort_keys=True,
@@ -253,7 +236,6 @@ def decode_report(group_id: str, reported_by: str, evaluated_at: float, text: st
         ),
     )
     flight = doc["in_flight"]
-    counters = doc["counters"]
     live = LiveCommits(
         in_flight=CommitUnderway(flight[0], from_json(flight[1]), flight[2])
         if flight is not None
@@ -261,30 +243,9 @@ def decode_report(group_id: str, reported_by: str, evaluated_at: float, text: st
         retry_at=doc["retry_at"],
         last_failure=doc["last_failure"],
         waiting=doc.get("waiting"),  # absent from some version-1 reports
-        counters=GroupCounters(
-            succeeded=counters["succeeded"],
-            skipped=counters["skipped"],
-            failed=Counter(counters["failed"]),
-            events=Counter(counters["events"]),
-            pending_dropped=counters["pending_dropped"],
-            held_back=counters["held_back"],
-            refreshed=counters["refreshed"],
-        ),
+        counters=decode_counters(doc["counters"]),
     )
-    folders = tuple(
-        FolderReport(
-            path,
-            query,
-            newest,
-            recorded,
-            pending,
-            behind,
-            tuple((reason, count) for reason, count in errors),
-            error,
-            at,
-        )
-        for path, query, newest, recorded, pending, behind, errors, error, at in doc["folders"]
-    )
+    folders = tuple(decode_folder(f) for f in doc["folders"])
     return GroupReport(
         status,
         live,
@@ -307,14 +268,7 @@ def _encode_lag(lag: GroupLag | None) -> dict[str, Any] | None:
         "data_status": lag.data_status.value,
         "lost_total": lag.lost_total,
         "catch_up": [c.state.value, c.eta_seconds, c.consume_rate, c.produce_rate],
-        "job": None
-        if job is None
-        else [
-            job.at,
-            job.input_rows_per_second,
-            job.processed_rows_per_second,
-            job.batch_duration_ms,
-        ],
+        "job": encode_job(job),
         "trend": [list(point) for point in lag.trend],
     }
 
@@ -323,7 +277,7 @@ def _decode_lag(doc: dict[str, Any] | None) -> GroupLag | None:
     if doc is None:
         return None
     state, eta, consume, produce = doc["catch_up"]
-    job = JobRates(*doc["job"]) if doc["job"] is not None else None
+    job = decode_job(doc["job"])
     return GroupLag(
         partitions=tuple(PartitionLag(*p) for p in doc["partitions"]),
         data_status=DataStatus(doc["data_status"]),

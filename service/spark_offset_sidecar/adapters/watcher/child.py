@@ -27,8 +27,9 @@ from collections.abc import Mapping
 
 import httpx
 
+from spark_offset_sidecar.adapters.watcher.told import encode_told
 from spark_offset_sidecar.errors import WatcherUnavailable
-from spark_offset_sidecar.ports.watcher import WATCHED_METRICS, Answer
+from spark_offset_sidecar.ports.watcher import TOLD_MEMORY, WATCHED_METRICS, Answer, Told
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +56,10 @@ class WatcherChild:
     @property
     def problem(self) -> str | None:
         return self._problem
+
+    @property
+    def generation(self) -> int:
+        return self.starts
 
     async def start(self) -> None:
         if self._folder is None:  # the first start: the socket's folder, and the client
@@ -132,6 +137,24 @@ class WatcherChild:
         if answer.status_code != 200 or answer.headers.get("content-encoding") != "gzip":
             raise WatcherUnavailable(f"the watcher answered {answer.status_code}")
         return body
+
+    async def tell(self, told: Told) -> None:
+        if self._client is None:
+            raise WatcherUnavailable(self._problem or "the watcher has not started")
+        body = await asyncio.to_thread(encode_told, told)  # a whole fleet's: off the loop
+        try:
+            answer = await self._client.post(
+                TOLD_MEMORY, content=body, headers={"content-type": "application/json"}
+            )
+        except httpx.HTTPError as exc:
+            raise WatcherUnavailable(f"the watcher does not answer: {exc!r}") from None
+        if answer.status_code == 204:
+            self._problem = None
+        else:
+            raise WatcherUnavailable(
+                f"the watcher answered {answer.status_code} to what it was told: "
+                f"{answer.text[:200]}"
+            )
 
     async def stop(self) -> None:
         process = self.process

@@ -1,0 +1,119 @@
+"""``ports.watcher.Told`` as JSON, between a service and the watcher it started: written by
+``WatcherChild.tell``, read by the watcher's ``TOLD_MEMORY`` route.
+
+Both ends run the same installed release (the child is this process's program), but a
+message says its layout's version anyway, and a reader refuses any other rather than
+misread it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from spark_offset_sidecar.adapters.report_fields import (
+    decode_counters,
+    decode_folder,
+    decode_job,
+    encode_counters,
+    encode_folder,
+    encode_job,
+)
+from spark_offset_sidecar.core.changes import Checkpoint, CommitRequest
+from spark_offset_sidecar.core.group_memory import GroupMemory
+from spark_offset_sidecar.core.offsets import from_json, shared_partition, to_json
+from spark_offset_sidecar.ports.watcher import Told
+
+TOLD_VERSION = 1
+
+
+class ToldRefused(ValueError):
+    """A message that is not a ``Told`` of this layout."""
+
+
+def encode_told(told: Told) -> bytes:
+    doc = {
+        "version": TOLD_VERSION,
+        "whole": told.whole,
+        "groups": {g: _encode_memory(m) if m else None for g, m in told.groups.items()},
+        "folders": None
+        if told.folders is None
+        else {g: [encode_folder(f) for f in reports] for g, reports in told.folders.items()},
+    }
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
+def decode_told(body: bytes) -> Told:
+    try:
+        doc = json.loads(body)
+        if doc.get("version") != TOLD_VERSION:
+            raise ToldRefused(f"told version {doc.get('version')!r}; this one reads {TOLD_VERSION}")
+        folders = doc["folders"]
+        return Told(
+            {g: _decode_memory(m) if m else None for g, m in doc["groups"].items()},
+            None
+            if folders is None
+            else {g: tuple(map(decode_folder, reports)) for g, reports in folders.items()},
+            bool(doc["whole"]),
+        )
+    except ToldRefused:
+        raise
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ToldRefused(f"not a told memory: {exc!r}") from None
+
+
+def _encode_memory(m: GroupMemory) -> dict[str, Any]:
+    return {
+        "failures": m.failures,
+        "retry_at": m.retry_at,
+        "last_failure": m.last_failure,
+        "counters": encode_counters(m.counters),
+        "in_flight": _encode_request(m.in_flight) if m.in_flight else None,
+        "waiting": m.waiting,
+        "job": encode_job(m.job),
+    }
+
+
+def _decode_memory(doc: dict[str, Any]) -> GroupMemory:
+    flight = doc["in_flight"]
+    return GroupMemory(
+        doc["failures"],
+        doc["retry_at"],
+        doc["last_failure"],
+        decode_counters(doc["counters"]),
+        _decode_request(flight) if flight else None,
+        doc["waiting"],
+        decode_job(doc["job"]),
+    )
+
+
+def _encode_request(r: CommitRequest) -> dict[str, Any]:
+    c = r.checkpoint
+    return {
+        "checkpoint": [c.query_id, c.group_id, c.checkpoint_id, c.run_id, c.created_at],
+        "checkpoint_offsets": to_json(c.offsets),
+        "offsets": to_json(r.offsets),
+        "attempt": r.attempt,
+        "held_back": [[tp.topic, tp.partition] for tp in r.held_back],
+        "rewind": r.rewind,
+        "refresh": r.refresh,
+        "fence": r.fence,
+        "cluster": r.cluster,
+    }
+
+
+def _decode_request(doc: dict[str, Any]) -> CommitRequest:
+    query_id, group_id, checkpoint_id, run_id, created_at = doc["checkpoint"]
+    checkpoint = Checkpoint(
+        query_id, group_id, checkpoint_id, run_id, from_json(doc["checkpoint_offsets"]), created_at
+    )
+    return CommitRequest(
+        checkpoint,
+        from_json(doc["offsets"]),
+        doc["attempt"],
+        tuple(shared_partition(t, p) for t, p in doc["held_back"]),
+        doc["rewind"],
+        doc["refresh"],
+        doc["fence"],
+        doc["cluster"],
+    )

@@ -1,0 +1,60 @@
+"""What only the process taking events knows of a group, told to its watcher.
+
+The store holds what events decided (ledger R10); the memory of the process that takes
+them holds the rest: the group's counters, its commit in flight, its consecutive failures
+and retry time, its last failure, what the commit in flight waits for, and the job's pace
+from its last progress event. A watcher started by that process
+(``SIDECAR_WATCHER=child``) follows the store, and is told this memory
+(``runtime.memory_relay``), so that it evaluates and reports a group as the process
+taking events would: a failing group's status counts its failures (P-rules read
+``GroupState.failures``), its report shows its counters and its commit in flight.
+
+Pure data, and the two steps on a ``GroupState``: ``memory_of`` (the teller's) and
+``remember`` (the watcher's ledger takes it).
+
+Invariants
+  - A memory is a snapshot: nothing in it refers to the teller's living objects.
+  - ``remember`` sets only memory's fields: what the store holds of the group (its
+    query, slot, committed offsets, interval, cluster) stays as the store has it, and a
+    later refresh from the store keeps what was remembered (``core.replica_merge``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from spark_offset_sidecar.core.changes import CommitRequest
+from spark_offset_sidecar.core.lag_figures import JobRates
+from spark_offset_sidecar.core.ledger_state import GroupCounters, GroupState
+
+
+@dataclass(frozen=True)
+class GroupMemory:
+    failures: int  # consecutive, since the last success or newer completion
+    retry_at: float
+    last_failure: str | None
+    counters: GroupCounters
+    in_flight: CommitRequest | None
+    waiting: str | None = None  # what the commit in flight waits for (the committer's word)
+    job: JobRates | None = None  # the job's last progress event's figures
+
+
+def memory_of(group: GroupState, waiting: str | None, job: JobRates | None) -> GroupMemory:
+    return GroupMemory(
+        group.failures,
+        group.retry_at,
+        group.last_failure,
+        group.counters.copy(),
+        group.in_flight,
+        waiting if group.in_flight is not None else None,
+        job,
+    )
+
+
+def remember(group: GroupState, memory: GroupMemory) -> None:
+    """``group`` (a watcher's, as its store holds it) takes the teller's memory of it."""
+    group.failures = memory.failures
+    group.retry_at = memory.retry_at
+    group.last_failure = memory.last_failure
+    group.counters = memory.counters.copy()
+    group.in_flight = memory.in_flight

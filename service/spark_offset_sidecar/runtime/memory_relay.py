@@ -1,0 +1,105 @@
+"""Telling the watcher this process started (``SIDECAR_WATCHER=child``) what only this
+process's memory knows of the groups (``core.group_memory``), so that the watcher's
+status and reports read as this process's would.
+
+Every ``interval`` seconds it tells the groups whose memory changed since the last message
+(ledger R15) and those with a commit in flight (what that commit waits for changes with
+no change to the ledger), each as it stands now, and the followed folders' reports when
+they changed. A watcher started since the last message it took (``generation``), or one
+that did not take the last message, is told every group in the next (``whole``).
+
+Invariants
+  - A group's memory as it stands after a change reaches the watcher with the first
+    message the watcher takes after that change (or with a whole one after it).
+  - The message is built on the event loop a few milliseconds at a time (``Turns``): a
+    group that changes meanwhile is collected again (R15) and told in the next message.
+  - Encoding and sending are the link's (off the loop for a whole fleet's).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+
+from spark_offset_sidecar.core.group_memory import GroupMemory, memory_of
+from spark_offset_sidecar.core.group_report import FolderReport
+from spark_offset_sidecar.core.lag_figures import JobRates
+from spark_offset_sidecar.core.ledger import Ledger
+from spark_offset_sidecar.errors import WatcherUnavailable
+from spark_offset_sidecar.ports.watcher import Told, WatcherLink
+from spark_offset_sidecar.turns import Turns
+
+log = logging.getLogger(__name__)
+
+FolderReports = Callable[[], Mapping[str, tuple[FolderReport, ...]]]
+TELL_EVERY = 1.0  # seconds: how late a watcher's counters may be behind this process's
+
+
+class MemoryRelay:
+    def __init__(
+        self,
+        ledger: Ledger,
+        link: WatcherLink,
+        *,
+        waiting: Callable[[str], str | None],
+        job: Callable[[str], JobRates | None],
+        folders: FolderReports | None = None,
+        interval: float = TELL_EVERY,
+    ) -> None:
+        self._ledger = ledger
+        self._link = link
+        self._waiting = waiting
+        self._job = job
+        self._folders = folders
+        self.interval = interval
+        self._told_to: int | None = None  # the watcher's generation that took the last
+        self._flying: set[str] = set()  # groups told with a commit in flight
+        self._told_folders: Mapping[str, tuple[FolderReport, ...]] | None = None
+        self.messages = 0  # taken by a watcher
+        ledger.follow_memory()
+
+    async def run(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval)
+            try:
+                await self.tell()
+            except Exception:  # a bug here must not end the relay, nor the service
+                log.exception("telling the watcher failed")
+
+    async def tell(self) -> bool:
+        """One message; False when the watcher did not take it."""
+        ledger = self._ledger
+        changed = ledger.memory_changes()
+        generation = self._link.generation
+        whole = generation != self._told_to
+        if whole and self._link.problem is not None:
+            return False  # not ready to take the whole fleet yet (it loads the store)
+        ids = list(ledger.groups) if whole else list(changed | self._flying)
+        groups: dict[str, GroupMemory | None] = {}
+        flying: set[str] = set()
+        turns = Turns()
+        for group_id in ids:
+            group = ledger.groups.get(group_id)
+            if group is None:
+                groups[group_id] = None
+            else:
+                groups[group_id] = memory_of(group, self._waiting(group_id), self._job(group_id))
+                if group.in_flight is not None:
+                    flying.add(group_id)
+            await turns.take()
+        folders = dict(self._folders()) if self._folders is not None else None
+        new_folders = folders if whole or folders != self._told_folders else None
+        if not whole and not groups and new_folders is None:
+            return True
+        try:
+            await self._link.tell(Told(groups, new_folders, whole))
+        except WatcherUnavailable as exc:
+            if self._told_to is not None:
+                log.info("the watcher took nothing (it is told everything next): %s", exc)
+            self._told_to = None
+            return False
+        self._told_to, self._flying = generation, flying
+        self._told_folders = folders
+        self.messages += 1
+        return True

@@ -1,0 +1,65 @@
+"""What a child watcher was told of the groups by the process taking events
+(``runtime.memory_relay``), kept and handed to the watcher's ledger.
+
+Invariants
+  - Every group of the watcher's ledger that was told of holds the last memory told
+    (``core.group_memory.remember``): when told, and again whenever the store follower
+    reads the group again (``refreshed``: a group new to the ledger, or one whose stored
+    slot reset its failures, takes what was told).
+  - A group told gone is forgotten; its ledger group (if the store still has it) keeps no
+    commit in flight.
+  - A whole message replaces everything told before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping
+
+from spark_offset_sidecar.core.group_memory import GroupMemory, remember
+from spark_offset_sidecar.core.group_report import FolderReport
+from spark_offset_sidecar.core.lag_figures import JobRates
+from spark_offset_sidecar.core.ledger import Ledger
+from spark_offset_sidecar.ports.watcher import Told
+
+
+class ToldMemory:
+    def __init__(self, ledger: Ledger, note_job: Callable[[str, JobRates], None]) -> None:
+        self._ledger = ledger
+        self._note_job = note_job
+        self.groups: dict[str, GroupMemory] = {}
+        self.folders: Mapping[str, tuple[FolderReport, ...]] = {}
+        self.messages = 0
+
+    def take(self, told: Told) -> None:
+        groups = self._ledger.groups
+        if told.whole:
+            self.groups.clear()
+        for group_id, memory in told.groups.items():
+            group = groups.get(group_id)
+            if memory is None:
+                self.groups.pop(group_id, None)
+                if group is not None:
+                    group.in_flight = None
+                continue
+            self.groups[group_id] = memory
+            if group is not None:
+                remember(group, memory)
+            if memory.job is not None:
+                self._note_job(group_id, memory.job)
+        if told.folders is not None:
+            self.folders = told.folders
+        self.messages += 1
+
+    def refreshed(self, group_ids: Collection[str]) -> None:
+        groups = self._ledger.groups
+        for group_id in group_ids:
+            memory, group = self.groups.get(group_id), groups.get(group_id)
+            if memory is not None and group is not None:
+                remember(group, memory)
+
+    def waiting(self, group_id: str) -> str | None:
+        memory = self.groups.get(group_id)
+        return memory.waiting if memory is not None else None
+
+    def folder_reports(self) -> Mapping[str, tuple[FolderReport, ...]]:
+        return self.folders

@@ -1,0 +1,177 @@
+"""What the process taking events tells its child watcher (ledger R15,
+``runtime.memory_relay``), and how the watcher takes it (``runtime.told_memory``): the
+watcher's ledger reads each group as the teller's memory has it, through every way a
+message can be lost. Pure, with the in-memory watcher; the real child is tested in
+``tests/e2e/test_watcher.py``."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from spark_offset_sidecar.adapters.watcher.told import ToldRefused, decode_told, encode_told
+from spark_offset_sidecar.core.changes import CommitRequest
+from spark_offset_sidecar.core.group_report import FolderReport
+from spark_offset_sidecar.core.lag_figures import JobRates
+from spark_offset_sidecar.core.ledger import Ledger
+from spark_offset_sidecar.core.ledger_state import GroupState
+from spark_offset_sidecar.core.offsets import TopicPartition
+from spark_offset_sidecar.runtime.memory_relay import MemoryRelay
+from spark_offset_sidecar.runtime.told_memory import ToldMemory
+from spark_offset_sidecar.testing import InMemoryWatcher
+
+T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
+JOB = JobRates(5.0, 100.0, 250.0, 800)
+FOLDER = FolderReport("s3://b/cp", "q-a", 7, 6, 7, 1.5, (("throttled", 2),), "throttled", 9.0)
+
+
+def progress(ledger: Ledger, group: str, batch: int, offset: int) -> None:
+    ledger.apply(
+        ledger.decide_progress(f"q-{group}", group, "r", batch, {T0: offset, T1: 1}, float(batch))
+    )
+
+
+def fail_once(ledger: Ledger, group: str, now: float = 100.0) -> CommitRequest:
+    request = ledger.take(group, now)
+    assert request is not None
+    ledger.apply_change(ledger.commit_result(request, now=now, failure="group_has_members"))
+    return request
+
+
+def relay_of(
+    ledger: Ledger, watcher: InMemoryWatcher, folders: dict[str, tuple[FolderReport, ...]]
+) -> MemoryRelay:
+    return MemoryRelay(
+        ledger,
+        watcher,
+        waiting=lambda g: "coordinator unreachable" if g == "a" else None,
+        job=lambda g: JOB if g == "a" else None,
+        folders=lambda: folders,
+    )
+
+
+def test_the_ledger_collects_changed_memory_only_once_followed() -> None:
+    ledger = Ledger()
+    progress(ledger, "a", 1, 10)
+    assert ledger.memory_changed is None  # not followed: nothing kept
+    ledger.follow_memory()
+    progress(ledger, "b", 1, 10)
+    fail_once(ledger, "a")
+    assert ledger.memory_changes() == {"a", "b"}
+    assert ledger.memory_changes() == set()  # emptied
+    progress(ledger, "b", 2, 11)  # an event counted on the group is a change of memory
+    assert ledger.memory_changes() == {"b"}
+
+
+def test_the_first_message_is_whole_then_only_what_changed_and_what_is_in_flight() -> None:
+    ledger = Ledger()
+    for group in ("a", "b", "c"):
+        progress(ledger, group, 1, 10)
+    watcher, folders = InMemoryWatcher(), {"a": (FOLDER,)}
+    relay = relay_of(ledger, watcher, folders)
+    in_flight = ledger.take("a", 100.0)
+    assert in_flight is not None
+
+    assert asyncio.run(relay.tell())
+    (whole,) = watcher.told
+    assert whole.whole
+    assert set(whole.groups) == {"a", "b", "c"}
+    assert whole.folders == folders
+    told_a = whole.groups["a"]
+    assert told_a is not None
+    assert told_a.in_flight == in_flight
+    assert told_a.job == JOB
+    assert told_a.waiting == "coordinator unreachable"
+
+    progress(ledger, "b", 2, 11)
+    assert asyncio.run(relay.tell())
+    second = watcher.told[-1]
+    # b changed; a has a commit in flight (what it waits for may change any time)
+    assert not second.whole
+    assert set(second.groups) == {"a", "b"}
+    assert second.folders is None  # unchanged
+
+    ledger.apply_change(ledger.commit_result(in_flight, now=101.0, failure=None))
+    del ledger.groups["c"]  # gone (as a rolled-back registration leaves it)
+    ledger.memory_changed = (ledger.memory_changed or set()) | {"c"}
+    assert asyncio.run(relay.tell())
+    third = watcher.told[-1]
+    assert third.groups["c"] is None
+    done = third.groups["a"]
+    assert done is not None
+    assert done.in_flight is None
+    assert done.waiting is None
+    assert done.counters.succeeded == 1
+
+    assert asyncio.run(relay.tell())  # nothing changed, nothing in flight: nothing sent
+    assert len(watcher.told) == 3
+
+
+def test_a_message_not_taken_or_a_watcher_started_again_is_followed_by_a_whole_one() -> None:
+    ledger = Ledger()
+    for group in ("a", "b"):
+        progress(ledger, group, 1, 10)
+    watcher = InMemoryWatcher()
+    relay = relay_of(ledger, watcher, {})
+    assert asyncio.run(relay.tell())
+
+    progress(ledger, "b", 2, 11)
+    watcher.down = True
+    assert not asyncio.run(relay.tell())  # b's change is lost with the message...
+    watcher.down = False
+    assert asyncio.run(relay.tell())
+    assert watcher.told[-1].whole  # ...and told again with everything
+
+    watcher.started_again()
+    assert asyncio.run(relay.tell())
+    (first,) = watcher.told
+    assert first.whole
+    assert set(first.groups) == {"a", "b"}
+
+
+def test_the_watchers_ledger_reads_each_group_as_the_teller_has_it() -> None:
+    teller = Ledger()
+    progress(teller, "a", 1, 10)
+    fail_once(teller, "a")
+    request = fail_once(teller, "a", now=1000.0)  # after the backoff
+    watcher = InMemoryWatcher()
+    assert asyncio.run(relay_of(teller, watcher, {"a": (FOLDER,)}).tell())
+
+    # The watcher's ledger as its store has it: a's slot and query, no memory.
+    mine = Ledger(groups=[GroupState("a", query_id="q-a", slot=request.checkpoint)])
+    jobs: dict[str, JobRates] = {}
+    told = ToldMemory(mine, jobs.__setitem__)
+    message = decode_told(encode_told(watcher.told[-1]))  # over the wire
+    told.take(message)
+    group, original = mine.groups["a"], teller.groups["a"]
+    assert group.failures == original.failures == 2
+    assert group.last_failure == "group_has_members"
+    assert group.retry_at == original.retry_at
+    assert group.counters == original.counters
+    assert jobs == {"a": JOB}
+    assert told.folder_reports() == {"a": (FOLDER,)}
+
+    # A group new to the watcher's ledger takes what was told when the store brings it.
+    progress(teller, "b", 1, 5)
+    relay = relay_of(teller, watcher, {})
+    assert asyncio.run(relay.tell())
+    told.take(decode_told(encode_told(watcher.told[-1])))
+    mine.groups["b"] = GroupState("b", query_id="q-b")
+    assert mine.groups["b"].counters.events["accepted"] == 0
+    told.refreshed(["b"])
+    assert mine.groups["b"].counters.events["accepted"] == 1
+
+
+def test_a_message_in_flight_round_trips_and_a_foreign_one_is_refused() -> None:
+    ledger = Ledger()
+    progress(ledger, "a", 1, 10)
+    request = ledger.take("a", 100.0)
+    assert request is not None
+    watcher = InMemoryWatcher()
+    assert asyncio.run(relay_of(ledger, watcher, {"a": (FOLDER,)}).tell())
+    sent = watcher.told[-1]
+    assert decode_told(encode_told(sent)) == sent
+    for body in (b"{", b'{"version": 99}', b'{"version": 1}', b"[]"):
+        with pytest.raises(ToldRefused, match="told"):
+            decode_told(body)
