@@ -1,7 +1,7 @@
 """The durable hot path against a bare FastAPI endpoint, side by side in one run, with a
 light load generator (issue 18).
 
-    .venv/bin/python -m bench http_throughput --rounds 2 --seconds 10
+    .venv/bin/python -m bench http_throughput --rounds 2 --seconds 10 [--interval 1]
 
 Load: ``wrk`` (C, one process; ``bench/wrk/progress.lua`` builds Spark-shaped progress
 bodies: ``--queries`` queries x ``--partitions`` partitions, every request a new batch of
@@ -88,14 +88,22 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=500)
     parser.add_argument("--partitions", type=int, default=8)
     parser.add_argument("--rate", type=int, default=1000)
+    parser.add_argument(
+        "--interval",
+        type=float,
+        default=0.0,
+        help="the service's SIDECAR_MIN_COMMIT_INTERVAL_SECONDS (0: every checkpoint)",
+    )
     args = parser.parse_args()
 
     topic = f"bench-http-{uuid.uuid4().hex[:8]}"
     asyncio.run(create_topic(args.bootstrap, topic, args.partitions))
-    bare, sidecar = Bare(json_only=True), Sidecar(args.bootstrap)
+    bare = Bare(json_only=True)
+    sidecar = Sidecar(args.bootstrap, min_commit_interval_seconds=args.interval)
     targets = {"bare": (bare.url, bare.process.pid), "service": (sidecar.url, sidecar.process.pid)}
     table = Table(
-        f"{args.queries} queries x {args.partitions} partitions, {args.seconds:g} s a run",
+        f"{args.queries} queries x {args.partitions} partitions, {args.seconds:g} s a run, "
+        f"commit interval {args.interval:g} s",
         *COLUMNS,
         cpu=SIDES,
     )

@@ -30,7 +30,10 @@ the same database and reads the log ends every 5 s. ``/ui`` is read from the wat
 series; a scrape's size and series are both's, its time the slower one's). CPU and
 memory are both processes' together; the loop's lag and the database's writes are the
 events' process's. ``--child`` adds a side with the watcher as the service's child
-(``SIDECAR_WATCHER=child``): every reader reads the service's one port.
+(``SIDECAR_WATCHER=child``): every reader reads the service's one port. ``--child-set
+SETTING=VALUE`` adds one more such side with that setting too (e.g. the process tuning
+off: ``gc_thaw_seconds=0``, ``gil_switch_interval_seconds=0.005``). This checkout's
+one-process side sets ``SIDECAR_WATCHER=in-process``.
 
 Both sides start once the broker has settled (below a quarter of a core: a brand-new
 broker creating thousands of partitions is busy for minutes).
@@ -59,6 +62,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -303,11 +307,15 @@ def _failed(result: dict[str, Any]) -> str:
 def side(
     name: str, source: Path | None, bootstrap: str, broker: int, args: argparse.Namespace,
     tables: tuple[Table, Table, Table], *, split: bool = False, child: bool = False,
+    also: Sequence[str] = (),
 ) -> dict[str, float]:  # fmt: skip
-    """One side's figures into ``tables`` (scrapes, events, idle); the ones the ratios use."""
+    """One side's figures into ``tables`` (scrapes, events, idle); the ones the ratios use.
+    ``also``: settings of this side alone (SETTING=VALUE)."""
     settings: dict[str, object] = {"lag_read_interval_seconds": 5}
-    if source is None:  # this checkout's side: with --after-set's settings
+    if source is None:  # this checkout's side: one process, with --after-set's settings
+        settings["watcher"] = "in-process"
         settings.update(dict(item.split("=", 1) for item in args.after_set))
+        settings.update(dict(item.split("=", 1) for item in also))
     sidecar = Sidecar(bootstrap, source, **settings)
     product = Product(sidecar)
     try:
@@ -412,6 +420,14 @@ def main() -> None:
         "port, readers answered through it; this checkout)",
     )  # fmt: skip
     parser.add_argument(
+        "--child-set",
+        action="append",
+        default=[],
+        metavar="SETTING=VALUE",
+        help="also a side 'child, set': the watcher as the service's child with this setting "
+        "too (a setting's worth in serve's default mode, in the same run); repeatable",
+    )
+    parser.add_argument(
         "--idle-seconds", type=float, default=0.0,
         help="measure the service's CPU with no event and no reader this long (0: not)",
     )  # fmt: skip
@@ -484,6 +500,11 @@ def main() -> None:
                 measured["child"] = side(
                     "child", None, broker.bootstrap, broker.pid(), args, tables, child=True
                 )
+            if args.child_set:
+                measured["child, set"] = side(
+                    "child, set", None, broker.bootstrap, broker.pid(), args, tables,
+                    child=True, also=args.child_set,
+                )  # fmt: skip
         finally:
             if mover is not None:
                 mover.stop()
@@ -496,7 +517,11 @@ def main() -> None:
         print(f"(p99s below: medians of {args.rounds} rounds a side)")
     busiest = "p99 /metrics + /ui" if args.ui else "p99 /metrics"
     ratio(f"after: event {busiest} / none", after[busiest], after["p99 none"])
-    for name in ("split", "child"):
+    if "child, set" in measured and "child" in measured:
+        for key in (k for k in after if k.startswith("p99 ")):
+            ratio(f"event {key}, child set / child", measured["child, set"][key],
+                  measured["child"][key])  # fmt: skip
+    for name in ("split", "child", "child, set"):
         if name not in measured:
             continue
         two = measured[name]

@@ -74,16 +74,18 @@ def _watch(settings: Settings) -> int:
     from spark_offset_sidecar.adapters.watcher.child import PARENT_ENV, SOCKET_ENV
     from spark_offset_sidecar.app.watch import create_watch_app
 
-    if parent := os.environ.get(PARENT_ENV):
-        _end_with_parent(int(parent))
     socket = os.environ.get(SOCKET_ENV)
+    if parent := os.environ.get(PARENT_ENV):
+        _end_with_parent(int(parent), os.path.dirname(socket) if socket else None)
     _run_http(settings, create_watch_app(settings, told=socket is not None), uds=socket)
     return 0
 
 
-def _end_with_parent(parent: int) -> None:
-    """SIGTERM this process once ``parent`` is no longer its parent (it died)."""
+def _end_with_parent(parent: int, folder: str | None) -> None:
+    """SIGTERM this process once ``parent`` is no longer its parent (it died), having
+    removed ``folder`` (its socket's, which the dead parent cannot remove)."""
     import os
+    import shutil
     import signal
     import threading
     import time
@@ -91,6 +93,8 @@ def _end_with_parent(parent: int) -> None:
     def watch() -> None:
         while os.getppid() == parent:
             time.sleep(1)
+        if folder is not None:  # first: uvicorn re-raises the SIGTERM once it has stopped
+            shutil.rmtree(folder, ignore_errors=True)
         os.kill(os.getpid(), signal.SIGTERM)
 
     threading.Thread(target=watch, name="parent", daemon=True).start()

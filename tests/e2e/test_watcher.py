@@ -133,6 +133,13 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
+def socket_of(pid: int) -> Path:
+    """The Unix socket a watcher child listens on (its environment)."""
+    environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    (found,) = [v for v in environ if v.startswith(b"OFFSET_SIDECAR_WATCHER_SOCKET=")]
+    return Path(found.split(b"=", 1)[1].decode())
+
+
 def test_a_service_with_its_watcher_as_a_child_answers_every_reader_on_its_port(
     tmp_path: Path, kafka_bootstrap: str, new_topic: Callable[..., str]
 ) -> None:
@@ -143,6 +150,11 @@ def test_a_service_with_its_watcher_as_a_child_answers_every_reader_on_its_port(
         lag_read_interval_seconds=1,
     ).start()  # fmt: skip
     try:
+        # Ready means its readers are answered (the child's first readiness is awaited).
+        assert service.http.get("/v1/status").status_code == 200
+        # A group's name of any bytes reaches the watcher as sent, and is refused there.
+        odd = service.http.get("/v1/status/a%00b")
+        assert 400 <= odd.status_code < 500, odd.text
         topic = new_topic(partitions=2)
         run_sync(produce(kafka_bootstrap, topic, 40))
         ends = log_ends(kafka_bootstrap, [topic])
@@ -180,8 +192,11 @@ def test_a_service_with_its_watcher_as_a_child_answers_every_reader_on_its_port(
             what="the watcher started again",
         )[0]
         wait_for(lambda: lag() == behind, timeout=60, what="the status again")
+        socket = socket_of(second)
+        assert socket.exists()
         service.kill()
         wait_for(lambda: not alive(second), timeout=30, what="the watcher ending with its service")
+        assert not socket.parent.exists(), "the socket's folder is left behind"
     finally:
         service.stop()
 

@@ -33,7 +33,7 @@ from spark_offset_sidecar.adapters.kafka.committer import KafkaOffsetCommitter
 from spark_offset_sidecar.adapters.kafka.log_ends import KafkaLogEndReader
 from spark_offset_sidecar.adapters.sql.followed_folders import SqlFollowedFolders
 from spark_offset_sidecar.adapters.sql.store import SqlStore
-from spark_offset_sidecar.adapters.watcher.child import WatcherChild
+from spark_offset_sidecar.adapters.watcher.child import FIRST_READY, WatcherChild
 from spark_offset_sidecar.app.kafka_clients import GroupCluster, KafkaClients, Key, problem_of
 from spark_offset_sidecar.core.clusters import Clusters
 from spark_offset_sidecar.core.group_status import CommitWindows
@@ -148,6 +148,15 @@ class Start:
                 folders=follower.reports if follower is not None else None,
             )
             run_in_background(stack, relay.run(), "memory relay")
+            # Ready once readers are answered (it loaded the store meanwhile); after that,
+            # events are taken whether it answers or not.
+            try:
+                async with asyncio.timeout(FIRST_READY):
+                    ready = await self.watcher.first_ready()
+            except TimeoutError:
+                ready = False
+            if not ready:
+                log.warning("the watcher is not ready yet: readers get 503 until it is")
         warn_of_dropped_clusters(durable, self.clusters)
         reports = (
             PublishedReports(board)

@@ -24,8 +24,11 @@ def forwarding_router(watcher: WatcherLink) -> APIRouter:
 
     async def forward(request: Request) -> Response:
         headers = {h: v for h in PASSED_ON if (v := request.headers.get(h)) is not None}
+        # The path as it came, still percent-encoded: a group's name of any bytes (a NUL
+        # too) reaches the watcher, which refuses what it must, as this process would.
+        path = request.scope.get("raw_path", request.url.path.encode()).decode("latin-1")
         try:
-            answer = await watcher.get(request.url.path, request.url.query, headers)
+            answer = await watcher.get(path, request.url.query, headers)
         except WatcherUnavailable as exc:
             return PlainTextResponse(f"{exc}\n", status_code=503, headers={"retry-after": "5"})
         return Response(answer.body, status_code=answer.status, headers=dict(answer.headers))

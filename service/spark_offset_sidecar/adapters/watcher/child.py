@@ -37,6 +37,7 @@ SOCKET_ENV = "OFFSET_SIDECAR_WATCHER_SOCKET"  # where the child listens (not a s
 PARENT_ENV = "OFFSET_SIDECAR_WATCHER_PARENT"  # the pid whose end ends the child
 STOP_GRACE = 10.0
 CHECK_EVERY = 5.0  # seconds between questions of whether the child is ready
+FIRST_READY = 60.0  # seconds a starting service waits for its child to be ready
 # What the child's environment leaves out: it serves plain HTTP on its socket.
 NOT_PASSED = ("SIDECAR_TLS_CERTFILE", "SIDECAR_TLS_KEYFILE")
 # What of the child's answer is passed on (its body comes decoded: no content-encoding).
@@ -83,6 +84,16 @@ class WatcherChild:
     def _socket(self) -> str:
         assert self._folder is not None
         return os.path.join(self._folder, "watcher.sock")
+
+    async def first_ready(self) -> bool:
+        """Wait until the child answers ready (True) or exits (False); the caller bounds
+        the wait (``asyncio.timeout``)."""
+        while self.process is not None and self.process.returncode is None:
+            with contextlib.suppress(WatcherUnavailable):
+                if (await self.get("/readyz", "", {})).status == 200:
+                    return True
+            await asyncio.sleep(0.1)
+        return False
 
     async def run(self) -> None:
         """Ask the child whether it is ready every ``CHECK_EVERY`` seconds (``problem``), and
