@@ -7,8 +7,10 @@ message can be lost. Pure, with the in-memory watcher; the real child is tested 
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from spark_offset_sidecar.adapters.watcher.told import ToldRefused, decode_told, encode_told
 from spark_offset_sidecar.core.changes import CommitRequest
@@ -17,8 +19,11 @@ from spark_offset_sidecar.core.lag_figures import JobRates
 from spark_offset_sidecar.core.ledger import Ledger
 from spark_offset_sidecar.core.ledger_state import GroupState
 from spark_offset_sidecar.core.offsets import TopicPartition
+from spark_offset_sidecar.http.state import Runtime
+from spark_offset_sidecar.observe.metrics import SidecarMetrics
 from spark_offset_sidecar.runtime.memory_relay import MemoryRelay
 from spark_offset_sidecar.runtime.told_memory import ToldMemory
+from spark_offset_sidecar.settings import Settings
 from spark_offset_sidecar.testing import InMemoryWatcher
 
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
@@ -40,7 +45,10 @@ def fail_once(ledger: Ledger, group: str, now: float = 100.0) -> CommitRequest:
 
 
 def relay_of(
-    ledger: Ledger, watcher: InMemoryWatcher, folders: dict[str, tuple[FolderReport, ...]]
+    ledger: Ledger,
+    watcher: InMemoryWatcher,
+    folders: dict[str, tuple[FolderReport, ...]],
+    problems: list[str] | None = None,
 ) -> MemoryRelay:
     return MemoryRelay(
         ledger,
@@ -48,6 +56,7 @@ def relay_of(
         waiting=lambda g: "coordinator unreachable" if g == "a" else None,
         job=lambda g: JOB if g == "a" else None,
         folders=lambda: folders,
+        problems=lambda: problems or [],
     )
 
 
@@ -175,3 +184,26 @@ def test_a_message_in_flight_round_trips_and_a_foreign_one_is_refused() -> None:
     for body in (b"{", b'{"version": 99}', b'{"version": 1}', b"[]"):
         with pytest.raises(ToldRefused, match="told"):
             decode_told(body)
+
+
+def test_the_services_problems_are_told_when_they_change_and_shown_beside_the_watchers() -> None:
+    ledger, watcher, problems = Ledger(), InMemoryWatcher(), ["Kafka token: HTTP 401"]
+    relay = relay_of(ledger, watcher, {}, problems)
+    assert asyncio.run(relay.tell())
+    assert watcher.told[-1].problems == ("Kafka token: HTTP 401",)
+    assert asyncio.run(relay.tell())
+    assert len(watcher.told) == 1  # unchanged: not told again
+    problems.clear()
+    assert asyncio.run(relay.tell())
+    assert watcher.told[-1].problems == ()  # gone: told too
+
+    told = ToldMemory(Ledger(), lambda _g, _r: None)
+    told.take(decode_told(encode_told(watcher.told[0])))
+    runtime = Runtime(Settings(), SidecarMetrics(CollectorRegistry()), time.time, None)  # type: ignore[arg-type]
+    runtime.identity_problems.append(lambda: "Kafka token: HTTP 401")
+    runtime.identity_problems.append(lambda: "jobs' token issuer: unreachable")
+    runtime.told_problems = lambda: told.problems
+    assert runtime.problems() == ["Kafka token: HTTP 401", "jobs' token issuer: unreachable"]
+    told.take(decode_told(encode_told(watcher.told[-1])))
+    runtime.identity_problems.clear()
+    assert runtime.problems() == []

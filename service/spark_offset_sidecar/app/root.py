@@ -19,7 +19,7 @@ from spark_offset_sidecar.adapters.checkpoints.fsspec_storage import (
     FsspecCheckpointStorage,
     check_path,
 )
-from spark_offset_sidecar.adapters.watcher.child import WatcherChild
+from spark_offset_sidecar.adapters.watcher.child import PROBLEM, WatcherChild
 from spark_offset_sidecar.app.kafka_clients import KafkaClients
 from spark_offset_sidecar.app.parts import (
     add_operational_routes,
@@ -101,7 +101,7 @@ def create_app(
     # SIDECAR_WATCHER=child: a watcher process, started with the rest, answers the readers.
     child = WatcherChild() if settings.status.watcher == "child" else None
     if child is not None:
-        runtime.identity_problems.append(lambda: child.problem and f"watcher: {child.problem}")
+        runtime.identity_problems.append(lambda: child.problem and f"{PROBLEM}{child.problem}")
     start = Start(
         settings,
         runtime,

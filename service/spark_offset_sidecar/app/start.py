@@ -33,7 +33,7 @@ from spark_offset_sidecar.adapters.kafka.committer import KafkaOffsetCommitter
 from spark_offset_sidecar.adapters.kafka.log_ends import KafkaLogEndReader
 from spark_offset_sidecar.adapters.sql.followed_folders import SqlFollowedFolders
 from spark_offset_sidecar.adapters.sql.store import SqlStore
-from spark_offset_sidecar.adapters.watcher.child import FIRST_READY, WatcherChild
+from spark_offset_sidecar.adapters.watcher.child import FIRST_READY, PROBLEM, WatcherChild
 from spark_offset_sidecar.app.kafka_clients import GroupCluster, KafkaClients, Key, problem_of
 from spark_offset_sidecar.core.clusters import Clusters
 from spark_offset_sidecar.core.group_status import CommitWindows
@@ -139,24 +139,8 @@ class Start:
             SqlFollowedFolders(sql.engine) if sql is not None else None
         )
         follower = self._follower(stack, followed, durable, lag_monitor)
-        if self.watcher is not None:  # told what only this process's memory knows
-            relay = MemoryRelay(
-                durable.ledger,
-                self.watcher,
-                waiting=committer.waiting,
-                job=lag_monitor.job_of,
-                folders=follower.reports if follower is not None else None,
-            )
-            run_in_background(stack, relay.run(), "memory relay")
-            # Ready once readers are answered (it loaded the store meanwhile); after that,
-            # events are taken whether it answers or not.
-            try:
-                async with asyncio.timeout(FIRST_READY):
-                    ready = await self.watcher.first_ready()
-            except TimeoutError:
-                ready = False
-            if not ready:
-                log.warning("the watcher is not ready yet: readers get 503 until it is")
+        if self.watcher is not None:
+            await self._tell_watcher(stack, self.watcher, durable, committer, lag_monitor, follower)
         warn_of_dropped_clusters(durable, self.clusters)
         reports = (
             PublishedReports(board)
@@ -178,6 +162,37 @@ class Start:
             followed=followed,
             follower=follower,
         )
+
+    async def _tell_watcher(
+        self,
+        stack: AsyncExitStack,
+        watcher: WatcherChild,
+        durable: DurableLedger,
+        committer: OffsetCommitter,
+        lag_monitor: LagMonitor | LagMonitors,
+        follower: CheckpointFollower | None,
+    ) -> None:
+        """The child watcher told what only this process's memory knows, from now on. Ready
+        once the child is, and told (it has loaded the store meanwhile); after that, events
+        are taken whether it answers or not."""
+        relay = MemoryRelay(
+            durable.ledger,
+            watcher,
+            waiting=committer.waiting,
+            job=lag_monitor.job_of,
+            folders=follower.reports if follower is not None else None,
+            problems=lambda: [p for p in self.runtime.problems() if not p.startswith(PROBLEM)],
+        )
+        try:
+            async with asyncio.timeout(FIRST_READY):
+                ready = await watcher.first_ready()
+        except TimeoutError:
+            ready = False
+        if ready:
+            await relay.tell()
+        else:
+            log.warning("the watcher is not ready yet: readers get 503 until it is")
+        run_in_background(stack, relay.run(), "memory relay")
 
     async def _ledger(
         self, stack: AsyncExitStack, replica_id: str | None

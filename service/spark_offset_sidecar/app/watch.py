@@ -121,6 +121,7 @@ def create_watch_app(
         lifespan=lifespan,
     )
     app.state.runtime = runtime
+    runtime.told_problems = lambda: start.memory.problems if start.memory is not None else ()
     answers = exception_answers(metrics)
     app.include_router(status_router)
     app.include_router(status_page_router)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Protocol
@@ -127,6 +127,8 @@ class Runtime:
     # Why an identity does not work now (a Kafka token, Kafka refusing the credentials, the
     # jobs' token issuer): each says its problem, or None. Shown on /readyz and /ui.
     identity_problems: list[Callable[[], str | None]] = field(default_factory=list)
+    # A child watcher: the identity problems its service told it (shown with its own).
+    told_problems: Callable[[], Sequence[str]] = tuple
     # Set once every part has started, and kept until the process ends (events taken
     # while stopping are still recorded); ``ready`` is True only in between. ``running``
     # only in the process that takes events; ``started`` in every process.
@@ -146,7 +148,8 @@ class Runtime:
         return Pace(self.settings.status.ui_max_pages_per_second)
 
     def problems(self) -> list[str]:
-        return [problem for check in self.identity_problems if (problem := check())]
+        own = [problem for check in self.identity_problems if (problem := check())]
+        return own + [problem for problem in self.told_problems() if problem not in own]
 
     def live_problem(self) -> str | None:
         if self.started is None:

@@ -47,6 +47,8 @@ class Told:
     # The followed folders' reports by group, whole (None: unchanged since last told).
     folders: Mapping[str, tuple[FolderReport, ...]] | None = None
     whole: bool = False  # every group is in ``groups``: forget any other
+    # Its own identity problems (Kafka tokens, the jobs' issuer), whole (None: unchanged).
+    problems: tuple[str, ...] | None = None
 
 
 class WatcherLink(Protocol):

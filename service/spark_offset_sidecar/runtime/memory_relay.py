@@ -5,7 +5,9 @@ status and reports read as this process's would.
 Every ``interval`` seconds it tells the groups whose memory changed since the last message
 (ledger R15) and those with a commit in flight (what that commit waits for changes with
 no change to the ledger), each as it stands now, and the followed folders' reports when
-they changed. A watcher started since the last message it took (``generation``), or one
+they changed, and this process's identity problems (a Kafka token refused, the jobs'
+issuer unreachable: shown on the watcher's ``/ui`` and ``/readyz``) when they changed. A
+watcher started since the last message it took (``generation``), or one
 that did not take the last message, is told every group in the next (``whole``).
 
 Invariants
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from spark_offset_sidecar.core.group_memory import GroupMemory, memory_of
 from spark_offset_sidecar.core.group_report import FolderReport
@@ -45,6 +47,7 @@ class MemoryRelay:
         waiting: Callable[[str], str | None],
         job: Callable[[str], JobRates | None],
         folders: FolderReports | None = None,
+        problems: Callable[[], Sequence[str]] = tuple,
         interval: float = TELL_EVERY,
     ) -> None:
         self._ledger = ledger
@@ -52,6 +55,8 @@ class MemoryRelay:
         self._waiting = waiting
         self._job = job
         self._folders = folders
+        self._problems = problems
+        self._told_problems: tuple[str, ...] | None = None
         self.interval = interval
         self._told_to: int | None = None  # the watcher's generation that took the last
         self._flying: set[str] = set()  # groups told with a commit in flight
@@ -90,16 +95,18 @@ class MemoryRelay:
             await turns.take()
         folders = dict(self._folders()) if self._folders is not None else None
         new_folders = folders if whole or folders != self._told_folders else None
-        if not whole and not groups and new_folders is None:
+        problems = tuple(self._problems())
+        new_problems = problems if whole or problems != self._told_problems else None
+        if not whole and not groups and new_folders is None and new_problems is None:
             return True
         try:
-            await self._link.tell(Told(groups, new_folders, whole))
+            await self._link.tell(Told(groups, new_folders, whole, new_problems))
         except WatcherUnavailable as exc:
             if self._told_to is not None:
                 log.info("the watcher took nothing (it is told everything next): %s", exc)
             self._told_to = None
             return False
         self._told_to, self._flying = generation, flying
-        self._told_folders = folders
+        self._told_folders, self._told_problems = folders, problems
         self.messages += 1
         return True

@@ -28,6 +28,7 @@ class ToldMemory:
         self._note_job = note_job
         self.groups: dict[str, GroupMemory] = {}
         self.folders: Mapping[str, tuple[FolderReport, ...]] = {}
+        self.problems: tuple[str, ...] = ()  # the service's identity problems
         self.messages = 0
 
     def take(self, told: Told) -> None:
@@ -48,6 +49,8 @@ class ToldMemory:
                 self._note_job(group_id, memory.job)
         if told.folders is not None:
             self.folders = told.folders
+        if told.problems is not None:
+            self.problems = told.problems
         self.messages += 1
 
     def refreshed(self, group_ids: Collection[str]) -> None:

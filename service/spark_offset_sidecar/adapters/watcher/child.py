@@ -37,6 +37,7 @@ SOCKET_ENV = "OFFSET_SIDECAR_WATCHER_SOCKET"  # where the child listens (not a s
 PARENT_ENV = "OFFSET_SIDECAR_WATCHER_PARENT"  # the pid whose end ends the child
 STOP_GRACE = 10.0
 CHECK_EVERY = 5.0  # seconds between questions of whether the child is ready
+PROBLEM = "watcher: "  # how the service names its watcher's problem among its own
 FIRST_READY = 60.0  # seconds a starting service waits for its child to be ready
 # What the child's environment leaves out: it serves plain HTTP on its socket.
 NOT_PASSED = ("SIDECAR_TLS_CERTFILE", "SIDECAR_TLS_KEYFILE")

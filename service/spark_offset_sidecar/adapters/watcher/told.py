@@ -39,6 +39,7 @@ def encode_told(told: Told) -> bytes:
         "folders": None
         if told.folders is None
         else {g: [encode_folder(f) for f in reports] for g, reports in told.folders.items()},
+        "problems": None if told.problems is None else list(told.problems),
     }
     return json.dumps(doc, separators=(",", ":")).encode()
 
@@ -48,13 +49,14 @@ def decode_told(body: bytes) -> Told:
         doc = json.loads(body)
         if doc.get("version") != TOLD_VERSION:
             raise ToldRefused(f"told version {doc.get('version')!r}; this one reads {TOLD_VERSION}")
-        folders = doc["folders"]
+        folders, problems = doc["folders"], doc["problems"]
         return Told(
             {g: _decode_memory(m) if m else None for g, m in doc["groups"].items()},
             None
             if folders is None
             else {g: tuple(map(decode_folder, reports)) for g, reports in folders.items()},
             bool(doc["whole"]),
+            None if problems is None else tuple(map(str, problems)),
         )
     except ToldRefused:
         raise
