@@ -30,11 +30,11 @@ from spark_offset_sidecar.core.lag_figures import JobRates
 from spark_offset_sidecar.core.ledger import Ledger
 from spark_offset_sidecar.errors import WatcherUnavailable
 from spark_offset_sidecar.ports.watcher import Told, WatcherLink
+from spark_offset_sidecar.runtime.group_reports import FolderReports
 from spark_offset_sidecar.turns import Turns
 
 log = logging.getLogger(__name__)
 
-FolderReports = Callable[[], Mapping[str, tuple[FolderReport, ...]]]
 TELL_EVERY = 1.0  # seconds: how late a watcher's counters may be behind this process's
 
 
