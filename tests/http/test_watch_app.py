@@ -5,15 +5,21 @@ real broker: ``tests/e2e/test_watcher.py``."""
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
 
+from spark_offset_sidecar.adapters.watcher.told import encode_told
 from spark_offset_sidecar.app import create_app
 from spark_offset_sidecar.app.watch import create_watch_app
+from spark_offset_sidecar.core.changes import Checkpoint, CommitRequest
+from spark_offset_sidecar.core.group_memory import GroupMemory
+from spark_offset_sidecar.core.ledger_state import GroupCounters
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.errors import StoreUnavailable
+from spark_offset_sidecar.ports.watcher import TOLD_MEMORY, Told
 from spark_offset_sidecar.testing import InMemoryCommitter, InMemoryLogEnds
 from tests.support.app import post_progress, settings_for
 from tests.support.service import metric, wait_for
@@ -69,3 +75,36 @@ def test_a_watcher_never_migrates(tmp_path: Path) -> None:
     watcher = create_watch_app(settings_for(tmp_path), log_ends=InMemoryLogEnds({}))
     with pytest.raises(StoreUnavailable, match="a watcher never migrates"), TestClient(watcher):
         pass
+
+
+def test_a_child_watcher_answers_with_what_its_service_told_it(tmp_path: Path) -> None:
+    """``told=True`` (a service's child): a group's failures, its commit in flight and
+    what that waits for, as told, are in its status; a body that is not a told memory is
+    refused with the reason."""
+    ends = InMemoryLogEnds({P0: 100, P1: 40})
+    taker = create_app(
+        settings_for(tmp_path, watcher="separate"), committer=InMemoryCommitter(), log_ends=ends
+    )
+    with TestClient(taker) as events:
+        assert post_progress(events, 1, {"orders": {"0": 60, "1": 40}}).status_code == 200
+        watcher = create_watch_app(settings_for(tmp_path), log_ends=ends, told=True)
+        with TestClient(watcher) as readers:
+            query = events.get("/v1/queries").json()[0]["query_id"]
+            checkpoint = Checkpoint(query, GROUP, 1, "run-1", {P0: 60, P1: 40}, 1.0)
+            memory = GroupMemory(
+                failures=3,
+                retry_at=0.0,
+                last_failure="coordinator_not_available",
+                counters=GroupCounters(failed=Counter(coordinator_not_available=3)),
+                in_flight=CommitRequest(checkpoint, checkpoint.offsets, 4),
+                waiting="broker 2 (127.0.0.1:1) cannot be reached",
+            )
+            answer = readers.post(TOLD_MEMORY, content=encode_told(Told({GROUP: memory})))
+            assert answer.status_code == 204, answer.text
+            seen = readers.get(f"/v1/status/{GROUP}").json()
+            assert seen["commit_waiting"] == memory.waiting
+            assert seen["consecutive_failures"] == 3
+            assert seen["status"] == "ERR"
+            refused = readers.post(TOLD_MEMORY, content=b'{"version": 99}')
+            assert refused.status_code == 400
+            assert "told version 99" in refused.text

@@ -187,6 +187,9 @@ class WatchStart:
     told: bool = False  # a service's child: told that service's memory
     memory: ToldMemory | None = None  # what it was told, once ``run`` built it
 
+    def _waiting(self, group_id: str) -> str | None:
+        return self.memory.waiting(group_id) if self.memory is not None else None
+
     async def run(self, stack: AsyncExitStack) -> Watching:
         settings, metrics, ledger = self.settings, self.metrics, self.ledger
         run_in_background(stack, LoopLag(metrics.loop_lag.observe).run(), "loop lag")
@@ -201,6 +204,7 @@ class WatchStart:
             Watched(settings, self.kafka, metrics, self.clock),
             lambda: ledger,
             given=self.given,
+            waits=self._waiting,  # what its service told of each commit in flight
             reads_also=self.share,
         )
         told = self.memory = ToldMemory(ledger, lag_monitor.note_job) if self.told else None
@@ -224,7 +228,7 @@ class WatchStart:
         reports = LocalReports(
             lambda: ledger,
             lag_monitor,
-            told.waiting if told is not None else lambda _g: None,
+            self._waiting,
             told.folder_reports if told is not None else None,
             self.clock,
         )
