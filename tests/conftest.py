@@ -7,10 +7,16 @@ import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
+from hypothesis import settings
 
 from harness import kafka_broker
 from harness.machine import refuse_in_inner_loop
 from tests.support.kafka import create_topics, run_sync
+
+# No time limit on a generated example: the machines are shared, and a test that fails
+# on a slow moment says nothing of the code (a property's examples still all run).
+settings.register_profile("shared-machine", deadline=None)
+settings.load_profile("shared-machine")
 
 # What a test needs, read from the fixtures it uses: ``make check`` deselects these
 # markers (``-m "not kafka and not spark and not container and not tools"``), so a test
