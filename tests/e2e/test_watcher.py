@@ -213,6 +213,15 @@ def test_a_child_watcher_reads_each_group_as_the_services_memory_has_it(
         lag_read_interval_seconds=1, retry_initial_seconds=0.2, retry_max_seconds=1,
         status_err_after_failures=2,
     ).start()  # fmt: skip
+    try:
+        _failures_told_and_cleared(service, kafka_bootstrap, new_topic)
+    finally:
+        service.stop()
+
+
+def _failures_told_and_cleared(
+    service: ServiceProcess, kafka_bootstrap: str, new_topic: Callable[..., str]
+) -> None:
     topic, group = new_topic(partitions=1), unique_group("told")
     run_sync(produce(kafka_bootstrap, topic, 10))
 
@@ -253,11 +262,8 @@ def test_a_child_watcher_reads_each_group_as_the_services_memory_has_it(
     finally:
         asyncio.run_coroutine_threadsafe(member.stop(), loop).result(30)
         loop.call_soon_threadsafe(loop.stop)
-    try:
-        wait_for(
-            lambda: status().get("consecutive_failures") == 0 and status()["status"] != "ERR",
-            timeout=60,
-            what="the group committed once the member left",
-        )
-    finally:
-        service.stop()
+    wait_for(
+        lambda: status().get("consecutive_failures") == 0 and status()["status"] != "ERR",
+        timeout=60,
+        what="the group committed once the member left",
+    )
