@@ -64,6 +64,8 @@ def test_the_ledger_collects_changed_memory_only_once_followed() -> None:
     ledger = Ledger()
     progress(ledger, "a", 1, 10)
     assert ledger.memory_changed is None  # not followed: nothing kept
+    assert ledger.memory_changes() == set()
+    assert ledger.memory_changed is None  # asking does not start following
     ledger.follow_memory()
     progress(ledger, "b", 1, 10)
     fail_once(ledger, "a")

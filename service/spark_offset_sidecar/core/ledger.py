@@ -484,8 +484,12 @@ class Ledger:
             self.memory_changed = set()
 
     def memory_changes(self) -> set[str]:
-        """R15: the groups whose memory may have changed since the last call (emptied)."""
-        changed, self.memory_changed = self.memory_changed or set(), set()
+        """R15: the groups whose memory may have changed since the last call (emptied);
+        none while not followed (and it stays not followed)."""
+        changed = self.memory_changed
+        if changed is None:
+            return set()
+        self.memory_changed = set()
         return changed
 
     def _reindex(self, group: GroupState) -> None:
