@@ -74,13 +74,16 @@ def test_apps_sharing_a_board_answer_alike_and_a_moved_group_keeps_its_window(
         # The group moves to b (its events now go there): b starts from a's window.
         board.owners[GROUP] = "b"
         post_progress(b, 4, {"orders": {"0": 40, "1": 7}})
-        moved = wait_for(  # b may report the group before its first commit: no partitions yet
+        # b reports the group before its first commit (no partitions yet) and after it
+        # before its next evaluation samples that commit (a's 4 samples): the report
+        # awaited holds a's window and b's own sample; started empty it would stay at 1.
+        moved = wait_for(
             lambda: (
                 (s := b.get(f"/v1/status/{GROUP}").json())["reported_by"] == "b"
-                and s["partitions"]
+                and min((p["samples"] for p in s["partitions"]), default=0) >= 5
                 and s
             ),
-            what="b's report of the group with its partitions",
+            what="b's report of the group with a's window and its own sample",
         )
         assert min(p["samples"] for p in moved["partitions"]) == 5, moved  # 4 of a's + b's
         assert board_b.published >= 1  # and a, which still holds the group, no more:
