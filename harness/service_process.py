@@ -78,6 +78,14 @@ class ServiceProcess:
         self.process.send_signal(signal.SIGTERM)
         return self.process.wait(30)
 
+    def processes(self) -> int:
+        """The service's process and the processes it started (a child watcher): each
+        holds Kafka clients of its own (Linux' /proc)."""
+        assert self.process is not None
+        pid = self.process.pid
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        return 1 + len(children)
+
     def post_progress(self, group: str, progress: dict[str, Any]) -> httpx.Response:
         return self.http.post("/v1/progress", json={"group_id": group, "progress": progress})
 

@@ -12,7 +12,7 @@ import pytest
 
 from harness.service_process import ServiceProcess
 from tests.support.kafka import committed_offsets, unique_group, wait_for_committed
-from tests.support.service import metric, spark_progress
+from tests.support.service import metric, spark_progress, wait_for
 
 pytestmark = pytest.mark.kafka
 
@@ -45,8 +45,15 @@ def test_a_group_is_committed_at_most_once_an_interval_with_its_newest_offsets(
     skipped = metric(text, "sidecar_commits_skipped_total", consumergroup=group) or 0
     assert succeeded <= elapsed / 1.0 + 2, f"{succeeded} commits in {elapsed:.1f} s"
     assert succeeded + skipped == 40, "every checkpoint committed or counted skipped"
-    # Absent: no checkpoint waits (a series that is zero is not exported).
-    assert metric(text, "sidecar_commit_behind_checkpoints", consumergroup=group) is None
+    # Absent once the store's last step is read (a watcher follows the store): no
+    # checkpoint waits (a series that is zero is not exported).
+    wait_for(
+        lambda: (
+            metric(service.metrics(), "sidecar_commit_behind_checkpoints", consumergroup=group)
+            is None
+        ),
+        what="no checkpoint behind",
+    )
     view = service.query(f"q-{group}")
     assert (view["commit_interval_seconds"], view["committed_behind_checkpoints"]) == (1.0, 0)
 
@@ -70,8 +77,14 @@ def test_a_groups_own_interval_and_a_shutdown_that_commits_what_waits(
     assert committed_offsets(kafka_bootstrap, group) == {(topic, 0): 0}
     view = service.query(f"q-{group}")
     assert (view["commit_interval_seconds"], view["committed_behind_checkpoints"]) == (60.0, 2)
-    text = service.metrics()
-    assert metric(text, "sidecar_commit_behind_checkpoints", consumergroup=group) == 2
+    text = wait_for(  # as of the store's last step read
+        lambda: (
+            metric(t := service.metrics(), "sidecar_commit_behind_checkpoints", consumergroup=group)
+            == 2
+            and t
+        ),
+        what="2 checkpoints behind on /metrics",
+    )
     assert (metric(text, "sidecar_commit_behind_seconds", consumergroup=group) or 0) >= 1.0
     service.stop()  # SIGTERM: a graceful shutdown
     assert committed_offsets(kafka_bootstrap, group) == {(topic, 0): 2}, "flushed at shutdown"

@@ -14,6 +14,7 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from aiokafka import AIOKafkaConsumer
 from prometheus_client.parser import text_string_to_metric_families
@@ -267,3 +268,40 @@ def _failures_told_and_cleared(
         timeout=60,
         what="the group committed once the member left",
     )
+
+
+def test_a_child_watcher_knows_a_new_group_and_a_followed_folder_at_once(
+    tmp_path: Path, kafka_bootstrap: str, new_topic: Callable[..., str]
+) -> None:
+    """The child follows the store a step behind the service: a group just taken is
+    answered on ``/v1/status/{group}`` at once (by the service until the child knows it,
+    never 404), and the child reads it from the store long before its next step (its
+    interval here: 10 minutes), because being told of it wakes its follower. A followed
+    folder is on the child's ``/ui``."""
+    service = ServiceProcess(
+        tmp_path, kafka_bootstrap, commit_timeout_seconds=5, watcher="child",
+        lag_read_interval_seconds=600,
+    ).start()  # fmt: skip
+    try:
+        assert service.process is not None
+        (child,) = wait_for(lambda: children(service.process.pid), what="the watcher child")
+        transport = httpx.HTTPTransport(uds=str(socket_of(child)))
+        with httpx.Client(transport=transport, base_url="http://watcher") as straight:
+            topic, group = new_topic(1), unique_group("new-to-child")
+            event = spark_progress(0, {topic: {"0": 0}})
+            assert service.post_progress(group, event).status_code == 200
+            first = service.http.get(f"/v1/status/{group}")
+            assert (first.status_code, first.json()["group"]) == (200, group), first.text
+            wait_for(
+                lambda: straight.get(f"/v1/status/{group}").status_code == 200,
+                timeout=60,
+                what="the child's own answer for the new group (600 s between its steps)",
+            )
+        folder = tmp_path / "checkpoints" / "orders"
+        answer = service.http.post(
+            "/v1/followed-folders", json={"path": str(folder), "group_id": "folder-group"}
+        )
+        assert answer.status_code in (200, 201), answer.text
+        assert str(folder) in service.http.get("/ui").text  # listed from the store
+    finally:
+        service.stop()

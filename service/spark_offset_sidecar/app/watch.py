@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Collection
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 
@@ -36,6 +36,7 @@ from fastapi import FastAPI, Request, status
 from fastapi.responses import PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from spark_offset_sidecar.adapters.sql.followed_folders import SqlFollowedFolders
 from spark_offset_sidecar.adapters.sql.store import SqlStore
 from spark_offset_sidecar.adapters.watcher.told import ToldRefused, decode_told
 from spark_offset_sidecar.app.kafka_clients import KafkaClients
@@ -55,6 +56,7 @@ from spark_offset_sidecar.http.status_routes import router as status_router
 from spark_offset_sidecar.observe.fleet_metrics import WATCHER_SERIES, FleetExposition, MetricsPage
 from spark_offset_sidecar.observe.loop_lag import LoopLag
 from spark_offset_sidecar.observe.metrics import SidecarMetrics, package_version
+from spark_offset_sidecar.ports.checkpoints import FollowedFolders
 from spark_offset_sidecar.ports.kafka import LogEndReader, RecordTimeReader
 from spark_offset_sidecar.ports.store import LedgerRows
 from spark_offset_sidecar.ports.watcher import TOLD_MEMORY, WATCHED_METRICS
@@ -190,13 +192,19 @@ class WatchStart:
     def _waiting(self, group_id: str) -> str | None:
         return self.memory.waiting(group_id) if self.memory is not None else None
 
+    def _refreshed(self, group_ids: Collection[str]) -> None:
+        if self.memory is not None:
+            self.memory.refreshed(group_ids)
+
     async def run(self, stack: AsyncExitStack) -> Watching:
         settings, metrics, ledger = self.settings, self.metrics, self.ledger
         run_in_background(stack, LoopLag(metrics.loop_lag.observe).run(), "loop lag")
         rows: LedgerRows
+        followed: FollowedFolders | None = None
         if self.store is None:
             rows = sql = SqlStore(settings.database.url)
             stack.callback(sql.close)
+            followed = SqlFollowedFolders(sql.engine)
         else:
             rows = self.store
         lag_monitor = watch_lag(
@@ -207,13 +215,15 @@ class WatchStart:
             waits=self._waiting,  # what its service told of each commit in flight
             reads_also=self.share,
         )
-        told = self.memory = ToldMemory(ledger, lag_monitor.note_job) if self.told else None
         follower = StoreFollower(
             rows,
             ledger,
             interval=settings.status.lag_read_interval_seconds,
-            refreshed=told.refreshed if told is not None else lambda _ids: None,
+            refreshed=self._refreshed,
         )
+        if self.told:  # a group told of but not read yet: the store now, not in a while
+            self.memory = ToldMemory(ledger, lag_monitor.note_job, follower.wake)
+        told = self.memory
         stack.callback(follower.close)
         try:  # a watcher reads columns of the newest schema
             await asyncio.to_thread(rows.check)
@@ -232,4 +242,4 @@ class WatchStart:
             told.folder_reports if told is not None else None,
             self.clock,
         )
-        return Watching(follower, follow_task, lag_monitor, lag_task, reports)
+        return Watching(follower, follow_task, lag_monitor, lag_task, reports, followed)

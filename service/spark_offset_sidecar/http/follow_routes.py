@@ -26,6 +26,7 @@ from spark_offset_sidecar.http.access import (
     allow_write,
     caller,
     cluster_of,
+    reading_of,
     running_of,
     runtime_of,
 )
@@ -122,12 +123,15 @@ async def followed(request: Request) -> list[FolderView]:
 async def readable_folders(request: Request, grant: TokenGrant | None) -> list[FolderView]:
     """The followed folders ``grant`` may read, with how reading each goes (the JSON route
     and the status page)."""
+    reading = reading_of(request)  # the service's or a watcher's
+    if reading.followed is None:
+        raise HTTPException(501, "this service's store keeps no followed folders")
     folders = [
         f
-        for f in await asyncio.to_thread(_registry(request).list)
+        for f in await asyncio.to_thread(reading.followed.list)
         if grant is None or grant.may_read(f.group_id)
     ]
-    found = await running_of(request).reports.folders({f.group_id for f in folders})
+    found = await reading.reports.folders({f.group_id for f in folders})
     return [view(f, found.get(f.path)) for f in folders]
 
 

@@ -85,10 +85,13 @@ class Watching:
     lag_monitor: LagMonitor | LagMonitors
     lag_task: asyncio.Task[None]
     reports: GroupReports
+    # The followed folders, listed from the store the service writes (None: a store
+    # double without them); how reading each goes is what its service told it.
+    followed: FollowedFolders | None = None
 
     @property
     def reading(self) -> Reading:
-        return Reading(self.reports, None, self.lag_monitor)
+        return Reading(self.reports, self.followed, self.lag_monitor)
 
     def live_problem(self) -> str | None:
         for task, what in ((self.follow_task, "store follower"), (self.lag_task, "lag monitor")):

@@ -3,16 +3,25 @@
 this process's port. The caller's token goes with the request (the watcher checks it as
 this process would); a watcher that does not answer now is a 503 the reader retries.
 Their schema is the watcher's own routes' (``http.status_routes``, ``http.status_page``):
-these are left out of this process's."""
+these are left out of this process's.
+
+The watcher follows the store a step behind this process: a group whose first event was
+just taken may not be known to it yet (it reads the store as soon as it is told of the
+group, within a second). Until then ``/v1/status/{group}`` is answered here, as a
+service that watches the fleet itself answers before its first read of the group's log
+ends: never a 404 for a group this process holds.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
 from fastapi import APIRouter, Request
-from fastapi.responses import PlainTextResponse, Response
+from fastapi.encoders import jsonable_encoder
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
 from spark_offset_sidecar.errors import WatcherUnavailable
+from spark_offset_sidecar.http.status_routes import get_status
 from spark_offset_sidecar.ports.watcher import WatcherLink
 
 FORWARDED = ("/v1/status", "/v1/status/{group_id}", "/ui")
@@ -33,8 +42,16 @@ def forwarding_router(watcher: WatcherLink) -> APIRouter:
             return PlainTextResponse(f"{exc}\n", status_code=503, headers={"retry-after": "5"})
         return Response(answer.body, status_code=answer.status, headers=dict(answer.headers))
 
+    async def forward_group(request: Request) -> Response:
+        answer = await forward(request)
+        if answer.status_code != 404:
+            return answer
+        found = await get_status(request.path_params["group_id"], request)  # as read here
+        return found if isinstance(found, Response) else JSONResponse(jsonable_encoder(found))
+
     for path in FORWARDED:
-        router.add_api_route(path, forward, methods=["GET"])
+        one_group = path == "/v1/status/{group_id}"
+        router.add_api_route(path, forward_group if one_group else forward, methods=["GET"])
     return router
 
 

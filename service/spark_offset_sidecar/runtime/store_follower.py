@@ -19,11 +19,14 @@ Invariants
   - Memory's own figures (counters of events and commits, a commit in flight, failures)
     are not in the store: a watcher's stay as they were, or as it was told them
     (``runtime.told_memory``: ``refreshed`` hears of every group read again).
+  - ``wake`` starts the next step now instead of after the interval (a child watcher
+    told of a group its ledger does not hold yet): steps never overlap.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable, Collection, Hashable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -60,6 +63,7 @@ class StoreFollower:
         self.marks = StoredMarks({}, {})
         self.steps = 0  # completed steps: the first one loads everything
         self.reread = 0  # rows of queries and groups read again, over every step
+        self._woken = asyncio.Event()
         self._worker = ThreadPoolExecutor(1, thread_name_prefix="store-follower")
 
     def read(self) -> FollowStep:
@@ -93,14 +97,20 @@ class StoreFollower:
         self.apply(await asyncio.get_running_loop().run_in_executor(self._worker, self.read))
 
     async def run(self) -> None:
-        """A step every ``interval`` seconds; a store that cannot be read is tried again at
-        the next step (memory keeps what it had)."""
+        """A step every ``interval`` seconds, or sooner when woken; a store that cannot be
+        read is tried again at the next step (memory keeps what it had)."""
         while True:
+            self._woken.clear()  # a wake during the step asks for the store after it
             try:
                 await self.step()
             except StoreError as exc:
                 log.warning("cannot follow the store (retrying): %s", exc)
-            await asyncio.sleep(self.interval)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._woken.wait(), self.interval)
+
+    def wake(self) -> None:
+        """Step now (or right after the step under way): the store holds something new."""
+        self._woken.set()
 
     def close(self) -> None:
         self._worker.shutdown(wait=False, cancel_futures=True)

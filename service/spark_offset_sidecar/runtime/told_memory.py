@@ -9,6 +9,8 @@ Invariants
   - A group told gone is forgotten; its ledger group (if the store still has it) keeps no
     commit in flight.
   - A whole message replaces everything told before.
+  - A group told of that the ledger does not hold yet calls ``unknown`` (once a message):
+    the store follower then reads the store now, not at its next interval.
 """
 
 from __future__ import annotations
@@ -23,9 +25,15 @@ from spark_offset_sidecar.ports.watcher import Told
 
 
 class ToldMemory:
-    def __init__(self, ledger: Ledger, note_job: Callable[[str, JobRates], None]) -> None:
+    def __init__(
+        self,
+        ledger: Ledger,
+        note_job: Callable[[str, JobRates], None],
+        unknown: Callable[[], None] = lambda: None,
+    ) -> None:
         self._ledger = ledger
         self._note_job = note_job
+        self._unknown = unknown
         self.groups: dict[str, GroupMemory] = {}
         self.folders: Mapping[str, tuple[FolderReport, ...]] = {}
         self.problems: tuple[str, ...] = ()  # the service's identity problems
@@ -35,6 +43,8 @@ class ToldMemory:
         groups = self._ledger.groups
         if told.whole:
             self.groups.clear()
+        if any(m is not None and g not in groups for g, m in told.groups.items()):
+            self._unknown()
         for group_id, memory in told.groups.items():
             group = groups.get(group_id)
             if memory is None:
