@@ -21,6 +21,7 @@ from spark_offset_sidecar.core.ledger_state import GroupState
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.http.state import Runtime
 from spark_offset_sidecar.observe.metrics import SidecarMetrics
+from spark_offset_sidecar.ports.watcher import Told
 from spark_offset_sidecar.runtime.memory_relay import MemoryRelay
 from spark_offset_sidecar.runtime.told_memory import ToldMemory
 from spark_offset_sidecar.settings import Settings
@@ -172,6 +173,31 @@ def test_the_watchers_ledger_reads_each_group_as_the_teller_has_it() -> None:
     assert mine.groups["b"].counters.events["accepted"] == 0
     told.refreshed(["b"])
     assert mine.groups["b"].counters.events["accepted"] == 1
+
+
+def test_a_group_not_held_yet_wakes_the_follower_and_a_whole_message_forgets_the_gone() -> None:
+    teller = Ledger()
+    progress(teller, "a", 1, 10)
+    request = teller.take("a", 100.0)
+    assert request is not None  # a's commit is in flight
+    watcher = InMemoryWatcher()
+    assert asyncio.run(relay_of(teller, watcher, {}).tell())
+    mine = Ledger(groups=[GroupState("a", query_id="q-a")])
+    wakes: list[None] = []
+    told = ToldMemory(mine, lambda _g, _j: None, lambda: wakes.append(None))
+    told.take(watcher.told[-1])
+    assert (mine.groups["a"].in_flight, wakes) == (request, [])  # a is held: no wake
+
+    progress(teller, "b", 1, 5)  # b: not in the watcher's store yet
+    assert asyncio.run(relay_of(teller, watcher, {}).tell())
+    told.take(watcher.told[-1])
+    assert wakes == [None], "told of b, not held: the store is read now"
+
+    # The teller lost a (its query released); a whole message holds every group it has.
+    teller.groups.pop("a")
+    told.take(Told({"b": watcher.told[-1].groups["b"]}, {}, True, ()))
+    assert mine.groups["a"].in_flight is None, "a gone from the teller: nothing in flight"
+    assert "a" not in told.groups
 
 
 def test_a_message_in_flight_round_trips_and_a_foreign_one_is_refused() -> None:

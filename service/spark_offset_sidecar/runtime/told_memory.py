@@ -41,19 +41,17 @@ class ToldMemory:
 
     def take(self, told: Told) -> None:
         groups = self._ledger.groups
-        if told.whole:
-            self.groups.clear()
+        gone = [g for g, memory in told.groups.items() if memory is None]
+        if told.whole:  # every group the teller holds: one told before and not now is gone
+            gone.extend(self.groups.keys() - told.groups.keys())
+        self._forget(gone)
         if any(m is not None and g not in groups for g, m in told.groups.items()):
             self._unknown()
         for group_id, memory in told.groups.items():
-            group = groups.get(group_id)
             if memory is None:
-                self.groups.pop(group_id, None)
-                if group is not None:
-                    group.in_flight = None
                 continue
             self.groups[group_id] = memory
-            if group is not None:
+            if (group := groups.get(group_id)) is not None:
                 remember(group, memory)
             if memory.job is not None:
                 self._note_job(group_id, memory.job)
@@ -62,6 +60,14 @@ class ToldMemory:
         if told.problems is not None:
             self.problems = told.problems
         self.messages += 1
+
+    def _forget(self, group_ids: Collection[str]) -> None:
+        """Groups the teller no longer holds: nothing told of them, nothing in flight."""
+        groups = self._ledger.groups
+        for group_id in group_ids:
+            self.groups.pop(group_id, None)
+            if (group := groups.get(group_id)) is not None:
+                group.in_flight = None
 
     def refreshed(self, group_ids: Collection[str]) -> None:
         groups = self._ledger.groups
