@@ -403,7 +403,8 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"offset-sidecar: invalid setting {exc}", file=sys.stderr)
         return 2
-    configure_logging(settings.log.level, settings.log.format)
+    process = "watcher" if args.command == "watch" else None  # its lines say so
+    configure_logging(settings.log.level, settings.log.format, process)
     try:
         return COMMANDS[args.command].run(settings, args)
     except (StoreError, OffsetsNotFound, KafkaReadError, ServiceRefused) as exc:

@@ -96,3 +96,10 @@ def test_a_library_line_repeated_every_attempt_is_said_once_a_minute() -> None:
     assert later.getMessage().endswith("(said 99 more times in the last 60 s)")
     ours = record("commit failed: timeout")
     assert all(lines.filter(ours) for _ in range(3)), "the service's own lines are never dropped"
+
+
+def test_a_watchers_lines_say_which_process_wrote_them() -> None:
+    """A child watcher writes to its service's output: its lines carry ``process``."""
+    watcher = json.loads(JsonFormatter("watcher").format(record("reading log ends failed")))
+    service = json.loads(JsonFormatter().format(record("reading log ends failed")))
+    assert (watcher.get("process"), service.get("process")) == ("watcher", None)

@@ -5,7 +5,9 @@ A line about a query, a group or a checkpoint carries them as fields, not only i
 message: log calls pass ``extra=about(query_id=..., group_id=..., checkpoint_id=...)`` and
 the formatter writes every one of ``CONTEXT`` that the record has. Fields of a JSON line:
 ``time`` (UTC, ISO 8601, milliseconds), ``level``, ``logger``, ``message``, the context
-fields, and ``exception`` when there is one. A line is UTF-8 JSON whatever a message quotes:
+fields, ``exception`` when there is one, and ``process`` in a watcher's lines
+(``watcher``: a child watcher writes to its service's output, and each process says its
+own lines once). A line is UTF-8 JSON whatever a message quotes:
 text that UTF-8 cannot encode (a lone surrogate) is written as its escape (``errors.shown``).
 """
 
@@ -47,6 +49,10 @@ def about(**fields: Any) -> dict[str, Any]:
 
 
 class JsonFormatter(logging.Formatter):
+    def __init__(self, process: str | None = None) -> None:
+        super().__init__()
+        self.process = process  # which process wrote the line (None: the service)
+
     def format(self, record: logging.LogRecord) -> str:
         line: dict[str, Any] = {
             "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
@@ -54,6 +60,8 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": shown(record.getMessage()),
         }
+        if self.process is not None:
+            line["process"] = self.process
         for key in CONTEXT:
             value = record.__dict__.get(key)
             if value is not None:
@@ -89,12 +97,16 @@ class RepeatedLines(logging.Filter):
         return True
 
 
-def configure_logging(level: str, log_format: str) -> None:
+def configure_logging(level: str, log_format: str, process: str | None = None) -> None:
     """One handler on the root logger, on stderr; uvicorn's loggers are routed to it (run
-    uvicorn with ``log_config=None``)."""
+    uvicorn with ``log_config=None``). ``process``: named in each line (a watcher)."""
     handler = logging.StreamHandler(sys.stderr)
     if log_format == "json":
-        handler.setFormatter(JsonFormatter())
+        handler.setFormatter(JsonFormatter(process))
+    elif process is not None:
+        handler.setFormatter(
+            logging.Formatter(f"%(asctime)s [{process}] %(levelname)s %(name)s: %(message)s")
+        )
     else:
         handler.setFormatter(logging.Formatter(TEXT_FORMAT))
     handler.addFilter(RepeatedLines())

@@ -152,7 +152,8 @@ class LogSettings(Section):
     format: LogFormat = Field(
         "json",
         description="json: one object a line with time, level, logger, message and, in every "
-        "line about them, query_id, group_id, checkpoint_id; text: for people",
+        "line about them, query_id, group_id, checkpoint_id, and process=watcher in a "
+        "watcher's lines; text: for people ([watcher] in a watcher's)",
     )
 
 
