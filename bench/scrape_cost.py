@@ -30,10 +30,11 @@ the same database and reads the log ends every 5 s. ``/ui`` is read from the wat
 series; a scrape's size and series are both's, its time the slower one's). CPU and
 memory are both processes' together; the loop's lag and the database's writes are the
 events' process's. ``--child`` adds a side with the watcher as the service's child
-(``SIDECAR_WATCHER=child``): every reader reads the service's one port. ``--child-set
-SETTING=VALUE`` adds one more such side with that setting too (e.g. the process tuning
-off: ``gc_thaw_seconds=0``, ``gil_switch_interval_seconds=0.005``). This checkout's
-one-process side sets ``SIDECAR_WATCHER=in-process``.
+(``SIDECAR_WATCHER=child``, what ``offset-sidecar serve`` alone runs by default): every
+reader reads the service's one port; ``--child-set SETTING=VALUE`` one more such side with
+that setting too (e.g. the process tuning off: ``gc_thaw_seconds=0``,
+``gil_switch_interval_seconds=0.005``). This checkout's one-process side sets
+``SIDECAR_WATCHER=in-process``.
 
 Both sides start once the broker has settled (below a quarter of a core: a brand-new
 broker creating thousands of partitions is busy for minutes).

@@ -60,6 +60,7 @@ def process_tuning(tuning: TuningSettings) -> Iterator[HeapKeeper]:
 def _serve(settings: Settings) -> int:
     from spark_offset_sidecar.app import create_app
 
+    settings = settings.served()
     with process_tuning(settings.tuning) as heap:
         _run_http(settings, create_app(settings, heap=heap))
     return 0

@@ -277,11 +277,10 @@ def test_a_child_watcher_knows_a_new_group_and_a_followed_folder_at_once(
     answered on ``/v1/status/{group}`` at once (by the service until the child knows it,
     never 404), and the child reads it from the store long before its next step (its
     interval here: 10 minutes), because being told of it wakes its follower. A followed
-    folder is on the child's ``/ui``."""
+    folder is on the child's ``/ui``. The child is ``offset-sidecar serve``'s default."""
     service = ServiceProcess(
-        tmp_path, kafka_bootstrap, commit_timeout_seconds=5, watcher="child",
-        lag_read_interval_seconds=600,
-    ).start()  # fmt: skip
+        tmp_path, kafka_bootstrap, commit_timeout_seconds=5, lag_read_interval_seconds=600
+    ).start()
     try:
         assert service.process is not None
         (child,) = wait_for(lambda: children(service.process.pid), what="the watcher child")

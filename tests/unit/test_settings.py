@@ -299,3 +299,19 @@ def test_every_variable_belongs_to_one_section_and_has_a_meaning() -> None:
     assert set(variables) == Settings.variables()
     assert all(meaning for _variable, _default, meaning in rows)
     assert all(v.startswith("SIDECAR_") and v == v.upper() for v in variables)
+
+
+def test_serve_watches_in_a_child_unless_replicated_or_told_otherwise() -> None:
+    """``auto`` (the default): ``offset-sidecar serve`` alone starts a child watcher; with
+    replicas (each publishes its groups' reports) and in an app built in code, one process
+    watches (``status.watches_here``). A place given is kept."""
+    alone = Settings.from_env({})
+    assert alone.status.watcher == "auto"
+    assert alone.status.watches_here  # an app built in code
+    assert alone.served().status.watcher == "child"
+    replicas = Settings.from_env(
+        {"SIDECAR_REPLICATED": "true", "SIDECAR_DATABASE_URL": "postgresql+psycopg://u:p@db/s"}
+    )
+    assert replicas.served().status.watcher == "in-process"
+    for place in ("in-process", "child", "separate"):
+        assert Settings.from_env({"SIDECAR_WATCHER": place}).served().status.watcher == place

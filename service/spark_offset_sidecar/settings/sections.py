@@ -245,17 +245,19 @@ class StatusSettings(Section):
         10.0, description="answer /ui at most this often, pages in turn (0: no limit)"
     )
     watcher: WatcherPlace = Field(
-        "in-process",
+        "auto",
         description="where the fleet is watched (lag reads, /ui, the status API, their series "
         "of /metrics; docs/run/watcher.md): in-process, by this process; child, by a watcher "
         "process this one starts, readers answered through this one; separate, by a watcher "
-        "run on its own (offset-sidecar watch), this process then serves events only",
+        "run on its own (offset-sidecar watch), this process then serves events only; auto, "
+        "child for offset-sidecar serve alone, in-process with replicas (each replica "
+        "publishes its groups' reports) and for an app built in code",
     )
 
     @property
     def watches_here(self) -> bool:
         """Whether this process reads the log ends and answers the readers itself."""
-        return self.watcher == "in-process"
+        return self.watcher in ("in-process", "auto")
 
 
 class MetricsSettings(Section):

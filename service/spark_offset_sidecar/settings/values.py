@@ -258,7 +258,9 @@ ClusterByGroup = Annotated[tuple[tuple[str, str], ...], NoDecode, parsed_by(clus
 LogLevel = Annotated[str, parsed_by(choice("DEBUG", "INFO", "WARNING", "ERROR"))]
 LogFormat = Annotated[str, parsed_by(choice("json", "text", case=str.lower))]
 Granularity = Annotated[str, parsed_by(choice("group", "topic", "partition", case=str.lower))]
-WatcherPlace = Annotated[str, parsed_by(choice("in-process", "child", "separate", case=str.lower))]
+WatcherPlace = Annotated[
+    str, parsed_by(choice("auto", "in-process", "child", "separate", case=str.lower))
+]
 SecurityProtocol = Annotated[
     str, parsed_by(choice("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"))
 ]
