@@ -103,3 +103,16 @@ def test_a_watchers_lines_say_which_process_wrote_them() -> None:
     watcher = json.loads(JsonFormatter("watcher").format(record("reading log ends failed")))
     service = json.loads(JsonFormatter().format(record("reading log ends failed")))
     assert (watcher.get("process"), service.get("process")) == ("watcher", None)
+
+
+def test_a_watchers_text_lines_say_so(capsys: pytest.CaptureFixture[str]) -> None:
+    root = logging.getLogger()
+    saved = (list(root.handlers), root.level)
+    try:
+        configure_logging("INFO", "text", "watcher")
+        logging.getLogger("spark_offset_sidecar.test").info("reading log ends")
+        line = capsys.readouterr().err.strip().splitlines()[-1]
+        assert " [watcher] INFO spark_offset_sidecar.test: reading log ends" in line
+    finally:
+        root.handlers[:] = saved[0]
+        root.setLevel(saved[1])

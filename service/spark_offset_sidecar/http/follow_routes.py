@@ -52,7 +52,11 @@ def normalized(path: str, runtime: Runtime) -> str:
 
 
 def _registry(request: Request) -> FollowedFolders:
-    followed = running_of(request).followed
+    return _kept(running_of(request).followed)
+
+
+def _kept(followed: FollowedFolders | None) -> FollowedFolders:
+    """The registry, or 501 where the store keeps none (a store double without them)."""
     if followed is None:
         raise HTTPException(501, "this service's store keeps no followed folders")
     return followed
@@ -124,11 +128,10 @@ async def readable_folders(request: Request, grant: TokenGrant | None) -> list[F
     """The followed folders ``grant`` may read, with how reading each goes (the JSON route
     and the status page)."""
     reading = reading_of(request)  # the service's or a watcher's
-    if reading.followed is None:
-        raise HTTPException(501, "this service's store keeps no followed folders")
+    registry = _kept(reading.followed)
     folders = [
         f
-        for f in await asyncio.to_thread(reading.followed.list)
+        for f in await asyncio.to_thread(registry.list)
         if grant is None or grant.may_read(f.group_id)
     ]
     found = await reading.reports.folders({f.group_id for f in folders})

@@ -103,12 +103,9 @@ def configure_logging(level: str, log_format: str, process: str | None = None) -
     handler = logging.StreamHandler(sys.stderr)
     if log_format == "json":
         handler.setFormatter(JsonFormatter(process))
-    elif process is not None:
-        handler.setFormatter(
-            logging.Formatter(f"%(asctime)s [{process}] %(levelname)s %(name)s: %(message)s")
-        )
     else:
-        handler.setFormatter(logging.Formatter(TEXT_FORMAT))
+        named = f"[{process}] %(levelname)s" if process is not None else "%(levelname)s"
+        handler.setFormatter(logging.Formatter(TEXT_FORMAT.replace("%(levelname)s", named)))
     handler.addFilter(RepeatedLines())
     root = logging.getLogger()
     for existing in list(root.handlers):
