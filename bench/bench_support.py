@@ -147,7 +147,7 @@ class Sidecar:
                     return
             except OSError:
                 time.sleep(0.1)
-        raise RuntimeError("the sidecar did not start")
+        raise RuntimeError(f"the sidecar did not start; {self.log_tail(1500)}")
 
     def post(self, path: str, body: object) -> object:
         request = urllib.request.Request(

@@ -8,7 +8,8 @@ Prints the time of each, the longest time the caller's event loop was held meanw
 (aiokafka parses what it fetched on the loop that runs it: the service runs the read on a
 loop of its own, ``runtime.own_loop``, measured beside the plain call), and the records
 the fetcher handed back (a whole batch per partition at most). The process runs with
-``serve``'s tuning (``cli.process_tuning``: the GIL's switch interval, the heap keeper).
+the tuning of a process that watches the fleet (``cli.process_tuning``: the GIL's
+switch interval, the heap keeper).
 
     .venv/bin/python -m bench record_time_cost --partitions 1000
 """
@@ -153,7 +154,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="record-times-") as folder:
         broker = brand_new(Path(folder) / "kafka")
         try:
-            with process_tuning(TuningSettings()):  # as `offset-sidecar serve` runs
+            with process_tuning(TuningSettings(), watches=True):  # as one process serves
                 asyncio.run(run(broker.bootstrap, broker.pid(), args.partitions))
         finally:
             broker.stop()

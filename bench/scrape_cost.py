@@ -34,7 +34,8 @@ events' process's. ``--child`` adds a side with the watcher as the service's chi
 reader reads the service's one port; ``--child-set SETTING=VALUE`` one more such side with
 that setting too (e.g. the process tuning off: ``gc_thaw_seconds=0``,
 ``gil_switch_interval_seconds=0.005``). This checkout's one-process side sets
-``SIDECAR_WATCHER=in-process``.
+``SIDECAR_WATCHER=in-process`` (what replicas run); ``--in-process-set SETTING=VALUE`` one
+more such side with that setting too.
 
 Both sides start once the broker has settled (below a quarter of a core: a brand-new
 broker creating thousands of partitions is busy for minutes).
@@ -48,6 +49,7 @@ bench's), so that every read of the log ends finds them moved and every group la
     .venv/bin/python -m bench scrape_cost --groups 10000 --partitions 32 --topics 100 \\
         --move-ends 3200 --ui --idle-seconds 30 --before main
     .venv/bin/python -m bench scrape_cost ... --before HEAD --after-set gc_thaw_seconds=0
+    .venv/bin/python -m bench scrape_cost ... --before BRANCH --before-set watcher=in-process
     .venv/bin/python -m bench scrape_cost --groups 10000 --partitions 32 --topics 100 \\
         --move-ends 3200 --ui --idle-seconds 30 --split
 """
@@ -316,7 +318,9 @@ def side(
     if source is None:  # this checkout's side: one process, with --after-set's settings
         settings["watcher"] = "in-process"
         settings.update(dict(item.split("=", 1) for item in args.after_set))
-        settings.update(dict(item.split("=", 1) for item in also))
+    else:
+        settings.update(dict(item.split("=", 1) for item in args.before_set))
+    settings.update(dict(item.split("=", 1) for item in also))
     sidecar = Sidecar(bootstrap, source, **settings)
     product = Product(sidecar)
     try:
@@ -399,6 +403,14 @@ def main() -> None:
         "a trick's worth, on one commit: --before HEAD --after-set ...); repeatable",
     )
     parser.add_argument(
+        "--before-set",
+        action="append",
+        default=[],
+        metavar="SETTING=VALUE",
+        help="a setting of --before's side only, as SIDECAR_<SETTING> (watcher=in-process: "
+        "that commit in one process, as this checkout's side runs); repeatable",
+    )
+    parser.add_argument(
         "--after-first",
         action="store_true",
         help="measure this checkout before --before's commit (the second side meets a "
@@ -427,6 +439,14 @@ def main() -> None:
         metavar="SETTING=VALUE",
         help="also a side 'child, set': the watcher as the service's child with this setting "
         "too (a setting's worth in serve's default mode, in the same run); repeatable",
+    )
+    parser.add_argument(
+        "--in-process-set",
+        action="append",
+        default=[],
+        metavar="SETTING=VALUE",
+        help="also a side 'one process, set': this checkout's one-process side with this "
+        "setting too (a setting's worth where one process watches: replicas); repeatable",
     )
     parser.add_argument(
         "--idle-seconds", type=float, default=0.0,
@@ -492,6 +512,11 @@ def main() -> None:
                     )  # fmt: skip
                 finally:
                     subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT)
+            if args.in_process_set:
+                measured["one process, set"] = side(
+                    "one process, set", None, broker.bootstrap, broker.pid(), args, tables,
+                    also=args.in_process_set,
+                )  # fmt: skip
             if args.split:
                 measured["split"] = side(
                     "split", None, broker.bootstrap, broker.pid(), args, tables,
@@ -518,6 +543,13 @@ def main() -> None:
         print(f"(p99s below: medians of {args.rounds} rounds a side)")
     busiest = "p99 /metrics + /ui" if args.ui else "p99 /metrics"
     ratio(f"after: event {busiest} / none", after[busiest], after["p99 none"])
+    if "one process, set" in measured:
+        for key in (k for k in after if k.startswith("p99 ")):
+            ratio(f"event {key}, one process set / after", measured["one process, set"][key],
+                  after[key])  # fmt: skip
+        if args.idle_seconds:
+            ratio("idle service cores, one process set / after",
+                  measured["one process, set"]["idle_cores"], after["idle_cores"])  # fmt: skip
     if "child, set" in measured and "child" in measured:
         for key in (k for k in after if k.startswith("p99 ")):
             ratio(f"event {key}, child set / child", measured["child, set"][key],

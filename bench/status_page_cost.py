@@ -2,7 +2,7 @@
 
 N groups of P partitions, every one lagging (the page's worst case: each has a time lag,
 a catch-up estimate and a line of its last hour), in-memory log ends and record times,
-the real app under ``serve``'s process tuning (``cli.process_tuning``: without its heap
+the real app under one process's tuning (``cli.process_tuning``: without its heap
 keeper the collector's full scans held the loop 300 ms and more). Prints the time of
 ``GET /ui`` (first page, a filtered page, a late page) and ``GET /v1/status/<group>``,
 and the longest time the event loop was held while the page rendered (a ticker
@@ -56,7 +56,7 @@ async def measure(groups: int, partitions: int) -> None:
         database=DatabaseSettings(url=f"sqlite:///{folder}/s.db"),
         status=StatusSettings(lag_read_interval_seconds=1),
     )
-    with process_tuning(settings.tuning) as heap:  # as `offset-sidecar serve` runs
+    with process_tuning(settings.tuning, watches=True) as heap:  # as one process serves
         app = create_app(
             settings,
             committer=InMemoryCommitter(),

@@ -42,26 +42,40 @@ log = logging.getLogger("spark_offset_sidecar")
 
 
 @contextmanager
-def process_tuning(tuning: TuningSettings) -> Iterator[HeapKeeper]:
+def process_tuning(tuning: TuningSettings, *, watches: bool) -> Iterator[HeapKeeper]:
     """What a serving process sets of the interpreter, for its whole life, and gives back
-    after: the GIL's switch interval (``gil``) and the heap keeper (``heap``). Set here,
-    by the process, never by an app: they are the interpreter's, one per process."""
-    heap = HeapKeeper(thaw_every=tuning.gc_thaw_seconds)
-    gil = GilShare(tuning.gil_switch_interval_seconds)
-    gil.install()
+    after. Set here, by the process, never by an app: they are the interpreter's, one per
+    process. The heap keeper counts every collection's pauses (``sidecar_gc_*``).
+
+    A process that ``watches`` the fleet (``SIDECAR_WATCHER=in-process``: replicas) also
+    shortens the GIL's switch interval (``gil``) and freezes the fleet's state (``heap``):
+    there its events' p99 was 1.8-6.8x higher without them (bench/RECORD.md, "The process
+    tuning where one process watches"). One whose watcher is a child or separate keeps the
+    interpreter's interval and freezes nothing: no measured gain there, over four rounds."""
+    heap = HeapKeeper(thaw_every=tuning.gc_thaw_seconds if watches else 0.0)
+    gil = GilShare(tuning.gil_switch_interval_seconds) if watches else None
+    if not watches and (ignored := sorted(tuning.model_fields_set)):
+        log.warning(
+            "%s: for a process that watches the fleet (SIDECAR_WATCHER=in-process); this "
+            "one's watcher is not in it, so they are not applied",
+            ", ".join(tuning.variable(name) for name in ignored),
+        )
+    if gil is not None:
+        gil.install()
     heap.install()
     try:
         yield heap
     finally:
         heap.uninstall()
-        gil.uninstall()
+        if gil is not None:
+            gil.uninstall()
 
 
 def _serve(settings: Settings) -> int:
     from spark_offset_sidecar.app import create_app
 
     settings = settings.served()
-    with process_tuning(settings.tuning) as heap:
+    with process_tuning(settings.tuning, watches=settings.status.watches_here) as heap:
         _run_http(settings, create_app(settings, heap=heap))
     return 0
 

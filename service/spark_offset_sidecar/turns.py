@@ -51,7 +51,9 @@ class Turns:
         # Not sleep(0): with nothing else ready the loop would go on at once, holding the
         # GIL, and the database's and Kafka's worker threads would wait for Python's
         # switch interval at every step (events stall for hundreds of ms). A pause
-        # lets the loop go idle for a moment, and them run.
+        # lets the loop go idle for a moment, and them run. Measured in a child watcher
+        # too: events' p99 1.8-3.7x higher with sleep(0) (bench/RECORD.md, "The turns'
+        # pause in the child").
         await asyncio.sleep(self.pause)
         self.yielded += 1
         self._since = self._clock()
@@ -67,7 +69,10 @@ class Turns:
 
 class Pace:
     """At most ``per_second`` callers a second, in turn (0: no limit). A caller that comes
-    when its turn is past goes at once; the next turn is then ``1 / per_second`` later."""
+    when its turn is past goes at once; the next turn is then ``1 / per_second`` later.
+    Kept with the watcher a child too, whose readers pass through the events' process:
+    unpaced, events' p99 under back-to-back scrapes was 3.4x (bench/RECORD.md, "Pacing
+    with the child")."""
 
     def __init__(self, per_second: float, clock: Callable[[], float] = time.monotonic) -> None:
         self._spacing = 1.0 / per_second if per_second > 0 else 0.0

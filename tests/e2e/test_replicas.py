@@ -218,6 +218,8 @@ def test_every_replica_answers_every_read_alike_and_windows_survive_a_killed_own
         **{**SETTINGS, "lag_read_interval_seconds": 0.3},
     ).start()
     try:
+        for replica in cluster.alive().values():  # each watches: its heap's state frozen
+            assert (metric(replica.metrics(), "sidecar_gc_frozen_objects") or 0) > 0
         topic = new_topic(partitions=2)
         groups = [unique_group("alike") for _ in range(6)]
         queries = [f"q-{g}" for g in groups]

@@ -183,6 +183,9 @@ def test_a_service_with_its_watcher_as_a_child_answers_every_reader_on_its_port(
         plain = service.http.get("/metrics", headers={"accept-encoding": "identity"})
         assert metric(plain.text, lag_series[0], **lag_series[1]) == behind  # gzip or not
         assert (metric(text, "sidecar_log_end_reads_total", result="succeeded") or 0) >= 1
+        # The process that takes events does not watch: it freezes nothing of its heap
+        # (cli.process_tuning); replicas, which watch, do (test_replicas).
+        assert metric(text, "sidecar_gc_frozen_objects") == 0
 
         assert service.process is not None
         (first,) = wait_for(lambda: children(service.process.pid), what="the watcher child")

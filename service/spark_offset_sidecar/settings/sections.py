@@ -299,19 +299,21 @@ class MetricsSettings(Section):
 
 
 class TuningSettings(Section):
-    """The process's own tuning (cli.process_tuning): set once for the life of serve."""
+    """The process's own tuning (cli.process_tuning): set once for the life of serve, and
+    only in a process that watches the fleet (SIDECAR_WATCHER=in-process: replicas)."""
 
     title = "The process"
 
     gc_thaw_seconds: NonNegativeFloat = Field(
         3600.0,
-        description="freeze what survives each full garbage collection, and the fleet's state "
-        "after each lag read; scan it all again this often (0: never freeze)",
+        description="where this process watches the fleet: freeze what survives each full "
+        "garbage collection, and the fleet's state after each lag read; scan it all again "
+        "this often (0: never freeze)",
     )
     gil_switch_interval_seconds: SwitchInterval = Field(
         SWITCH_INTERVAL,
-        description="how soon the event loop hands the GIL to a worker thread that waits for "
-        "it (CPython's default: 0.005)",
+        description="where this process watches the fleet: how soon the event loop hands the "
+        "GIL to a worker thread that waits for it (CPython's default, 0.005, elsewhere)",
     )
 
 
