@@ -412,7 +412,7 @@ def watch_lag(
             waits=waits or _no_commits,
             one_cluster=len(readers) > 1,
             cluster=key,
-            settled=settled or _nothing,
+            settled=settled,
         )
         for key, reader in readers.items()
     }
@@ -507,10 +507,6 @@ def on_settled(loop: CommitLoop, metrics: SidecarMetrics) -> Callable[[int, floa
         loop.wake()  # the batch's groups are no longer held
 
     return settled
-
-
-def _nothing() -> None:
-    """What a lag monitor tells when no heap keeper listens."""
 
 
 def _no_commits(_group_id: str) -> None:
