@@ -43,9 +43,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         callspec = getattr(item, "callspec", None)
         if callspec is not None and TOOL_PARAMS & {str(v) for v in callspec.params.values()}:
             item.add_marker("tools")
-    # The Spark tests first (each takes 10-60 s): pytest-xdist hands tests out in this
-    # order, so the long ones start early and the short ones fill the workers' ends.
-    items.sort(key=lambda item: item.get_closest_marker("spark") is None)
+    # The long tests first (a minute and more: marked ``long``), then the Spark tests (each
+    # 10-60 s): pytest-xdist hands tests out in this order, so the long ones start early
+    # and the short ones fill the workers' ends.
+    items.sort(
+        key=lambda item: (
+            item.get_closest_marker("long") is None,
+            item.get_closest_marker("spark") is None,
+        )
+    )
 
 
 @pytest.fixture(scope="session")

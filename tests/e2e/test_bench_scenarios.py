@@ -23,7 +23,13 @@ def _marks(name: str) -> list[pytest.MarkDecorator]:
         marks.append(pytest.mark.kafka)
     if "Spark" in scenario.needs:
         marks.append(pytest.mark.spark)
+    if name in LONG:
+        marks.append(pytest.mark.long)
     return marks
+
+
+# Quick runs of a minute or more on 2 cores (several sides, each loading its fleet).
+LONG = {"scrape_cost", "replicas", "replicas_cpu", "follow_latency", "peers", "commit_latency"}
 
 
 # Scenarios whose full path (``python -m bench NAME``, its tables) a test of their own runs

@@ -151,6 +151,7 @@ def _failures(service: ServiceProcess, group: str) -> float:
     return metric_sum(service.metrics(), "sidecar_commits_failed_total", consumergroup=group)
 
 
+@pytest.mark.long
 def test_broker_outage_keeps_the_service_live_and_commits_the_newest_on_return(
     tmp_path: Path, private_broker: LocalBroker
 ) -> None:

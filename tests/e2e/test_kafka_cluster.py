@@ -286,6 +286,7 @@ def _process_of(line: str) -> str | None:
     return found.get("process") if isinstance(found, dict) else None
 
 
+@pytest.mark.long
 def test_a_rolling_restart_pages_nobody_and_lag_is_read_while_leaders_move(
     cluster: kafka_cluster.LocalCluster, tmp_path: Path
 ) -> None:

@@ -159,6 +159,7 @@ def _assert_no_secrets(issuer: OidcIssuer, *texts: str) -> None:
             assert token not in text, "a token leaked"
 
 
+@pytest.mark.long
 def test_commits_carry_on_across_token_expiry_for_minutes(
     tmp_path: Path, oauth_kafka: OauthKafka, issuer: OidcIssuer
 ) -> None:

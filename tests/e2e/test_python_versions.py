@@ -52,6 +52,7 @@ def test_requires_python_names_the_versions_tested_here() -> None:
     assert declared == f">=3.11,<3.{int(VERSIONS[-1].split('.')[1]) + 1}"
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("version", VERSIONS)
 def test_the_in_process_suite_passes_on_this_python(version: str, tmp_path: Path) -> None:
     python = interpreter(version)

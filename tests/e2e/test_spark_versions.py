@@ -51,7 +51,8 @@ pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 OLD_KAFKA = "3.9.1"
 # A Connect client's local server listens on 15002 whichever test starts it: the Connect
 # cases run one after another on one worker (and under a lock against other test runs).
-LOCAL_CONNECT = pytest.mark.xdist_group("spark-connect-15002")
+# Together about ten minutes on one worker: handed out first (``long``).
+LOCAL_CONNECT = [pytest.mark.xdist_group("spark-connect-15002"), pytest.mark.long]
 CASES = [  # on the suite's broker (Kafka 4.4.0)
     *(pytest.param(v, "classic", id=v) for v in VERSIONS),
     *(pytest.param(v, "connect", id=f"{v}-connect", marks=LOCAL_CONNECT) for v in CONNECT_VERSIONS),
