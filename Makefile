@@ -70,8 +70,12 @@ typecheck: venv
 	$(VENV)/bin/mypy --strict
 
 # The suite runs in TEST_WORKERS pytest-xdist workers, each with its own broker, PostgreSQL
-# and folders (tests/conftest.py); TEST_WORKERS=0 runs it in this one process.
-TEST_WORKERS ?= 2
+# and folders (tests/conftest.py); TEST_WORKERS=0 runs it in this one process. Three on 2
+# cores: its tests wait on brokers, Spark and the clock, and with two workers the cores
+# sat idle (a cold run: 30 min 04 s with 2, 24 min 17 s with 3; bench/RECORD.md). The
+# inner loop's tests only compute: CHECK_WORKERS, one a core.
+TEST_WORKERS ?= 3
+CHECK_WORKERS ?= 2
 
 # --durations: the slowest tests close every run's output (where a cold run's time goes).
 test: jars tools lint typecheck docs
@@ -82,7 +86,7 @@ test: jars tools lint typecheck docs
 # from the fixtures a test uses: tests/conftest.py); INNER_LOOP=1 makes an unmarked test
 # that reaches for one fail, naming the marker.
 check: venv lint typecheck docs
-	INNER_LOOP=1 $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup \
+	INNER_LOOP=1 $(PY) -m pytest -q -n $(CHECK_WORKERS) --dist loadgroup \
 		-m "not kafka and not spark and not container and not tools" $(PYTEST_ARGS)
 
 # The manual (docs/, mkdocs.yml) as a site in .local/site: every warning an error (broken

@@ -150,7 +150,7 @@ SCENARIOS: dict[str, Scenario] = {
         own_broker=True,
         quick=(
             *("--groups", "200", "--seconds", "5", "--scrapes", "2", "--rate", "50"),
-            *("--rounds", "2", "--topics", "4", "--move-ends", "100", "--ui"),
+            *("--rounds", "1", "--topics", "4", "--move-ends", "100", "--ui"),
             *("--idle-seconds", "2", "--split", "--child"),
         ),
     ),
