@@ -15,9 +15,11 @@ import pytest
 from fastapi.testclient import TestClient
 
 from spark_offset_sidecar.app import create_app
-from spark_offset_sidecar.core.group_report import summary_of
+from spark_offset_sidecar.core.group_report import NOT_REPORTED, GroupReport, summary_of
+from spark_offset_sidecar.core.group_status import GroupStatus, Status
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.errors import UnknownTopicPartition
+from spark_offset_sidecar.http.status_page import in_rank_order
 from spark_offset_sidecar.testing import InMemoryCommitter, InMemoryLogEnds
 from tests.support.app import settings_for
 from tests.support.service import spark_progress, wait_for
@@ -197,3 +199,16 @@ def test_pages_are_answered_at_most_as_often_as_the_setting_says(tmp_path: Path)
             assert client.get("/ui").status_code == 200
         assert time.monotonic() - started >= 1.5
         assert client.app.state.runtime.pages is client.app.state.runtime.pages  # one pace
+
+
+def test_a_pages_rows_follow_what_they_show_when_an_evaluation_ends_between_two_reads() -> None:
+    """The summaries that chose the page said OK for both groups, and the evaluation that
+    ended since says ERR for one: its row comes first, as its badge says."""
+
+    def report(group: str, status: Status, failures: int) -> GroupReport:
+        group_status = GroupStatus(group, f"q-{group}", status, 1.0, 0, failures, 90.0, ())
+        return GroupReport(group_status, NOT_REPORTED, 0, 100.0, 99.0)
+
+    newer = [report("a-clicks", Status.OK, 0), report("a-broken", Status.ERR, 3)]
+    rows = in_rank_order(newer)
+    assert [r.status.group_id for r in rows] == ["a-broken", "a-clicks"]

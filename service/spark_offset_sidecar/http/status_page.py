@@ -38,6 +38,7 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 
+from spark_offset_sidecar.core.group_report import summary_of
 from spark_offset_sidecar.core.group_status import SEVERITY, Status
 from spark_offset_sidecar.core.lag_figures import (
     DATA_SEVERITY,
@@ -93,12 +94,18 @@ async def status_page(
     refresh = max(5, round(runtime.settings.status.lag_read_interval_seconds))
     _, read_at = reading.reports.as_of(summaries)
     arranged = Arranged.of(summaries, PageView(q, status.upper(), page))
-    by_group = {r.status.group_id: r for r in await reading.reports.every(arranged.shown)}
-    shown = [by_group[g] for g in arranged.shown if g in by_group]  # gone since: left out
+    shown = in_rank_order(await reading.reports.every(arranged.shown))  # gone since: left out
     html = render_page(
         arranged, shown, runtime.clock(), read_at, refresh, folders, runtime.problems()
     )
     return HTMLResponse(html, headers=HEADERS)
+
+
+def in_rank_order(reports: Sequence[GroupReport]) -> list[GroupReport]:
+    """The page's rows, the worst first by what each row shows. The summaries that chose
+    the page may be an evaluation older than its reports (one can end between the two
+    reads, under load): a row's place then still agrees with its badge."""
+    return sorted(reports, key=lambda report: summary_of(report).rank)
 
 
 @dataclass(frozen=True)
