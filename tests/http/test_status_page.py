@@ -202,8 +202,9 @@ def test_pages_are_answered_at_most_as_often_as_the_setting_says(tmp_path: Path)
 
 
 def test_a_pages_rows_follow_what_they_show_when_an_evaluation_ends_between_two_reads() -> None:
-    """The summaries that chose the page said OK for both groups, and the evaluation that
-    ended since says ERR for one: its row comes first, as its badge says."""
+    """Reports of an evaluation that ended after the page's summaries were read (the
+    summaries put a-clicks first; a-broken's report now says ERR): the rows go by what
+    the reports say, the ERR one first, as its badge says."""
 
     def report(group: str, status: Status, failures: int) -> GroupReport:
         group_status = GroupStatus(group, f"q-{group}", status, 1.0, 0, failures, 90.0, ())
