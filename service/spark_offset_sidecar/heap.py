@@ -43,10 +43,10 @@ GENERATIONS = 3
 FULL = GENERATIONS - 1
 # Requests allocate a lot and die young: collect the young generation less often than
 # CPython's 700 (each such collection is cheap and short, the older ones are rarer).
-# Measured alone in the process that takes events (bench/RECORD.md, "The heap keeper's
-# thresholds alone"): against CPython's (700, 10, 10), 1.17x the events a second in a
-# closed loop and a p99 of 21-22 ms against 79-103 ms. Making the middle generation small
-# (2, 10) did not lower the events' p99 at 5,000 groups ("GC").
+# Measured alone in the process that takes events (bench/RECORD.md, "Three test workers;
+# the heap keeper's thresholds alone"): against CPython's (700, 10, 10), 1.17x the events
+# a second in a closed loop and a p99 of 21-22 ms against 79-103 ms. Making the middle
+# generation small (2, 10) did not lower the events' p99 at 5,000 groups ("GC").
 THRESHOLDS = (20_000, 20, 20)
 
 
