@@ -38,10 +38,18 @@ MAX_IMAGE_BYTES = 420 * 10**6
 def image() -> str:
     if shutil.which("podman") is None or shutil.which("mmdebstrap") is None:
         pytest.fail("podman and mmdebstrap are missing: run `make system-deps`")
+    dangling = _dangling_images()
     tag, size = build_image()
     print(f"image {tag}: {size / 1e6:.0f} MB")
     assert size <= MAX_IMAGE_BYTES, f"the image grew to {size / 1e6:.0f} MB"
+    # Nothing left behind on the machine: no stage image, not the tag's previous image.
+    assert _dangling_images() <= dangling
     return tag
+
+
+def _dangling_images() -> set[str]:
+    listed = podman("images", "--all", "--quiet", "--no-trunc", "--filter", "dangling=true")
+    return set(listed.stdout.split())
 
 
 def _values(tmp_path: Path, bootstrap: str, **more: Any) -> Path:

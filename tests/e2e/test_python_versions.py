@@ -1,9 +1,11 @@
 """The service on every Python that ``pyproject.toml`` declares (``requires-python``): 3.11 is
-the project's own environment, where every test runs; for 3.12 and 3.13, a clean
+the project's own environment, where every test runs; for 3.12, 3.13 and 3.14, a clean
 virtualenv of that interpreter gets the project's dependencies (every extra, as ``make
 venv`` installs them, here by uv) and the wheel built as the Dockerfile builds it, and runs
 the suite that needs no broker, Spark, container or tool (what ``make check`` runs).
-Interpreters are taken from pyenv (``~/.pyenv/versions/3.12.*``) or PATH (``python3.12``).
+Interpreters are taken from pyenv (``~/.pyenv/versions/3.12.*``) or PATH (``python3.12``);
+one that the machine lacks, from Debian's package of it, in a container of the Debian
+suite that has it (``DEBIAN_SUITES``), with the checkout mounted at its own path.
 
 It found, on 3.13: FastAPI's descriptions of 413 and 422 (Python's own reason phrases,
 renamed in 3.13) made the API reference differ by interpreter, and json parses 2,000
@@ -13,20 +15,26 @@ collection leaves objects counted as frozen (``gc.get_freeze_count``) with none 
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import tomllib
 from pathlib import Path
+from subprocess import CompletedProcess
 
 import pytest
 from uv import find_uv_bin
 
 from harness.machine import ROOT
-from tests.support.wheels import service_wheel
+from harness.pod import build_base, podman
+from tests.support.wheels import service_wheel, wheelhouse
 
 pytestmark = pytest.mark.tools
 
-VERSIONS = ["3.12", "3.13"]
+VERSIONS = ["3.12", "3.13", "3.14"]
+# Where Debian packages a Python this machine may lack (``python3.X`` and its ``-venv``):
+# looked up 2026-11-28, unstable had python3.14 3.14.10.
+DEBIAN_SUITES = {"3.14": "sid"}
 IN_PROCESS = "not kafka and not spark and not container and not tools"
 # Of that suite, what this test already proves on the interpreter (the wheel installed in
 # a clean virtualenv of it), and the benchmarks' small runs, which prove the benchmarks'
@@ -71,33 +79,74 @@ def test_what_the_version_suites_leave_out_names_tests_that_exist() -> None:
 
 
 @pytest.mark.long
-@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize(
+    "version",
+    [pytest.param(v, marks=[pytest.mark.container] * (v in DEBIAN_SUITES)) for v in VERSIONS],
+)
 def test_the_in_process_suite_passes_on_this_python(version: str, tmp_path: Path) -> None:
     python = interpreter(version)
-    if python is None:
+    wheel = service_wheel(tmp_path / "wheel")
+    if python is not None:
+        ran = _on_this_machine(python, wheel, tmp_path)
+    elif version in DEBIAN_SUITES:
+        python = Path(f"/usr/bin/python{version}")
+        ran = _in_debian(version, wheel, tmp_path)
+    else:
         pytest.skip(f"no Python {version} on this machine (PATH or pyenv)")
+    summary = ran.stdout.strip().splitlines()[-1] if ran.stdout.strip() else ""
+    print(f"\nPython {version} ({python}): {summary}")
+    assert ran.returncode == 0, ran.stdout[-5000:] + ran.stderr[-2000:]
+    assert " passed" in summary
+
+
+def _suite(python: str, tmp_path: Path) -> list[str]:
+    """The in-process suite, run by ``python`` from the checkout."""
+    return [
+        *(python, "-m", "pytest", "-q", "-p", "no:cacheprovider"),
+        *("-m", IN_PROCESS, "-x", "--basetemp", str(tmp_path / "pytest")),
+        *(f"--deselect={node}" for node in ALREADY_PROVEN),
+    ]
+
+
+def _on_this_machine(python: Path, wheel: Path, tmp_path: Path) -> CompletedProcess[str]:
     env_dir = tmp_path / "venv"
     subprocess.run([str(python), "-m", "venv", str(env_dir)], check=True)
     # uv, not pip: the same requirements from PyPI in under half of pip's time (the
     # dependencies here: pip 133 s and 90 s of CPU, uv 57 s and 25 s).
     install = [find_uv_bin(), "pip", "install", "-q", "--python", str(env_dir / "bin" / "python")]
-    wheel = service_wheel(tmp_path / "wheel")
+    install += ["--find-links", str(wheelhouse(requirements()))]
     for step in (requirements(), [str(wheel), str(ROOT / "jobs")]):
         installed = subprocess.run([*install, *step], capture_output=True, text=True)
         assert installed.returncode == 0, installed.stderr[-3000:]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "VIRTUAL_ENV"))}
-    ran = subprocess.run(
-        [
-            *(str(env_dir / "bin" / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider"),
-            *("-m", IN_PROCESS, "-x", "--basetemp", str(tmp_path / "pytest")),
-            *(f"--deselect={node}" for node in ALREADY_PROVEN),
-        ],
+    return subprocess.run(
+        _suite(str(env_dir / "bin" / "python"), tmp_path),
         cwd=ROOT,
         env={**env, "INNER_LOOP": "1"},
         capture_output=True,
         text=True,
     )
-    summary = ran.stdout.strip().splitlines()[-1] if ran.stdout.strip() else ""
-    print(f"\nPython {version} ({python}): {summary}")
-    assert ran.returncode == 0, ran.stdout[-5000:] + ran.stderr[-2000:]
-    assert " passed" in summary
+
+
+def _in_debian(version: str, wheel: Path, tmp_path: Path) -> CompletedProcess[str]:
+    """The same steps in a container of Debian's ``python3.X``: the checkout and
+    ``tmp_path`` mounted at their own paths, this machine's uv mounted beside them."""
+    image = build_base(DEBIAN_SUITES[version], (f"python{version}", f"python{version}-venv"))
+    env_dir = tmp_path / "venv"
+    python = str(env_dir / "bin" / "python")
+    (tmp_path / "requirements.txt").write_text("\n".join(requirements()) + "\n")
+    wheels = wheelhouse(requirements())
+    install = f"/usr/local/bin/uv pip install -q --python {python} --find-links {wheels}"
+    steps = [
+        f"python{version} -m venv {env_dir}",
+        f"{install} -r {tmp_path / 'requirements.txt'}",
+        f"{install} {wheel} {ROOT / 'jobs'}",
+        shlex.join(_suite(python, tmp_path)),
+    ]
+    return podman(
+        "run", "--rm", "--network", "host", "-e", "INNER_LOOP=1", "-w", str(ROOT),
+        "-v", f"{ROOT}:{ROOT}", "-v", f"{tmp_path}:{tmp_path}", "-v", f"{wheels}:{wheels}:ro",
+        "-v", f"{find_uv_bin()}:/usr/local/bin/uv:ro",
+        image, "bash", "-ec", " && ".join(steps),
+        check=False, timeout=1800,
+    )  # fmt: skip
