@@ -9,6 +9,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -119,6 +120,7 @@ class Sidecar:
         """``command``: ``serve``, or ``watch`` (a watcher); ``folder``: where its SQLite
         database is (another one's: a watcher of that service), a new one by default."""
         self.folder = folder or tempfile.mkdtemp(prefix="sidecar-bench-")
+        self._made_folder = folder is None  # removed by ``stop`` (a watcher's is its service's)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         env = {
@@ -169,8 +171,11 @@ class Sidecar:
         return f"service {'exited ' + str(ended) if ended is not None else 'running'}:\n{text}"
 
     def stop(self) -> None:
+        """End the process; remove its folder (database and log) if this made it."""
         self.process.terminate()
         self.process.wait(30)
+        if self._made_folder:
+            shutil.rmtree(self.folder, ignore_errors=True)
 
 
 LOADGEN = ROOT / ".local" / "bin" / "loadgen"
