@@ -115,12 +115,15 @@ class Sidecar:
         *,
         command: str = "serve",
         folder: str | None = None,
+        owns_folder: bool | None = None,
         **settings: object,
     ) -> None:
         """``command``: ``serve``, or ``watch`` (a watcher); ``folder``: where its SQLite
-        database is (another one's: a watcher of that service), a new one by default."""
+        database is (another one's: a watcher of that service, or a stopped service's
+        restarted), a new one by default. ``stop`` removes the folder if this one owns it:
+        by default, one it made."""
         self.folder = folder or tempfile.mkdtemp(prefix="sidecar-bench-")
-        self._made_folder = folder is None  # removed by ``stop`` (a watcher's is its service's)
+        self.owns_folder = folder is None if owns_folder is None else owns_folder
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         env = {
@@ -170,11 +173,12 @@ class Sidecar:
         text = self.log.read_text(errors="replace")[-size:]
         return f"service {'exited ' + str(ended) if ended is not None else 'running'}:\n{text}"
 
-    def stop(self) -> None:
-        """End the process; remove its folder (database and log) if this made it."""
+    def stop(self, *, keep_folder: bool = False) -> None:
+        """End the process; remove its folder (database and log) if it owns it, unless
+        ``keep_folder`` (to be restarted on it)."""
         self.process.terminate()
         self.process.wait(30)
-        if self._made_folder:
+        if self.owns_folder and not keep_folder:
             shutil.rmtree(self.folder, ignore_errors=True)
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import shutil
 import statistics
 import sys
 import tempfile
@@ -76,9 +77,8 @@ def main() -> None:
     parser.add_argument("--running", type=float, default=0.05)
     args = parser.parse_args()
     port = free_port()
-    broker = LocalBroker(
-        f"127.0.0.1:{port}", port, Path(tempfile.mkdtemp(prefix="kafka-")), started_here=True
-    )
+    folder = Path(tempfile.mkdtemp(prefix="kafka-"))  # removed with the broker
+    broker = LocalBroker(f"127.0.0.1:{port}", port, folder, started_here=True)
     broker.start()
     stop = threading.Event()
     try:
@@ -141,6 +141,7 @@ def main() -> None:
         stop.set()
         broker.resume()
         broker.stop()
+        shutil.rmtree(folder, ignore_errors=True)
     _, _, durations = sample(text)
     commits = [durations[f"{g}/unt"] for g in groups]
     mean_commit = durations["/sum"] / durations["/unt"]

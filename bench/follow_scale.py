@@ -20,6 +20,7 @@ import argparse
 import asyncio
 import json
 import random
+import shutil
 import sys
 import tempfile
 import time
@@ -142,6 +143,7 @@ def main() -> int:
     sidecar.stop()
     if server is not None:
         server.stop()
+    shutil.rmtree(local, ignore_errors=True)
     return 0
 
 

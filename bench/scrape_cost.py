@@ -207,9 +207,13 @@ class Product:
     def of_two(cls, loaded: Sidecar, bootstrap: str, settings: dict[str, object]) -> Product:
         """From a loaded one-process service: restarted to take events only, and its
         watcher started on the same database."""
-        loaded.stop()
+        loaded.stop(keep_folder=True)
         taker = Sidecar(
-            bootstrap, None, folder=loaded.folder, **{**settings, "watcher": "separate"}
+            bootstrap,
+            None,
+            folder=loaded.folder,
+            owns_folder=loaded.owns_folder,
+            **{**settings, "watcher": "separate"},
         )
         try:
             watcher = Sidecar(bootstrap, None, command="watch", folder=loaded.folder, **settings)
@@ -229,9 +233,15 @@ class Product:
         """From a loaded one-process service: restarted with its watcher as its child
         (``SIDECAR_WATCHER=child``: one port; the child's CPU is the service's, a
         descendant)."""
-        loaded.stop()
+        loaded.stop(keep_folder=True)
         return cls(
-            Sidecar(bootstrap, None, folder=loaded.folder, **{**settings, "watcher": "child"})
+            Sidecar(
+                bootstrap,
+                None,
+                folder=loaded.folder,
+                owns_folder=loaded.owns_folder,
+                **{**settings, "watcher": "child"},
+            )
         )
 
     def rss_mib(self) -> float:
@@ -240,8 +250,9 @@ class Product:
         return sum(rss_kib(pid) for pid in tree) / 1024
 
     def stop(self) -> None:
-        for sidecar in {self.taker, self.watcher}:  # one process: stopped once
-            sidecar.stop()
+        if self.split:  # first: the taker removes the folder they share
+            self.watcher.stop()
+        self.taker.stop()
 
 
 def events(

@@ -51,7 +51,13 @@ async def measure(groups: int, partitions: int) -> None:
     times = InMemoryRecordTimes()
     for p in range(partitions):
         times.stamp(TopicPartition("t", p), 5_000, time.time() - 600)  # after every commit
-    folder = Path(tempfile.mkdtemp(prefix="status-page-"))
+    with tempfile.TemporaryDirectory(prefix="status-page-") as folder:
+        await _measure_in(folder, ends, times, groups, partitions)
+
+
+async def _measure_in(
+    folder: str, ends: InMemoryLogEnds, times: InMemoryRecordTimes, groups: int, partitions: int
+) -> None:
     settings = Settings(
         database=DatabaseSettings(url=f"sqlite:///{folder}/s.db"),
         status=StatusSettings(lag_read_interval_seconds=1),
