@@ -107,6 +107,13 @@ def test_a_partition_whose_log_end_is_unknown_is_ok_incomplete_and_not_zero_lag(
     assert status.complete == 0.0
 
 
+def test_a_group_with_nothing_committed_yet_has_unknown_lag_not_zero() -> None:
+    """Its commit not yet recorded when the fleet is evaluated (a test against a secured
+    broker read 0 there and took it for the lag)."""
+    status = CommitWindows(window=2).evaluate(group(None, {}), {TP0: 50}, 5.0, err_after=3)
+    assert (status.total_lag, list(status.partitions)) == (None, [])
+
+
 def test_group_is_its_worst_partition_and_err_after_repeated_failures() -> None:
     windows = CommitWindows(window=3)
     for at, o0, o1 in [(0.0, 10, 5), (10.0, 20, 5), (20.0, 30, 5)]:

@@ -137,7 +137,7 @@ class GroupStatus:
     query_id: str | None
     status: Status
     complete: float  # share of partitions with a full window, as Burrow reports it
-    total_lag: int | None  # None while any partition's log end is unknown
+    total_lag: int | None  # None while nothing is committed or any partition's end is unknown
     consecutive_failures: int
     last_commit_at: float | None
     partitions: Sequence[PartitionStatus]  # PackedStatuses as evaluated
@@ -327,7 +327,8 @@ class CommitWindows:
             query_id=group.query_id,
             status=status,
             complete=full / len(partitions) if partitions else 0.0,
-            total_lag=sum(lags) if len(lags) == len(partitions) else None,
+            # Unknown, not 0, until a commit says where the group is (no partitions yet).
+            total_lag=sum(lags) if partitions and len(lags) == len(partitions) else None,
             consecutive_failures=group.failures,
             last_commit_at=committed.at if committed else None,
             partitions=PackedStatuses(partitions),  # kept until the next read: packed

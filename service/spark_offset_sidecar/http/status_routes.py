@@ -121,7 +121,10 @@ class GroupStatusView(BaseModel):
     query_id: str | None
     status: str = Field(description="OK, WARN, STALL, STOP, REWIND or ERR")
     complete: float = Field(description="share of partitions with a full window")
-    totallag: int | None
+    totallag: int | None = Field(
+        description="records between the committed offsets and the log ends, summed; null "
+        "while nothing is committed or a partition's log end is unknown (never 0 for unknown)"
+    )
     partition_count: int
     maxlag: PartitionStatusView | None
     consecutive_failures: int
