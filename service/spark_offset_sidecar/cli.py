@@ -47,7 +47,7 @@ def process_tuning(tuning: TuningSettings, *, watches: bool) -> Iterator[HeapKee
     after. Set here, by the process, never by an app: they are the interpreter's, one per
     process. The heap keeper counts every collection's pauses (``sidecar_gc_*``).
 
-    A process that ``watches`` the fleet (``SIDECAR_WATCHER=in-process``: replicas) also
+    A process that ``watches`` the fleet (``SIDECAR_WATCHER=in-process``) also
     shortens the GIL's switch interval (``gil``) and freezes the fleet's state (``heap``):
     there its events' p99 was 1.8-6.8x higher without them (bench/RECORD.md, "The process
     tuning where one process watches"). One whose watcher is a child or separate keeps the
@@ -86,13 +86,16 @@ def _watch(settings: Settings) -> int:
     when that service is gone."""
     import os
 
-    from spark_offset_sidecar.adapters.watcher.child import PARENT_ENV, SOCKET_ENV
+    from spark_offset_sidecar.adapters.watcher.child import PARENT_ENV, REPLICA_ENV, SOCKET_ENV
     from spark_offset_sidecar.app.watch import create_watch_app
 
     socket = os.environ.get(SOCKET_ENV)
     if parent := os.environ.get(PARENT_ENV):
         _end_with_parent(int(parent), os.path.dirname(socket) if socket else None)
-    _run_http(settings, create_watch_app(settings, told=socket is not None), uds=socket)
+    app = create_watch_app(
+        settings, told=socket is not None, replica_id=os.environ.get(REPLICA_ENV)
+    )
+    _run_http(settings, app, uds=socket)
     return 0
 
 

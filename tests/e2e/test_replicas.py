@@ -4,6 +4,7 @@ groups move within the lease, and the final offsets are exact and never went bac
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import re
@@ -203,23 +204,44 @@ def _reads(replica: Any, groups: list[str], queries: list[str]) -> dict[str, Any
     return answers
 
 
+def _watchers(replica: Any) -> list[str]:
+    """The command lines of ``replica``'s child processes that run ``watch``."""
+    pid = replica.process.pid
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    lines = []
+    for child in children:
+        with contextlib.suppress(FileNotFoundError):
+            line = Path(f"/proc/{child}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            if line.rstrip().endswith(" watch"):
+                lines.append(line)
+    return lines
+
+
+@pytest.mark.parametrize("watcher", ["in-process", "child"])
 def test_every_replica_answers_every_read_alike_and_windows_survive_a_killed_owner(
-    tmp_path: Path, kafka_bootstrap: str, postgres_server: Any, new_topic: Any
+    tmp_path: Path, kafka_bootstrap: str, postgres_server: Any, new_topic: Any, watcher: str
 ) -> None:
     """Issue 20 part 3: behind one Service, the same answer whichever replica takes a
     read (status, one group's status, queries, one query, the page), and a group's status
-    window carries over to its new owner when the old one is SIGKILLed."""
+    window carries over to its new owner when the old one is SIGKILLed. Issue 47: so with
+    each replica's watching in a child of its own, which evaluates and publishes the
+    groups its replica holds the leases of."""
     postgres_server.reset()
     cluster = ReplicaCluster(
         tmp_path,
         kafka_bootstrap,
         postgres_server.url,
         3,
-        **{**SETTINGS, "lag_read_interval_seconds": 0.3},
+        **{**SETTINGS, "lag_read_interval_seconds": 0.3, "watcher": watcher},
     ).start()
     try:
-        for replica in cluster.alive().values():  # each watches: its heap's state frozen
-            assert (metric(replica.metrics(), "sidecar_gc_frozen_objects") or 0) > 0
+        for replica in cluster.alive().values():
+            if watcher == "in-process":  # it watches: its heap's state frozen
+                assert (metric(replica.metrics(), "sidecar_gc_frozen_objects") or 0) > 0
+                assert _watchers(replica) == []
+            else:  # its child watches; it keeps CPython's collector as it is
+                assert len(_watchers(replica)) == 1
+                assert metric(replica.metrics(), "sidecar_gc_frozen_objects") == 0
         topic = new_topic(partitions=2)
         groups = [unique_group("alike") for _ in range(6)]
         queries = [f"q-{g}" for g in groups]
@@ -272,6 +294,16 @@ def test_every_replica_answers_every_read_alike_and_windows_survive_a_killed_own
         assert all(count >= 5 for count in before.values()), before
         reporters = {g["reported_by"] for g in reference["/v1/status"]["groups"]}
         assert len(reporters) == 3, reporters  # each replica owns and reports some groups
+
+        def exported_once() -> bool:
+            """Each group's status series on exactly one replica's /metrics (its owner's)."""
+            texts = [r.metrics() for r in cluster.alive().values()]
+            return all(
+                sum(f'sidecar_consumergroup_status{{consumergroup="{g}",' in t for t in texts) == 1
+                for g in groups
+            )
+
+        wait_for(exported_once, 20, "each group's series exported by one replica")
 
         # SIGKILL the owner of some groups: they move, and their windows with them.
         victim = names[0]

@@ -7,6 +7,7 @@ message can be lost. Pure, with the in-memory watcher; the real child is tested 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 
 import pytest
@@ -235,3 +236,39 @@ def test_the_services_problems_are_told_when_they_change_and_shown_beside_the_wa
     told.take(decode_told(encode_told(watcher.told[-1])))
     runtime.identity_problems.clear()
     assert runtime.problems() == []
+
+
+def test_a_replicas_groups_are_told_when_they_change_and_only_those_are_its_watchers() -> None:
+    teller = Ledger()
+    for group in ("a", "b", "c"):
+        progress(teller, group, 1, 10)
+    teller.commit_only({"a"})  # its leases
+    watcher = InMemoryWatcher()
+    relay = MemoryRelay(
+        teller, watcher, waiting=lambda _g: None, job=lambda _g: None,
+        owned=lambda: teller.committing,
+    )  # fmt: skip
+    mine = Ledger(groups=[GroupState(g, query_id=f"q-{g}") for g in ("a", "b", "c")])
+    mine.commit_only(set())  # as a replica's watcher starts: nothing until told
+    told = ToldMemory(mine, lambda _g, _j: None)
+
+    assert asyncio.run(relay.tell())
+    told.take(decode_told(encode_told(watcher.told[-1])))  # over the wire
+    assert watcher.told[-1].owned == {"a"}
+    assert [g for g in "abc" if mine.commits(g)] == ["a"]
+
+    assert asyncio.run(relay.tell())
+    assert len(watcher.told) == 1, "nothing changed: nothing told"
+
+    teller.commit_only({"b", "c"})  # a's lease lost, b's and c's taken
+    assert asyncio.run(relay.tell())
+    told.take(decode_told(encode_told(watcher.told[-1])))
+    assert watcher.told[-1].owned == {"b", "c"}
+    assert [g for g in "abc" if mine.commits(g)] == ["b", "c"]
+
+    single = MemoryRelay(Ledger(), InMemoryWatcher(), waiting=lambda _g: None, job=lambda _g: None)
+    assert asyncio.run(single.tell())  # one process: its watcher evaluates every group
+    for body in (b'{"owned": "abc"}', b'{"owned": [1]}'):
+        doc = {**json.loads(encode_told(watcher.told[-1])), **json.loads(body)}
+        with pytest.raises(ToldRefused, match="owned"):
+            decode_told(json.dumps(doc).encode())

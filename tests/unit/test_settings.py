@@ -302,9 +302,9 @@ def test_every_variable_belongs_to_one_section_and_has_a_meaning() -> None:
 
 
 def test_serve_watches_in_a_child_unless_replicated_or_told_otherwise() -> None:
-    """``auto`` (the default): ``offset-sidecar serve`` alone starts a child watcher; with
-    replicas (each publishes its groups' reports) and in an app built in code, one process
-    watches (``status.watches_here``). A place given is kept."""
+    """``auto`` (the default): ``offset-sidecar serve`` starts a child watcher, alone or
+    with replicas (each replica's child publishes its groups' reports); in an app built in
+    code one process watches (``status.watches_here``). A place given is kept."""
     alone = Settings.from_env({})
     assert alone.status.watcher == "auto"
     assert alone.status.watches_here  # an app built in code
@@ -312,6 +312,6 @@ def test_serve_watches_in_a_child_unless_replicated_or_told_otherwise() -> None:
     replicas = Settings.from_env(
         {"SIDECAR_REPLICATED": "true", "SIDECAR_DATABASE_URL": "postgresql+psycopg://u:p@db/s"}
     )
-    assert replicas.served().status.watcher == "in-process"
+    assert replicas.served().status.watcher == "child"
     for place in ("in-process", "child", "separate"):
         assert Settings.from_env({"SIDECAR_WATCHER": place}).served().status.watcher == place

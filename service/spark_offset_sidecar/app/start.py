@@ -119,6 +119,7 @@ class Start:
         run_in_background(stack, LoopLag(self.metrics.loop_lag.observe).run(), "loop lag")
         sql, durable = await self._ledger(stack, replica_id)
         if self.watcher is not None:  # it reads the database at the newest migration
+            self.watcher.replica_id = replica_id  # a replica's publishes as the replica
             await self.watcher.start()
             stack.push_async_callback(self.watcher.stop)
             run_in_background(stack, self.watcher.run(), "watcher")
@@ -182,6 +183,7 @@ class Start:
             job=lag_monitor.job_of,
             folders=follower.reports if follower is not None else None,
             problems=lambda: [p for p in self.runtime.problems() if not p.startswith(PROBLEM)],
+            owned=lambda: durable.ledger.committing,  # None (every group) but with replicas
         )
         try:
             async with asyncio.timeout(FIRST_READY):

@@ -57,10 +57,12 @@ from spark_offset_sidecar.observe.fleet_metrics import WATCHER_SERIES, FleetExpo
 from spark_offset_sidecar.observe.loop_lag import LoopLag
 from spark_offset_sidecar.observe.metrics import SidecarMetrics, package_version
 from spark_offset_sidecar.ports.checkpoints import FollowedFolders
+from spark_offset_sidecar.ports.group_reports import GroupReports
 from spark_offset_sidecar.ports.kafka import LogEndReader, RecordTimeReader
+from spark_offset_sidecar.ports.status_board import StatusBoard
 from spark_offset_sidecar.ports.store import LedgerRows
 from spark_offset_sidecar.ports.watcher import TOLD_MEMORY, WATCHED_METRICS
-from spark_offset_sidecar.runtime.group_reports import LocalReports
+from spark_offset_sidecar.runtime.group_reports import LocalReports, PublishedReports
 from spark_offset_sidecar.runtime.store_follower import StoreFollower
 from spark_offset_sidecar.runtime.told_memory import ToldMemory
 from spark_offset_sidecar.settings import Settings
@@ -77,10 +79,16 @@ def create_watch_app(
     registry: CollectorRegistry | None = None,
     clock: Callable[[], float] = time.time,
     told: bool = False,
+    replica_id: str | None = None,
+    board: StatusBoard | None = None,
 ) -> FastAPI:
     """Build the watcher. ``store`` defaults to SQL (``database_url``), ``log_ends`` and
     ``record_times`` to aiokafka; tests may pass others (``testing``). ``told``: it is a
-    service's child, told what that service's memory knows (``TOLD_MEMORY``)."""
+    service's child, told what that service's memory knows (``TOLD_MEMORY``).
+    ``replica_id``: that service is this replica (``SIDECAR_REPLICATED=true``): the
+    watcher evaluates the groups it is told the replica commits, publishes their reports
+    as the replica on the board every replica reads (``board``, by default the SQL one),
+    and answers readers from that board."""
     kafka = KafkaClients(settings)
     metrics = SidecarMetrics(
         registry or CollectorRegistry(), kafka.clusters if kafka.several else None
@@ -93,9 +101,10 @@ def create_watch_app(
         kafka,
         metrics,
         clock,
-        Given(log_ends=log_ends, record_times=record_times),
+        Given(log_ends=log_ends, record_times=record_times, status_board=board),
         store,
         told=told,
+        replica_id=replica_id,
     )
     ledger = start.ledger
 
@@ -187,7 +196,12 @@ class WatchStart:
     # per-group series, none of the process-wide ones the service exports too.
     share: CollectorRegistry = field(default_factory=CollectorRegistry)
     told: bool = False  # a service's child: told that service's memory
+    replica_id: str | None = None  # that service's, with replicas
     memory: ToldMemory | None = None  # what it was told, once ``run`` built it
+
+    def __post_init__(self) -> None:
+        if self.replica_id is not None and not self.told:
+            raise ValueError("a replica's watcher is its child: told which groups it commits")
 
     def _waiting(self, group_id: str) -> str | None:
         return self.memory.waiting(group_id) if self.memory is not None else None
@@ -201,17 +215,25 @@ class WatchStart:
         run_in_background(stack, LoopLag(metrics.loop_lag.observe).run(), "loop lag")
         rows: LedgerRows
         followed: FollowedFolders | None = None
+        board = self.given.status_board
         if self.store is None:
             rows = sql = SqlStore(settings.database.url)
             stack.callback(sql.close)
             followed = SqlFollowedFolders(sql.engine)
+            if self.replica_id is not None and board is None:
+                from spark_offset_sidecar.adapters.sql.status_board import SqlStatusBoard
+
+                board = SqlStatusBoard(sql.engine, self.replica_id)
         else:
             rows = self.store
+        if self.replica_id is not None:
+            ledger.commit_only(set())  # L5: nothing of the replica's until told its groups
         lag_monitor = watch_lag(
             stack,
             Watched(settings, self.kafka, metrics, self.clock),
             lambda: ledger,
             given=self.given,
+            board=board,
             waits=self._waiting,  # what its service told of each commit in flight
             reads_also=self.share,
         )
@@ -223,6 +245,7 @@ class WatchStart:
         )
         if self.told:  # a group told of but not read yet: the store now, not in a while
             self.memory = ToldMemory(ledger, lag_monitor.note_job, follower.wake)
+            lag_monitor.set_folders(self.memory.folder_reports)  # published with the groups
         told = self.memory
         stack.callback(follower.close)
         try:  # a watcher reads columns of the newest schema
@@ -235,11 +258,15 @@ class WatchStart:
         await follower.step()  # the whole ledger, before answering ready
         follow_task = run_in_background(stack, follower.run(), "store follower")
         lag_task = run_in_background(stack, lag_monitor.run(), "lag monitor")
-        reports = LocalReports(
-            lambda: ledger,
-            lag_monitor,
-            self._waiting,
-            told.folder_reports if told is not None else None,
-            self.clock,
+        reports: GroupReports = (
+            PublishedReports(board)
+            if board is not None
+            else LocalReports(
+                lambda: ledger,
+                lag_monitor,
+                self._waiting,
+                told.folder_reports if told is not None else None,
+                self.clock,
+            )
         )
         return Watching(follower, follow_task, lag_monitor, lag_task, reports, followed)

@@ -474,6 +474,11 @@ class Ledger:
             else:
                 self._untake(group_id)
 
+    @property
+    def committing(self) -> frozenset[str] | None:
+        """R11: the groups this replica commits (None: every group)."""
+        return None if self._committing is None else frozenset(self._committing)
+
     def commits(self, group_id: str) -> bool:
         """Whether this replica commits ``group_id`` (R11; always, for a single replica)."""
         return self._committing is None or group_id in self._committing

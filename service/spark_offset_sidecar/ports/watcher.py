@@ -12,7 +12,8 @@ Contract
     (starting, or started again after it died).
   - ``share`` returns the watcher's share of ``/metrics`` (``WATCHED_METRICS``) as it
     sent it, gzip-compressed; raises ``WatcherUnavailable`` as ``get`` does.
-  - ``tell`` hands the watcher what this process's memory knows of some groups; raises
+  - ``tell`` hands the watcher what this process's memory knows of some groups (and,
+    with replicas, which groups this replica commits); raises
     ``WatcherUnavailable`` as ``get`` does (then nothing of it was taken).
   - ``generation`` counts the watchers started: a new one was told nothing yet.
   - ``problem`` says why the watcher does not answer now, or None.
@@ -49,6 +50,9 @@ class Told:
     whole: bool = False  # every group is in ``groups``: forget any other
     # Its own identity problems (Kafka tokens, the jobs' issuer), whole (None: unchanged).
     problems: tuple[str, ...] | None = None
+    # With replicas: the groups the teller commits now (its leases), whole; its watcher
+    # evaluates and publishes those only. None: unchanged, or not replicated (every group).
+    owned: frozenset[str] | None = None
 
 
 class WatcherLink(Protocol):

@@ -1,18 +1,20 @@
 """Telling the watcher this process started (``SIDECAR_WATCHER=child``) what only this
 process's memory knows of the groups (``core.group_memory``), so that the watcher's
-status and reports read as this process's would.
+status and reports read as this process's would; with replicas, also which groups this
+replica commits (its leases), the only ones its watcher evaluates and publishes.
 
 Every ``interval`` seconds it tells the groups whose memory changed since the last message
 (ledger R15) and those with a commit in flight (what that commit waits for changes with
-no change to the ledger), each as it stands now, and the followed folders' reports when
-they changed, and this process's identity problems (a Kafka token refused, the jobs'
-issuer unreachable: shown on the watcher's ``/ui`` and ``/readyz``) when they changed. A
+no change to the ledger), each as it stands now; and when they changed, the followed
+folders' reports, this process's identity problems (a Kafka token refused, the jobs'
+issuer unreachable: shown on the watcher's ``/ui`` and ``/readyz``) and its groups. A
 watcher started since the last message it took (``generation``), or one
 that did not take the last message, is told every group in the next (``whole``).
 
 Invariants
   - A group's memory as it stands after a change reaches the watcher with the first
-    message the watcher takes after that change (or with a whole one after it).
+    message the watcher takes after that change (or with a whole one after it); so do
+    this replica's groups.
   - The message is built on the event loop a few milliseconds at a time (``Turns``): a
     group that changes meanwhile is collected again (R15) and told in the next message.
   - Encoding and sending are the link's (off the loop for a whole fleet's).
@@ -48,8 +50,11 @@ class MemoryRelay:
         job: Callable[[str], JobRates | None],
         folders: FolderReports | None = None,
         problems: Callable[[], Sequence[str]] = tuple,
+        owned: Callable[[], frozenset[str] | None] = lambda: None,
         interval: float = TELL_EVERY,
     ) -> None:
+        """``owned``: with replicas, the groups this replica commits now (None: every
+        group, told never)."""
         self._ledger = ledger
         self._link = link
         self._waiting = waiting
@@ -57,6 +62,8 @@ class MemoryRelay:
         self._folders = folders
         self._problems = problems
         self._told_problems: tuple[str, ...] | None = None
+        self._owned = owned
+        self._told_owned: frozenset[str] | None = None
         self.interval = interval
         self._told_to: int | None = None  # the watcher's generation that took the last
         self._flying: set[str] = set()  # groups told with a commit in flight
@@ -97,10 +104,13 @@ class MemoryRelay:
         new_folders = folders if whole or folders != self._told_folders else None
         problems = tuple(self._problems())
         new_problems = problems if whole or problems != self._told_problems else None
-        if not whole and not groups and new_folders is None and new_problems is None:
+        owned = self._owned()
+        new_owned = owned if whole or owned != self._told_owned else None
+        told = Told(groups, new_folders, whole, new_problems, new_owned)
+        if not whole and told == Told({}):  # nothing to tell
             return True
         try:
-            await self._link.tell(Told(groups, new_folders, whole, new_problems))
+            await self._link.tell(told)
         except WatcherUnavailable as exc:
             if self._told_to is not None:
                 log.info("the watcher took nothing (it is told everything next): %s", exc)
@@ -108,5 +118,6 @@ class MemoryRelay:
             return False
         self._told_to, self._flying = generation, flying
         self._told_folders, self._told_problems = folders, problems
+        self._told_owned = owned
         self.messages += 1
         return True

@@ -9,6 +9,8 @@ Invariants
   - A group told gone is forgotten; its ledger group (if the store still has it) keeps no
     commit in flight.
   - A whole message replaces everything told before.
+  - With replicas, the watcher's ledger commits (``Ledger.commits``: evaluates, exports,
+    publishes) the groups last told its teller's (none before the first message).
   - A group told of that the ledger does not hold yet calls ``unknown`` (once a message):
     the store follower then reads the store now, not at its next interval.
 """
@@ -59,6 +61,8 @@ class ToldMemory:
             self.folders = told.folders
         if told.problems is not None:
             self.problems = told.problems
+        if told.owned is not None:  # a replica's: evaluated and published here
+            self._ledger.commit_only(told.owned)
         self.messages += 1
 
     def _forget(self, group_ids: Collection[str]) -> None:

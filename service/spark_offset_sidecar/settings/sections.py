@@ -250,8 +250,9 @@ class StatusSettings(Section):
         "of /metrics; docs/run/watcher.md): in-process, by this process; child, by a watcher "
         "process this one starts, readers answered through this one; separate, by a watcher "
         "run on its own (offset-sidecar watch), this process then serves events only; auto, "
-        "child for offset-sidecar serve alone, in-process with replicas (each replica "
-        "publishes its groups' reports) and for an app built in code",
+        "child for offset-sidecar serve (with replicas, each replica's child watches the groups "
+        "it holds the leases of and publishes their reports), in-process for an app built in "
+        "code",
     )
 
     @property
@@ -300,7 +301,7 @@ class MetricsSettings(Section):
 
 class TuningSettings(Section):
     """The process's own tuning (cli.process_tuning): set once for the life of serve, and
-    only in a process that watches the fleet (SIDECAR_WATCHER=in-process: replicas)."""
+    only in a process that watches the fleet (SIDECAR_WATCHER=in-process)."""
 
     title = "The process"
 

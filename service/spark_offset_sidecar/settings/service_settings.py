@@ -60,13 +60,13 @@ class Settings(BaseModel):
     more_kafka: Mapping[str, KafkaSettings] = Field(default_factory=dict)
 
     def served(self) -> Settings:
-        """As ``offset-sidecar serve`` runs them: ``status.watcher`` auto made child, or
-        in-process with replicas (the child reads this process's environment, so only a
-        process whose settings come from it can start one)."""
+        """As ``offset-sidecar serve`` runs them: ``status.watcher`` auto made child, alone
+        or with replicas (the child reads this process's environment, so only a process
+        whose settings come from it can start one)."""
         if self.status.watcher != "auto":
             return self
-        place = "in-process" if self.replicas.replicated else "child"
-        return self.model_copy(update={"status": self.status.model_copy(update={"watcher": place})})
+        child = self.status.model_copy(update={"watcher": "child"})
+        return self.model_copy(update={"status": child})
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:

@@ -24,7 +24,7 @@ from spark_offset_sidecar.core.group_memory import GroupMemory
 from spark_offset_sidecar.core.offsets import from_json, shared_partition, to_json
 from spark_offset_sidecar.ports.watcher import Told
 
-TOLD_VERSION = 1
+TOLD_VERSION = 2  # 2: "owned" (a replica's groups)
 
 
 class ToldRefused(ValueError):
@@ -40,6 +40,7 @@ def encode_told(told: Told) -> bytes:
         if told.folders is None
         else {g: [encode_folder(f) for f in reports] for g, reports in told.folders.items()},
         "problems": None if told.problems is None else list(told.problems),
+        "owned": None if told.owned is None else sorted(told.owned),
     }
     return json.dumps(doc, separators=(",", ":")).encode()
 
@@ -49,7 +50,7 @@ def decode_told(body: bytes) -> Told:
         doc = json.loads(body)
         if doc.get("version") != TOLD_VERSION:
             raise ToldRefused(f"told version {doc.get('version')!r}; this one reads {TOLD_VERSION}")
-        folders, problems = doc["folders"], doc["problems"]
+        folders, problems, owned = doc["folders"], doc["problems"], doc["owned"]
         return Told(
             {g: _decode_memory(m) if m else None for g, m in doc["groups"].items()},
             None
@@ -57,11 +58,18 @@ def decode_told(body: bytes) -> Told:
             else {g: tuple(map(decode_folder, reports)) for g, reports in folders.items()},
             bool(doc["whole"]),
             None if problems is None else tuple(map(str, problems)),
+            None if owned is None else _names(owned),
         )
     except ToldRefused:
         raise
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ToldRefused(f"not a told memory: {exc!r}") from None
+
+
+def _names(doc: Any) -> frozenset[str]:
+    if not isinstance(doc, list) or not all(isinstance(name, str) for name in doc):
+        raise ToldRefused(f"owned is not a list of group names: {doc!r:.80}")
+    return frozenset(doc)
 
 
 def _encode_memory(m: GroupMemory) -> dict[str, Any]:
