@@ -306,6 +306,9 @@ def test_the_watcher_container_watches_on_its_own_port_and_the_server_takes_even
     watcher_settings = Settings.from_env(_settings_of(env, tmp_path))
     assert server_settings.status.watcher == "separate"
     assert (server_settings.http.port, watcher_settings.http.port) == (8000, 8001)
+    # The server tells the watcher in its pod what its memory knows, and the watcher takes it.
+    assert server_settings.status.watcher_url == "http://127.0.0.1:8001"
+    assert watcher_settings.status.watcher_url == server_settings.status.watcher_url
     ports = {p["name"]: p["port"] for p in kinds["Service"][0]["spec"]["ports"]}
     assert ports == {"http": 8000, "watch": 8001}
     endpoints = kinds["ServiceMonitor"][0]["spec"]["endpoints"]

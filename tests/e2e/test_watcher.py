@@ -217,14 +217,61 @@ def test_a_child_watcher_reads_each_group_as_the_services_memory_has_it(
         lag_read_interval_seconds=1, retry_initial_seconds=0.2, retry_max_seconds=1,
         status_err_after_failures=2,
     ).start()  # fmt: skip
+    assert service.process is not None
+    pid = service.process.pid
+
+    def kill_the_child() -> None:
+        (first,) = wait_for(lambda: children(pid), what="the watcher child")
+        os.kill(first, signal.SIGKILL)
+        wait_for(
+            lambda: [c for c in children(pid) if c != first and alive(c)],
+            timeout=30,
+            what="the watcher started again",
+        )
+
     try:
-        _failures_told_and_cleared(service, kafka_bootstrap, new_topic)
+        _failures_told_and_cleared(service, service, kill_the_child, kafka_bootstrap, new_topic)
     finally:
         service.stop()
 
 
+def test_a_separate_watcher_beside_its_service_is_told_what_a_child_is(
+    tmp_path: Path, kafka_bootstrap: str, new_topic: Callable[..., str]
+) -> None:
+    """``SIDECAR_WATCHER=separate`` with ``SIDECAR_WATCHER_URL`` (the chart's watcher
+    container): the service tells the watcher at that loopback URL what it tells a child,
+    so its own port reads a failing group as ERR, again once it was killed and started
+    anew (told everything at once), and OK once the commits go through."""
+    watcher = ServiceProcess(
+        tmp_path, kafka_bootstrap, command="watch", lag_read_interval_seconds=1,
+        status_err_after_failures=2, watcher="separate",
+    )  # fmt: skip
+    service = ServiceProcess(
+        tmp_path, kafka_bootstrap, commit_timeout_seconds=5, watcher="separate",
+        watcher_url=watcher.url, retry_initial_seconds=0.2, retry_max_seconds=1,
+    ).start()  # fmt: skip
+    watcher.env["SIDECAR_WATCHER_URL"] = watcher.url  # it takes what it is told
+    watcher.start()
+
+    def kill_and_start_again() -> None:
+        watcher.kill()
+        watcher.start()
+
+    try:
+        _failures_told_and_cleared(
+            service, watcher, kill_and_start_again, kafka_bootstrap, new_topic
+        )
+    finally:
+        watcher.stop()
+        service.stop()
+
+
 def _failures_told_and_cleared(
-    service: ServiceProcess, kafka_bootstrap: str, new_topic: Callable[..., str]
+    service: ServiceProcess,
+    reader: ServiceProcess,
+    restart_watcher: Callable[[], None],
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
 ) -> None:
     topic, group = new_topic(partitions=1), unique_group("told")
     run_sync(produce(kafka_bootstrap, topic, 10))
@@ -236,7 +283,7 @@ def _failures_told_and_cleared(
         return member
 
     def status() -> dict[str, object]:
-        found = service.http.get(f"/v1/status/{group}")
+        found = reader.http.get(f"/v1/status/{group}")
         return found.json() if found.status_code == 200 else {}
 
     def failing() -> dict[str, object] | None:
@@ -250,18 +297,11 @@ def _failures_told_and_cleared(
     member = asyncio.run_coroutine_threadsafe(join_and_hold(), loop).result(30)
     try:
         assert service.post_progress(group, spark_progress(0, {topic: {"0": 5}})).status_code == 200
-        seen = wait_for(failing, timeout=60, what="the child's status counting the failures")
+        seen = wait_for(failing, timeout=60, what="the watcher's status counting the failures")
         assert seen["status"] == "ERR"
 
-        assert service.process is not None
-        (first,) = wait_for(lambda: children(service.process.pid), what="the watcher child")
-        os.kill(first, signal.SIGKILL)
-        wait_for(
-            lambda: [c for c in children(service.process.pid) if c != first and alive(c)],
-            timeout=30,
-            what="the watcher started again",
-        )
-        seen = wait_for(failing, timeout=60, what="the new child told the failures")
+        restart_watcher()
+        seen = wait_for(failing, timeout=60, what="the new watcher told the failures")
         assert seen["status"] == "ERR"
     finally:
         asyncio.run_coroutine_threadsafe(member.stop(), loop).result(30)

@@ -80,7 +80,9 @@ def test_a_watcher_never_migrates(tmp_path: Path) -> None:
 def test_a_child_watcher_answers_with_what_its_service_told_it(tmp_path: Path) -> None:
     """``told=True`` (a service's child): a group's failures, its commit in flight and
     what that waits for, as told, are in its status; a body that is not a told memory is
-    refused with the reason."""
+    refused with the reason, and so is a message from an address other than loopback
+    (only a child's socket or its pod's processes tell a watcher), and one that is not
+    whole before a whole one was taken."""
     ends = InMemoryLogEnds({P0: 100, P1: 40})
     taker = create_app(
         settings_for(tmp_path, watcher="separate"), committer=InMemoryCommitter(), log_ends=ends
@@ -88,7 +90,10 @@ def test_a_child_watcher_answers_with_what_its_service_told_it(tmp_path: Path) -
     with TestClient(taker) as events:
         assert post_progress(events, 1, {"orders": {"0": 60, "1": 40}}).status_code == 200
         watcher = create_watch_app(settings_for(tmp_path), log_ends=ends, told=True)
-        with TestClient(watcher) as readers:
+        with (
+            TestClient(watcher) as outside,  # an address of another machine
+            TestClient(watcher, client=("127.0.0.1", 50000)) as readers,
+        ):
             query = events.get("/v1/queries").json()[0]["query_id"]
             checkpoint = Checkpoint(query, GROUP, 1, "run-1", {P0: 60, P1: 40}, 1.0)
             memory = GroupMemory(
@@ -99,8 +104,18 @@ def test_a_child_watcher_answers_with_what_its_service_told_it(tmp_path: Path) -
                 in_flight=CommitRequest(checkpoint, checkpoint.offsets, 4),
                 waiting="broker 2 (127.0.0.1:1) cannot be reached",
             )
-            answer = readers.post(TOLD_MEMORY, content=encode_told(Told({GROUP: memory})))
+            partial = encode_told(Told({GROUP: memory}))
+            whole = encode_told(Told({GROUP: memory}, whole=True))
+            refused = outside.post(TOLD_MEMORY, content=whole)
+            assert refused.status_code == 403, refused.text
+            assert "loopback" in refused.text
+            refused = readers.post(TOLD_MEMORY, content=partial)
+            assert refused.status_code == 409, refused.text
+            assert "whole" in refused.text
+            assert readers.get(f"/v1/status/{GROUP}").json()["consecutive_failures"] == 0
+            answer = readers.post(TOLD_MEMORY, content=whole)
             assert answer.status_code == 204, answer.text
+            assert readers.post(TOLD_MEMORY, content=partial).status_code == 204
             seen = readers.get(f"/v1/status/{GROUP}").json()
             assert seen["commit_waiting"] == memory.waiting
             assert seen["consecutive_failures"] == 3

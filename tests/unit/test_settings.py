@@ -71,6 +71,10 @@ def test_defaults_and_explicit_values() -> None:
         ("SIDECAR_GC_THAW_SECONDS", "-1", "0 or more"),
         ("SIDECAR_GIL_SWITCH_INTERVAL_SECONDS", "0", "greater than 0"),
         ("SIDECAR_GIL_SWITCH_INTERVAL_SECONDS", "1", "at most 0.1"),
+        ("SIDECAR_WATCHER_URL", "http://watcher:8001", "on this machine or pod"),
+        ("SIDECAR_WATCHER_URL", "https://127.0.0.1:8001", "an http:// URL"),
+        ("SIDECAR_WATCHER_URL", "http://127.0.0.1:port", "not a URL"),
+        ("SIDECAR_WATCHER_URL", "http://127.0.0.1:8001", "needs SIDECAR_WATCHER=separate"),
     ],
 )
 def test_bad_settings_fail_naming_the_variable(variable: str, value: str, problem: str) -> None:
@@ -315,3 +319,5 @@ def test_serve_watches_in_a_child_unless_replicated_or_told_otherwise() -> None:
     assert replicas.served().status.watcher == "child"
     for place in ("in-process", "child", "separate"):
         assert Settings.from_env({"SIDECAR_WATCHER": place}).served().status.watcher == place
+    beside = {"SIDECAR_WATCHER": "separate", "SIDECAR_WATCHER_URL": "http://[::1]:8001/"}
+    assert Settings.from_env(beside).status.watcher_url == "http://[::1]:8001"

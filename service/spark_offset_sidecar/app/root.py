@@ -20,6 +20,7 @@ from spark_offset_sidecar.adapters.checkpoints.fsspec_storage import (
     check_path,
 )
 from spark_offset_sidecar.adapters.watcher.child import PROBLEM, WatcherChild
+from spark_offset_sidecar.adapters.watcher.remote import WatcherAt
 from spark_offset_sidecar.app.kafka_clients import KafkaClients
 from spark_offset_sidecar.app.parts import (
     add_operational_routes,
@@ -120,6 +121,7 @@ def create_app(
         opened,
         heap,
         child,
+        WatcherAt(settings.status.watcher_url) if settings.status.watcher_url else None,
     )
     if checkpoint_storage is None:
         runtime.check_folder = check_path

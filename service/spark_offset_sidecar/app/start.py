@@ -21,7 +21,7 @@ import os
 import secrets
 import socket
 from collections import Counter
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from functools import partial
@@ -34,6 +34,7 @@ from spark_offset_sidecar.adapters.kafka.log_ends import KafkaLogEndReader
 from spark_offset_sidecar.adapters.sql.followed_folders import SqlFollowedFolders
 from spark_offset_sidecar.adapters.sql.store import SqlStore
 from spark_offset_sidecar.adapters.watcher.child import FIRST_READY, PROBLEM, WatcherChild
+from spark_offset_sidecar.adapters.watcher.remote import WatcherAt
 from spark_offset_sidecar.app.kafka_clients import GroupCluster, KafkaClients, Key, problem_of
 from spark_offset_sidecar.core.clusters import Clusters
 from spark_offset_sidecar.core.group_status import CommitWindows
@@ -52,6 +53,7 @@ from spark_offset_sidecar.ports.kafka import (
 )
 from spark_offset_sidecar.ports.status_board import StatusBoard
 from spark_offset_sidecar.ports.store import LedgerStore
+from spark_offset_sidecar.ports.watcher import ToldLink
 from spark_offset_sidecar.runtime.checkpoint_follower import REASONS, CheckpointFollower
 from spark_offset_sidecar.runtime.commit_loop import CommitLoop
 from spark_offset_sidecar.runtime.durable_ledger import DurableLedger
@@ -105,6 +107,7 @@ class Start:
     opened: list[DurableLedger]
     heap: ProcessHeap | None = None  # the process's heap keeper (cli.process_tuning)
     watcher: WatcherChild | None = None  # SIDECAR_WATCHER=child: started after migrating
+    told_at: WatcherAt | None = None  # SIDECAR_WATCHER_URL: a separate watcher beside it
 
     @property
     def metrics(self) -> SidecarMetrics:
@@ -140,8 +143,12 @@ class Start:
             SqlFollowedFolders(sql.engine) if sql is not None else None
         )
         follower = self._follower(stack, followed, durable, lag_monitor)
+        told = (durable, committer, lag_monitor, follower)
         if self.watcher is not None:
-            await self._tell_watcher(stack, self.watcher, durable, committer, lag_monitor, follower)
+            await self._tell_watcher(stack, self.watcher, *told, self.watcher.first_ready)
+        elif self.told_at is not None:  # told from its first answer on
+            stack.push_async_callback(self.told_at.close)
+            await self._tell_watcher(stack, self.told_at, *told, None)
         warn_of_dropped_clusters(durable, self.clusters)
         reports = (
             PublishedReports(board)
@@ -167,15 +174,17 @@ class Start:
     async def _tell_watcher(
         self,
         stack: AsyncExitStack,
-        watcher: WatcherChild,
+        watcher: ToldLink,
         durable: DurableLedger,
         committer: OffsetCommitter,
         lag_monitor: LagMonitor | LagMonitors,
         follower: CheckpointFollower | None,
+        first_ready: Callable[[], Awaitable[bool]] | None,
     ) -> None:
-        """The child watcher told what only this process's memory knows, from now on. Ready
-        once the child is, and told (it has loaded the store meanwhile); after that, events
-        are taken whether it answers or not."""
+        """The watcher told what only this process's memory knows, from now on. With
+        ``first_ready`` (a child), ready once the child is, and told (it has loaded the
+        store meanwhile); after that, and without it, events are taken whether the watcher
+        answers or not."""
         relay = MemoryRelay(
             durable.ledger,
             watcher,
@@ -185,15 +194,16 @@ class Start:
             problems=lambda: [p for p in self.runtime.problems() if not p.startswith(PROBLEM)],
             owned=lambda: durable.ledger.committing,  # None (every group) but with replicas
         )
-        try:
-            async with asyncio.timeout(FIRST_READY):
-                ready = await watcher.first_ready()
-        except TimeoutError:
-            ready = False
-        if ready:
-            await relay.tell()
-        else:
-            log.warning("the watcher is not ready yet: readers get 503 until it is")
+        if first_ready is not None:
+            try:
+                async with asyncio.timeout(FIRST_READY):
+                    ready = await first_ready()
+            except TimeoutError:
+                ready = False
+            if ready:
+                await relay.tell()
+            else:
+                log.warning("the watcher is not ready yet: readers get 503 until it is")
         run_in_background(stack, relay.run(), "memory relay")
 
     async def _ledger(

@@ -19,8 +19,9 @@ What the store does not hold (the memory of the process taking events: the count
 commit in flight and what it waits for, consecutive failures, the jobs' rates from their
 progress events, how reading a followed folder goes) a child watcher is told by the
 process that started it (``told=True``: ``TOLD_MEMORY`` on its socket;
-``runtime.told_memory``), and reads as that process would. A watcher of its own
-(``SIDECAR_WATCHER=separate``) knows none of it.
+``runtime.told_memory``), and reads as that process would; so is a watcher of its own
+beside its service (``SIDECAR_WATCHER=separate`` with ``SIDECAR_WATCHER_URL``: the
+service tells it there, from a loopback address). Without it, it knows none of it.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Collection
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 
@@ -66,6 +67,7 @@ from spark_offset_sidecar.runtime.group_reports import LocalReports, PublishedRe
 from spark_offset_sidecar.runtime.store_follower import StoreFollower
 from spark_offset_sidecar.runtime.told_memory import ToldMemory
 from spark_offset_sidecar.settings import Settings
+from spark_offset_sidecar.settings.values import is_loopback
 
 log = logging.getLogger(__name__)
 
@@ -83,8 +85,9 @@ def create_watch_app(
     board: StatusBoard | None = None,
 ) -> FastAPI:
     """Build the watcher. ``store`` defaults to SQL (``database_url``), ``log_ends`` and
-    ``record_times`` to aiokafka; tests may pass others (``testing``). ``told``: it is a
-    service's child, told what that service's memory knows (``TOLD_MEMORY``).
+    ``record_times`` to aiokafka; tests may pass others (``testing``). ``told``: it is
+    told what its service's memory knows (``TOLD_MEMORY``): as that service's child, or
+    beside it (``SIDECAR_WATCHER_URL``).
     ``replica_id``: that service is this replica (``SIDECAR_REPLICATED=true``): the
     watcher evaluates the groups it is told the replica commits, publishes their reports
     as the replica on the board every replica reads (``board``, by default the SQL one),
@@ -164,21 +167,42 @@ def create_watch_app(
         return Response(text, media_type=CONTENT_TYPE_LATEST)
 
     if told:
-
-        @app.post(TOLD_MEMORY, include_in_schema=False, status_code=status.HTTP_204_NO_CONTENT)
-        async def take_told(request: Request) -> Response:
-            """What the service that started it knows of the groups (only on its socket)."""
-            memory = start.memory
-            if memory is None:
-                return PlainTextResponse("the watcher is starting\n", status_code=503)
-            try:
-                message = decode_told(await request.body())
-            except ToldRefused as exc:
-                return PlainTextResponse(f"{exc}\n", status_code=400)
-            memory.take(message)
-            return Response(status_code=status.HTTP_204_NO_CONTENT)
-
+        app.add_api_route(
+            TOLD_MEMORY,
+            _told_route(start),
+            methods=["POST"],
+            include_in_schema=False,
+            status_code=status.HTTP_204_NO_CONTENT,
+        )
     return app
+
+
+def _told_route(start: WatchStart) -> Callable[[Request], Awaitable[Response]]:
+    async def take_told(request: Request) -> Response:
+        return await _take_told(start, request)
+
+    return take_told
+
+
+async def _take_told(start: WatchStart, request: Request) -> Response:
+    """What its service knows of the groups: on its socket (a child), or from a loopback
+    address (SIDECAR_WATCHER_URL: the service beside it)."""
+    if request.client is not None and not is_loopback(request.client.host):
+        refused = "a watcher is told from a loopback address only\n"
+        return PlainTextResponse(refused, status_code=403)
+    memory = start.memory
+    if memory is None:
+        return PlainTextResponse("the watcher is starting\n", status_code=503)
+    try:
+        message = decode_told(await request.body())
+    except ToldRefused as exc:
+        return PlainTextResponse(f"{exc}\n", status_code=400)
+    if not memory.takes(message):
+        return PlainTextResponse(
+            "this watcher was told nothing whole yet: tell it everything\n", status_code=409
+        )
+    memory.take(message)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
 @dataclass

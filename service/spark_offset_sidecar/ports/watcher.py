@@ -3,7 +3,10 @@
 ``/metrics``, and what only this process's memory knows of the groups (``Told``).
 
 ``WatcherLink`` is the port; ``adapters.watcher.child.WatcherChild`` is the real one (a
-child process on a Unix socket of its own).
+child process on a Unix socket of its own). ``ToldLink`` is its part that tells: all
+the process has of a watcher run on its own beside it (``SIDECAR_WATCHER=separate`` with
+``SIDECAR_WATCHER_URL``: ``adapters.watcher.remote.WatcherAt``), whose readers ask it
+directly.
 
 Contract
   - ``get`` answers a GET of ``path`` (and ``query``) with ``headers`` passed on (the
@@ -15,7 +18,10 @@ Contract
   - ``tell`` hands the watcher what this process's memory knows of some groups (and,
     with replicas, which groups this replica commits); raises
     ``WatcherUnavailable`` as ``get`` does (then nothing of it was taken).
-  - ``generation`` counts the watchers started: a new one was told nothing yet.
+  - ``generation`` counts the watchers started: a new one was told nothing yet. A
+    watcher refuses what it is told but a whole message until it took one (one started
+    again where ``generation`` cannot see it: a separate watcher), and the teller's next
+    message is whole.
   - ``problem`` says why the watcher does not answer now, or None.
 """
 
@@ -55,11 +61,7 @@ class Told:
     owned: frozenset[str] | None = None
 
 
-class WatcherLink(Protocol):
-    async def get(self, path: str, query: str, headers: Mapping[str, str]) -> Answer: ...
-
-    async def share(self) -> bytes: ...
-
+class ToldLink(Protocol):
     async def tell(self, told: Told) -> None: ...
 
     @property
@@ -67,3 +69,9 @@ class WatcherLink(Protocol):
 
     @property
     def problem(self) -> str | None: ...
+
+
+class WatcherLink(ToldLink, Protocol):
+    async def get(self, path: str, query: str, headers: Mapping[str, str]) -> Answer: ...
+
+    async def share(self) -> bytes: ...

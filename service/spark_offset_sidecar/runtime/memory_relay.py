@@ -31,7 +31,7 @@ from spark_offset_sidecar.core.group_report import FolderReport
 from spark_offset_sidecar.core.lag_figures import JobRates
 from spark_offset_sidecar.core.ledger import Ledger
 from spark_offset_sidecar.errors import WatcherUnavailable
-from spark_offset_sidecar.ports.watcher import Told, WatcherLink
+from spark_offset_sidecar.ports.watcher import Told, ToldLink
 from spark_offset_sidecar.runtime.group_reports import FolderReports
 from spark_offset_sidecar.turns import Turns
 
@@ -44,7 +44,7 @@ class MemoryRelay:
     def __init__(
         self,
         ledger: Ledger,
-        link: WatcherLink,
+        link: ToldLink,
         *,
         waiting: Callable[[str], str | None],
         job: Callable[[str], JobRates | None],

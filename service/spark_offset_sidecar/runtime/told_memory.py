@@ -8,7 +8,8 @@ Invariants
     slot reset its failures, takes what was told).
   - A group told gone is forgotten; its ledger group (if the store still has it) keeps no
     commit in flight.
-  - A whole message replaces everything told before.
+  - A whole message replaces everything told before; none but a whole one is taken
+    first (``takes``).
   - With replicas, the watcher's ledger commits (``Ledger.commits``: evaluates, exports,
     publishes) the groups last told its teller's (none before the first message).
   - A group told of that the ledger does not hold yet calls ``unknown`` (once a message):
@@ -41,7 +42,13 @@ class ToldMemory:
         self.problems: tuple[str, ...] = ()  # the service's identity problems
         self.messages = 0
 
+    def takes(self, told: Told) -> bool:
+        """Whether ``told`` can be taken: a whole message first (one that tells only what
+        changed since a message this watcher never took would leave groups untold)."""
+        return told.whole or self.messages > 0
+
     def take(self, told: Told) -> None:
+        assert self.takes(told), "a partial message before a whole one"
         groups = self._ledger.groups
         gone = [g for g, memory in told.groups.items() if memory is None]
         if told.whole:  # every group the teller holds: one told before and not now is gone

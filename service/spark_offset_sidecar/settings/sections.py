@@ -32,6 +32,7 @@ from spark_offset_sidecar.settings.values import (
     HttpUrl,
     LogFormat,
     LogLevel,
+    LoopbackUrl,
     NonNegativeFloat,
     Patterns,
     Port,
@@ -253,6 +254,15 @@ class StatusSettings(Section):
         "child for offset-sidecar serve (with replicas, each replica's child watches the groups "
         "it holds the leases of and publishes their reports), in-process for an app built in "
         "code",
+    )
+
+    watcher_url: LoopbackUrl | None = Field(
+        None,
+        description="with SIDECAR_WATCHER=separate and the watcher on this machine or in this "
+        "pod: its URL (http://127.0.0.1:8001), where this process tells it what only its "
+        "memory knows, as it tells a child (failed commits, counters, commits in flight, "
+        "followed folders; docs/run/watcher.md); the watcher reads it too, and takes what it "
+        "is told from a loopback address only. Unset: a separate watcher is told nothing",
     )
 
     @property

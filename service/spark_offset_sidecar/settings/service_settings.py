@@ -14,7 +14,6 @@ clusters).
 
 from __future__ import annotations
 
-import ipaddress
 import os
 from collections.abc import Mapping
 from typing import Self
@@ -38,6 +37,7 @@ from spark_offset_sidecar.settings.sections import (
     StatusSettings,
     TuningSettings,
 )
+from spark_offset_sidecar.settings.values import is_loopback
 
 
 class Settings(BaseModel):
@@ -109,6 +109,13 @@ class Settings(BaseModel):
     def _checks_across_sections(self) -> Self:
         self._check_listening()
         self._check_replicas()
+        status = self.status
+        if status.watcher_url is not None and status.watcher != "separate":
+            raise ConfigError(
+                status.variable("watcher_url"),
+                "tells a watcher run on its own: it needs SIDECAR_WATCHER=separate (a child "
+                f"is told on its socket), not {status.watcher}",
+            )
         if self.oidc.enabled and not self.auth.tokens_file:
             raise ConfigError(
                 AuthSettings.variable("tokens_file"),
@@ -124,7 +131,7 @@ class Settings(BaseModel):
 
     def _check_listening(self) -> None:
         http, auth = self.http, self.auth
-        if not auth.tokens_file and not auth.allow_unauthenticated and not _loopback(http.host):
+        if not auth.tokens_file and not auth.allow_unauthenticated and not is_loopback(http.host):
             raise ConfigError(
                 http.variable("host"),
                 f"listening on {http.host} without SIDECAR_TOKENS_FILE lets anyone who reaches "
@@ -169,12 +176,3 @@ def _refuse_unknown(environ: Mapping[str, str], clusters: ClusterSettings) -> No
         raise ConfigError(
             unknown[0], f"unknown setting; known: {', '.join(sorted(Settings.variables()))}{also}"
         )
-
-
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False

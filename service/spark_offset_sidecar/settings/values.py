@@ -10,6 +10,7 @@ the setting holds (``sasl_ssl`` is ``SASL_SSL`` however given). A parser raises
 from __future__ import annotations
 
 import importlib.util
+import ipaddress
 import json
 import math
 from collections.abc import Callable, Mapping
@@ -168,6 +169,32 @@ def http_url(value: str) -> str:
     return value
 
 
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names this machine (or pod) only: localhost, 127.0.0.0/8, ::1."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def loopback_url(value: str) -> str:
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018  (a port that is not a number raises here)
+    except ValueError as exc:
+        raise ValueError(f"not a URL: {exc}") from None
+    if parts.scheme != "http" or not is_loopback(parts.hostname or ""):
+        raise ValueError(
+            "must be an http:// URL on this machine or pod (127.0.0.1, [::1] or localhost): "
+            "the watcher is told only from a loopback address"
+        )
+    return value.rstrip("/")
+
+
 def patterns(value: str) -> tuple[str, ...]:
     """Comma-separated shell patterns (``orders-*``), as the token file's grants take."""
     found = tuple(p.strip() for p in value.split(",") if p.strip())
@@ -247,6 +274,7 @@ Port = Annotated[int, parsed_by(port)]
 Flag = Annotated[bool, parsed_by(flag)]
 ReadableFile = Annotated[str, parsed_by(readable_file)]
 HttpUrl = Annotated[str, parsed_by(http_url)]
+LoopbackUrl = Annotated[str, parsed_by(loopback_url)]
 Patterns = Annotated[tuple[str, ...], NoDecode, parsed_by(patterns)]
 SomePatterns = Annotated[tuple[str, ...], NoDecode, parsed_by(some_patterns)]
 Extensions = Annotated[tuple[tuple[str, str], ...], NoDecode, parsed_by(extensions)]

@@ -28,9 +28,9 @@ from collections.abc import Mapping
 
 import httpx
 
-from spark_offset_sidecar.adapters.watcher.told import encode_told
+from spark_offset_sidecar.adapters.watcher.told import send_told
 from spark_offset_sidecar.errors import WatcherUnavailable
-from spark_offset_sidecar.ports.watcher import TOLD_MEMORY, WATCHED_METRICS, Answer, Told
+from spark_offset_sidecar.ports.watcher import WATCHED_METRICS, Answer, Told
 
 log = logging.getLogger(__name__)
 
@@ -159,20 +159,8 @@ class WatcherChild:
     async def tell(self, told: Told) -> None:
         if self._client is None:
             raise WatcherUnavailable(self._problem or "the watcher has not started")
-        body = await asyncio.to_thread(encode_told, told)  # a whole fleet's: off the loop
-        try:
-            answer = await self._client.post(
-                TOLD_MEMORY, content=body, headers={"content-type": "application/json"}
-            )
-        except httpx.HTTPError as exc:
-            raise WatcherUnavailable(f"the watcher does not answer: {exc!r}") from None
-        if answer.status_code == 204:
-            self._problem = None
-        else:
-            raise WatcherUnavailable(
-                f"the watcher answered {answer.status_code} to what it was told: "
-                f"{answer.text[:200]}"
-            )
+        await send_told(self._client, told)
+        self._problem = None
 
     async def stop(self) -> None:
         process = self.process

@@ -1,15 +1,18 @@
-"""``ports.watcher.Told`` as JSON, between a service and the watcher it started: written by
-``WatcherChild.tell``, read by the watcher's ``TOLD_MEMORY`` route.
+"""``ports.watcher.Told`` as JSON, between a service and its watcher: sent by ``send_told``
+(for ``WatcherChild`` and ``WatcherAt``), read by the watcher's ``TOLD_MEMORY`` route.
 
-Both ends run the same installed release (the child is this process's program), but a
-message says its layout's version anyway, and a reader refuses any other rather than
-misread it.
+Both ends run the same installed release (the child is this process's program; a
+separate watcher beside it in a pod is the same image), but a message says its layout's
+version anyway, and a reader refuses any other rather than misread it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
+
+import httpx
 
 from spark_offset_sidecar.adapters.report_fields import (
     decode_counters,
@@ -22,13 +25,29 @@ from spark_offset_sidecar.adapters.report_fields import (
 from spark_offset_sidecar.core.changes import Checkpoint, CommitRequest
 from spark_offset_sidecar.core.group_memory import GroupMemory
 from spark_offset_sidecar.core.offsets import from_json, shared_partition, to_json
-from spark_offset_sidecar.ports.watcher import Told
+from spark_offset_sidecar.errors import WatcherUnavailable
+from spark_offset_sidecar.ports.watcher import TOLD_MEMORY, Told
 
 TOLD_VERSION = 2  # 2: "owned" (a replica's groups)
 
 
 class ToldRefused(ValueError):
     """A message that is not a ``Told`` of this layout."""
+
+
+async def send_told(client: httpx.AsyncClient, told: Told) -> None:
+    """``told`` to the watcher ``client`` reaches; ``WatcherUnavailable`` unless it took it."""
+    body = await asyncio.to_thread(encode_told, told)  # a whole fleet's: off the loop
+    try:
+        answer = await client.post(
+            TOLD_MEMORY, content=body, headers={"content-type": "application/json"}
+        )
+    except httpx.HTTPError as exc:
+        raise WatcherUnavailable(f"the watcher does not answer: {exc!r}") from None
+    if answer.status_code != 204:
+        raise WatcherUnavailable(
+            f"the watcher answered {answer.status_code} to what it was told: {answer.text[:200]}"
+        )
 
 
 def encode_told(told: Told) -> bytes:
