@@ -321,3 +321,7 @@ def test_serve_watches_in_a_child_unless_replicated_or_told_otherwise() -> None:
         assert Settings.from_env({"SIDECAR_WATCHER": place}).served().status.watcher == place
     beside = {"SIDECAR_WATCHER": "separate", "SIDECAR_WATCHER_URL": "http://[::1]:8001/"}
     assert Settings.from_env(beside).status.watcher_url == "http://[::1]:8001"
+    replicated = {**beside, "SIDECAR_REPLICATED": "true"}
+    replicated["SIDECAR_DATABASE_URL"] = "postgresql+psycopg://u:p@db/s"
+    with pytest.raises(ConfigError, match="with replicas, each replica's watcher is its child"):
+        Settings.from_env(replicated)

@@ -258,9 +258,10 @@ class StatusSettings(Section):
 
     watcher_url: LoopbackUrl | None = Field(
         None,
-        description="with SIDECAR_WATCHER=separate and the watcher on this machine or in this "
-        "pod: its URL (http://127.0.0.1:8001), where this process tells it what only its "
-        "memory knows, as it tells a child (failed commits, counters, commits in flight, "
+        description="with SIDECAR_WATCHER=separate (not with replicas) and the watcher on this "
+        "machine or in this pod: its URL (http://127.0.0.1:8001), where this process tells it "
+        "what only its memory knows, as it tells a child (failed commits, counters, commits in "
+        "flight, "
         "followed folders; docs/run/watcher.md); the watcher reads it too, and takes what it "
         "is told from a loopback address only. Unset: a separate watcher is told nothing",
     )
