@@ -34,8 +34,9 @@ events' process's. ``--child`` adds a side with the watcher as the service's chi
 reader reads the service's one port; ``--child-set SETTING=VALUE`` one more such side with
 that setting too (e.g. the process tuning off: ``gc_thaw_seconds=0``,
 ``gil_switch_interval_seconds=0.005``). This checkout's one-process side sets
-``SIDECAR_WATCHER=in-process`` (what replicas run); ``--in-process-set SETTING=VALUE`` one
-more such side with that setting too.
+``SIDECAR_WATCHER=in-process``; ``--in-process-set SETTING=VALUE`` one more such side
+with that setting too. ``--replicated``: every side is one replica on a PostgreSQL of its
+own (emptied before each side), whose reports go to the board and readers read from it.
 
 Both sides start once the broker has settled (below a quarter of a core: a brand-new
 broker creating thousands of partitions is busy for minutes).
@@ -85,6 +86,7 @@ from bench.figures import (
 )
 from harness.kafka_broker import brand_new
 from harness.machine import ROOT
+from harness.postgres_server import PostgresServer
 
 
 def scrape(url: str) -> tuple[float, bytes]:
@@ -134,7 +136,8 @@ def held(start: str, end: str) -> list[str]:
 
 
 def wait_loaded(url: str, groups: int, deadline: float) -> None:
-    """Every group committed, and a read of the log ends after the last commit."""
+    """Every group committed, a read of the log ends after the last commit, and every
+    group evaluated (its status exported)."""
     while time.monotonic() < deadline:
         _, body = scrape(url)
         text = body.decode()
@@ -151,7 +154,8 @@ def wait_loaded(url: str, groups: int, deadline: float) -> None:
             ),
             default=0.0,
         )
-        if committed >= groups and read and float(read.group(1)) > newest:
+        evaluated = len(re.findall(r"^sidecar_consumergroup_status\{", text, re.M))
+        if committed >= groups and evaluated >= groups and read and float(read.group(1)) > newest:
             return
         time.sleep(1)
     raise SystemExit(f"{url}: not every group committed and read in time")
@@ -332,6 +336,9 @@ def side(
     else:
         settings.update(dict(item.split("=", 1) for item in args.before_set))
     settings.update(dict(item.split("=", 1) for item in also))
+    if args.postgres is not None:  # a replica, on an empty database
+        args.postgres.reset()
+        settings.update(replicated="true", database_url=args.postgres.url)
     sidecar = Sidecar(bootstrap, source, **settings)
     product = Product(sidecar)
     try:
@@ -457,11 +464,17 @@ def main() -> None:
         default=[],
         metavar="SETTING=VALUE",
         help="also a side 'one process, set': this checkout's one-process side with this "
-        "setting too (a setting's worth where one process watches: replicas); repeatable",
+        "setting too (a setting's worth where one process watches); repeatable",
     )
     parser.add_argument(
         "--idle-seconds", type=float, default=0.0,
         help="measure the service's CPU with no event and no reader this long (0: not)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--replicated", action="store_true",
+        help="every side a replica (SIDECAR_REPLICATED=true, one) on a PostgreSQL of its own, "
+        "emptied before each side: its reports published to the board, readers answered "
+        "from it",
     )  # fmt: skip
     args = parser.parse_args()
     if args.rounds < 1:
@@ -491,6 +504,7 @@ def main() -> None:
             cpu=("service", "broker", "bench"),
         ),
     )  # fmt: skip
+    args.postgres = PostgresServer().start() if args.replicated else None
     with tempfile.TemporaryDirectory(prefix="scrape-cost-") as folder:
         broker = brand_new(Path(folder) / "kafka")
         mover = None
@@ -547,6 +561,8 @@ def main() -> None:
                 mover.stop()
                 print(f"log ends moved by {mover.sent:,} records")
             broker.stop()
+            if args.postgres is not None:
+                args.postgres.stop()
     for table in tables[: 3 if args.idle_seconds else 2]:
         table.print()
     after = measured["after"]

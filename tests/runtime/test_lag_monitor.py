@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import random
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -118,3 +119,33 @@ def test_the_tables_a_reader_holds_stay_whole_through_the_next_evaluation() -> N
     assert monitor.statuses is not held_statuses
     assert monitor.lags is not held_lags
     assert (held_statuses, held_lags) == as_read
+
+
+def test_a_woken_monitor_reads_now_not_at_its_next_interval() -> None:
+    """``wake`` (a replica's watcher told the groups its replica took): the next read
+    starts at once, though the interval (an hour here) has not passed."""
+    fleet, reader = idle_and_lagging()
+    reads: asyncio.Queue[None] = asyncio.Queue()
+    ends = reader.log_ends
+
+    async def counted(wanted: Any) -> Any:
+        answer = await ends(wanted)
+        reads.put_nowait(None)
+        return answer
+
+    reader.log_ends = counted  # type: ignore[method-assign]
+    monitor = monitor_of(fleet, reader, [10_000.0])
+    monitor.interval = 3600
+
+    async def scenario() -> None:
+        task = asyncio.create_task(monitor.run())
+        try:
+            await asyncio.wait_for(reads.get(), 60)  # the first read, then an hour's wait
+            await asyncio.sleep(0.05)
+            assert reads.empty()
+            monitor.wake()
+            await asyncio.wait_for(reads.get(), 60)  # the hour is not what ends this wait
+        finally:
+            task.cancel()
+
+    asyncio.run(scenario())

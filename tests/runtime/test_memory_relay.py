@@ -250,12 +250,14 @@ def test_a_replicas_groups_are_told_when_they_change_and_only_those_are_its_watc
     )  # fmt: skip
     mine = Ledger(groups=[GroupState(g, query_id=f"q-{g}") for g in ("a", "b", "c")])
     mine.commit_only(set())  # as a replica's watcher starts: nothing until told
-    told = ToldMemory(mine, lambda _g, _j: None)
+    wakes: list[None] = []
+    told = ToldMemory(mine, lambda _g, _j: None, watch_more=lambda: wakes.append(None))
 
     assert asyncio.run(relay.tell())
     told.take(decode_told(encode_told(watcher.told[-1])))  # over the wire
     assert watcher.told[-1].owned == {"a"}
     assert [g for g in "abc" if mine.commits(g)] == ["a"]
+    assert len(wakes) == 1, "a group taken: its log ends read now"
 
     assert asyncio.run(relay.tell())
     assert len(watcher.told) == 1, "nothing changed: nothing told"
@@ -265,6 +267,12 @@ def test_a_replicas_groups_are_told_when_they_change_and_only_those_are_its_watc
     told.take(decode_told(encode_told(watcher.told[-1])))
     assert watcher.told[-1].owned == {"b", "c"}
     assert [g for g in "abc" if mine.commits(g)] == ["b", "c"]
+    assert len(wakes) == 2
+    teller.commit_only({"b"})  # c's lease lost: nothing new to read
+    assert asyncio.run(relay.tell())
+    told.take(decode_told(encode_told(watcher.told[-1])))
+    assert [g for g in "abc" if mine.commits(g)] == ["b"]
+    assert len(wakes) == 2
 
     single = MemoryRelay(Ledger(), InMemoryWatcher(), waiting=lambda _g: None, job=lambda _g: None)
     assert asyncio.run(single.tell())  # one process: its watcher evaluates every group

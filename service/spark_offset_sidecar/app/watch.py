@@ -268,7 +268,9 @@ class WatchStart:
             refreshed=self._refreshed,
         )
         if self.told:  # a group told of but not read yet: the store now, not in a while
-            self.memory = ToldMemory(ledger, lag_monitor.note_job, follower.wake)
+            self.memory = ToldMemory(
+                ledger, lag_monitor.note_job, follower.wake, watch_more=lag_monitor.wake
+            )
             lag_monitor.set_folders(self.memory.folder_reports)  # published with the groups
         told = self.memory
         stack.callback(follower.close)

@@ -38,6 +38,7 @@ Invariants
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Collection, Mapping
@@ -144,6 +145,7 @@ class LagMonitor:
     _record_times: dict[tuple[TopicPartition, int], float | None] = field(default_factory=dict)
     # What the histories tell of (partition, offset), as of the last read.
     _placed: dict[tuple[TopicPartition, int], float | None] = field(default_factory=dict)
+    _woken: asyncio.Event = field(default_factory=asyncio.Event)  # read now (``wake``)
 
     @property
     def max_gap(self) -> float:
@@ -161,12 +163,20 @@ class LagMonitor:
         return self.jobs.get(group_id)
 
     async def run(self) -> None:
+        """A read every ``interval`` seconds, or sooner when woken."""
         while True:
+            self._woken.clear()  # a wake during the read asks for one more after it
             try:
                 await self.poll()
             except Exception:  # a bug here must not end the monitor, nor the service
                 log.exception("the lag monitor's read failed")
-            await asyncio.sleep(self.interval)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._woken.wait(), self.interval)
+
+    def wake(self) -> None:
+        """Read now (or right after the read under way): it has groups to watch that it
+        has not read yet (a replica's watcher told the groups its replica took)."""
+        self._woken.set()
 
     async def poll(self) -> None:
         ledger = self.ledger()

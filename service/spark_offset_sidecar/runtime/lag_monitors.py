@@ -90,6 +90,10 @@ class LagMonitors:
     async def run(self) -> None:
         await asyncio.gather(*(m.run() for m in self.by_cluster.values()))
 
+    def wake(self) -> None:
+        for monitor in self.by_cluster.values():
+            monitor.wake()
+
 
 def _oldest(times: Iterable[float | None]) -> float | None:
     found = list(times)

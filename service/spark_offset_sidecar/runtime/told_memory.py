@@ -13,7 +13,10 @@ Invariants
   - With replicas, the watcher's ledger commits (``Ledger.commits``: evaluates, exports,
     publishes) the groups last told its teller's (none before the first message).
   - A group told of that the ledger does not hold yet calls ``unknown`` (once a message):
-    the store follower then reads the store now, not at its next interval.
+    the store follower then reads the store now, not at its next interval. Groups told
+    its replica's that were not before call ``watch_more`` (once a message): the lag
+    monitor reads and evaluates now, so a replica's watcher started, or one whose replica
+    took groups, shows them within a read, not an interval later.
 """
 
 from __future__ import annotations
@@ -33,10 +36,15 @@ class ToldMemory:
         ledger: Ledger,
         note_job: Callable[[str, JobRates], None],
         unknown: Callable[[], None] = lambda: None,
+        watch_more: Callable[[], None] = lambda: None,
     ) -> None:
+        """``unknown``: told of a group the ledger does not hold yet; ``watch_more``: told
+        that its replica took groups (the lag monitor reads their log ends now)."""
         self._ledger = ledger
         self._note_job = note_job
         self._unknown = unknown
+        self._watch_more = watch_more
+        self._owned: frozenset[str] = frozenset()  # with replicas: as last told
         self.groups: dict[str, GroupMemory] = {}
         self.folders: Mapping[str, tuple[FolderReport, ...]] = {}
         self.problems: tuple[str, ...] = ()  # the service's identity problems
@@ -68,9 +76,16 @@ class ToldMemory:
             self.folders = told.folders
         if told.problems is not None:
             self.problems = told.problems
-        if told.owned is not None:  # a replica's: evaluated and published here
-            self._ledger.commit_only(told.owned)
+        if told.owned is not None:
+            self._own(told.owned)
         self.messages += 1
+
+    def _own(self, owned: frozenset[str]) -> None:
+        """A replica's groups: evaluated and published here; the new ones read now."""
+        self._ledger.commit_only(owned)
+        taken, self._owned = owned - self._owned, owned
+        if taken:
+            self._watch_more()
 
     def _forget(self, group_ids: Collection[str]) -> None:
         """Groups the teller no longer holds: nothing told of them, nothing in flight."""
