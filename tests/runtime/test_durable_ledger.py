@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
+from typing import Any
 
 import pytest
 
@@ -17,11 +18,13 @@ from spark_offset_sidecar.core.changes import (
     CommitSucceeded,
     Decision,
     Outcome,
+    QueryRegistered,
 )
 from spark_offset_sidecar.core.ledger import Ledger
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.errors import StoreRefused, StoreUnavailable
-from spark_offset_sidecar.runtime.durable_ledger import DurableLedger
+from spark_offset_sidecar.ports.store import LoadedRows, StoredState
+from spark_offset_sidecar.runtime.durable_ledger import LOCKED_NAMES, DurableLedger
 from spark_offset_sidecar.testing import InMemoryStore
 from tests.support.kafka import run_sync
 
@@ -297,3 +300,81 @@ def test_unavailable_fails_the_whole_batch_without_settling_each_alone() -> None
         await durable.close()
 
     run_sync(scenario())
+
+
+def test_a_replica_takes_in_more_groups_than_postgresql_locks_at_once(postgres_server: Any) -> None:
+    """A replica that claimed 10,000 groups takes them in with their queries: 20,000
+    advisory locks, where PostgreSQL's lock table, shared by every session, holds 6,400 by
+    default (64 a transaction x 100 connections). One transaction of them all failed "out
+    of shared memory" every round, and the replica never committed."""
+    from spark_offset_sidecar.adapters.sql.shared_store import SharedSqlStore
+
+    groups = 10_000
+    postgres_server.reset()
+    other = SharedSqlStore(postgres_server.url, "b")
+    other.migrate()
+    other.persist([QueryRegistered(f"q{i}", f"g{i}", 0.0) for i in range(groups)])
+    other.close()
+    store = SharedSqlStore(postgres_server.url, "a")
+
+    async def scenario() -> DurableLedger:
+        durable = DurableLedger(Ledger(), store)
+        await durable.refresh(f"g{i}" for i in range(groups))
+        await durable.close()
+        return durable
+
+    durable = run_sync(scenario())
+    assert len(durable.ledger.groups) == groups
+    assert len(durable.ledger.queries) == groups, "each with its query"
+    assert durable.batches_written == -(-groups // LOCKED_NAMES)
+
+
+def test_a_shared_stores_queue_is_written_in_batches_that_lock_a_bounded_number() -> None:
+    """With replicas, the events queued during a write form batches naming at most
+    LOCKED_NAMES queries and groups (each event names its query and group); alone, the
+    whole queue is one batch."""
+
+    class SharedGatedStore(GatedStore):
+        def __init__(self) -> None:
+            super().__init__()
+            self.begun: list[int] = []
+
+        def begin(self, query_ids: Collection[str], group_ids: Collection[str]) -> LoadedRows:
+            self.begun.append(len(query_ids) + len(group_ids))
+            return LoadedRows(frozenset(query_ids), frozenset(group_ids), StoredState([], []))
+
+        def abort(self) -> None:
+            pass
+
+        def snapshot(self) -> StoredState:
+            return StoredState([], [])
+
+    events = 300  # 600 names
+
+    def named(durable: DurableLedger, query: str) -> asyncio.Task[Decision]:
+        def decide(ledger: Ledger) -> Decision:
+            return ledger.decide_progress(query, f"g-{query}", "r", 0, {T0: 0}, 0.0)
+
+        return asyncio.ensure_future(durable.record(decide, query_id=query, group_id=f"g-{query}"))
+
+    async def scenario(store: GatedStore) -> None:
+        durable = DurableLedger(Ledger(), store)
+        store.gate.clear()
+        first = named(durable, "first")
+        await asyncio.to_thread(store.writing.wait, 5)
+        later = [named(durable, f"q{i}") for i in range(events)]
+        await asyncio.sleep(0.01)
+        store.gate.set()
+        answers = await asyncio.gather(first, *later)
+        assert {a.outcome for a in answers} == {Outcome.ACCEPTED}
+        await durable.close()
+
+    shared = SharedGatedStore()
+    run_sync(scenario(shared))
+    assert shared.begun[0] == 2, "the held write: one event, its query and group"
+    assert len(shared.begun) == 1 + -(-2 * events // LOCKED_NAMES), shared.begun
+    assert all(names <= LOCKED_NAMES for names in shared.begun), shared.begun
+    assert sum(shared.begun) == 2 * (events + 1), "every event in a batch"
+    alone = GatedStore()
+    run_sync(scenario(alone))
+    assert len(alone.transactions) == 2, "the held write, then the whole queue"

@@ -27,6 +27,9 @@ Invariants
     loads the queries and groups it touches, and the ledger refreshes them (R11) before
     deciding; ``refresh`` does the same for groups another replica changed or this one
     claimed, in order with the batches.
+  - With a shared store, a batch names at most ``LOCKED_NAMES`` queries and groups, and a
+    refresh of more is split into batches that do: each name is an advisory lock held to
+    the transaction's end (see ``LOCKED_NAMES``).
 """
 
 from __future__ import annotations
@@ -52,6 +55,13 @@ from spark_offset_sidecar.errors import StoreUnavailable
 from spark_offset_sidecar.ports.store import LedgerStore, SharedLedgerStore, StoredState
 
 log = logging.getLogger(__name__)
+# Queries and groups one batch names at most, with a shared store. Each is an advisory
+# lock (and brings its partner's, so up to twice as many) held to the end of the
+# transaction in PostgreSQL's lock table, which every session shares: it holds
+# max_locks_per_transaction x max_connections, 64 x 100 = 6,400 by default, and a
+# transaction that needs more than is free fails "out of shared memory" (a replica taking
+# in the 10,000 groups it claimed did, every round, and never committed one).
+LOCKED_NAMES = 256
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -88,6 +98,15 @@ class _Batch:
     # Results applied after a savepoint of their group in this batch: a rollback undoes
     # them with it, so they are applied again after it.
     undone_by_rollback: list[_Result] = field(default_factory=list)
+
+
+def _names(item: _Event | _Result | _Refresh) -> int:
+    """How many queries and groups ``item`` names (a batch locks each)."""
+    if isinstance(item, _Refresh):
+        return len(item.group_ids) + len(item.query_ids)
+    if isinstance(item, _Result):
+        return 1
+    return (item.query_id is not None) + (item.group_id is not None)
 
 
 def _decided_again(event: _Event) -> _Event:
@@ -158,10 +177,22 @@ class DurableLedger:
         return await answer
 
     async def refresh(self, group_ids: Iterable[str], query_ids: Iterable[str] = ()) -> None:
-        """Take in the stored state of these groups and queries (shared store only; R11)."""
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._enqueue(_Refresh(frozenset(group_ids), frozenset(query_ids), done))
-        await done
+        """Take in the stored state of these groups and queries (shared store only; R11),
+        ``LOCKED_NAMES`` of them a batch; raises the first batch's failure, if any."""
+        loop = asyncio.get_running_loop()
+        names = [("g", g) for g in sorted(set(group_ids))]
+        names += [("q", q) for q in sorted(set(query_ids))]
+        dones: list[asyncio.Future[None]] = []
+        for start in range(0, max(len(names), 1), LOCKED_NAMES):  # one, if none
+            part = names[start : start + LOCKED_NAMES]
+            done: asyncio.Future[None] = loop.create_future()
+            groups = frozenset(name for kind, name in part if kind == "g")
+            self._enqueue(_Refresh(groups, frozenset(n for k, n in part if k == "q"), done))
+            dones.append(done)
+        failures = await asyncio.gather(*dones, return_exceptions=True)
+        for failure in failures:
+            if isinstance(failure, BaseException):
+                raise failure
 
     async def every_query(self) -> StoredState:
         """Every query and group as they stand, whichever replica took their events: alone,
@@ -210,8 +241,20 @@ class DurableLedger:
 
     async def _write_batches(self) -> None:
         while self._queue:
-            items, self._queue = self._queue, []
-            await self._write(items)
+            await self._write(self._next_batch())
+
+    def _next_batch(self) -> list[_Event | _Result | _Refresh]:
+        """The whole queue; with a shared store, its oldest items that name at most
+        ``LOCKED_NAMES`` queries and groups (at least one item)."""
+        taken, names = len(self._queue), 0
+        if self._shared:
+            for index, item in enumerate(self._queue):
+                names += _names(item)
+                if index and names > LOCKED_NAMES:
+                    taken = index
+                    break
+        items, self._queue = self._queue[:taken], self._queue[taken:]
+        return items
 
     async def _write(  # noqa: C901, PLR0912  (a batch's kinds, each answered)
         self, items: list[_Event | _Result | _Refresh], *, alone: bool = False
