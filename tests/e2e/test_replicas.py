@@ -4,7 +4,6 @@ groups move within the lease, and the final offsets are exact and never went bac
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
 import re
@@ -21,6 +20,7 @@ from harness.replica_cluster import ReplicaCluster, overlapping_owners
 from tests.support.checkpoints import write_batch
 from tests.support.kafka import committed_offsets, unique_group
 from tests.support.offset_watch import OffsetWatch
+from tests.support.processes import children, command_line
 from tests.support.service import metric, metric_sum, settled_reads, spark_progress, wait_for
 
 LEASE = 3.0
@@ -206,15 +206,8 @@ def _reads(replica: Any, groups: list[str], queries: list[str]) -> dict[str, Any
 
 def _watchers(replica: Any) -> list[str]:
     """The command lines of ``replica``'s child processes that run ``watch``."""
-    pid = replica.process.pid
-    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    lines = []
-    for child in children:
-        with contextlib.suppress(FileNotFoundError):
-            line = Path(f"/proc/{child}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-            if line.rstrip().endswith(" watch"):
-                lines.append(line)
-    return lines
+    lines = (command_line(child) for child in children(replica.process.pid))
+    return [line for line in lines if line is not None and line.endswith(" watch")]
 
 
 @pytest.mark.parametrize("watcher", ["in-process", "child"])

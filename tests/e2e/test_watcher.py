@@ -21,6 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from harness.service_process import ServiceProcess
 from tests.support.kafka import log_ends, produce, run_sync, unique_group
+from tests.support.processes import alive, children
 from tests.support.service import metric, spark_progress, wait_for
 
 pytestmark = pytest.mark.kafka
@@ -111,27 +112,6 @@ def test_a_watcher_on_a_database_never_migrated_refuses_to_start_and_says_why(
     )
     assert done.returncode != 0
     assert "a watcher never migrates" in done.stderr + done.stdout
-
-
-def children(pid: int) -> list[int]:
-    """The processes whose parent is ``pid`` (from /proc)."""
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:  # exited meanwhile
-            continue
-        if int(fields[1]) == pid:
-            found.append(int(stat.parent.name))
-    return found
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 def socket_of(pid: int) -> Path:
