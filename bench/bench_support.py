@@ -76,6 +76,7 @@ class LogEndMover:
         self.bootstrap, self.rate = bootstrap, rate
         self.targets = [(topic, p) for p in range(partitions) for topic in topics]
         self.sent = 0
+        self.failed = 0  # records the broker did not take (a new broker is slow at first)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=lambda: asyncio.run(self._run()), daemon=True)
         self._thread.start()
@@ -91,12 +92,17 @@ class LogEndMover:
                 target = int((time.monotonic() - started) * self.rate)
                 while self.sent < target:
                     topic, partition = self.targets[self.sent % len(self.targets)]
-                    await producer.send(topic, b"x" * 100, partition=partition)
+                    delivery = await producer.send(topic, b"x" * 100, partition=partition)
+                    delivery.add_done_callback(self._delivered)
                     self.sent += 1
                 await asyncio.sleep(0.01)
             await producer.flush()
         finally:
             await producer.stop()
+
+    def _delivered(self, delivery: asyncio.Future[object]) -> None:
+        if not delivery.cancelled() and delivery.exception() is not None:
+            self.failed += 1
 
     def stop(self) -> None:
         self._stop.set()

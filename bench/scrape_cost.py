@@ -559,7 +559,8 @@ def main() -> None:
         finally:
             if mover is not None:
                 mover.stop()
-                print(f"log ends moved by {mover.sent:,} records")
+                moved = mover.sent - mover.failed
+                print(f"log ends moved by {moved:,} records ({mover.failed:,} refused)")
             broker.stop()
             if args.postgres is not None:
                 args.postgres.stop()

@@ -216,3 +216,23 @@ def test_the_snapshot_has_every_replicas_queries_and_a_lost_database_is_unavaila
             board.publish([entry("g0", "a")])
     finally:
         postgres_server.start()
+
+
+def test_a_fleets_reports_are_published_in_chunks_and_a_group_once(stores: Any) -> None:
+    """More entries than one statement takes (PUBLISH_CHUNK) are all written, in one
+    transaction; a group given twice is written once, as its last entry."""
+    from spark_offset_sidecar.adapters.sql.status_board import PUBLISH_CHUNK
+    from spark_offset_sidecar.core.changes import QueryRegistered
+
+    a, _ = stores
+    groups = 2 * PUBLISH_CHUNK + 500
+    a.persist([QueryRegistered(f"q{i}", f"g{i}", 0.0) for i in range(4, groups)])
+    leases = LeaseStore(a.engine, "a", 30)
+    leases.renew()
+    assert len(leases.claim(groups)) == groups
+    board = SqlStatusBoard(a.engine, "a")
+    entries = [entry("g0", "a", at=100.0)] + [entry(f"g{i}", "a", at=200.0) for i in range(groups)]
+    assert board.publish(entries) == groups
+    reports = board.read()
+    assert len(reports) == groups
+    assert {r.evaluated_at for r in reports} == {200.0}, "g0 as its last entry"

@@ -67,21 +67,30 @@ log = logging.getLogger(__name__)
 # ``cluster`` may be absent); 2: ``version`` written, every field present.
 REPORT_VERSION = 2
 
+# Every entry of a chunk in one statement (a statement each cost a round trip each: at
+# 10,000 groups, a fifth of a watcher's CPU between events). A row is written only where
+# the group exists and this replica owns it; RETURNING counts those written.
 _PUBLISH = text(
     """
     INSERT INTO group_reports
         (group_id, reported_by, evaluated_at, status, report, status_window)
-    SELECT g.group_id, :replica, :evaluated_at, :status, :report, :window
-    FROM consumer_groups g
-    WHERE g.group_id = :group_id AND g.owner_id = :owner
+    SELECT g.group_id, :replica, r.evaluated_at, r.status, r.report, r.status_window
+    FROM unnest(
+        CAST(:group_ids AS text[]), CAST(:evaluated_at AS double precision[]),
+        CAST(:statuses AS text[]), CAST(:reports AS text[]), CAST(:windows AS text[])
+    ) AS r(group_id, evaluated_at, status, report, status_window)
+    JOIN consumer_groups g ON g.group_id = r.group_id
+    WHERE g.owner_id = :owner
     ON CONFLICT (group_id) DO UPDATE SET
         reported_by = excluded.reported_by,
         evaluated_at = excluded.evaluated_at,
         status = excluded.status,
         report = excluded.report,
         status_window = excluded.status_window
+    RETURNING group_reports.group_id
     """
 )
+PUBLISH_CHUNK = 1000  # entries a statement: at 32 partitions a group, about 2 MB of JSON
 
 
 class SqlStatusBoard:
@@ -93,24 +102,30 @@ class SqlStatusBoard:
         self._newer_seen: set[int] = set()  # newer report versions met (said once each)
 
     def publish(self, entries: Sequence[BoardEntry]) -> int:
-        if not entries:
+        # The last entry of a group wins (one statement may not update a row twice).
+        latest = {e.report.status.group_id: e for e in entries}
+        if not latest:
             return 0
-        rows = [
-            {
-                "group_id": e.report.status.group_id,
-                "replica": self.replica_id,
-                "owner": self.replica_id,
-                "evaluated_at": e.report.evaluated_at,
-                "status": e.report.status.status.value,
-                "report": encode_report(e.report),
-                "window": encode_window(e.window),
-            }
-            for e in entries
+        chunks = [
+            list(latest.values())[i : i + PUBLISH_CHUNK]
+            for i in range(0, len(latest), PUBLISH_CHUNK)
         ]
         with self._errors("publishing group reports"), self.engine.begin() as conn:
             written = 0
-            for row in rows:  # one statement each: executemany loses the row counts
-                written += conn.execute(_PUBLISH, row).rowcount
+            for chunk in chunks:
+                rows = conn.execute(
+                    _PUBLISH,
+                    {
+                        "replica": self.replica_id,
+                        "owner": self.replica_id,
+                        "group_ids": [e.report.status.group_id for e in chunk],
+                        "evaluated_at": [e.report.evaluated_at for e in chunk],
+                        "statuses": [e.report.status.status.value for e in chunk],
+                        "reports": [encode_report(e.report) for e in chunk],
+                        "windows": [encode_window(e.window) for e in chunk],
+                    },
+                ).all()
+                written += len(rows)
         return written
 
     def read(self, group_ids: Collection[str] | None = None) -> list[GroupReport]:
