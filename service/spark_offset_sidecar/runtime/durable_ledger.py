@@ -179,15 +179,15 @@ class DurableLedger:
     async def refresh(self, group_ids: Iterable[str], query_ids: Iterable[str] = ()) -> None:
         """Take in the stored state of these groups and queries (shared store only; R11),
         ``LOCKED_NAMES`` of them a batch; raises the first batch's failure, if any."""
-        loop = asyncio.get_running_loop()
-        names = [("g", g) for g in sorted(set(group_ids))]
-        names += [("q", q) for q in sorted(set(query_ids))]
+        groups, queries, n = sorted(set(group_ids)), sorted(set(query_ids)), LOCKED_NAMES
+        parts: list[tuple[frozenset[str], frozenset[str]]] = [
+            (frozenset(groups[i : i + n]), frozenset()) for i in range(0, len(groups), n)
+        ]
+        parts += [(frozenset(), frozenset(queries[i : i + n])) for i in range(0, len(queries), n)]
         dones: list[asyncio.Future[None]] = []
-        for start in range(0, max(len(names), 1), LOCKED_NAMES):  # one, if none
-            part = names[start : start + LOCKED_NAMES]
-            done: asyncio.Future[None] = loop.create_future()
-            groups = frozenset(name for kind, name in part if kind == "g")
-            self._enqueue(_Refresh(groups, frozenset(n for k, n in part if k == "q"), done))
+        for part_groups, part_queries in parts or [(frozenset(), frozenset())]:
+            done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._enqueue(_Refresh(part_groups, part_queries, done))
             dones.append(done)
         failures = await asyncio.gather(*dones, return_exceptions=True)
         for failure in failures:
