@@ -24,26 +24,22 @@ from types import TracebackType
 from typing import Any
 
 from harness.machine import ROOT
+from harness.processes import children_by_parent, stat_fields
 
 TICKS = os.sysconf("SC_CLK_TCK")
 BENCH = "bench"
 
 
-def _stat(path: str) -> list[str]:
-    """The fields of a /proc ``stat`` file after the command's name (state is field 0)."""
-    return Path(path).read_text().rsplit(")", 1)[1].split()
-
-
 def cpu_seconds(pid: int) -> float:
     """User + system CPU of a process and its waited-for children, from /proc."""
-    return sum(int(f) for f in _stat(f"/proc/{pid}/stat")[11:15]) / TICKS
+    return sum(int(f) for f in stat_fields(f"/proc/{pid}/stat")[11:15]) / TICKS
 
 
 def main_thread_cpu(pid: int) -> float:
     """User + system CPU of ``pid``'s main thread alone (the service's event loop: HTTP,
     Kafka commits, the ledger's decisions); the rest of the process's is its threads' (the
     store's)."""
-    return sum(int(f) for f in _stat(f"/proc/{pid}/task/{pid}/stat")[11:13]) / TICKS
+    return sum(int(f) for f in stat_fields(f"/proc/{pid}/task/{pid}/stat")[11:13]) / TICKS
 
 
 def rss_kib(pid: int) -> int:
@@ -72,18 +68,6 @@ def _machine_ticks() -> tuple[int, int]:
     return fields[7], sum(fields)
 
 
-def _children() -> dict[int, list[int]]:
-    """Every live process's children, by parent pid."""
-    children: dict[int, list[int]] = {}
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        with contextlib.suppress(OSError, IndexError, ValueError):
-            parent = int(_stat(f"/proc/{entry.name}/stat")[1])
-            children.setdefault(parent, []).append(int(entry.name))
-    return children
-
-
 def _tree(root: int, children: Mapping[int, list[int]], skip: set[int]) -> list[int]:
     found, stack = [], [root]
     while stack:
@@ -97,7 +81,7 @@ def _tree(root: int, children: Mapping[int, list[int]], skip: set[int]) -> list[
 
 def descendants(root: int) -> list[int]:
     """``root`` and every live process below it."""
-    return _tree(root, _children(), set())
+    return _tree(root, children_by_parent(), set())
 
 
 class CpuMeter:
@@ -164,7 +148,7 @@ class CpuMeter:
     def _read(self) -> dict[str, dict[int, float]]:
         """Each side's processes and their CPU so far; ``bench``: this process's own threads
         (its reaped children are counted by ``run_child``) and its unnamed descendants."""
-        children = _children()
+        children = children_by_parent()
         roots = {pid for pids in self._pids.values() for pid in pids or ()}
         readings: dict[str, dict[int, float]] = {}
         for name, pids in self._pids.items():

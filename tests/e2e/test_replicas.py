@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
+from harness.processes import children, command_line
 from harness.replica_cluster import ReplicaCluster, overlapping_owners
 from tests.support.checkpoints import write_batch
 from tests.support.kafka import committed_offsets, unique_group
 from tests.support.offset_watch import OffsetWatch
-from tests.support.processes import children, command_line
 from tests.support.service import metric, metric_sum, settled_reads, spark_progress, wait_for
 
 LEASE = 3.0

@@ -19,9 +19,9 @@ import pytest
 from aiokafka import AIOKafkaConsumer
 from prometheus_client.parser import text_string_to_metric_families
 
+from harness.processes import alive, children
 from harness.service_process import ServiceProcess
 from tests.support.kafka import log_ends, produce, run_sync, unique_group
-from tests.support.processes import alive, children
 from tests.support.service import metric, spark_progress, wait_for
 
 pytestmark = pytest.mark.kafka
