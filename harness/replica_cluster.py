@@ -25,31 +25,48 @@ class LoggedCommit:
 
 
 class ReplicaCluster:
+    """``size`` replicas; with ``watcher="separate"``, each beside a watcher of its own
+    that it tells (``SIDECAR_WATCHER_URL``), as the chart's pods with a watcher container:
+    ``readers`` are then the watchers."""
+
     def __init__(
         self, root: Path, bootstrap: str, database_url: str, size: int, **settings: Any
     ) -> None:
         self.database_url = database_url
         self.replicas: dict[str, ServiceProcess] = {}
+        self.watchers: dict[str, ServiceProcess] = {}
         for index in range(size):
             name = f"r{index}"
             workdir = root / name
             workdir.mkdir(parents=True, exist_ok=True)
-            self.replicas[name] = ServiceProcess(
-                workdir,
-                bootstrap,
-                database_url=database_url,
-                replicated="true",
-                **settings,
-            )
+            own = {"database_url": database_url, "replicated": "true", **settings}
+            if settings.get("watcher") == "separate":
+                watcher = ServiceProcess(workdir, bootstrap, command="watch", **own)
+                watcher.env["SIDECAR_WATCHER_URL"] = own["watcher_url"] = watcher.url
+                self.watchers[name] = watcher
+            self.replicas[name] = ServiceProcess(workdir, bootstrap, **own)
 
     def start(self) -> ReplicaCluster:
         for replica in self.replicas.values():
-            replica.start()
+            replica.start()  # migrates the database before any watcher reads it
+        for watcher in self.watchers.values():
+            watcher.start()
         return self
 
     def stop(self) -> None:
-        for replica in self.replicas.values():
-            replica.stop()
+        for process in (*self.watchers.values(), *self.replicas.values()):
+            process.stop()
+
+    def kill(self, name: str) -> None:
+        """SIGKILL replica ``name`` and its watcher (its pod is gone)."""
+        self.replicas[name].kill()
+        if name in self.watchers:
+            self.watchers[name].kill()
+
+    def readers(self) -> dict[str, ServiceProcess]:
+        """Who answers ``/v1/status`` and ``/ui`` for each replica alive: the replica, or
+        its watcher."""
+        return {name: self.watchers.get(name, r) for name, r in self.alive().items()}
 
     def alive(self) -> dict[str, ServiceProcess]:
         return {

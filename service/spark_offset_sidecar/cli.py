@@ -86,14 +86,14 @@ def _watch(settings: Settings) -> int:
     when that service is gone."""
     import os
 
-    from spark_offset_sidecar.adapters.watcher.child import PARENT_ENV, REPLICA_ENV, SOCKET_ENV
+    from spark_offset_sidecar.adapters.watcher.child import PARENT_ENV, SOCKET_ENV
     from spark_offset_sidecar.app.watch import create_watch_app
 
     socket = os.environ.get(SOCKET_ENV)
     if parent := os.environ.get(PARENT_ENV):
         _end_with_parent(int(parent), os.path.dirname(socket) if socket else None)
     told = socket is not None or settings.status.watcher_url is not None
-    app = create_watch_app(settings, told=told, replica_id=os.environ.get(REPLICA_ENV))
+    app = create_watch_app(settings, told=told)
     _run_http(settings, app, uds=socket)
     return 0
 

@@ -261,9 +261,6 @@ def test_a_changed_setting_changes_the_pods_checksum() -> None:
         (["--set", "kafka.sasl.mechanism=GSSAPI"], "kafka.sasl.mechanism"),
         (["--set", "auth.identities[0].name=a", "--set", "auth.identities[0].subject=*"],
          "auth.oidc.issuer"),
-        (["--set", "watcher.enabled=true", "--set", "replicaCount=2",
-          "--set", "database.type=postgresql", "--set", "database.postgresql.existingSecret=db"],
-         "watcher.enabled"),
         (["--set", "watcher.enabled=true", "--set", "watcher.port=8000"], "watcher.port"),
     ],
 )  # fmt: skip
@@ -314,6 +311,29 @@ def test_the_watcher_container_watches_on_its_own_port_and_the_server_takes_even
     endpoints = kinds["ServiceMonitor"][0]["spec"]["endpoints"]
     assert [e["port"] for e in endpoints] == ["http", "watch"]  # each its share of /metrics
     assert "SIDECAR_WATCHER" not in by_kind(render())["ConfigMap"][0]["data"]
+
+
+def test_each_replicas_watcher_container_is_told_as_a_child_is(tmp_path: Path) -> None:
+    """Issue 47: several replicas on PostgreSQL, each pod with its watcher container: the
+    server and its watcher read one replicated database, and the server tells the watcher
+    in its pod which groups it holds (the watcher is a replica's: it publishes those)."""
+    kinds = by_kind(render(
+        "--set", "replicaCount=3", "--set", "watcher.enabled=true",
+        "--set", "database.type=postgresql", "--set", "database.postgresql.existingSecret=db",
+    ))  # fmt: skip
+    deployment = kinds["Deployment"][0]["spec"]
+    assert deployment["replicas"] == 3
+    server, watcher = deployment["template"]["spec"]["containers"]
+    assert (server["args"], watcher["args"]) == (["serve"], ["watch"])
+    config = kinds["ConfigMap"][0]["data"]
+    url = "postgresql+psycopg://u:p@db/s"  # the Secret's key, as each container reads it
+    assert [e["name"] for e in watcher["env"]] == ["SIDECAR_PORT", "SIDECAR_DATABASE_URL"]
+    server_env = {**_settings_of(config, tmp_path), "SIDECAR_DATABASE_URL": url}
+    watcher_env = {**server_env, "SIDECAR_PORT": watcher["env"][0]["value"]}
+    server_settings, watcher_settings = map(Settings.from_env, (server_env, watcher_env))
+    for settings in (server_settings, watcher_settings):
+        assert settings.replicas.replicated
+        assert settings.status.watcher_url == "http://127.0.0.1:8001"
 
 
 def test_oauthbearer_msk_iam_and_jobs_identities_reach_the_service(tmp_path: Path) -> None:

@@ -150,7 +150,7 @@ def test_three_replicas_share_events_and_groups_and_survive_a_killed_owner(
         poster.start()
         time.sleep(1.0)
         killed_at = time.time()
-        cluster.replicas[victim].kill()
+        cluster.kill(victim)
         moved_after: dict[str, float] = {}
         deadline = time.monotonic() + 4 * LEASE + 10
         while len(moved_after) < len(victim_groups) and time.monotonic() < deadline:
@@ -186,16 +186,17 @@ READS_ALIKE = ("/v1/status", "/v1/queries", "/ui")
 _CLOCK_WORDS = re.compile(r"\d+ (s|min|h|d) ago|as of\s+[\d: -]+UTC")
 
 
-def _reads(replica: Any, groups: list[str], queries: list[str]) -> dict[str, Any]:
-    """Every read route's answer from one replica (the page without its clock words:
-    "as of" and "N s ago" are the reading replica's own time)."""
+def _reads(replica: Any, reader: Any, groups: list[str], queries: list[str]) -> dict[str, Any]:
+    """Every read route's answer from one replica, its status and page from its
+    ``reader`` (itself, or its watcher), the page without its clock words: "as of" and
+    "N s ago" are the reading replica's own time."""
     answers: dict[str, Any] = {}
     for path in (
         *READS_ALIKE,
         *(f"/v1/status/{g}" for g in groups),
         *(f"/v1/queries/{q}" for q in queries),
     ):
-        answer = replica.http.get(path)
+        answer = (replica if path.startswith("/v1/queries") else reader).http.get(path)
         assert answer.status_code == 200, (path, answer.text)
         if path == "/ui":
             answers[path] = _CLOCK_WORDS.sub("", answer.text)
@@ -210,7 +211,7 @@ def _watchers(replica: Any) -> list[str]:
     return [line for line in lines if line is not None and line.endswith(" watch")]
 
 
-@pytest.mark.parametrize("watcher", ["in-process", "child"])
+@pytest.mark.parametrize("watcher", ["in-process", "child", "separate"])
 def test_every_replica_answers_every_read_alike_and_windows_survive_a_killed_owner(
     tmp_path: Path, kafka_bootstrap: str, postgres_server: Any, new_topic: Any, watcher: str
 ) -> None:
@@ -218,7 +219,8 @@ def test_every_replica_answers_every_read_alike_and_windows_survive_a_killed_own
     read (status, one group's status, queries, one query, the page), and a group's status
     window carries over to its new owner when the old one is SIGKILLed. Issue 47: so with
     each replica's watching in a child of its own, which evaluates and publishes the
-    groups its replica holds the leases of."""
+    groups its replica holds the leases of; and with a watcher of its own beside each
+    replica, told as a child is (the chart's watcher container with several replicas)."""
     postgres_server.reset()
     cluster = ReplicaCluster(
         tmp_path,
@@ -232,8 +234,8 @@ def test_every_replica_answers_every_read_alike_and_windows_survive_a_killed_own
             if watcher == "in-process":  # it watches: its heap's state frozen
                 assert (metric(replica.metrics(), "sidecar_gc_frozen_objects") or 0) > 0
                 assert _watchers(replica) == []
-            else:  # its child watches; it keeps CPython's collector as it is
-                assert len(_watchers(replica)) == 1
+            else:  # its child watches, or the watcher beside it; it keeps CPython's collector
+                assert len(_watchers(replica)) == (1 if watcher == "child" else 0)
                 assert metric(replica.metrics(), "sidecar_gc_frozen_objects") == 0
         topic = new_topic(partitions=2)
         groups = [unique_group("alike") for _ in range(6)]
@@ -250,7 +252,7 @@ def test_every_replica_answers_every_read_alike_and_windows_survive_a_killed_own
                 assert answer.json()["outcome"] == "accepted", answer.text
 
         def status() -> dict[str, Any]:
-            answer = cluster.alive()[next(iter(cluster.alive()))].http.get("/v1/status")
+            answer = next(iter(cluster.readers().values())).http.get("/v1/status")
             return {g["group"]: g for g in answer.json()["groups"]}
 
         def samples(group: dict[str, Any]) -> int:
@@ -271,15 +273,19 @@ def test_every_replica_answers_every_read_alike_and_windows_survive_a_killed_own
                 f"batch {batch} sampled in every group's window",
             )
 
-        def every_replicas_reads(alive: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        def every_replicas_reads() -> dict[str, dict[str, Any]]:
             """Every replica's reads, all taken while nothing was published."""
+            readers = cluster.readers()
             return settled_reads(
-                {name: lambda r=r: _reads(r, groups, queries) for name, r in alive.items()},
+                {
+                    name: lambda r=r, n=name: _reads(r, readers[n], groups, queries)
+                    for name, r in cluster.alive().items()
+                },
                 20,
                 "the reports",
             )
 
-        reads = every_replicas_reads(cluster.alive())
+        reads = every_replicas_reads()
         reference = reads[names[0]]
         for name in names[1:]:
             assert reads[name] == reference, f"{name} answers otherwise than {names[0]}"
@@ -289,8 +295,9 @@ def test_every_replica_answers_every_read_alike_and_windows_survive_a_killed_own
         assert len(reporters) == 3, reporters  # each replica owns and reports some groups
 
         def exported_once() -> bool:
-            """Each group's status series on exactly one replica's /metrics (its owner's)."""
-            texts = [r.metrics() for r in cluster.alive().values()]
+            """Each group's status series on exactly one replica's /metrics (its owner's, or
+            its owner's watcher's)."""
+            texts = [r.metrics() for r in cluster.readers().values()]
             return all(
                 sum(f'sidecar_consumergroup_status{{consumergroup="{g}",' in t for t in texts) == 1
                 for g in groups
@@ -307,7 +314,7 @@ def test_every_replica_answers_every_read_alike_and_windows_survive_a_killed_own
             if f"-{victim_pid}-" in g["reported_by"]
         }
         assert victim_groups, reference["/v1/status"]["groups"]
-        cluster.replicas[victim].kill()
+        cluster.kill(victim)
         moved = wait_for(
             lambda: (
                 found
@@ -331,11 +338,39 @@ def test_every_replica_answers_every_read_alike_and_windows_survive_a_killed_own
             30,
             "batch 5 sampled in the handed-over windows",
         )
-        reads = every_replicas_reads(cluster.alive())
+        reads = every_replicas_reads()
         assert reads[survivors[0]] == reads[survivors[1]]
         print(f"windows before/after the kill: {before} / {after}")
+        if watcher == "separate":  # a server started again, its watcher still up: told anew
+            _server_started_again_beside_its_watcher(cluster, survivors[0], groups, status)
     finally:
         cluster.stop()
+
+
+def _server_started_again_beside_its_watcher(
+    cluster: ReplicaCluster,
+    name: str,
+    groups: list[str],
+    status: Callable[[], dict[str, Any]],
+) -> None:
+    """Replica ``name``'s server SIGKILLed and started again (a new replica id) while its
+    watcher runs on: the watcher is told the new replica and publishes its groups as it."""
+    server = cluster.replicas[name]
+    server.kill()
+    server.start()
+    pid = server.process.pid  # type: ignore[union-attr]
+    wait_for(
+        lambda: any(cluster.owner_of(g) == name for g in groups),
+        8 * LEASE + 20,
+        f"{name} started again holding groups",
+    )
+
+    def reported_by_their_owners() -> bool:
+        found = status()
+        mine = {g for g in groups if cluster.owner_of(g) == name}
+        return bool(mine) and all(f"-{pid}-" in found[g]["reported_by"] for g in mine)
+
+    wait_for(reported_by_their_owners, 30, f"{name}'s groups reported by its new replica id")
 
 
 def _by_group(commits: list[Any]) -> dict[str, list[Any]]:
@@ -444,7 +479,7 @@ def test_each_followed_folder_is_read_by_its_groups_owner_and_moves_with_it(
         assert all(f["last_batch_recorded"] == 0 for f in listed), listed
 
         victim = next(name for name, read in polled.items() if read)
-        cluster.replicas[victim].kill()
+        cluster.kill(victim)
         for index, (group, folder) in enumerate(folders.items()):
             write_batch(folder, f"q-{group}", 1, json.dumps(_offsets(topic, 1, index)))
         for index, group in enumerate(folders):  # the survivor took the groups and folders

@@ -246,18 +246,23 @@ def test_a_replicas_groups_are_told_when_they_change_and_only_those_are_its_watc
     watcher = InMemoryWatcher()
     relay = MemoryRelay(
         teller, watcher, waiting=lambda _g: None, job=lambda _g: None,
-        owned=lambda: teller.committing,
+        owned=lambda: teller.committing, replica="host-1-abc",
     )  # fmt: skip
     mine = Ledger(groups=[GroupState(g, query_id=f"q-{g}") for g in ("a", "b", "c")])
     mine.commit_only(set())  # as a replica's watcher starts: nothing until told
     wakes: list[None] = []
-    told = ToldMemory(mine, lambda _g, _j: None, watch_more=lambda: wakes.append(None))
+    publishes_as: list[str] = []
+    told = ToldMemory(
+        mine, lambda _g, _j: None, watch_more=lambda: wakes.append(None),
+        publish_as=publishes_as.append,
+    )  # fmt: skip
 
     assert asyncio.run(relay.tell())
     told.take(decode_told(encode_told(watcher.told[-1])))  # over the wire
     assert watcher.told[-1].owned == {"a"}
     assert [g for g in "abc" if mine.commits(g)] == ["a"]
     assert len(wakes) == 1, "a group taken: its log ends read now"
+    assert publishes_as == ["host-1-abc"], "a whole message names the replica"
 
     assert asyncio.run(relay.tell())
     assert len(watcher.told) == 1, "nothing changed: nothing told"
@@ -273,10 +278,22 @@ def test_a_replicas_groups_are_told_when_they_change_and_only_those_are_its_watc
     told.take(decode_told(encode_told(watcher.told[-1])))
     assert [g for g in "abc" if mine.commits(g)] == ["b"]
     assert len(wakes) == 2
+    assert publishes_as == ["host-1-abc"], "partial messages leave the replica as told"
+    assert all(m.replica is None for m in watcher.told[1:])
+    watcher.started_again()  # told everything, the replica too
+    assert asyncio.run(relay.tell())
+    assert (watcher.told[-1].whole, watcher.told[-1].replica) == (True, "host-1-abc")
 
-    single = MemoryRelay(Ledger(), InMemoryWatcher(), waiting=lambda _g: None, job=lambda _g: None)
+    alone = InMemoryWatcher()
+    single = MemoryRelay(Ledger(), alone, waiting=lambda _g: None, job=lambda _g: None)
     assert asyncio.run(single.tell())  # one process: its watcher evaluates every group
-    for body in (b'{"owned": "abc"}', b'{"owned": [1]}'):
+    assert (alone.told[-1].owned, alone.told[-1].replica) == (None, None)
+    for body, named in (
+        (b'{"owned": "abc"}', "owned"),
+        (b'{"owned": [1]}', "owned"),
+        (b'{"replica": ""}', "replica"),
+        (b'{"replica": 7}', "replica"),
+    ):
         doc = {**json.loads(encode_told(watcher.told[-1])), **json.loads(body)}
-        with pytest.raises(ToldRefused, match="owned"):
+        with pytest.raises(ToldRefused, match=named):
             decode_told(json.dumps(doc).encode())

@@ -305,10 +305,12 @@ def test_every_variable_belongs_to_one_section_and_has_a_meaning() -> None:
     assert all(v.startswith("SIDECAR_") and v == v.upper() for v in variables)
 
 
-def test_serve_watches_in_a_child_unless_replicated_or_told_otherwise() -> None:
+def test_serve_watches_in_a_child_unless_told_otherwise() -> None:
     """``auto`` (the default): ``offset-sidecar serve`` starts a child watcher, alone or
     with replicas (each replica's child publishes its groups' reports); in an app built in
-    code one process watches (``status.watches_here``). A place given is kept."""
+    code one process watches (``status.watches_here``). A place given is kept. A separate
+    watcher beside each replica is told, as a child is (issue 47: the chart's watcher
+    container with several replicas)."""
     alone = Settings.from_env({})
     assert alone.status.watcher == "auto"
     assert alone.status.watches_here  # an app built in code
@@ -323,5 +325,7 @@ def test_serve_watches_in_a_child_unless_replicated_or_told_otherwise() -> None:
     assert Settings.from_env(beside).status.watcher_url == "http://[::1]:8001"
     replicated = {**beside, "SIDECAR_REPLICATED": "true"}
     replicated["SIDECAR_DATABASE_URL"] = "postgresql+psycopg://u:p@db/s"
-    with pytest.raises(ConfigError, match="with replicas, each replica's watcher is its child"):
-        Settings.from_env(replicated)
+    told = Settings.from_env(replicated)
+    assert (told.status.watcher_url, told.replicas.replicated) == ("http://[::1]:8001", True)
+    with pytest.raises(ConfigError, match="needs SIDECAR_WATCHER=separate"):
+        Settings.from_env({**replicated, "SIDECAR_WATCHER": "child"})

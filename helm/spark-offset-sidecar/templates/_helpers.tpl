@@ -95,9 +95,6 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- if and (include "sidecar.sasl" .) (eq $mechanism "OAUTHBEARER") (not (and .Values.kafka.sasl.oauth.tokenUrl .Values.kafka.sasl.oauth.clientId)) -}}
 {{- fail "kafka.sasl.mechanism OAUTHBEARER needs kafka.sasl.oauth.tokenUrl and kafka.sasl.oauth.clientId" -}}
 {{- end -}}
-{{- if and .Values.watcher.enabled (gt (int .Values.replicaCount) 1) -}}
-{{- fail "watcher.enabled needs replicaCount 1: each pod's watcher would watch every group" -}}
-{{- end -}}
 {{- if and .Values.watcher.enabled (eq (int .Values.watcher.port) (int .Values.service.port)) -}}
 {{- fail "watcher.port must differ from service.port: both listen in one pod" -}}
 {{- end -}}

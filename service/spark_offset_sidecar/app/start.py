@@ -122,7 +122,6 @@ class Start:
         run_in_background(stack, LoopLag(self.metrics.loop_lag.observe).run(), "loop lag")
         sql, durable = await self._ledger(stack, replica_id)
         if self.watcher is not None:  # it reads the database at the newest migration
-            self.watcher.replica_id = replica_id  # a replica's publishes as the replica
             await self.watcher.start()
             stack.push_async_callback(self.watcher.stop)
             run_in_background(stack, self.watcher.run(), "watcher")
@@ -143,7 +142,7 @@ class Start:
             SqlFollowedFolders(sql.engine) if sql is not None else None
         )
         follower = self._follower(stack, followed, durable, lag_monitor)
-        told = (durable, committer, lag_monitor, follower)
+        told = (durable, committer, lag_monitor, follower, replica_id)
         if self.watcher is not None:
             await self._tell_watcher(stack, self.watcher, *told, self.watcher.first_ready)
         elif self.told_at is not None:  # told from its first answer on
@@ -179,6 +178,7 @@ class Start:
         committer: OffsetCommitter,
         lag_monitor: LagMonitor | LagMonitors,
         follower: CheckpointFollower | None,
+        replica_id: str | None,
         first_ready: Callable[[], Awaitable[bool]] | None,
     ) -> None:
         """The watcher told what only this process's memory knows, from now on. With
@@ -193,6 +193,7 @@ class Start:
             folders=follower.reports if follower is not None else None,
             problems=lambda: [p for p in self.runtime.problems() if not p.startswith(PROBLEM)],
             owned=lambda: durable.ledger.committing,  # None (every group) but with replicas
+            replica=replica_id,  # its watcher publishes as this replica
         )
         if first_ready is not None:
             try:

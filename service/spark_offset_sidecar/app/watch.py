@@ -22,6 +22,11 @@ process that started it (``told=True``: ``TOLD_MEMORY`` on its socket;
 ``runtime.told_memory``), and reads as that process would; so is a watcher of its own
 beside its service (``SIDECAR_WATCHER=separate`` with ``SIDECAR_WATCHER_URL``: the
 service tells it there, from a loopback address). Without it, it knows none of it.
+
+A told watcher of a replica (``SIDECAR_REPLICATED=true``), child or beside it, watches
+that replica's share of the fleet: it is told which replica it watches for and which
+groups that replica holds the leases of, evaluates those only, publishes their reports
+as that replica on the board every replica reads, and answers readers from the board.
 """
 
 from __future__ import annotations
@@ -71,6 +76,8 @@ from spark_offset_sidecar.settings.values import is_loopback
 
 log = logging.getLogger(__name__)
 
+UNTOLD = ""  # a replica's watcher's board before it is told which replica: owns nothing
+
 
 def create_watch_app(
     settings: Settings,
@@ -81,17 +88,15 @@ def create_watch_app(
     registry: CollectorRegistry | None = None,
     clock: Callable[[], float] = time.time,
     told: bool = False,
-    replica_id: str | None = None,
     board: StatusBoard | None = None,
 ) -> FastAPI:
     """Build the watcher. ``store`` defaults to SQL (``database_url``), ``log_ends`` and
     ``record_times`` to aiokafka; tests may pass others (``testing``). ``told``: it is
     told what its service's memory knows (``TOLD_MEMORY``): as that service's child, or
-    beside it (``SIDECAR_WATCHER_URL``).
-    ``replica_id``: that service is this replica (``SIDECAR_REPLICATED=true``): the
-    watcher evaluates the groups it is told the replica commits, publishes their reports
-    as the replica on the board every replica reads (``board``, by default the SQL one),
-    and answers readers from that board."""
+    beside it (``SIDECAR_WATCHER_URL``). Told, with ``SIDECAR_REPLICATED=true``, it is a
+    replica's: it evaluates the groups it is told that replica commits, publishes their
+    reports as the replica on the board every replica reads (``board``, by default the
+    SQL one), and answers readers from that board."""
     kafka = KafkaClients(settings)
     metrics = SidecarMetrics(
         registry or CollectorRegistry(), kafka.clusters if kafka.several else None
@@ -107,7 +112,7 @@ def create_watch_app(
         Given(log_ends=log_ends, record_times=record_times, status_board=board),
         store,
         told=told,
-        replica_id=replica_id,
+        replicated=told and settings.replicas.replicated,
     )
     ledger = start.ledger
 
@@ -219,13 +224,20 @@ class WatchStart:
     # Its share of a service's /metrics (SIDECAR_WATCHER=child): the lag reads and the
     # per-group series, none of the process-wide ones the service exports too.
     share: CollectorRegistry = field(default_factory=CollectorRegistry)
-    told: bool = False  # a service's child: told that service's memory
-    replica_id: str | None = None  # that service's, with replicas
+    told: bool = False  # told its service's memory: its child, or beside it
+    replicated: bool = False  # a replica's: told which replica and which groups
     memory: ToldMemory | None = None  # what it was told, once ``run`` built it
+    board: StatusBoard | None = None  # a replica's, once ``run`` built it
 
     def __post_init__(self) -> None:
-        if self.replica_id is not None and not self.told:
-            raise ValueError("a replica's watcher is its child: told which groups it commits")
+        if self.replicated and not self.told:
+            raise ValueError("a replica's watcher is told which groups it watches")
+
+    def _publish_as(self, replica_id: str) -> None:
+        """The replica it watches for, as told (another when that replica started again)."""
+        if self.board is not None and self.board.replica_id != replica_id:
+            log.info("watching for replica %s", replica_id)
+            self.board.replica_id = replica_id
 
     def _waiting(self, group_id: str) -> str | None:
         return self.memory.waiting(group_id) if self.memory is not None else None
@@ -244,13 +256,14 @@ class WatchStart:
             rows = sql = SqlStore(settings.database.url)
             stack.callback(sql.close)
             followed = SqlFollowedFolders(sql.engine)
-            if self.replica_id is not None and board is None:
+            if self.replicated and board is None:
                 from spark_offset_sidecar.adapters.sql.status_board import SqlStatusBoard
 
-                board = SqlStatusBoard(sql.engine, self.replica_id)
+                board = SqlStatusBoard(sql.engine, UNTOLD)
         else:
             rows = self.store
-        if self.replica_id is not None:
+        if self.replicated:
+            self.board = board
             ledger.commit_only(set())  # L5: nothing of the replica's until told its groups
         lag_monitor = watch_lag(
             stack,
@@ -269,7 +282,11 @@ class WatchStart:
         )
         if self.told:  # a group told of but not read yet: the store now, not in a while
             self.memory = ToldMemory(
-                ledger, lag_monitor.note_job, follower.wake, watch_more=lag_monitor.wake
+                ledger,
+                lag_monitor.note_job,
+                follower.wake,
+                watch_more=lag_monitor.wake,
+                publish_as=self._publish_as,
             )
             lag_monitor.set_folders(self.memory.folder_reports)  # published with the groups
         told = self.memory

@@ -31,8 +31,9 @@ class BoardEntry:
 
 
 class StatusBoard(Protocol):
-    @property
-    def replica_id(self) -> str: ...
+    # The replica it publishes as; a replica's watcher sets it when told which replica it
+    # watches for (and again when that replica is started again: a new replica id).
+    replica_id: str
 
     def publish(self, entries: Sequence[BoardEntry]) -> int:
         """Write ``entries`` (one per group); returns how many were written."""

@@ -16,7 +16,7 @@ Contract
   - ``share`` returns the watcher's share of ``/metrics`` (``WATCHED_METRICS``) as it
     sent it, gzip-compressed; raises ``WatcherUnavailable`` as ``get`` does.
   - ``tell`` hands the watcher what this process's memory knows of some groups (and,
-    with replicas, which groups this replica commits); raises
+    with replicas, which replica this is and which groups it commits); raises
     ``WatcherUnavailable`` as ``get`` does (then nothing of it was taken).
   - ``generation`` counts the watchers started: a new one was told nothing yet. A
     watcher refuses what it is told but a whole message until it took one (one started
@@ -59,6 +59,9 @@ class Told:
     # With replicas: the groups the teller commits now (its leases), whole; its watcher
     # evaluates and publishes those only. None: unchanged, or not replicated (every group).
     owned: frozenset[str] | None = None
+    # With replicas: the teller's replica id, in every whole message (a replica started
+    # again is another replica); its watcher publishes its groups' reports as that replica.
+    replica: str | None = None
 
 
 class ToldLink(Protocol):

@@ -1,7 +1,8 @@
 """Telling the watcher this process started (``SIDECAR_WATCHER=child``) what only this
 process's memory knows of the groups (``core.group_memory``), so that the watcher's
-status and reports read as this process's would; with replicas, also which groups this
-replica commits (its leases), the only ones its watcher evaluates and publishes.
+status and reports read as this process's would; with replicas, also which replica this
+is and which groups it commits (its leases), the only ones its watcher evaluates and
+publishes, as this replica.
 
 Every ``interval`` seconds it tells the groups whose memory changed since the last message
 (ledger R15) and those with a commit in flight (what that commit waits for changes with
@@ -14,7 +15,7 @@ that did not take the last message, is told every group in the next (``whole``).
 Invariants
   - A group's memory as it stands after a change reaches the watcher with the first
     message the watcher takes after that change (or with a whole one after it); so do
-    this replica's groups.
+    this replica's groups. Every whole message names this replica.
   - The message is built on the event loop a few milliseconds at a time (``Turns``): a
     group that changes meanwhile is collected again (R15) and told in the next message.
   - Encoding and sending are the link's (off the loop for a whole fleet's).
@@ -51,10 +52,11 @@ class MemoryRelay:
         folders: FolderReports | None = None,
         problems: Callable[[], Sequence[str]] = tuple,
         owned: Callable[[], frozenset[str] | None] = lambda: None,
+        replica: str | None = None,
         interval: float = TELL_EVERY,
     ) -> None:
         """``owned``: with replicas, the groups this replica commits now (None: every
-        group, told never)."""
+        group, told never); ``replica``: this replica's id (None: not replicated)."""
         self._ledger = ledger
         self._link = link
         self._waiting = waiting
@@ -63,6 +65,7 @@ class MemoryRelay:
         self._problems = problems
         self._told_problems: tuple[str, ...] | None = None
         self._owned = owned
+        self._replica = replica
         self._told_owned: frozenset[str] | None = None
         self.interval = interval
         self._told_to: int | None = None  # the watcher's generation that took the last
@@ -106,7 +109,8 @@ class MemoryRelay:
         new_problems = problems if whole or problems != self._told_problems else None
         owned = self._owned()
         new_owned = owned if whole or owned != self._told_owned else None
-        told = Told(groups, new_folders, whole, new_problems, new_owned)
+        replica = self._replica if whole else None
+        told = Told(groups, new_folders, whole, new_problems, new_owned, replica)
         if not whole and told == Told({}):  # nothing to tell
             return True
         try:

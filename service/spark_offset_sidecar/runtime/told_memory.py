@@ -11,7 +11,8 @@ Invariants
   - A whole message replaces everything told before; none but a whole one is taken
     first (``takes``).
   - With replicas, the watcher's ledger commits (``Ledger.commits``: evaluates, exports,
-    publishes) the groups last told its teller's (none before the first message).
+    publishes) the groups last told its teller's (none before the first message), and
+    publishes them as the replica last told (``publish_as``, before the groups it holds).
   - A group told of that the ledger does not hold yet calls ``unknown`` (once a message):
     the store follower then reads the store now, not at its next interval. Groups told
     its replica's that were not before call ``watch_more`` (once a message): the lag
@@ -37,13 +38,16 @@ class ToldMemory:
         note_job: Callable[[str, JobRates], None],
         unknown: Callable[[], None] = lambda: None,
         watch_more: Callable[[], None] = lambda: None,
+        publish_as: Callable[[str], None] = lambda _replica: None,
     ) -> None:
         """``unknown``: told of a group the ledger does not hold yet; ``watch_more``: told
-        that its replica took groups (the lag monitor reads their log ends now)."""
+        that its replica took groups (the lag monitor reads their log ends now);
+        ``publish_as``: told which replica it watches for."""
         self._ledger = ledger
         self._note_job = note_job
         self._unknown = unknown
         self._watch_more = watch_more
+        self._publish_as = publish_as
         self._owned: frozenset[str] = frozenset()  # with replicas: as last told
         self.groups: dict[str, GroupMemory] = {}
         self.folders: Mapping[str, tuple[FolderReport, ...]] = {}
@@ -76,12 +80,16 @@ class ToldMemory:
             self.folders = told.folders
         if told.problems is not None:
             self.problems = told.problems
-        if told.owned is not None:
-            self._own(told.owned)
+        self._own(told)
         self.messages += 1
 
-    def _own(self, owned: frozenset[str]) -> None:
-        """A replica's groups: evaluated and published here; the new ones read now."""
+    def _own(self, told: Told) -> None:
+        """A replica's groups: evaluated and published here, as that replica; the new
+        ones read now."""
+        if told.replica is not None:
+            self._publish_as(told.replica)
+        if (owned := told.owned) is None:
+            return
         self._ledger.commit_only(owned)
         taken, self._owned = owned - self._owned, owned
         if taken:

@@ -251,19 +251,19 @@ class StatusSettings(Section):
         "of /metrics; docs/run/watcher.md): in-process, by this process; child, by a watcher "
         "process this one starts, readers answered through this one; separate, by a watcher "
         "run on its own (offset-sidecar watch), this process then serves events only; auto, "
-        "child for offset-sidecar serve (with replicas, each replica's child watches the groups "
-        "it holds the leases of and publishes their reports), in-process for an app built in "
-        "code",
+        "child for offset-sidecar serve, in-process for an app built in code. With replicas, "
+        "each replica's watcher (child, or separate with SIDECAR_WATCHER_URL) watches the "
+        "groups it holds the leases of and publishes their reports",
     )
 
     watcher_url: LoopbackUrl | None = Field(
         None,
-        description="with SIDECAR_WATCHER=separate (not with replicas) and the watcher on this "
-        "machine or in this pod: its URL (http://127.0.0.1:8001), where this process tells it "
-        "what only its memory knows, as it tells a child (failed commits, counters, commits in "
-        "flight, "
-        "followed folders; docs/run/watcher.md); the watcher reads it too, and takes what it "
-        "is told from a loopback address only. Unset: a separate watcher is told nothing",
+        description="with SIDECAR_WATCHER=separate and the watcher on this machine or in this "
+        "pod: its URL (http://127.0.0.1:8001), where this process tells it what only its memory "
+        "knows, as it tells a child (failed commits, counters, commits in flight, followed "
+        "folders; with replicas, which replica and which groups it watches: docs/run/watcher.md); "
+        "the watcher reads it too, and takes what it is told from a loopback address only. "
+        "Unset: a separate watcher is told nothing",
     )
 
     @property

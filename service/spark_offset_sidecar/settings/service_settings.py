@@ -116,12 +116,6 @@ class Settings(BaseModel):
                 "tells a watcher run on its own: it needs SIDECAR_WATCHER=separate (a child "
                 f"is told on its socket), not {status.watcher}",
             )
-        if status.watcher_url is not None and self.replicas.replicated:
-            raise ConfigError(
-                status.variable("watcher_url"),
-                "tells one watcher what one process knows: with replicas, each replica's "
-                "watcher is its child (SIDECAR_WATCHER=child), told its groups",
-            )
         if self.oidc.enabled and not self.auth.tokens_file:
             raise ConfigError(
                 AuthSettings.variable("tokens_file"),

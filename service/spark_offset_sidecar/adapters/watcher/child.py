@@ -2,8 +2,8 @@
 (``SIDECAR_WATCHER=child``), reached over a Unix socket of its own.
 
 The child reads the same environment (the same settings: database, Kafka, tokens) and
-listens on ``SOCKET_ENV``'s socket instead of a port; a replica's child publishes its
-groups' reports as that replica (``REPLICA_ENV``). ``start`` spawns it; ``run`` starts
+listens on ``SOCKET_ENV``'s socket instead of a port (a replica's child is told which
+replica it publishes as, with what else it is told). ``start`` spawns it; ``run`` starts
 it again whenever it exits (after 1 s, doubling up to 30 s while it keeps dying); ``stop``
 ends it (SIGTERM, then SIGKILL after ``STOP_GRACE`` seconds). A child whose parent is gone
 ends itself (``PARENT_ENV``: ``cli`` watches it), so that a killed service leaves no
@@ -36,7 +36,6 @@ log = logging.getLogger(__name__)
 
 SOCKET_ENV = "OFFSET_SIDECAR_WATCHER_SOCKET"  # where the child listens (not a setting)
 PARENT_ENV = "OFFSET_SIDECAR_WATCHER_PARENT"  # the pid whose end ends the child
-REPLICA_ENV = "OFFSET_SIDECAR_WATCHER_REPLICA"  # with replicas: the one it publishes as
 STOP_GRACE = 10.0
 CHECK_EVERY = 5.0  # seconds between questions of whether the child is ready
 PROBLEM = "watcher: "  # how the service names its watcher's problem among its own
@@ -56,8 +55,6 @@ class WatcherChild:
         self.process: asyncio.subprocess.Process | None = None
         self.starts = 0
         self._problem: str | None = "the watcher is starting"
-        # With replicas: this process's replica id, which its watcher publishes reports as.
-        self.replica_id: str | None = None
 
     @property
     def problem(self) -> str | None:
@@ -80,8 +77,6 @@ class WatcherChild:
             os.unlink(socket)
         env = {k: v for k, v in os.environ.items() if k not in NOT_PASSED}
         env.update({SOCKET_ENV: socket, PARENT_ENV: str(os.getpid())})
-        if self.replica_id is not None:
-            env[REPLICA_ENV] = self.replica_id
         self.process = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "spark_offset_sidecar.cli", "watch", env=env
         )

@@ -28,7 +28,7 @@ from spark_offset_sidecar.core.offsets import from_json, shared_partition, to_js
 from spark_offset_sidecar.errors import WatcherUnavailable
 from spark_offset_sidecar.ports.watcher import TOLD_MEMORY, Told
 
-TOLD_VERSION = 2  # 2: "owned" (a replica's groups)
+TOLD_VERSION = 3  # 2: "owned" (a replica's groups); 3: "replica" (which replica tells)
 
 
 class ToldRefused(ValueError):
@@ -60,6 +60,7 @@ def encode_told(told: Told) -> bytes:
         else {g: [encode_folder(f) for f in reports] for g, reports in told.folders.items()},
         "problems": None if told.problems is None else list(told.problems),
         "owned": None if told.owned is None else sorted(told.owned),
+        "replica": told.replica,
     }
     return json.dumps(doc, separators=(",", ":")).encode()
 
@@ -69,7 +70,11 @@ def decode_told(body: bytes) -> Told:
         doc = json.loads(body)
         if doc.get("version") != TOLD_VERSION:
             raise ToldRefused(f"told version {doc.get('version')!r}; this one reads {TOLD_VERSION}")
-        folders, problems, owned = doc["folders"], doc["problems"], doc["owned"]
+        folders, problems, owned, replica = (
+            doc["folders"], doc["problems"], doc["owned"], doc["replica"]
+        )  # fmt: skip
+        if replica is not None and not (isinstance(replica, str) and replica):
+            raise ToldRefused(f"replica is not a replica id: {replica!r:.80}")
         return Told(
             {g: _decode_memory(m) if m else None for g, m in doc["groups"].items()},
             None
@@ -78,6 +83,7 @@ def decode_told(body: bytes) -> Told:
             bool(doc["whole"]),
             None if problems is None else tuple(map(str, problems)),
             None if owned is None else _names(owned),
+            replica,
         )
     except ToldRefused:
         raise
