@@ -141,6 +141,12 @@ SCENARIOS: dict[str, Scenario] = {
         needs="PostgreSQL, wrk",
         quick=("--rounds", "1", "--seconds", "3", "--queries", "60", "--idle-seconds", "1"),
     ),
+    "replica_watchers": Scenario(
+        "what each replica's watcher holds (resident memory) with 3 replicas, before/after",
+        broker=True,
+        needs="PostgreSQL, go (loadgen), a git worktree of the earlier commit",
+        quick=("--groups", "60", "--partitions", "2", "--read-interval", "1"),
+    ),
     # Looking at the fleet
     "scrape_cost": Scenario(
         "/metrics at 5,000 groups, and events' latency while /metrics (and /ui) are read back "

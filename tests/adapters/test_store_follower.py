@@ -140,3 +140,48 @@ def test_a_step_reads_again_only_what_changed(stores: tuple[SqlStore, SqlStore])
     step(follower)
     assert follower.reread == 104  # two groups and their two queries
     assert held(follower.ledger) == stored(taker_store)
+
+
+def test_a_follower_of_some_groups_holds_those_and_lets_the_others_go(
+    stores: tuple[SqlStore, SqlStore],
+) -> None:
+    """A replica's watcher (``wanted``: the groups its replica holds the leases of): memory
+    holds those groups and their queries only, reads no other row, takes a group when it
+    becomes wanted and lets it go when it no longer is."""
+    taker_store, watcher_store = stores
+    taker = Taker(taker_store)
+    for i in range(6):
+        taker.progress(f"q{i}", f"g{i}", 1, 10)
+    wanted: set[str] = set()
+    follower = StoreFollower(
+        watcher_store, Ledger(), interval=1.0, wanted=lambda: frozenset(wanted)
+    )
+    step(follower)
+    assert held(follower.ledger) == {"queries": {}, "groups": {}}
+    assert follower.reread == 0
+
+    def held_of(group_ids: set[str]) -> dict[str, Any]:
+        everything = stored(taker_store)
+        return {
+            "queries": {q: v for q, v in everything["queries"].items() if v[0] in group_ids},
+            "groups": {g: v for g, v in everything["groups"].items() if g in group_ids},
+        }
+
+    wanted.update({"g1", "g2"})
+    step(follower)
+    assert held(follower.ledger) == held_of({"g1", "g2"})
+    assert follower.reread == 4  # two groups and their two queries, no other row
+
+    taker.commit("g1")
+    taker.progress("q4", "g4", 2, 20)  # not wanted: not read
+    step(follower)
+    assert held(follower.ledger) == held_of({"g1", "g2"})
+    assert follower.reread == 6
+
+    wanted.symmetric_difference_update({"g2", "g4"})  # g2's lease lost, g4's taken
+    step(follower)
+    assert held(follower.ledger) == held_of({"g1", "g4"})
+    assert follower.reread == 10  # g4 and q4 read, g2 and q2 let go (as gone rows are)
+    taker.progress("q9", "g4", 1, 7)  # another query takes a wanted group
+    step(follower)
+    assert held(follower.ledger) == held_of({"g1", "g4"})

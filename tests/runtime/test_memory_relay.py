@@ -297,3 +297,53 @@ def test_a_replicas_groups_are_told_when_they_change_and_only_those_are_its_watc
         doc = {**json.loads(encode_told(watcher.told[-1])), **json.loads(body)}
         with pytest.raises(ToldRefused, match=named):
             decode_told(json.dumps(doc).encode())
+
+
+def test_a_replicas_watcher_holding_only_its_groups_reads_a_taken_one_then_watches_it() -> None:
+    """``follows_owned`` (a replica's watcher whose store follower holds its replica's
+    groups only): what it wants is what it was last told its replica's; a group told of
+    that it does not want never wakes the follower; a group taken that the ledger does not
+    hold yet wakes the follower, and the lag monitor once the follower read it."""
+    teller = Ledger()
+    for group in ("a", "b", "c"):
+        progress(teller, group, 1, 10)
+    teller.commit_only({"a"})
+    watcher = InMemoryWatcher()
+    relay = MemoryRelay(
+        teller, watcher, waiting=lambda _g: None, job=lambda _g: None,
+        owned=lambda: teller.committing, replica="r1",
+    )  # fmt: skip
+    mine = Ledger()  # holds nothing before told
+    mine.commit_only(set())
+    events: list[str] = []
+    told = ToldMemory(
+        mine, lambda _g, _j: None, unknown=lambda: events.append("follower"),
+        watch_more=lambda: events.append("lag monitor"), follows_owned=True,
+    )  # fmt: skip
+    assert told.wanted() == frozenset()
+
+    assert asyncio.run(relay.tell())  # a, b and c told of; a is the replica's
+    told.take(decode_told(encode_told(watcher.told[-1])))
+    assert told.wanted() == {"a"}
+    assert events == ["follower"], "a, not held yet: read it first (b and c: not wanted)"
+    told.refreshed(["b"])  # a step that did not read a yet
+    assert events == ["follower"]
+    mine.groups["a"] = GroupState("a", query_id="q-a")  # as the follower's step reads it
+    told.refreshed(["a"])
+    assert events == ["follower", "lag monitor"], "read: its log ends now"
+    told.refreshed(["a"])
+    assert events == ["follower", "lag monitor"], "once"
+
+    progress(teller, "b", 2, 20)  # b's memory changes: told, still not wanted
+    assert asyncio.run(relay.tell())
+    told.take(decode_told(encode_told(watcher.told[-1])))
+    assert events == ["follower", "lag monitor"]
+
+    assert teller.take("a", 100.0) is not None  # a commit of a in flight, told with it
+    teller.commit_only({"b"})  # a's lease lost, b's taken
+    assert asyncio.run(relay.tell())
+    told.take(decode_told(encode_told(watcher.told[-1])))
+    assert told.wanted() == {"b"}
+    assert mine.groups["a"].in_flight is None, "a let go at the next step, not held"
+    assert events == ["follower", "lag monitor", "follower"]
+    assert ToldMemory(Ledger(), lambda _g, _j: None).wanted() is None  # one process: all

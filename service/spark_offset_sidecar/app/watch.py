@@ -246,6 +246,12 @@ class WatchStart:
         if self.memory is not None:
             self.memory.refreshed(group_ids)
 
+    def _wanted(self) -> frozenset[str] | None:
+        """A replica's watcher holds its replica's groups only (none before told)."""
+        if not self.replicated:
+            return None
+        return self.memory.wanted() if self.memory is not None else frozenset()
+
     async def run(self, stack: AsyncExitStack) -> Watching:
         settings, metrics, ledger = self.settings, self.metrics, self.ledger
         run_in_background(stack, LoopLag(metrics.loop_lag.observe).run(), "loop lag")
@@ -279,6 +285,7 @@ class WatchStart:
             ledger,
             interval=settings.status.lag_read_interval_seconds,
             refreshed=self._refreshed,
+            wanted=self._wanted,
         )
         if self.told:  # a group told of but not read yet: the store now, not in a while
             self.memory = ToldMemory(
@@ -287,6 +294,7 @@ class WatchStart:
                 follower.wake,
                 watch_more=lag_monitor.wake,
                 publish_as=self._publish_as,
+                follows_owned=self.replicated,
             )
             lag_monitor.set_folders(self.memory.folder_reports)  # published with the groups
         told = self.memory

@@ -21,6 +21,11 @@ Invariants
     (``runtime.told_memory``: ``refreshed`` hears of every group read again).
   - ``wake`` starts the next step now instead of after the interval (a child watcher
     told of a group its ledger does not hold yet): steps never overlap.
+  - ``wanted`` (a replica's watcher: the groups its replica holds the leases of; None:
+    every group) narrows what memory holds to those groups and their queries: a group
+    that becomes wanted is read at the next step as a new one, one that stops being
+    wanted leaves memory as a gone one (unless a commit of it is in flight), and no
+    other row is read.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ from dataclasses import dataclass
 
 from spark_offset_sidecar.core.ledger import Ledger
 from spark_offset_sidecar.errors import StoreError
-from spark_offset_sidecar.ports.store import LedgerRows, LoadedRows, StoredMarks
+from spark_offset_sidecar.ports.store import LedgerRows, LoadedRows, StoredMarks, StoredState
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +60,10 @@ class StoreFollower:
         *,
         interval: float,
         refreshed: Callable[[Collection[str]], None] = lambda _group_ids: None,
+        wanted: Callable[[], Collection[str] | None] = lambda: None,
     ) -> None:
         self.rows = rows
+        self.wanted = wanted
         self.ledger = ledger
         self.interval = interval
         self.refreshed = refreshed
@@ -69,7 +76,8 @@ class StoreFollower:
     def read(self) -> FollowStep:
         """The store's marks, and the rows whose marks differ from those of the last step
         (on the worker thread: touches no memory but the last step's marks)."""
-        marks = self.rows.marks()
+        wanted = self.wanted()  # once a step: the step reads one set of groups
+        marks = _only(self.rows.marks(), wanted)
         before = self.marks
         query_ids = _differing(before.queries, marks.queries)
         group_ids = _differing(before.groups, marks.groups)
@@ -79,7 +87,22 @@ class StoreFollower:
                     group_ids.add(mark[0])
         if not query_ids and not group_ids:
             return FollowStep(marks, None)
-        return FollowStep(marks, self.rows.rows(query_ids, group_ids))
+        if wanted is None:
+            return FollowStep(marks, self.rows.rows(query_ids, group_ids))
+        # Rows still stored but no longer wanted are not read: memory lets them go.
+        loaded = self.rows.rows(query_ids & marks.queries.keys(), group_ids & marks.groups.keys())
+        stored = loaded.stored
+        return FollowStep(
+            marks,
+            LoadedRows(
+                loaded.query_ids | query_ids,
+                loaded.group_ids | group_ids,
+                StoredState(
+                    [q for q in stored.queries if q.group_id in wanted],
+                    [g for g in stored.groups if g.group_id in wanted],
+                ),
+            ),
+        )
 
     def apply(self, step: FollowStep) -> None:
         """Memory takes in what ``step`` read (on the event loop)."""
@@ -114,6 +137,16 @@ class StoreFollower:
 
     def close(self) -> None:
         self._worker.shutdown(wait=False, cancel_futures=True)
+
+
+def _only(marks: StoredMarks, wanted: Collection[str] | None) -> StoredMarks:
+    """The marks of ``wanted`` groups and of their queries (None: all of them)."""
+    if wanted is None:
+        return marks
+    return StoredMarks(
+        {q: mark for q, mark in marks.queries.items() if mark[0] in wanted},
+        {g: mark for g, mark in marks.groups.items() if g in wanted},
+    )
 
 
 def _differing(before: Mapping[str, Hashable], now: Mapping[str, Hashable]) -> set[str]:

@@ -13,11 +13,15 @@ Invariants
   - With replicas, the watcher's ledger commits (``Ledger.commits``: evaluates, exports,
     publishes) the groups last told its teller's (none before the first message), and
     publishes them as the replica last told (``publish_as``, before the groups it holds).
-  - A group told of that the ledger does not hold yet calls ``unknown`` (once a message):
-    the store follower then reads the store now, not at its next interval. Groups told
-    its replica's that were not before call ``watch_more`` (once a message): the lag
-    monitor reads and evaluates now, so a replica's watcher started, or one whose replica
-    took groups, shows them within a read, not an interval later.
+  - With ``follows_owned`` (a replica's watcher), ``wanted`` is the groups last told its
+    replica's (the store follower holds those only); otherwise None (every group).
+  - A group told of that the ledger does not hold yet, and that it wants, calls
+    ``unknown`` (once a message): the store follower then reads the store now, not at its
+    next interval. Groups told its replica's that were not before call ``watch_more``
+    (once a message) when the ledger holds them, and once the store follower read them
+    (``refreshed``) when it does not yet: the lag monitor reads and evaluates now, so a
+    replica's watcher started, or one whose replica took groups, shows them within a
+    read, not an interval later.
 """
 
 from __future__ import annotations
@@ -39,6 +43,8 @@ class ToldMemory:
         unknown: Callable[[], None] = lambda: None,
         watch_more: Callable[[], None] = lambda: None,
         publish_as: Callable[[str], None] = lambda _replica: None,
+        *,
+        follows_owned: bool = False,
     ) -> None:
         """``unknown``: told of a group the ledger does not hold yet; ``watch_more``: told
         that its replica took groups (the lag monitor reads their log ends now);
@@ -49,6 +55,8 @@ class ToldMemory:
         self._watch_more = watch_more
         self._publish_as = publish_as
         self._owned: frozenset[str] = frozenset()  # with replicas: as last told
+        self._follows_owned = follows_owned
+        self._unread: set[str] = set()  # taken, not in the ledger yet: read, then watched
         self.groups: dict[str, GroupMemory] = {}
         self.folders: Mapping[str, tuple[FolderReport, ...]] = {}
         self.problems: tuple[str, ...] = ()  # the service's identity problems
@@ -66,7 +74,9 @@ class ToldMemory:
         if told.whole:  # every group the teller holds: one told before and not now is gone
             gone.extend(self.groups.keys() - told.groups.keys())
         self._forget(gone)
-        if any(m is not None and g not in groups for g, m in told.groups.items()):
+        if any(
+            m is not None and g not in groups and self._wants(g) for g, m in told.groups.items()
+        ):
             self._unknown()
         for group_id, memory in told.groups.items():
             if memory is None:
@@ -91,9 +101,24 @@ class ToldMemory:
         if (owned := told.owned) is None:
             return
         self._ledger.commit_only(owned)
-        taken, self._owned = owned - self._owned, owned
-        if taken:
+        taken, lost, self._owned = owned - self._owned, self._owned - owned, owned
+        if self._follows_owned:  # let go at the follower's next step (not held in flight)
+            for group_id in lost:
+                if (group := self._ledger.groups.get(group_id)) is not None:
+                    group.in_flight = None
+        unread = {g for g in taken if g not in self._ledger.groups}
+        self._unread = (self._unread & owned) | unread
+        if unread:
+            self._unknown()  # read from the store now; watched once read (``refreshed``)
+        if len(unread) < len(taken):
             self._watch_more()
+
+    def _wants(self, group_id: str) -> bool:
+        return not self._follows_owned or group_id in self._owned
+
+    def wanted(self) -> frozenset[str] | None:
+        """The groups the store follower holds (None: every group)."""
+        return self._owned if self._follows_owned else None
 
     def _forget(self, group_ids: Collection[str]) -> None:
         """Groups the teller no longer holds: nothing told of them, nothing in flight."""
@@ -109,6 +134,9 @@ class ToldMemory:
             memory, group = self.groups.get(group_id), groups.get(group_id)
             if memory is not None and group is not None:
                 remember(group, memory)
+        if self._unread and (read := {g for g in self._unread if g in groups}):
+            self._unread -= read
+            self._watch_more()
 
     def waiting(self, group_id: str) -> str | None:
         memory = self.groups.get(group_id)
