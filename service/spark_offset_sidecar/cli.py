@@ -133,6 +133,7 @@ def _run_http(settings: Settings, app: Any, uds: str | None = None) -> None:
         access_log=False,
         ssl_certfile=settings.http.tls_certfile if tls else None,
         ssl_keyfile=settings.http.tls_keyfile if tls else None,
+        timeout_keep_alive=settings.http.keep_alive_seconds,
         # SIGTERM must end in bounded time even with a client holding a connection open.
         timeout_graceful_shutdown=int(settings.commits.shutdown_grace_seconds) + 1,
     )

@@ -50,6 +50,12 @@ from spark_offset_sidecar.settings.values import (
     default_database_url,
 )
 
+# Seconds. Uvicorn's default, 5, is shorter than the idle timeout of the clients and
+# proxies that pool connections (Go's 90 s, AWS load balancers' 60 s, Google Cloud's up to
+# 610 s): a connection closed here as a request is sent on it fails that request with a
+# reset. Each idle connection kept costs a file descriptor and a few KiB.
+KEEP_ALIVE_SECONDS = 620
+
 
 class HttpSettings(Section):
     title = "HTTP: where the service listens and what a request may hold"
@@ -66,6 +72,13 @@ class HttpSettings(Section):
     )
     max_topics_per_event: PositiveInt = Field(
         100, description="topics in one event; larger events are answered 422"
+    )
+    keep_alive_seconds: PositiveInt = Field(
+        KEEP_ALIVE_SECONDS,
+        description="how long an idle keep-alive connection is kept open: longer than the "
+        "idle timeout of the clients and proxies in front (Go's 90 s, AWS load balancers' 60 "
+        "s, Google Cloud's 610 s), so that they close an idle connection first; one closed "
+        "here while a request is on its way fails that request (connection reset)",
     )
 
     @model_validator(mode="after")
