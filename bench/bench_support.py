@@ -17,6 +17,8 @@ import tempfile
 import threading
 import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +109,21 @@ class LogEndMover:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(timeout=60)
+
+
+@contextmanager
+def worktree(rev: str, folder: str | Path) -> Iterator[Path]:
+    """Commit ``rev`` checked out in ``folder``/before (a ``git worktree``, removed after):
+    a benchmark's "before" side runs its ``service/`` (``Sidecar(source=...)``)."""
+    tree = Path(folder) / "before"
+    subprocess.run(
+        ["git", "worktree", "add", "--detach", str(tree), rev],
+        cwd=ROOT, check=True, capture_output=True,
+    )  # fmt: skip
+    try:
+        yield tree
+    finally:
+        subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT)
 
 
 class Sidecar:

@@ -26,7 +26,6 @@ import asyncio
 import os
 import re
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -37,13 +36,12 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bench_support import create_topic, load
+from bench.bench_support import create_topic, load, worktree
 from bench.figures import CpuMeter, Table, ratio, rss_kib
 from harness.postgres_server import PostgresServer
 from harness.processes import children
 from harness.replica_cluster import ReplicaCluster
 
-ROOT = Path(__file__).resolve().parent.parent
 TOPIC = "bench"  # the load generator's
 
 
@@ -152,16 +150,11 @@ def main() -> None:
     fresh: dict[str, float] = {}
     try:
         if args.before:
-            with tempfile.TemporaryDirectory(prefix="replica-watchers-before-") as folder:
-                tree = Path(folder) / "before"
-                subprocess.run(
-                    ["git", "worktree", "add", "--detach", str(tree), args.before],
-                    cwd=ROOT, check=True, capture_output=True,
-                )  # fmt: skip
-                try:
-                    fresh["before"] = side(f"before ({args.before})", tree, args, postgres, table)
-                finally:
-                    subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT)
+            with (
+                tempfile.TemporaryDirectory(prefix="replica-watchers-") as folder,
+                worktree(args.before, folder) as tree,
+            ):
+                fresh["before"] = side(f"before ({args.before})", tree, args, postgres, table)
         fresh["after"] = side("after", None, args, postgres, table)
     finally:
         postgres.stop()

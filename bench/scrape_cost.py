@@ -72,7 +72,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bench_support import LogEndMover, Sidecar, build_loadgen, create_topic, load
+from bench.bench_support import LogEndMover, Sidecar, build_loadgen, create_topic, load, worktree
 from bench.figures import (
     CpuMeter,
     Table,
@@ -85,7 +85,6 @@ from bench.figures import (
     window_figures,
 )
 from harness.kafka_broker import brand_new
-from harness.machine import ROOT
 from harness.postgres_server import PostgresServer
 
 
@@ -523,20 +522,11 @@ def main() -> None:
                         "after", None, broker.bootstrap, broker.pid(), args, tables
                     )
                     continue
-                tree = Path(folder) / "before"
-                subprocess.run(
-                    ["git", "worktree", "add", "--detach", str(tree), args.before],
-                    cwd=ROOT,
-                    check=True,
-                    capture_output=True,
-                )
-                try:
+                with worktree(args.before, folder) as tree:
                     measured[which] = side(
                         f"before ({args.before})", tree, broker.bootstrap, broker.pid(), args,
                         tables,
                     )  # fmt: skip
-                finally:
-                    subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT)
             if args.in_process_set:
                 measured["one process, set"] = side(
                     "one process, set", None, broker.bootstrap, broker.pid(), args, tables,

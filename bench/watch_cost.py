@@ -25,7 +25,6 @@ import gc
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,6 +33,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.bench_support import worktree
 from bench.figures import CpuMeter, Table, ratio, rss_kib, run_child
 from harness.machine import ROOT
 
@@ -137,15 +137,8 @@ def main() -> None:
     sides: dict[str, tuple[dict[str, Any], CpuMeter]] = {}
     with tempfile.TemporaryDirectory(prefix="watch-cost-") as folder:
         if args.before:
-            tree = Path(folder) / "before"
-            subprocess.run(
-                ["git", "worktree", "add", "--detach", str(tree), args.before],
-                cwd=ROOT, check=True, capture_output=True,
-            )  # fmt: skip
-            try:
+            with worktree(args.before, folder) as tree:
                 sides[f"before ({args.before})"] = side(tree, args)
-            finally:
-                subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT)
         sides["after"] = side(None, args)
     table = Table(
         f"{args.groups:,} groups x {args.partitions} partitions over {args.topics} topics, "
