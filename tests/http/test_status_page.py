@@ -175,7 +175,14 @@ def test_a_groups_summary_says_what_its_report_says(client: TestClient) -> None:
         body = {"group_id": group, "progress": _progress(group, 0, offsets)}
         assert client.post("/v1/progress", json=body, headers=WRITER).status_code == 200
     reports = client.app.state.runtime.running.reports  # type: ignore[attr-defined]
-    wait_for(lambda: len(client.portal.call(reports.summaries)) == 2, what="both evaluated")
+
+    def both_lags_read() -> bool:
+        # A group first evaluated before its partitions' ends are read has total_lag None
+        # (unknown), which is right: wait for an evaluation that knows every end.
+        summaries = client.portal.call(reports.summaries)
+        return len(summaries) == 2 and all(s.total_lag is not None for s in summaries)
+
+    wait_for(both_lags_read, what="both evaluated with every partition's end read")
     summaries = {s.group_id: s for s in client.portal.call(reports.summaries)}
     for report in client.portal.call(reports.every):
         told, summary = summary_of(report), summaries[report.status.group_id]
