@@ -40,14 +40,20 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--rate", type=int, default=1000)
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="SETTING=VALUE",
+        help="a setting of both services, as SIDECAR_<SETTING> (min_commit_interval_seconds=1:"
+        " commit_interval's durable side); repeatable",
+    )  # fmt: skip
     args = parser.parse_args()
+    settings = dict(item.split("=", 1) for item in args.set)
     if not (args.before / "service" / "spark_offset_sidecar").is_dir():
         parser.error(f"{args.before} has no service/spark_offset_sidecar: not a checkout")
 
     topic = f"bench-ab-{uuid.uuid4().hex[:8]}"
     asyncio.run(create_topic(args.bootstrap, topic, 8))
-    services = {"before": Sidecar(args.bootstrap, source=args.before)}
-    services["after"] = Sidecar(args.bootstrap, source=ROOT)
+    services = {"before": Sidecar(args.bootstrap, source=args.before, **settings)}
+    services["after"] = Sidecar(args.bootstrap, source=ROOT, **settings)
     results: dict[tuple[str, str], list[dict[str, Any]]] = {}
     table = Table(f"before: {args.before}, after: this checkout", *COLUMNS, cpu=SIDES)
     try:

@@ -84,3 +84,34 @@ def test_invalid_progress_names_the_field(body: dict[str, object], field: str) -
     with pytest.raises(InvalidEvent) as caught:
         parse_progress(body)
     assert caught.value.field == field
+
+
+def test_a_partition_id_is_read_alike_by_the_fast_path_and_the_rule() -> None:
+    """The common ids come from a table; every id is what the rule says (a decimal
+    string of 0..2**31-1 without a leading zero), whichever path reads it."""
+    from spark_offset_sidecar.core.spark_progress import _PARTITION, _partition_number
+
+    def rule(value: object) -> int | None:
+        if not isinstance(value, str) or not _PARTITION.fullmatch(value):
+            return None
+        return int(value) if int(value) <= 2**31 - 1 else None
+
+    candidates: list[object] = [str(n) for n in range(1500)]
+    candidates += ["00", "007", "0x1", " 1", "1 ", "+1", "1.0", "", "\u0661", "2147483647"]
+    candidates += ["2147483648", "99999999999", 1, True, None, b"1"]
+    for value in candidates:
+        assert _partition_number(value) == rule(value), value
+    assert _partition_number("1023") == 1023
+    assert _partition_number("1024") == 1024
+
+
+def test_offsets_of_several_sources_do_not_reach_into_each_other() -> None:
+    first, second = {"t": {"0": 50, "1": 7}}, {"t": {"0": 30}, "u": {"0": 1}}
+    report = parse_progress(progress(first, second))
+    assert report.offsets == {
+        TopicPartition("t", 0): 30,
+        TopicPartition("t", 1): 7,
+        TopicPartition("u", 0): 1,
+    }
+    assert first == {"t": {"0": 50, "1": 7}}
+    assert second == {"t": {"0": 30}, "u": {"0": 1}}

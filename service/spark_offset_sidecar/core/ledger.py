@@ -101,6 +101,7 @@ from spark_offset_sidecar.core.ledger_state import (
     GroupPhase,
     GroupState,
     QueryState,
+    counter_copy,
 )
 from spark_offset_sidecar.core.offsets import OffsetMap, TopicPartition, describe
 from spark_offset_sidecar.core.replica_merge import merge_group
@@ -673,7 +674,7 @@ class Ledger:
             query.copy() if query else None,
             group_id,
             group.copy() if group else None,
-            Counter(self.unattributed),
+            counter_copy(self.unattributed),
         )
 
     def settle(self, savepoint: Savepoint) -> None:

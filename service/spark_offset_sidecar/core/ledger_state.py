@@ -6,7 +6,8 @@ from __future__ import annotations
 import enum
 import math
 from collections import Counter
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
+from typing import TypeVar
 
 from spark_offset_sidecar.core.changes import Checkpoint, CommitRequest
 from spark_offset_sidecar.core.offsets import OffsetMap
@@ -41,7 +42,9 @@ class QueryState:
 
     def copy(self) -> QueryState:
         """A copy that later changes to this one do not reach (checkpoints are frozen)."""
-        return replace(self, pending=dict(self.pending))
+        copied = _shallow(self)
+        copied.pending = dict(self.pending)
+        return copied
 
 
 @dataclass(frozen=True)
@@ -68,17 +71,31 @@ class GroupCounters:
         return GroupCounters(
             self.succeeded,
             self.skipped,
-            _counter_copy(self.failed),
-            _counter_copy(self.events),
+            counter_copy(self.failed),
+            counter_copy(self.events),
             self.pending_dropped,
             self.held_back,
             self.refreshed,
         )
 
 
-def _counter_copy(counts: Counter[str]) -> Counter[str]:
-    copied: Counter[str] = Counter()
-    dict.update(copied, counts)  # a Counter's items as they are: no per-item checks needed
+_State = TypeVar("_State")
+
+
+def _shallow(state: _State) -> _State:
+    """A new instance of ``state``'s class with the same field values (every event's
+    savepoint takes two: ``dataclasses.replace`` would run ``__init__`` and look its
+    fields up again, at twice the cost)."""
+    copied: _State = object.__new__(type(state))
+    copied.__dict__.update(state.__dict__)
+    return copied
+
+
+def counter_copy(counts: Counter[str]) -> Counter[str]:
+    """A copy of ``counts``, made as a dict is (a Counter's ``__init__`` and ``update``
+    check every item; these are counts already)."""
+    copied: Counter[str] = Counter.__new__(Counter)
+    dict.update(copied, counts)
     return copied
 
 
@@ -101,7 +118,9 @@ class GroupState:
 
     def copy(self) -> GroupState:
         """A copy that later changes to this one do not reach (the rest is immutable)."""
-        return replace(self, counters=self.counters.copy())
+        copied = _shallow(self)
+        copied.counters = self.counters.copy()
+        return copied
 
     @property
     def phase(self) -> GroupPhase:

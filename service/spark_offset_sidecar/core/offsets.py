@@ -30,15 +30,15 @@ class TopicPartition(NamedTuple):
 # may name partitions: past ``SHARED_MAX`` (more than a big Kafka cluster has, ~20 MB)
 # new ones are made as they come, equal and merely not shared.
 SHARED_MAX = 100_000
-_shared: dict[TopicPartition, TopicPartition] = {}
+_shared: dict[tuple[str, int], TopicPartition] = {}  # keyed by equal plain tuples too
 
 
 def shared_partition(topic: str, partition: int) -> TopicPartition:
     """``TopicPartition(topic, partition)``, the same object each time it is asked for."""
-    made = TopicPartition(topic, partition)
-    found = _shared.get(made)
+    found = _shared.get((topic, partition))  # a plain tuple: equal, hashed alike, not built
     if found is not None:
         return found
+    made = TopicPartition(topic, partition)
     if len(_shared) < SHARED_MAX:
         _shared[made] = made
     return made

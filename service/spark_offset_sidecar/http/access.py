@@ -33,7 +33,12 @@ def runtime_of(request: Request) -> Runtime:
 
 def running_of(request: Request) -> Running:
     """Every part the service started; 503 while it is starting."""
-    running = runtime_of(request).running
+    return running_in(runtime_of(request))
+
+
+def running_in(runtime: Runtime) -> Running:
+    """``running_of``, for a route that has already looked its runtime up (the hot path)."""
+    running = runtime.running
     if running is None:
         raise HTTPException(503, "the service is starting")
     return running
@@ -51,7 +56,11 @@ def reading_of(request: Request) -> Reading:
 async def caller(request: Request, *, event: bool) -> TokenGrant | None:
     """The caller's grant (None when no tokens are configured, or for a read when reads
     are open). An event needs a write grant and is rate-limited; a read needs a read grant."""
-    runtime = runtime_of(request)
+    return await caller_in(runtime_of(request), request, event=event)
+
+
+async def caller_in(runtime: Runtime, request: Request, *, event: bool) -> TokenGrant | None:
+    """``caller``, for a route that has already looked its runtime up (the hot path)."""
     tokens = runtime.tokens
     if tokens is None or (not event and not runtime.settings.auth.protect_reads):
         return None
@@ -95,7 +104,12 @@ def may_see(request: Request, grant: TokenGrant | None, group: str, *, write: bo
 def cluster_of(request: Request, group_id: str, named: str | None) -> ClusterOf:
     """R14: the Kafka cluster of ``group_id``'s event or registration, whose job named
     ``named`` (None: none); a name the service does not have is an ``InvalidEvent``."""
+    return cluster_in(runtime_of(request), group_id, named)
+
+
+def cluster_in(runtime: Runtime, group_id: str, named: str | None) -> ClusterOf:
+    """``cluster_of``, for a route that has already looked its runtime up (the hot path)."""
     try:
-        return runtime_of(request).clusters.of(group_id, named)
+        return runtime.clusters.of(group_id, named)
     except UnknownCluster as exc:
         raise InvalidEvent("cluster", str(exc)) from None

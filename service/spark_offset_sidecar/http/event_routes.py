@@ -27,8 +27,11 @@ from spark_offset_sidecar.http.access import (
     allow_read,
     allow_write,
     caller,
+    caller_in,
+    cluster_in,
     cluster_of,
     may_see,
+    running_in,
     running_of,
     runtime_of,
 )
@@ -49,6 +52,7 @@ from spark_offset_sidecar.observe.logs import about
 if TYPE_CHECKING:
     from spark_offset_sidecar.core.ledger import Ledger
     from spark_offset_sidecar.runtime.durable_ledger import DurableLedger
+    from spark_offset_sidecar.settings import HttpSettings
 
 log = logging.getLogger(__name__)
 router = APIRouter(prefix="/v1", tags=["events"])
@@ -77,7 +81,10 @@ def _durable(request: Request) -> DurableLedger:
 
 
 def _limit_topics(count: int, field: str, request: Request) -> None:
-    limits = runtime_of(request).settings.http
+    _limit_topics_in(runtime_of(request).settings.http, count, field)
+
+
+def _limit_topics_in(limits: HttpSettings, count: int, field: str) -> None:
     if count > limits.max_topics_per_event:
         raise InvalidEvent(
             field,
@@ -86,8 +93,11 @@ def _limit_topics(count: int, field: str, request: Request) -> None:
 
 
 def _limit(offsets: OffsetMap, field: str, request: Request) -> None:
-    limits = runtime_of(request).settings.http
-    _limit_topics(len({tp.topic for tp in offsets}), field, request)
+    _limit_in(runtime_of(request).settings.http, offsets, field)
+
+
+def _limit_in(limits: HttpSettings, offsets: OffsetMap, field: str) -> None:
+    _limit_topics_in(limits, len({tp.topic for tp in offsets}), field)
     if len(offsets) > limits.max_partitions_per_event:
         raise InvalidEvent(
             field,
@@ -148,14 +158,15 @@ async def record_progress(
     """Record a progress event of ``group_id`` (body already shaped as ``ProgressEvent``)
     and answer it; refusals are raised (``http.refusals`` answers them). Shared by the
     FastAPI route below and the hot path (``http.progress_route``)."""
-    grant = await caller(request, event=True)
+    runtime = runtime_of(request)  # looked up once: every Spark batch comes this way
+    running = running_in(runtime)
+    grant = await caller_in(runtime, request, event=True)
     report = parse_progress(progress)
-    _limit(report.offsets, "progress.sources", request)
+    _limit_in(runtime.settings.http, report.offsets, "progress.sources")
     allow_write(grant, group_id, {tp.topic for tp in report.offsets})
-    where = cluster_of(request, group_id, cluster)
-    runtime = runtime_of(request)
+    where = cluster_in(runtime, group_id, cluster)
     now = runtime.clock()
-    decision = await _durable(request).record(
+    decision = await running.durable.record(
         lambda ledger: ledger.decide_progress(
             report.query_id, group_id, report.run_id, report.batch_id, report.offsets, now, where
         ),
@@ -163,7 +174,7 @@ async def record_progress(
         group_id=group_id,
     )
     if decision.outcome is Outcome.ACCEPTED:
-        running_of(request).lag_monitor.note_job(
+        running.lag_monitor.note_job(
             group_id,
             JobRates(
                 now,
