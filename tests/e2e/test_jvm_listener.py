@@ -400,6 +400,37 @@ class Capture(ThreadingHTTPServer):
         return f"http://127.0.0.1:{self.server_address[1]}"
 
 
+class ClosingCapture(Capture):
+    """A stand-in service that keeps connections open (HTTP/1.1) and, once, reads a posted
+    event and closes the connection without answering it: what a client meets when the
+    service closes a kept-alive connection as the client sends on it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.closed_under: list[bytes] = []
+        capture = self
+        plain = self.RequestHandlerClass
+
+        class Handler(plain):  # type: ignore[valid-type, misc]
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:
+                if len(capture.bodies) == 1 and not capture.closed_under:
+                    capture.closed_under.append(
+                        self.rfile.read(int(self.headers["Content-Length"]))
+                    )
+                    self.close_connection = True  # no answer: the socket just closes
+                    return
+                super().do_POST()
+                self.wfile.flush()
+
+            def end_headers(self) -> None:
+                self.send_header("Content-Length", str(len(b'{"outcome":"accepted"}')))
+                super().end_headers()
+
+        self.RequestHandlerClass = Handler
+
+
 BOTH_LISTENERS_JOB = PLAIN_JOB.replace(
     'spark.sparkContext.setLogLevel("WARN")',
     'spark.sparkContext.setLogLevel("WARN")\n'
@@ -469,3 +500,34 @@ def test_a_bad_setting_is_one_clear_line_and_the_job_runs_on(
         "got 'soon'" in line
         for line in lines
     ), done.stderr[-3000:]
+
+
+def test_a_connection_closed_under_an_event_is_sent_again_at_once_and_quietly(
+    listener_jar: str, kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """The JVM listener's client keeps connections open; the service closes idle ones. An
+    event sent on a connection closed under it is sent again at once on a new one: the
+    batch arrives, and the driver's log has no "cannot reach" line (before, it warned the
+    service was unreachable and waited out a backoff)."""
+    server = ClosingCapture()
+    try:
+        python = Path(sys.executable)
+        topic = topic_with_records(kafka_bootstrap, "jvm-closed", 200)
+        (tmp_path / "job.py").write_text(PLAIN_JOB)
+        done = submit(
+            python,
+            ["--jars", jars_with(python, listener_jar), *attach_conf(server.url, "closed"),
+             str(tmp_path / "job.py"), kafka_bootstrap, topic, str(tmp_path / "checkpoint"),
+             "closed"],
+            tmp_path,
+        )  # fmt: skip
+        last = json.loads(done.stdout.strip().splitlines()[-1])["batch"]
+        assert len(server.closed_under) == 1, "the stand-in closed no connection under an event"
+        dropped = json.loads(server.closed_under[0])["progress"]["batchId"]
+        delivered = [json.loads(body)["progress"]["batchId"] for body in server.bodies]
+        assert dropped in delivered, (dropped, delivered)  # sent again, not superseded
+        assert max(delivered) == last, (delivered, last)
+        unreachable = [line for line in done.stderr.splitlines() if "cannot reach" in line]
+        assert unreachable == [], unreachable
+    finally:
+        server.shutdown()

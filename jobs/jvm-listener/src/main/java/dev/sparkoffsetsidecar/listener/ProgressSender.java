@@ -2,9 +2,11 @@ package dev.sparkoffsetsidecar.listener;
 
 import java.io.IOException;
 import java.io.InputStream;
+import java.net.ConnectException;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
+import java.net.http.HttpTimeoutException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -35,7 +37,9 @@ import org.slf4j.LoggerFactory;
  *       supersedes older ones, counted); at most {@code maxQueries} queries wait, past that
  *       the one waiting longest is dropped and counted.
  *   <li>An event is retried with exponential backoff on connection errors, timeouts, 429 and
- *       5xx, unless a newer event of its query arrived meanwhile. Other answers (2xx, and 4xx
+ *       5xx, unless a newer event of its query arrived meanwhile. A kept-alive connection that
+ *       the service closed as the event went out is not such an error: the event is sent
+ *       again at once on a new connection, quietly ({@link #exchange}). Other answers (2xx, and 4xx
  *       that a retry cannot fix) end its delivery; a 4xx is logged with the service's reason.
  *   <li>{@link #flush} waits a bounded time for everything offered so far.
  * </ul>
@@ -52,6 +56,7 @@ final class ProgressSender implements Runnable {
   final AtomicLong dropped = new AtomicLong();
   final AtomicLong rejected = new AtomicLong();
   final AtomicLong retries = new AtomicLong();
+  final AtomicLong resent = new AtomicLong(); // sent again at once: a kept-alive connection closed
 
   private final ListenerSettings settings;
   private final HttpClient client;
@@ -230,7 +235,7 @@ final class ProgressSender implements Runnable {
     }
     HttpResponse<String> answer;
     try {
-      answer = client.send(request.build(), HttpResponse.BodyHandlers.ofString());
+      answer = exchange(request.build());
     } catch (IOException e) {
       lastError = e.toString();
       if (outgoing.attempts == 0) {
@@ -254,6 +259,31 @@ final class ProgressSender implements Runnable {
     rejected.incrementAndGet();
     LOG.warn("spark-offset-sidecar: the service refused a progress event (HTTP {}): {}", status, reason);
     return false;
+  }
+
+  /**
+   * One exchange. The client keeps connections open between events, and the service closes
+   * those idle too long: one closed as this request went out fails it with an IOException
+   * while the service is up. Such a failure is sent again at once, once, on a new connection,
+   * and only a second failure is the service's (logged, then the backoff). A timeout or a
+   * refused connection is not sent again here: the service is slow or down, the backoff's
+   * case. Sending an event twice is harmless: the service answers a batch it has already
+   * recorded as a duplicate.
+   */
+  private HttpResponse<String> exchange(HttpRequest request)
+      throws IOException, InterruptedException {
+    try {
+      return client.send(request, HttpResponse.BodyHandlers.ofString());
+    } catch (HttpTimeoutException | ConnectException e) {
+      throw e;
+    } catch (IOException e) {
+      LOG.debug(
+          "spark-offset-sidecar: {} closed a connection under an event ({}); sending it again",
+          settings.url(),
+          e.toString());
+      resent.incrementAndGet();
+      return client.send(request, HttpResponse.BodyHandlers.ofString());
+    }
   }
 
   /** The bearer token: the literal setting, else the file (read again when it changes), else
