@@ -286,7 +286,10 @@ class KafkaOffsetCommitter:
         """The lane's connection to ``node``: kept while it works, so that its requests
         stay in order; a broken one is replaced."""
         key = (node, lane)
-        async with self._connecting[key]:
+        connection = self._connections.get(key)
+        if connection is not None and connection.connected():  # most commits: no lock to take
+            return connection
+        async with self._connecting[key]:  # one connection made per lane at a time
             connection = self._connections.get(key)
             if connection is not None and connection.connected():
                 return connection
