@@ -73,7 +73,7 @@ def parse_progress(progress: Mapping[str, Any], field: str = "progress") -> Prog
     kafka_sources = 0
     for index, source in enumerate(sources):
         where = f"{field}.sources[{index}].endOffset"
-        if type(source) is not dict and not isinstance(source, Mapping):
+        if not _is_object(source):
             raise InvalidEvent(f"{field}.sources[{index}]", "must be an object")
         end = _decode(source.get("endOffset"), where)
         if not _looks_like_kafka(end):
@@ -115,7 +115,7 @@ def kafka_offsets(nested: Mapping[str, Any], field: str) -> dict[TopicPartition,
     for topic, partitions in nested.items():
         if problem := TOPIC.problem(topic):
             raise InvalidEvent(f"{field}.{topic}", problem)
-        if type(partitions) is not dict and not isinstance(partitions, Mapping):
+        if not _is_object(partitions):
             raise InvalidEvent(f"{field}.{topic}", "must be an object of partition -> offset")
         for partition, offset in partitions.items():
             number = _partition_number(partition)
@@ -163,8 +163,9 @@ def _decode(end: Any, field: str) -> Any:
 
 
 def _looks_like_kafka(end: Any) -> bool:
-    if type(end) is dict:  # JSON's objects: no abstract class check needed
-        return bool(end) and all(type(v) is dict or isinstance(v, Mapping) for v in end.values())
-    return (
-        isinstance(end, Mapping) and bool(end) and all(isinstance(v, Mapping) for v in end.values())
-    )
+    return _is_object(end) and bool(end) and all(_is_object(v) for v in end.values())
+
+
+def _is_object(value: object) -> bool:
+    """A mapping; JSON's objects (dicts) without the abstract class's slower check."""
+    return type(value) is dict or isinstance(value, Mapping)
