@@ -159,13 +159,13 @@ async def record_progress(
     and answer it; refusals are raised (``http.refusals`` answers them). Shared by the
     FastAPI route below and the hot path (``http.progress_route``)."""
     runtime = runtime_of(request)  # looked up once: every Spark batch comes this way
-    running = running_in(runtime)
     grant = await caller_in(runtime, request, event=True)
     report = parse_progress(progress)
     _limit_in(runtime.settings.http, report.offsets, "progress.sources")
     allow_write(grant, group_id, {tp.topic for tp in report.offsets})
     where = cluster_in(runtime, group_id, cluster)
     now = runtime.clock()
+    running = running_in(runtime)  # 503 while starting, after the event's own refusals
     decision = await running.durable.record(
         lambda ledger: ledger.decide_progress(
             report.query_id, group_id, report.run_id, report.batch_id, report.offsets, now, where

@@ -39,8 +39,9 @@ import org.slf4j.LoggerFactory;
  *   <li>An event is retried with exponential backoff on connection errors, timeouts, 429 and
  *       5xx, unless a newer event of its query arrived meanwhile. A kept-alive connection that
  *       the service closed as the event went out is not such an error: the event is sent
- *       again at once on a new connection, quietly ({@link #exchange}). Other answers (2xx, and 4xx
- *       that a retry cannot fix) end its delivery; a 4xx is logged with the service's reason.
+ *       again at once on a new connection, quietly ({@link #exchange}). Other answers (2xx,
+ *       and 4xx that a retry cannot fix) end its delivery; a 4xx is logged with the service's
+ *       reason.
  *   <li>{@link #flush} waits a bounded time for everything offered so far.
  * </ul>
  */
