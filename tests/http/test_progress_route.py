@@ -182,3 +182,29 @@ def test_the_body_limit_still_applies_to_the_hot_path(tmp_path: Path) -> None:
         padded = progress(1) | {"progress": progress(1)["progress"] | {"name": "x" * 2_000_000}}
         status, body, _ = _send(hot, padded, "team-a-secret-0001", HOT)
     assert status == 413, body
+
+
+# (what, body, token, the answer while starting): an event's own refusals come first.
+WHILE_STARTING: list[tuple[str, Any, str | None, int]] = [
+    ("no token", progress(1), None, 401),
+    ("wrong token", progress(1), "nope-nope-nope-nope", 401),
+    ("read-only token", progress(1), "ops-secret-000001", 403),
+    ("group not granted", progress(1, group="b-orders"), "team-a-secret-0001", 403),
+    ("bad batch id", progress(-1), "team-a-secret-0001", 422),
+    ("cluster not a name", progress(1) | {"cluster": "EU west"}, "team-a-secret-0001", 422),
+    ("well formed and granted", progress(1), "team-a-secret-0001", 503),
+]
+
+
+@pytest.mark.parametrize("content_type", [HOT, ROUTED])
+def test_while_starting_an_events_own_refusals_come_before_503(
+    tmp_path: Path, content_type: str
+) -> None:
+    """Before the lifespan has started the ledger, an event the service would refuse
+    whenever it came (its token, its grants, its shape) is refused as such; only one it
+    would take is answered 503 "starting" (a caller retries that one, not the others)."""
+    client = _app(tmp_path / "app")  # not entered: its lifespan has not run, nothing started
+    answers = {
+        what: _send(client, body, token, content_type)[0] for what, body, token, _ in WHILE_STARTING
+    }
+    assert answers == {what: code for what, _, _, code in WHILE_STARTING}
