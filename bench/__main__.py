@@ -141,6 +141,12 @@ SCENARIOS: dict[str, Scenario] = {
         needs="PostgreSQL, wrk",
         quick=("--rounds", "1", "--seconds", "3", "--queries", "60", "--idle-seconds", "1"),
     ),
+    "lease_renewal": Scenario(
+        "a replica's lease renewal at 10,000 groups and what a write of one group waits "
+        "meanwhile, before/after",
+        needs="PostgreSQL, git (the earlier commit's lease store)",
+        quick=("--groups", "600", "--rounds", "1", "--renewals", "2"),
+    ),
     "replica_watchers": Scenario(
         "what each replica's watcher holds (resident memory) with 3 replicas, before/after",
         broker=True,

@@ -263,7 +263,7 @@ def events(
 ) -> tuple[dict[str, Any], CpuMeter]:
     """Events at ``--rate``/s while the ``window``'s readers read back to back, under a
     ``CpuMeter`` of the service, the broker, loadgen, wrk and this process."""
-    with CpuMeter(service=product.pids, broker=broker) as meter:
+    with CpuMeter(service=product.pids, broker=broker, postgres=_postgres(args)) as meter:
         readers = [
             (url, wrk_in_background(url, connections, args.seconds))
             for path, connections in READERS[window]
@@ -292,11 +292,18 @@ def events(
     return result, meter
 
 
-def idle_cores(product: Product, broker: int, seconds: float) -> tuple[float, CpuMeter]:
+def idle_cores(
+    product: Product, broker: int, seconds: float, args: argparse.Namespace
+) -> tuple[float, CpuMeter]:
     """The service's CPU over ``seconds`` with no event and no reader, in cores."""
-    with CpuMeter(service=product.pids, broker=broker) as meter:
+    with CpuMeter(service=product.pids, broker=broker, postgres=_postgres(args)) as meter:
         time.sleep(seconds)
     return (meter.seconds("service") or 0.0) / seconds, meter
+
+
+def _postgres(args: argparse.Namespace) -> int | None:
+    """The replicas' PostgreSQL (its backends are the postmaster's children): "-" without."""
+    return None if args.postgres is None else int(args.postgres.pid())
 
 
 def settle(broker: int, cores: float = 0.25, seconds: float = 5.0, limit: float = 300.0) -> None:
@@ -356,7 +363,7 @@ def side(
             product = Product.with_child(sidecar, bootstrap, settings)
             wait_loaded(product.watcher.url, args.groups, time.monotonic() + 600)
         times, size, count = [], 0, 0
-        with CpuMeter(service=product.pids, broker=broker) as meter:
+        with CpuMeter(service=product.pids, broker=broker, postgres=_postgres(args)) as meter:
             for _ in range(args.scrapes):
                 time.sleep(1.5)  # past the default SIDECAR_METRICS_MAX_AGE_SECONDS: fresh
                 took, size, count = 0.0, 0, 0
@@ -370,7 +377,7 @@ def side(
             f"{max(times):.3f}", meter=meter,
         )  # fmt: skip
         if args.idle_seconds:
-            cores, meter = idle_cores(product, broker, args.idle_seconds)
+            cores, meter = idle_cores(product, broker, args.idle_seconds, args)
             rss = product.rss_mib()
             tables[2].add(name, args.idle_seconds, f"{cores:.3f}", f"{rss:.0f}", meter=meter)
             figures["idle_cores"], figures["rss_mib"] = cores, rss
@@ -488,19 +495,19 @@ def main() -> None:
         Table(
             f"Scrapes, one at a time ({args.scrapes}, each a fresh build); {shape}",
             "side", "size", "series", "p50 s", "max s",
-            cpu=("service", "broker", "bench"),
+            cpu=("service", "broker", "postgres", "bench"),
         ),
         Table(
             f"Events at {args.rate}/s for {args.seconds} s, open loop; {shape}",
             "side", "round", "read back to back", "reads answered", "event p50 ms", "p99 ms",
             "max ms", "failed", "loop late p99 / max", "db write p99 / max",
             "GC gen 0 / 1 / 2 ms in window", "longest GC gen 1 / 2 ms so far",
-            cpu=("service", "broker", "loadgen", "wrk", "bench"),
+            cpu=("service", "broker", "postgres", "loadgen", "wrk", "bench"),
         ),
         Table(
             f"No event and no reader; {shape}",
             "side", "seconds", "service cores", "service RSS MiB",
-            cpu=("service", "broker", "bench"),
+            cpu=("service", "broker", "postgres", "bench"),
         ),
     )  # fmt: skip
     args.postgres = PostgresServer().start() if args.replicated else None

@@ -23,6 +23,8 @@ def _marks(name: str) -> list[pytest.MarkDecorator]:
         marks.append(pytest.mark.kafka)
     if "Spark" in scenario.needs:
         marks.append(pytest.mark.spark)
+    if "PostgreSQL" in scenario.needs:
+        marks.append(pytest.mark.tools)
     if name in LONG:
         marks.append(pytest.mark.long)
     return marks

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Callable
 from dataclasses import replace
 
 import pytest
 
+from spark_offset_sidecar.core.changes import Checkpoint, CommitRequest
 from spark_offset_sidecar.core.ledger import Ledger
 from spark_offset_sidecar.core.ledger_state import CommittedOffsets, GroupState
 from spark_offset_sidecar.core.offsets import TopicPartition
@@ -71,12 +73,24 @@ def test_a_build_that_keeps_renderings_says_what_a_build_from_nothing_says(
                     group = fleet.groups.get(g) or GroupState(g, f"q-{g}")
                     fleet.groups[g] = replace(group, committed=committed)
             asyncio.run(monitor.poll())
-        elif roll < 0.55 and fleet.groups:  # a group goes, or counts a commit
+        elif roll < 0.55 and fleet.groups:  # a group goes, counts, or its labels change
             g = rng.choice(sorted(fleet.groups))
-            if rng.random() < 0.4:
+            counters = fleet.groups[g].counters
+            what = rng.randrange(8)
+            if what == 0:
                 del fleet.groups[g]
-            elif rng.random() < 0.5:
-                fleet.groups[g].counters.succeeded += 1
+            elif what == 1:
+                counters.succeeded += 1
+            elif what == 2:
+                counters.failed[rng.choice(["timeout", "rebalance"])] += 1
+            elif what == 3:
+                counters.events[rng.choice(["accepted", "duplicate", "stale"])] += 1
+            elif what == 4:
+                field = rng.choice(["skipped", "pending_dropped", "held_back", "refreshed"])
+                setattr(counters, field, getattr(counters, field) + 1)
+            elif what == 5:  # a commit taken, or its answer come
+                flying = None if fleet.groups[g].in_flight else _request(g)
+                fleet.groups[g] = replace(fleet.groups[g], in_flight=flying)
             else:  # its labels change (as the group's cluster would)
                 fleet.groups[g] = replace(fleet.groups[g], cluster=rng.choice([None, "eu"]))
         elif roll < 0.7:  # a group comes with no commit yet: a status, no lag figures
@@ -85,10 +99,59 @@ def test_a_build_that_keeps_renderings_says_what_a_build_from_nothing_says(
             asyncio.run(monitor.poll())
         # else: nothing changed since the last build
         assert asyncio.run(kept.render()) == afresh()
-    rendered = kept.renders
+    rendered, remembered = kept.renders, kept.memory_renders
     fleet.groups[sorted(fleet.groups)[0]].counters.succeeded += 1  # no evaluation since
     assert asyncio.run(kept.render()) == afresh()
     assert kept.renders == rendered, "an unchanged evaluation is not rendered again"
+    assert kept.memory_renders == remembered + 1, "only the group that counted"
+    assert asyncio.run(kept.render()) == afresh()
+    assert kept.memory_renders == remembered + 1, "nothing counted: nothing rendered"
+
+
+def _count(field: str) -> Callable[[GroupState], None]:
+    def change(group: GroupState) -> None:
+        setattr(group.counters, field, getattr(group.counters, field) + 1)
+
+    return change
+
+
+# Each value that a group's series of this process's memory show, changed in turn.
+MEMORY_CHANGES: list[tuple[str, Callable[[GroupState], object]]] = [
+    ("succeeded", _count("succeeded")),
+    ("skipped", _count("skipped")),
+    ("pending_dropped", _count("pending_dropped")),
+    ("held_back", _count("held_back")),
+    ("refreshed", _count("refreshed")),
+    ("a failure's reason", lambda g: g.counters.failed.update(["timeout"])),
+    ("another reason", lambda g: g.counters.failed.update(["rebalance"])),
+    ("an event's outcome", lambda g: g.counters.events.update(["accepted"])),
+    ("a commit taken", lambda g: setattr(g, "in_flight", _request(g.group_id))),
+    ("its answer come", lambda g: setattr(g, "in_flight", None)),
+    ("its cluster (a label)", lambda g: setattr(g, "cluster", "eu")),
+]
+
+
+def test_a_groups_memory_series_are_rendered_again_when_a_value_they_show_changes() -> None:
+    """The process taking events keeps each group's series of its memory between builds:
+    a change of any value they show renders that group again, and that group only."""
+    fleet = Ledger()
+    for g in ("a", "b", "c"):
+        fleet.groups[g] = GroupState(g, f"q-{g}")
+    options = FleetOptions(series=frozenset({MEMORY}), max_age=0, cluster_names=str)
+    kept = FleetExposition(lambda: fleet, lambda: None, options)
+    asyncio.run(kept.render())
+    for what, change in MEMORY_CHANGES:
+        before = kept.memory_renders
+        change(fleet.groups["b"])
+        fresh = FleetExposition(lambda: fleet, lambda: None, options)
+        assert asyncio.run(kept.render()) == asyncio.run(fresh.render()), what
+        assert kept.memory_renders == before + 1, what
+
+
+def _request(group_id: str) -> CommitRequest:
+    tp = TopicPartition("t0", 0)
+    checkpoint = Checkpoint(f"q-{group_id}", group_id, 1, None, {tp: 1}, 0.0)
+    return CommitRequest(checkpoint, {tp: 1}, attempt=1)
 
 
 def test_a_group_the_evaluation_kept_is_not_rendered_again() -> None:

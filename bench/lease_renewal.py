@@ -1,0 +1,169 @@
+"""A replica's lease renewal at fleet size, and what a batch of events writing one of its
+groups waits meanwhile: an earlier commit's ``LeaseStore`` (``--before REV``, its
+``adapters/sql/lease_store.py`` read from git) against this checkout's, alternating, on
+one real PostgreSQL.
+
+``--groups`` groups owned by one replica, each row as wide as a group of ``--partitions``
+partitions makes it (its slot's and committed offsets' JSON); ``--renewals`` renewals a
+round, 0.3 s apart, while a writer updates one group at a time (a random one, one
+transaction each, back to back with 2 ms between): the renewal's time, and the writes'
+p50, p99 and largest time. A renewal holding every group's row in one transaction makes a
+write that meets it wait until it ends. Each side's CPU beside its figures (PostgreSQL's
+backends, this process). Both sides renew the same table, which grows (every renewal
+leaves a dead version of each row behind until autovacuum), so the sides alternate.
+
+    .venv/bin/python -m bench lease_renewal --groups 10000 --before 0c50c51
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from sqlalchemy import Engine, create_engine, insert, text
+
+from bench.figures import CpuMeter, Table, ratio
+from harness.postgres_server import PostgresServer
+from spark_offset_sidecar.adapters.sql import lease_store
+from spark_offset_sidecar.adapters.sql.schema import consumer_groups, metadata
+
+ROOT = Path(__file__).resolve().parent.parent
+MODULE = "service/spark_offset_sidecar/adapters/sql/lease_store.py"
+WRITE = text("UPDATE consumer_groups SET committed_at = committed_at + 1 WHERE group_id = :g")
+
+
+def module_at(rev: str, folder: Path) -> ModuleType:
+    """``lease_store`` as it was at ``rev`` (its imports from this checkout)."""
+    source = subprocess.run(
+        ["git", "show", f"{rev}:{MODULE}"], cwd=ROOT, check=True, capture_output=True, text=True
+    ).stdout
+    path = folder / "lease_store_before.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location("lease_store_before", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def group_id(index: int) -> str:
+    return f"bench-group-{index:012d}"
+
+
+def fill(engine: Engine, groups: int, partitions: int) -> None:
+    offsets = json.dumps({"bench-7": {str(p): 123_456 + p for p in range(partitions)}})
+    rows = [
+        {
+            "group_id": group_id(i), "rewind_allowed": False, "slot_offsets": offsets,
+            "committed_offsets": offsets, "committed_at": 1.0, "committed_query_id": f"q{i}",
+            "committed_checkpoint_id": 5, "owner_id": "r0", "owner_epoch": 1,
+            "owner_expires_at": 0.0,
+        }
+        for i in range(groups)
+    ]  # fmt: skip
+    with engine.begin() as conn:
+        conn.execute(insert(consumer_groups), rows)
+
+
+def one_side(engine: Engine, module: ModuleType, args: argparse.Namespace) -> dict[str, Any]:
+    """``--renewals`` renewals while a writer writes; their figures."""
+    leases = module.LeaseStore(engine, "r0", 30.0)
+    stop, waits = threading.Event(), []
+
+    def writer() -> None:
+        with engine.connect() as conn:
+            while not stop.is_set():
+                started = time.perf_counter()
+                with conn.begin():
+                    conn.execute(WRITE, {"g": group_id(random.randrange(args.groups))})
+                waits.append(time.perf_counter() - started)
+                time.sleep(0.002)
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    renewals, held = [], 0
+    try:
+        for _ in range(args.renewals):
+            started = time.perf_counter()
+            held = len(leases.renew().held)
+            renewals.append(time.perf_counter() - started)
+            time.sleep(0.3)
+    finally:
+        stop.set()
+        thread.join()
+    if held < args.groups - 1:  # the writer holds one row at a time: that one is skipped
+        raise SystemExit(f"a renewal held {held} of {args.groups} groups")
+    waits.sort()
+    return {
+        "renewal_ms": 1000 * statistics.median(renewals),
+        "p50_ms": 1000 * waits[len(waits) // 2],
+        "p99_ms": 1000 * waits[int(len(waits) * 0.99)],
+        "max_ms": 1000 * waits[-1],
+        "writes": len(waits),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--groups", type=int, default=10_000)
+    parser.add_argument("--partitions", type=int, default=32, help="a group row's width")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--renewals", type=int, default=8, help="renewals a round and side")
+    parser.add_argument("--before", default="HEAD", help="the commit to compare with")
+    args = parser.parse_args()
+    table = Table(
+        f"A lease renewal of {args.groups:,} groups ({args.partitions} partitions' offsets a "
+        f"row) while one group at a time is written, {args.renewals} renewals a round",
+        "side", "round", "renewal median ms", "write p50 ms", "write p99 ms", "write max ms",
+        "writes", cpu=("postgres", "bench"),
+    )  # fmt: skip
+    figures: dict[str, list[dict[str, Any]]] = {"before": [], "after": []}
+    server = PostgresServer().start()
+    try:
+        server.reset()
+        engine = create_engine(str(server.url), pool_size=4)
+        metadata.create_all(engine)
+        fill(engine, args.groups, args.partitions)
+        with tempfile.TemporaryDirectory(prefix="lease-renewal-") as folder:
+            sides = {"before": module_at(args.before, Path(folder)), "after": lease_store}
+            for round_ in range(1, args.rounds + 1):
+                for name, module in sides.items():
+                    with CpuMeter(postgres=server.pid()) as meter:
+                        found = one_side(engine, module, args)
+                    figures[name].append(found)
+                    label = f"before ({args.before})" if name == "before" else name
+                    table.add(
+                        label, round_, f"{found['renewal_ms']:.1f}", f"{found['p50_ms']:.2f}",
+                        f"{found['p99_ms']:.1f}", f"{found['max_ms']:.1f}", found["writes"],
+                        meter=meter,
+                    )  # fmt: skip
+        engine.dispose()
+    finally:
+        server.stop()
+    table.print()
+    print(f"(medians of {args.rounds} rounds a side)")
+    for key, what in (("max_ms", "a write's longest wait"), ("p99_ms", "a write's p99"),
+                      ("renewal_ms", "a renewal's time")):  # fmt: skip
+        ratio(
+            f"{what}, after / before",
+            statistics.median(f[key] for f in figures["after"]),
+            statistics.median(f[key] for f in figures["before"]),
+        )
+
+
+if __name__ == "__main__":
+    main()
