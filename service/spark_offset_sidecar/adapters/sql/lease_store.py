@@ -2,7 +2,7 @@
 
 PostgreSQL only: leased rows are claimed with ``SELECT ... FOR NO KEY UPDATE SKIP
 LOCKED``, and every expiry is set and judged by the database's clock, so the replicas'
-clocks never meet. Each method is short transactions; methods block (call them from a
+clocks never meet. Each method runs short transactions and blocks (call them from a
 thread).
 
 No lease statement waits for a row lock: renewals, claims and releases skip rows that a
