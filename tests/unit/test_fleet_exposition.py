@@ -75,24 +75,13 @@ def test_a_build_that_keeps_renderings_says_what_a_build_from_nothing_says(
             asyncio.run(monitor.poll())
         elif roll < 0.55 and fleet.groups:  # a group goes, counts, or its labels change
             g = rng.choice(sorted(fleet.groups))
-            counters = fleet.groups[g].counters
-            what = rng.randrange(8)
-            if what == 0:
+            what = rng.random()
+            if what < 0.15:
                 del fleet.groups[g]
-            elif what == 1:
-                counters.succeeded += 1
-            elif what == 2:
-                counters.failed[rng.choice(["timeout", "rebalance"])] += 1
-            elif what == 3:
-                counters.events[rng.choice(["accepted", "duplicate", "stale"])] += 1
-            elif what == 4:
-                field = rng.choice(["skipped", "pending_dropped", "held_back", "refreshed"])
-                setattr(counters, field, getattr(counters, field) + 1)
-            elif what == 5:  # a commit taken, or its answer come
-                flying = None if fleet.groups[g].in_flight else _request(g)
-                fleet.groups[g] = replace(fleet.groups[g], in_flight=flying)
-            else:  # its labels change (as the group's cluster would)
+            elif what < 0.3:  # its labels change both ways (as the group's cluster would)
                 fleet.groups[g] = replace(fleet.groups[g], cluster=rng.choice([None, "eu"]))
+            else:  # a value its memory series show
+                rng.choice(MEMORY_CHANGES)[1](fleet.groups[g])
         elif roll < 0.7:  # a group comes with no commit yet: a status, no lag figures
             g = f"new-{rng.randint(0, 5)}"
             fleet.groups[g] = GroupState(g, f"q-{g}", failures=rng.randint(0, 4))
