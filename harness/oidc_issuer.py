@@ -1,4 +1,4 @@
-"""A small real OAuth 2 / OIDC issuer for tests: an HTTP server on a free loopback port
+"""A small real OAuth 2 / OIDC issuer for tests: an HTTP server on a loopback port
 that signs RS256 JWTs with keys of its own and publishes them.
 
     issuer = OidcIssuer(clients={"sidecar": "s3cret"}, lifetime=60).start()
@@ -30,8 +30,6 @@ import jwt
 from cryptography.hazmat.primitives.asymmetric import rsa
 from jwt.algorithms import RSAAlgorithm
 
-from harness.machine import free_port
-
 
 class SigningKey:
     def __init__(self, kid: str) -> None:
@@ -57,7 +55,11 @@ class OidcIssuer:
         self.clients = dict(clients or {})
         self.lifetime = lifetime
         self.audience = audience
-        self.port = free_port()
+        # Bound here, on a port the kernel picks, and held until stop(): the URLs below
+        # are true from now on and no other process can take the port before start().
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self._server.daemon_threads = True
+        self.port: int = self._server.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}"
         self.token_url = f"{self.url}/token"
         self.jwks_url = f"{self.url}/jwks"
@@ -69,74 +71,18 @@ class OidcIssuer:
         self.requests: Counter[str] = Counter()
         self.issued: list[dict[str, Any]] = []  # claims of every token minted
         self.tokens: list[str] = []  # and the tokens themselves
-        self._server: ThreadingHTTPServer | None = None
+        self._serving = False
 
     def start(self) -> OidcIssuer:
-        issuer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *_args: Any) -> None:
-                pass
-
-            def do_GET(self) -> None:
-                issuer.requests[self.path] += 1
-                if issuer.down:
-                    return self._answer(503, {"error": "temporarily_unavailable"})
-                if self.path == "/jwks":
-                    return self._answer(200, {"keys": [k.jwk() for k in issuer.published]})
-                if self.path == "/.well-known/openid-configuration":
-                    return self._answer(
-                        200,
-                        {
-                            "issuer": issuer.url,
-                            "jwks_uri": issuer.jwks_url,
-                            "token_endpoint": issuer.token_url,
-                            "id_token_signing_alg_values_supported": ["RS256"],
-                        },
-                    )
-                self._answer(404, {"error": "not_found"})
-
-            def do_POST(self) -> None:
-                issuer.requests[self.path] += 1
-                length = int(self.headers.get("content-length") or 0)
-                form = parse_qs(self.rfile.read(length).decode())
-                if issuer.down:
-                    return self._answer(503, {"error": "temporarily_unavailable"})
-                if self.path != "/token":
-                    return self._answer(404, {"error": "not_found"})
-                client = _basic(self.headers.get("authorization", ""))
-                if issuer.refuse or client is None or issuer.clients.get(client[0]) != client[1]:
-                    return self._answer(
-                        401, {"error": "invalid_client", "error_description": "bad client"}
-                    )
-                if form.get("grant_type") != ["client_credentials"]:
-                    return self._answer(400, {"error": "unsupported_grant_type"})
-                audience = form.get("audience", [issuer.audience])[0]
-                extra = {"scope": form["scope"][0]} if "scope" in form else {}
-                token = issuer.mint(sub=client[0], aud=audience, key=issuer.sign_with, **extra)
-                self._answer(
-                    200,
-                    {"access_token": token, "token_type": "Bearer", "expires_in": issuer.lifetime},
-                )
-
-            def _answer(self, status: int, document: dict[str, Any]) -> None:
-                body = json.dumps(document).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
-        self._server.daemon_threads = True
+        assert not self._serving, "the issuer is serving already (or was stopped)"
+        self._serving = True
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
         return self
 
     def stop(self) -> None:
-        if self._server is not None:
+        if self._serving:
             self._server.shutdown()
-            self._server.server_close()
-            self._server = None
+        self._server.server_close()
 
     def mint(
         self,
@@ -170,6 +116,65 @@ class OidcIssuer:
         """A new signing key; the old one stays published (as issuers do) for a while."""
         self.key = SigningKey(f"key-{len(self.published) + 1}")
         self.published.append(self.key)
+
+
+def _handler(issuer: OidcIssuer) -> type[BaseHTTPRequestHandler]:
+    """The issuer's routes, reading its settings (``down``, ``refuse``, ...) per request."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *_args: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            issuer.requests[self.path] += 1
+            if issuer.down:
+                return self._answer(503, {"error": "temporarily_unavailable"})
+            if self.path == "/jwks":
+                return self._answer(200, {"keys": [k.jwk() for k in issuer.published]})
+            if self.path == "/.well-known/openid-configuration":
+                return self._answer(
+                    200,
+                    {
+                        "issuer": issuer.url,
+                        "jwks_uri": issuer.jwks_url,
+                        "token_endpoint": issuer.token_url,
+                        "id_token_signing_alg_values_supported": ["RS256"],
+                    },
+                )
+            self._answer(404, {"error": "not_found"})
+
+        def do_POST(self) -> None:
+            issuer.requests[self.path] += 1
+            length = int(self.headers.get("content-length") or 0)
+            form = parse_qs(self.rfile.read(length).decode())
+            if issuer.down:
+                return self._answer(503, {"error": "temporarily_unavailable"})
+            if self.path != "/token":
+                return self._answer(404, {"error": "not_found"})
+            client = _basic(self.headers.get("authorization", ""))
+            if issuer.refuse or client is None or issuer.clients.get(client[0]) != client[1]:
+                return self._answer(
+                    401, {"error": "invalid_client", "error_description": "bad client"}
+                )
+            if form.get("grant_type") != ["client_credentials"]:
+                return self._answer(400, {"error": "unsupported_grant_type"})
+            audience = form.get("audience", [issuer.audience])[0]
+            extra: dict[str, Any] = {"scope": form["scope"][0]} if "scope" in form else {}
+            token = issuer.mint(sub=client[0], aud=audience, key=issuer.sign_with, **extra)
+            self._answer(
+                200,
+                {"access_token": token, "token_type": "Bearer", "expires_in": issuer.lifetime},
+            )
+
+        def _answer(self, status: int, document: dict[str, Any]) -> None:
+            body = json.dumps(document).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    return Handler
 
 
 def service_account_claims(namespace: str, name: str) -> dict[str, Any]:

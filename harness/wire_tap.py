@@ -14,17 +14,16 @@ import socket
 import threading
 from types import TracebackType
 
-from harness.machine import free_port
-
 
 class WireTap:
     def __init__(self, upstream: tuple[str, int]) -> None:
         self.upstream = upstream
-        self.port = free_port()
+        # Listening from here on, on a port the kernel picks: nothing else can take it.
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port: int = self._listener.getsockname()[1]
         self.address = f"127.0.0.1:{self.port}"
         self._sent = bytearray()
         self._lock = threading.Lock()
-        self._listener = socket.create_server(("127.0.0.1", self.port))
         self._closed = False
         threading.Thread(target=self._accept, daemon=True).start()
 

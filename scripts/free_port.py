@@ -5,23 +5,29 @@ kernel's ephemeral range (``net.ipv4.ip_local_port_range``), where nothing takes
 itself: a port the kernel handed to ``bind(("127.0.0.1", 0))`` is one it may hand again
 to the next ``bind(0)`` or outgoing connection of any process (Spark's driver, its block
 manager and py4j bind such ports as they start), and a broker whose JVM reaches its bind
-seconds later would find it taken.
+seconds later would find it taken. A port handed out is written down machine-wide for a few
+minutes, so that no other process (another test worker, a nested suite, a script calling
+this file) is handed it before its server binds.
 Standard library only: the scripts that start brokers use it with no environment.
 """
 
 from __future__ import annotations
 
+import fcntl
 import random
 import socket
-from collections import deque
+import tempfile
+import time
 from pathlib import Path
 
 LOWEST = 10000  # below: well-known and registered services' ports
 RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 
-# Ports this process handed out lately and whose servers may not have bound them yet
-# (``a, b = free_port(), free_port()`` never gives one port twice).
-_recent: deque[int] = deque(maxlen=256)
+# Ports handed out by any process of this machine within HELD_FOR seconds, whose servers
+# may not have bound them yet: one "port handed-out-at" line each, read and rewritten
+# under an exclusive flock, so two processes asking at once are never given one port.
+LEDGER = Path(tempfile.gettempdir()) / "spark-offset-sidecar-ports"
+HELD_FOR = 300.0
 
 
 def ephemeral_range() -> tuple[int, int]:
@@ -42,19 +48,39 @@ def bindable(port: int) -> bool:
         return True
 
 
+def _handed_out(text: str, now: float) -> dict[int, float]:
+    """The ledger's ports still held at ``now`` (a line that does not parse is dropped)."""
+    held: dict[int, float] = {}
+    for line in text.splitlines():
+        try:
+            port, at = line.split()
+            if now - float(at) < HELD_FOR:
+                held[int(port)] = float(at)
+        except ValueError:
+            continue
+    return held
+
+
 def free_port() -> int:
-    """A port nothing listens on, out of the kernel's way (any bindable port if the
-    ephemeral range leaves no room below it)."""
+    """A port nothing listens on and no process of this machine was handed lately, out of
+    the kernel's way (any bindable port if the ephemeral range leaves no room below it)."""
     low, _ = ephemeral_range()
     candidates = list(range(LOWEST, low))
-    random.shuffle(candidates)  # two processes asking at once seldom meet
-    for port in candidates[:200]:
-        if port not in _recent and bindable(port):
-            _recent.append(port)
-            return port
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        chosen: int = sock.getsockname()[1]
+    random.shuffle(candidates)
+    with LEDGER.open("a+") as ledger:
+        fcntl.flock(ledger, fcntl.LOCK_EX)  # released when the file closes
+        ledger.seek(0)
+        now = time.time()
+        held = _handed_out(ledger.read(), now)
+        chosen = next((p for p in candidates if p not in held and bindable(p)), None)
+        if chosen is None:
+            with socket.socket() as sock:
+                sock.bind(("127.0.0.1", 0))
+                chosen = int(sock.getsockname()[1])
+        held[chosen] = now
+        ledger.seek(0)
+        ledger.truncate()
+        ledger.write("".join(f"{port} {at}\n" for port, at in held.items()))
         return chosen
 
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from harness.machine import free_port
+from harness.machine import ROOT, free_port
 
 
 def test_the_port_is_free_and_below_the_ephemeral_range() -> None:
@@ -39,3 +41,23 @@ def test_a_port_taken_is_never_given() -> None:
 def test_ports_given_one_after_the_other_differ_before_anything_binds_them() -> None:
     ports = [free_port() for _ in range(200)]
     assert len(set(ports)) == len(ports)
+
+
+def test_a_port_handed_to_another_process_is_not_handed_here_before_it_binds() -> None:
+    # Test workers and scripts each pick at random among ~22,000 ports: 300 picks on each
+    # side would meet with a probability of ~98% if nothing were shared between processes.
+    other = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from free_port import free_port; print(*(free_port() for _ in range(300)))",
+        ],
+        cwd=ROOT / "scripts",
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    theirs = set(map(int, other.stdout.split()))
+    mine = {free_port() for _ in range(300)}
+    assert len(theirs) == len(mine) == 300
+    assert not theirs & mine
