@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent  # the checkout
 
 # The scripts' own helpers (standard library only), shared with the shell scripts.
 sys.path.insert(0, str(ROOT / "scripts"))
+from free_port import LEDGER as PORT_LEDGER  # noqa: E402, F401  (ports handed out lately)
 from free_port import free_port as free_port  # noqa: E402  (one way to pick a port)
 
 

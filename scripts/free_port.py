@@ -14,11 +14,13 @@ Standard library only: the scripts that start brokers use it with no environment
 from __future__ import annotations
 
 import fcntl
+import os
 import random
 import socket
 import tempfile
 import time
 from pathlib import Path
+from typing import IO
 
 LOWEST = 10000  # below: well-known and registered services' ports
 RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
@@ -26,6 +28,7 @@ RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 # Ports handed out by any process of this machine within HELD_FOR seconds, whose servers
 # may not have bound them yet: one "port handed-out-at" line each, read and rewritten
 # under an exclusive flock, so two processes asking at once are never given one port.
+# Every user of the machine shares it (the tests run the demo as a user who is not root).
 LEDGER = Path(tempfile.gettempdir()) / "spark-offset-sidecar-ports"
 HELD_FOR = 300.0
 
@@ -61,13 +64,36 @@ def _handed_out(text: str, now: float) -> dict[int, float]:
     return held
 
 
+def _open_ledger() -> IO[str]:
+    """The shared ledger, read-write for every user: created 0666 by whoever comes first.
+    An existing file is opened without O_CREAT, which Linux refuses in a sticky /tmp for
+    a file of another user (``fs.protected_regular``). If this user cannot write it, a
+    ledger of this user's own: ports stay apart among this user's processes at least."""
+    try:
+        ledger = open(LEDGER, "r+")  # noqa: SIM115  (the caller closes it)
+    except FileNotFoundError:
+        pass
+    except PermissionError:
+        return open(f"{LEDGER}-{os.getuid()}", "a+")
+    else:
+        if os.fstat(ledger.fileno()).st_uid == os.getuid():
+            os.fchmod(ledger.fileno(), 0o666)  # one made by an earlier version was 0644
+        return ledger
+    try:
+        descriptor = os.open(LEDGER, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o666)
+    except FileExistsError:  # another process created it meanwhile
+        return _open_ledger()
+    os.fchmod(descriptor, 0o666)  # whatever the umask
+    return os.fdopen(descriptor, "r+")
+
+
 def free_port() -> int:
     """A port nothing listens on and no process of this machine was handed lately, out of
     the kernel's way (any bindable port if the ephemeral range leaves no room below it)."""
     low, _ = ephemeral_range()
     candidates = list(range(LOWEST, low))
     random.shuffle(candidates)
-    with LEDGER.open("a+") as ledger:
+    with _open_ledger() as ledger:
         fcntl.flock(ledger, fcntl.LOCK_EX)  # released when the file closes
         ledger.seek(0)
         now = time.time()

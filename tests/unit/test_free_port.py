@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.machine import ROOT, free_port
+from harness.machine import PORT_LEDGER, ROOT, free_port
 
 
 def test_the_port_is_free_and_below_the_ephemeral_range() -> None:
@@ -61,3 +61,8 @@ def test_a_port_handed_to_another_process_is_not_handed_here_before_it_binds() -
     mine = {free_port() for _ in range(300)}
     assert len(theirs) == len(mine) == 300
     assert not theirs & mine
+
+
+def test_every_user_of_the_machine_can_write_the_ledger() -> None:
+    free_port()  # the demo runs as a user who is not root, beside the tests' own ports
+    assert PORT_LEDGER.stat().st_mode & 0o777 == 0o666
