@@ -9,10 +9,13 @@ round, 0.3 s apart, while a writer updates one group at a time (a random one, on
 transaction each, back to back with 2 ms between): the renewal's time, and the writes'
 p50, p99 and largest time. A renewal holding every group's row in one transaction makes a
 write that meets it wait until it ends. Each side's CPU beside its figures (PostgreSQL's
-backends, this process). Both sides renew the same table, which grows (every renewal
-leaves a dead version of each row behind until autovacuum), so the sides alternate.
+backends, this process). Each side has a database of its own, made by this checkout's
+migrations; ``--before-fillfactor`` sets the before side's ``consumer_groups`` pages to
+another fill (100: as before migration 0007), and the table's size after each round shows
+what the renewals left behind. The sides alternate.
 
     .venv/bin/python -m bench lease_renewal --groups 10000 --before 0c50c51
+    .venv/bin/python -m bench lease_renewal --groups 10000 --before-fillfactor 100
 """
 
 from __future__ import annotations
@@ -37,12 +40,13 @@ from sqlalchemy import Engine, create_engine, insert, text
 
 from bench.figures import CpuMeter, Table, ratio
 from harness.postgres_server import PostgresServer
-from spark_offset_sidecar.adapters.sql import lease_store
-from spark_offset_sidecar.adapters.sql.schema import consumer_groups, metadata
+from spark_offset_sidecar.adapters.sql import lease_store, migrate
+from spark_offset_sidecar.adapters.sql.schema import consumer_groups
 
 ROOT = Path(__file__).resolve().parent.parent
 MODULE = "service/spark_offset_sidecar/adapters/sql/lease_store.py"
 WRITE = text("UPDATE consumer_groups SET committed_at = committed_at + 1 WHERE group_id = :g")
+TABLE_MB = text("SELECT pg_total_relation_size('consumer_groups') / 1048576.0")
 
 
 def module_at(rev: str, folder: Path) -> ModuleType:
@@ -79,6 +83,18 @@ def fill(engine: Engine, groups: int, partitions: int) -> None:
         conn.execute(insert(consumer_groups), rows)
 
 
+def side_database(server: PostgresServer, name: str, fillfactor: int | None) -> Engine:
+    """A database of its own, at this checkout's schema (pages at ``fillfactor`` if given)."""
+    with create_engine(server.url, isolation_level="AUTOCOMMIT").connect() as conn:
+        conn.execute(text(f"CREATE DATABASE {name}"))
+    engine = create_engine(f"{server.url.rsplit('/', 1)[0]}/{name}", pool_size=4)
+    migrate.upgrade(engine)
+    if fillfactor is not None:
+        with engine.begin() as conn:
+            conn.execute(text(f"ALTER TABLE consumer_groups SET (fillfactor = {fillfactor})"))
+    return engine
+
+
 def one_side(engine: Engine, module: ModuleType, args: argparse.Namespace) -> dict[str, Any]:
     """``--renewals`` renewals while a writer writes; their figures."""
     leases = module.LeaseStore(engine, "r0", 30.0)
@@ -105,7 +121,9 @@ def one_side(engine: Engine, module: ModuleType, args: argparse.Namespace) -> di
     finally:
         stop.set()
         thread.join()
-    if held < args.groups - 1:  # the writer holds one row at a time: that one is skipped
+    # The writer holds one row at a time: each renewal transaction may skip the one it meets.
+    transactions = -(-args.groups // getattr(module, "RENEWED_A_TRANSACTION", args.groups))
+    if held < args.groups - transactions:
         raise SystemExit(f"a renewal held {held} of {args.groups} groups")
     waits.sort()
     return {
@@ -124,34 +142,44 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--renewals", type=int, default=8, help="renewals a round and side")
     parser.add_argument("--before", default="HEAD", help="the commit to compare with")
+    parser.add_argument(
+        "--before-fillfactor", type=int, help="the before side's consumer_groups page fill, %%"
+    )
     args = parser.parse_args()
     table = Table(
         f"A lease renewal of {args.groups:,} groups ({args.partitions} partitions' offsets a "
         f"row) while one group at a time is written, {args.renewals} renewals a round",
         "side", "round", "renewal median ms", "write p50 ms", "write p99 ms", "write max ms",
-        "writes", cpu=("postgres", "bench"),
+        "writes", "table MB", cpu=("postgres", "bench"),
     )  # fmt: skip
     figures: dict[str, list[dict[str, Any]]] = {"before": [], "after": []}
+    before = args.before + ("" if args.before_fillfactor is None else
+                            f", pages {args.before_fillfactor} % full")  # fmt: skip
     server = PostgresServer().start()
     try:
-        server.reset()
-        engine = create_engine(str(server.url), pool_size=4)
-        metadata.create_all(engine)
-        fill(engine, args.groups, args.partitions)
+        engines = {
+            "before": side_database(server, "before_side", args.before_fillfactor),
+            "after": side_database(server, "after_side", None),
+        }
+        for engine in engines.values():
+            fill(engine, args.groups, args.partitions)
         with tempfile.TemporaryDirectory(prefix="lease-renewal-") as folder:
-            sides = {"before": module_at(args.before, Path(folder)), "after": lease_store}
+            modules = {"before": module_at(args.before, Path(folder)), "after": lease_store}
             for round_ in range(1, args.rounds + 1):
-                for name, module in sides.items():
+                for name, engine in engines.items():
                     with CpuMeter(postgres=server.pid()) as meter:
-                        found = one_side(engine, module, args)
+                        found = one_side(engine, modules[name], args)
+                    with engine.connect() as conn:
+                        size = float(conn.scalar(TABLE_MB) or 0)
                     figures[name].append(found)
-                    label = f"before ({args.before})" if name == "before" else name
                     table.add(
-                        label, round_, f"{found['renewal_ms']:.1f}", f"{found['p50_ms']:.2f}",
+                        f"before ({before})" if name == "before" else name, round_,
+                        f"{found['renewal_ms']:.1f}", f"{found['p50_ms']:.2f}",
                         f"{found['p99_ms']:.1f}", f"{found['max_ms']:.1f}", found["writes"],
-                        meter=meter,
+                        f"{size:.0f}", meter=meter,
                     )  # fmt: skip
-        engine.dispose()
+        for engine in engines.values():
+            engine.dispose()
     finally:
         server.stop()
     table.print()

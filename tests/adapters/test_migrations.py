@@ -7,11 +7,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
+from sqlalchemy import text
 
 from spark_offset_sidecar.adapters.sql import migrate
-from spark_offset_sidecar.adapters.sql.schema import metadata
+from spark_offset_sidecar.adapters.sql.schema import GROUP_ROWS_FILLFACTOR, metadata
 from spark_offset_sidecar.adapters.sql.store import SqlStore
 from spark_offset_sidecar.errors import StoreUnavailable
 
@@ -22,7 +24,7 @@ def test_migrations_match_the_schema(database_url: str) -> None:
     with store.engine.connect() as connection:
         diff = compare_metadata(MigrationContext.configure(connection), metadata)
     assert diff == []
-    assert migrate.current_revision(store.engine) == migrate.head_revision() == "0006"
+    assert migrate.current_revision(store.engine) == migrate.head_revision() == "0007"
     store.check()
     store.migrate()  # idempotent
     store.close()
@@ -55,3 +57,21 @@ def test_replicas_starting_together_migrate_one_at_a_time(postgres_server: Any) 
         pool.shutdown(wait=False)
         for store in stores:
             store.close()
+
+
+def test_group_rows_leave_room_for_their_next_version_on_postgresql(postgres_server: Any) -> None:
+    postgres_server.reset()
+    store = SqlStore(postgres_server.url)
+    fillfactor = text("SELECT reloptions FROM pg_class WHERE relname = 'consumer_groups'")
+    try:
+        store.migrate()
+        with store.engine.connect() as connection:
+            assert connection.scalar(fillfactor) == [f"fillfactor={GROUP_ROWS_FILLFACTOR}"]
+        config = migrate.alembic_config()
+        with store.engine.begin() as connection:
+            config.attributes["connection"] = connection
+            command.downgrade(config, "0006")
+        with store.engine.connect() as connection:
+            assert connection.scalar(fillfactor) is None
+    finally:
+        store.close()
