@@ -141,6 +141,11 @@ SCENARIOS: dict[str, Scenario] = {
         needs="PostgreSQL, wrk",
         quick=("--rounds", "1", "--seconds", "3", "--queries", "60", "--idle-seconds", "1"),
     ),
+    "board_publish": Scenario(
+        "a replica's watcher publishing 10,000 groups' reports to the status board, before/after",
+        needs="PostgreSQL, git (the earlier commit's status board)",
+        quick=("--groups", "300", "--rounds", "1", "--publishes", "1"),
+    ),
     "lease_renewal": Scenario(
         "a replica's lease renewal at 10,000 groups and what a write of one group waits "
         "meanwhile, before/after",

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import json
 import os
 import shutil
@@ -20,6 +21,7 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from bench.figures import run_child, run_children
@@ -327,3 +329,20 @@ def spark_pid(spark: Any) -> int | None:
     is a side of its own); None when there is none here."""
     gateway = getattr(spark.sparkContext, "_gateway", None)
     return getattr(getattr(gateway, "proc", None), "pid", None)
+
+
+def module_at(rev: str, path: str, folder: Path) -> ModuleType:
+    """The module at ``path`` (in the checkout) as it was at ``rev``, loaded from a copy in
+    ``folder``; its own imports come from this checkout."""
+    source = subprocess.run(
+        ["git", "show", f"{rev}:{path}"], cwd=ROOT, check=True, capture_output=True, text=True
+    ).stdout
+    name = Path(path).stem + "_before"
+    copy = folder / f"{name}.py"
+    copy.write_text(source)
+    spec = importlib.util.spec_from_file_location(name, copy)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

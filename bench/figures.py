@@ -16,6 +16,7 @@ import math
 import os
 import re
 import resource
+import statistics
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -257,6 +258,20 @@ def _line(cells: Sequence[str]) -> str:
 def ratio(what: str, after: float, before: float) -> None:
     """Print one side-by-side ratio (after / before) under the tables."""
     print(f"{what}: {_figure(after)} / {_figure(before)} = {after / before:.2f}x", flush=True)
+
+
+def median_ratios(
+    rounds: int, figures: dict[str, list[dict[str, float]]], named: Sequence[tuple[str, str]]
+) -> None:
+    """Under the tables: for each (key, what) of ``named``, the ratio of the medians over
+    the rounds, ``figures["after"]`` against ``figures["before"]``."""
+    print(f"(medians of {rounds} rounds a side)")
+    for key, what in named:
+        ratio(
+            f"{what}, after / before",
+            statistics.median(f[key] for f in figures["after"]),
+            statistics.median(f[key] for f in figures["before"]),
+        )
 
 
 def _figure(value: float) -> str:

@@ -21,11 +21,9 @@ what the renewals left behind. The sides alternate.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import random
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -38,30 +36,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sqlalchemy import Engine, create_engine, insert, text
 
-from bench.figures import CpuMeter, Table, ratio
+from bench.bench_support import module_at
+from bench.figures import CpuMeter, Table, median_ratios
 from harness.postgres_server import PostgresServer
 from spark_offset_sidecar.adapters.sql import lease_store, migrate
 from spark_offset_sidecar.adapters.sql.schema import consumer_groups
 
-ROOT = Path(__file__).resolve().parent.parent
 MODULE = "service/spark_offset_sidecar/adapters/sql/lease_store.py"
 WRITE = text("UPDATE consumer_groups SET committed_at = committed_at + 1 WHERE group_id = :g")
 TABLE_MB = text("SELECT pg_total_relation_size('consumer_groups') / 1048576.0")
-
-
-def module_at(rev: str, folder: Path) -> ModuleType:
-    """``lease_store`` as it was at ``rev`` (its imports from this checkout)."""
-    source = subprocess.run(
-        ["git", "show", f"{rev}:{MODULE}"], cwd=ROOT, check=True, capture_output=True, text=True
-    ).stdout
-    path = folder / "lease_store_before.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location("lease_store_before", path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def group_id(index: int) -> str:
@@ -164,7 +147,8 @@ def main() -> None:
         for engine in engines.values():
             fill(engine, args.groups, args.partitions)
         with tempfile.TemporaryDirectory(prefix="lease-renewal-") as folder:
-            modules = {"before": module_at(args.before, Path(folder)), "after": lease_store}
+            earlier = module_at(args.before, MODULE, Path(folder))
+            modules = {"before": earlier, "after": lease_store}
             for round_ in range(1, args.rounds + 1):
                 for name, engine in engines.items():
                     with CpuMeter(postgres=server.pid()) as meter:
@@ -183,14 +167,15 @@ def main() -> None:
     finally:
         server.stop()
     table.print()
-    print(f"(medians of {args.rounds} rounds a side)")
-    for key, what in (("max_ms", "a write's longest wait"), ("p99_ms", "a write's p99"),
-                      ("renewal_ms", "a renewal's time")):  # fmt: skip
-        ratio(
-            f"{what}, after / before",
-            statistics.median(f[key] for f in figures["after"]),
-            statistics.median(f[key] for f in figures["before"]),
-        )
+    median_ratios(
+        args.rounds,
+        figures,
+        (
+            ("max_ms", "a write's longest wait"),
+            ("p99_ms", "a write's p99"),
+            ("renewal_ms", "a renewal's time"),
+        ),
+    )
 
 
 if __name__ == "__main__":

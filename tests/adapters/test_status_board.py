@@ -236,3 +236,54 @@ def test_a_fleets_reports_are_published_in_chunks_and_a_group_once(stores: Any) 
     reports = board.read()
     assert len(reports) == groups
     assert {r.evaluated_at for r in reports} == {200.0}, "g0 as its last entry"
+
+
+def test_a_report_is_stored_as_written_whatever_its_groups_name(stores: Any) -> None:
+    """The chunk travels as one JSON document: names with quotes, backslashes and letters
+    beyond ASCII arrive intact, and each stored report is the text encode_report wrote."""
+    from spark_offset_sidecar.core.changes import QueryRegistered
+
+    a, _ = stores
+    names = ['g"quoted"', "g\\back\\slash", "g-ünïcødé-組", "g'single'"]
+    a.persist([QueryRegistered(f"q-{i}", name, 0.0) for i, name in enumerate(names)])
+    leases = LeaseStore(a.engine, "a", 30)
+    leases.renew()
+    leases.claim(len(names) + 4)
+    board = SqlStatusBoard(a.engine, "a")
+    published = [entry(name, "a", lag=LAG) for name in names]
+    assert board.publish(published) == len(names)
+    assert {_group_id(r): r for r in board.read(names)} == {
+        _group_id(e.report): e.report for e in published
+    }
+    with a.engine.connect() as conn:
+        stored = dict(conn.execute(text("SELECT group_id, report FROM group_reports")).all())
+    assert {name: stored[name] for name in names} == {
+        e.report.status.group_id: encode_report(e.report) for e in published
+    }
+
+
+def test_a_figure_that_is_not_a_number_costs_its_neighbours_nothing(stores: Any) -> None:
+    """NaN and Infinity are not JSON, and the chunk travels as JSON: a report holding them
+    is written beside the others all the same, and reads back as it was."""
+    import dataclasses
+    import math
+
+    a, _ = stores
+    leases = LeaseStore(a.engine, "a", 30)
+    leases.renew()
+    leases.claim(4)
+    odd_catch_up = dataclasses.replace(LAG.catch_up, eta_seconds=math.nan, consume_rate=math.inf)
+    odd = entry("g1", "a", lag=dataclasses.replace(LAG, catch_up=odd_catch_up))
+    good = [entry("g0", "a", lag=LAG), entry("g2", "a")]
+    board = SqlStatusBoard(a.engine, "a")
+    assert board.publish([good[0], odd, good[1]]) == 3
+    g0, g1, g2 = board.read(["g0", "g1", "g2"])
+    assert [g0, g2] == [e.report for e in good]
+    assert g1.lag is not None
+    assert math.isnan(g1.lag.catch_up.eta_seconds or 0.0)
+    assert g1.lag.catch_up.consume_rate == math.inf
+    assert dataclasses.replace(g1, lag=None) == dataclasses.replace(odd.report, lag=None)
+
+
+def _group_id(report: GroupReport) -> str:
+    return report.status.group_id
