@@ -92,7 +92,8 @@ def _watch(settings: Settings) -> int:
     socket = os.environ.get(SOCKET_ENV)
     if parent := os.environ.get(PARENT_ENV):
         _end_with_parent(int(parent), os.path.dirname(socket) if socket else None)
-    told = socket is not None or settings.status.watcher_url is not None
+    status = settings.status
+    told = socket is not None or (status.watcher_url or status.watcher_advertised_url) is not None
     app = create_watch_app(settings, told=told)
     _run_http(settings, app, uds=socket)
     return 0

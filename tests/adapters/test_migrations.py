@@ -24,7 +24,7 @@ def test_migrations_match_the_schema(database_url: str) -> None:
     with store.engine.connect() as connection:
         diff = compare_metadata(MigrationContext.configure(connection), metadata)
     assert diff == []
-    assert migrate.current_revision(store.engine) == migrate.head_revision() == "0007"
+    assert migrate.current_revision(store.engine) == migrate.head_revision() == "0008"
     store.check()
     store.migrate()  # idempotent
     store.close()

@@ -47,6 +47,11 @@ from tests.support.manual import shell_blocks
 from tests.support.service import QUERY, metric, wait_for
 
 PROMETHEUS_OPERATOR = "github.com/prometheus-operator/prometheus-operator@v0.78.2"
+# Replicas with watchers in pods of their own (watcher.pods).
+WATCHER_PODS = [
+    "--set", "replicaCount=3", "--set", "watcher.enabled=true", "--set", "watcher.pods=true",
+    "--set", "database.type=postgresql", "--set", "database.postgresql.existingSecret=db",
+]  # fmt: skip
 
 pytestmark = pytest.mark.tools  # helm (make tools)
 
@@ -95,7 +100,8 @@ def validate(docs: list[dict[str, Any]]) -> None:
 
 
 @pytest.mark.parametrize(
-    "values", ["default", "production", "identities", "msk-iam", "clusters", "watcher"]
+    "values",
+    ["default", "production", "identities", "msk-iam", "clusters", "watcher", "watcher-pods"],
 )
 def test_chart_lints_renders_and_validates(values: str) -> None:
     files = {
@@ -107,13 +113,16 @@ def test_chart_lints_renders_and_validates(values: str) -> None:
     args = ["-f", str(files[values])] if values in files else []
     if values == "watcher":
         args = ["--set", "watcher.enabled=true"]
+    if values == "watcher-pods":
+        args = [*WATCHER_PODS, "--set", "metrics.serviceMonitor.enabled=true"]
     lint = subprocess.run([helm(), "lint", str(CHART), *args], capture_output=True, text=True)
     assert lint.returncode == 0, lint.stdout + lint.stderr
     docs = render(*args)
     validate(docs)
     for doc in docs:
         labels = doc["metadata"]["labels"]
-        assert labels["app.kubernetes.io/name"] == "spark-offset-sidecar"
+        names = ("spark-offset-sidecar", "spark-offset-sidecar-watcher")  # the watchers' pods
+        assert labels["app.kubernetes.io/name"] in names
         assert labels["app.kubernetes.io/instance"] == "r"
 
 
@@ -262,6 +271,10 @@ def test_a_changed_setting_changes_the_pods_checksum() -> None:
         (["--set", "auth.identities[0].name=a", "--set", "auth.identities[0].subject=*"],
          "auth.oidc.issuer"),
         (["--set", "watcher.enabled=true", "--set", "watcher.port=8000"], "watcher.port"),
+        (["--set", "watcher.pods=true"], "watcher.pods needs watcher.enabled=true"),
+        (["--set", "watcher.enabled=true", "--set", "watcher.pods=true"],
+         "watcher.pods needs database.type=postgresql"),
+        ([*WATCHER_PODS, "--set", "watcher.replicaCount=0"], "watcher.replicaCount"),
     ],
 )  # fmt: skip
 def test_bad_values_are_refused_naming_the_value(args: list[str], named: str) -> None:
@@ -334,6 +347,89 @@ def test_each_replicas_watcher_container_is_told_as_a_child_is(tmp_path: Path) -
     for settings in (server_settings, watcher_settings):
         assert settings.replicas.replicated
         assert settings.status.watcher_url == "http://127.0.0.1:8001"
+
+
+def _selects(selector: dict[str, str], labels: dict[str, str]) -> bool:
+    return selector.items() <= labels.items()
+
+
+def test_watchers_in_pods_of_their_own_pair_with_the_replicas_and_share_a_token(
+    tmp_path: Path,
+) -> None:
+    """Issue 47, ``watcher.pods``: a Deployment of watchers beside the replicas' (one more:
+    a spare), each at its pod's address, which it advertises to the replica it pairs with;
+    both read the token of one Secret, generated and kept; the server's Service (events)
+    never selects a watcher's pod, the watchers' Service never a server's; each
+    ServiceMonitor scrapes its own."""
+    kinds = by_kind(render(*WATCHER_PODS, "--set", "metrics.serviceMonitor.enabled=true"))
+    servers, watchers = kinds["Deployment"]
+    assert watchers["metadata"]["name"] == "r-spark-offset-sidecar-watcher"
+    assert (servers["spec"]["replicas"], watchers["spec"]["replicas"]) == (3, 4)
+    (server,) = servers["spec"]["template"]["spec"]["containers"]  # no watcher beside it
+    (watcher,) = watchers["spec"]["template"]["spec"]["containers"]
+    assert (server["args"], watcher["args"]) == (["serve"], ["watch"])
+    config = kinds["ConfigMap"][0]["data"]
+    url = "postgresql+psycopg://u:p@db/s"
+    server_env = {**_settings_of(config, tmp_path), "SIDECAR_DATABASE_URL": url}
+    given = {e["name"]: e.get("value") for e in watcher["env"]}
+    assert [e["valueFrom"] for e in watcher["env"] if e["name"] == "POD_IP"] == [
+        {"fieldRef": {"fieldPath": "status.podIP"}}
+    ]
+    advertised = given["SIDECAR_WATCHER_ADVERTISED_URL"].replace("$(POD_IP)", "10.1.2.3")
+    watcher_env = {
+        **server_env,
+        "SIDECAR_PORT": given["SIDECAR_PORT"],
+        "SIDECAR_WATCHER_ADVERTISED_URL": advertised,
+    }
+    server_settings, watcher_settings = map(Settings.from_env, (server_env, watcher_env))
+    assert server_settings.status.watcher == "paired"
+    assert watcher_settings.status.watcher_advertised_url == "http://10.1.2.3:8001"
+    assert watcher_settings.http.port == 8001
+    for settings in (server_settings, watcher_settings):
+        assert settings.replicas.replicated
+        assert settings.status.watcher_url is None
+        assert settings.status.watcher_token_file is not None
+    assert config["SIDECAR_WATCHER_TOKEN_FILE"] == "/etc/sidecar/watcher/token"
+    for deployment, container in ((servers, server), (watchers, watcher)):
+        mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+        assert mounts["watcher-token"] == "/etc/sidecar/watcher"
+        volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
+        assert volumes["watcher-token"]["secret"] == {
+            "secretName": "r-spark-offset-sidecar-watcher",
+            "items": [{"key": "token", "path": "token"}],
+        }
+    secrets = {s["metadata"]["name"]: s["data"] for s in kinds["Secret"]}
+    token = base64.b64decode(secrets["r-spark-offset-sidecar-watcher"]["token"]).decode()
+    assert len(token) == 40
+    server_pods = servers["spec"]["template"]["metadata"]["labels"]
+    watcher_pods = watchers["spec"]["template"]["metadata"]["labels"]
+    events, watching = kinds["Service"]
+    assert [p["name"] for p in events["spec"]["ports"]] == ["http"]
+    assert [p["name"] for p in watching["spec"]["ports"]] == ["watch"]
+    assert _selects(events["spec"]["selector"], server_pods)
+    assert not _selects(events["spec"]["selector"], watcher_pods)
+    assert _selects(watching["spec"]["selector"], watcher_pods)
+    assert not _selects(watching["spec"]["selector"], server_pods)
+    budget = kinds["PodDisruptionBudget"][0]["spec"]["selector"]["matchLabels"]
+    assert not _selects(budget, watcher_pods)
+    monitors = {
+        m["metadata"]["name"]: [e["port"] for e in m["spec"]["endpoints"]]
+        for m in kinds["ServiceMonitor"]
+    }
+    assert monitors == {
+        "r-spark-offset-sidecar": ["http"],
+        "r-spark-offset-sidecar-watcher": ["watch"],
+    }
+    explicit = by_kind(render(*WATCHER_PODS, "--set", "watcher.replicaCount=2"))
+    assert explicit["Deployment"][1]["spec"]["replicas"] == 2
+    given_secret = by_kind(render(*WATCHER_PODS, "--set", "watcher.tokenSecret=ours"))
+    assert "r-spark-offset-sidecar-watcher" not in {
+        s["metadata"]["name"] for s in given_secret["Secret"]
+    }
+    volumes = given_secret["Deployment"][1]["spec"]["template"]["spec"]["volumes"]
+    assert {v["name"]: v.get("secret", {}).get("secretName") for v in volumes}[
+        "watcher-token"
+    ] == "ours"
 
 
 def test_oauthbearer_msk_iam_and_jobs_identities_reach_the_service(tmp_path: Path) -> None:

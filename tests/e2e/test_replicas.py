@@ -14,10 +14,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
+from harness.machine import outer_address
 from harness.processes import children, command_line
 from harness.replica_cluster import ReplicaCluster, overlapping_owners
+from spark_offset_sidecar.adapters.watcher.told import encode_told
+from spark_offset_sidecar.ports.watcher import TOLD_MEMORY, Told
 from tests.support.checkpoints import write_batch
 from tests.support.kafka import committed_offsets, unique_group
 from tests.support.offset_watch import OffsetWatch
@@ -223,7 +227,7 @@ def _watchers(replica: Any) -> list[str]:
     return [line for line in lines if line is not None and line.endswith(" watch")]
 
 
-@pytest.mark.parametrize("watcher", ["in-process", "child", "separate"])
+@pytest.mark.parametrize("watcher", ["in-process", "child", "separate", "paired"])
 def test_every_replica_answers_every_read_alike_and_windows_survive_a_killed_owner(
     tmp_path: Path, kafka_bootstrap: str, postgres_server: Any, new_topic: Any, watcher: str
 ) -> None:
@@ -231,14 +235,21 @@ def test_every_replica_answers_every_read_alike_and_windows_survive_a_killed_own
     read (status, one group's status, queries, one query, the page), and a group's status
     window carries over to its new owner when the old one is SIGKILLed. Issue 47: so with
     each replica's watching in a child of its own, which evaluates and publishes the
-    groups its replica holds the leases of; and with a watcher of its own beside each
-    replica, told as a child is (the chart's watcher container with several replicas)."""
+    groups its replica holds the leases of; with a watcher of its own beside each
+    replica, told as a child is (the chart's watcher container with several replicas); and
+    with watchers in pods of their own, each paired through the database with a replica
+    that tells it at this machine's outer address with the watchers' token (a killed
+    replica's watcher lives on, a spare, and pairs with the replica started again)."""
+    outer = outer_address()
+    if watcher == "paired" and outer is None:
+        pytest.skip("this machine has no address but loopback: no pod beyond this one")
     postgres_server.reset()
     cluster = ReplicaCluster(
         tmp_path,
         kafka_bootstrap,
         postgres_server.url,
         3,
+        outer,
         **{**SETTINGS, "lag_read_interval_seconds": 0.3, "watcher": watcher},
     ).start()
     try:
@@ -249,6 +260,8 @@ def test_every_replica_answers_every_read_alike_and_windows_survive_a_killed_own
             else:  # its child watches, or the watcher beside it; it keeps CPython's collector
                 assert len(_watchers(replica)) == (1 if watcher == "child" else 0)
                 assert metric(replica.metrics(), "sidecar_gc_frozen_objects") == 0
+        if watcher == "paired":
+            _paired_watchers_take_what_only_their_replica_tells(cluster, tmp_path)
         topic = new_topic(partitions=2)
         groups = [unique_group("alike") for _ in range(6)]
         queries = [f"q-{g}" for g in groups]
@@ -353,10 +366,35 @@ def test_every_replica_answers_every_read_alike_and_windows_survive_a_killed_own
         reads = every_replicas_reads()
         assert reads[survivors[0]] == reads[survivors[1]]
         print(f"windows before/after the kill: {before} / {after}")
-        if watcher == "separate":  # a server started again, its watcher still up: told anew
+        if watcher in ("separate", "paired"):  # a server started again: its watcher told anew
             _server_started_again_beside_its_watcher(cluster, survivors[0], groups, status)
     finally:
         cluster.stop()
+
+
+def _paired_watchers_take_what_only_their_replica_tells(
+    cluster: ReplicaCluster, root: Path
+) -> None:
+    """Each replica paired with a watcher of its own; at the address it advertised, a
+    watcher refuses a teller without the watchers' token (401), and one with it that
+    names another replica (409), taking nothing of either."""
+    paired = wait_for(
+        lambda: (found := cluster.paired_watchers()).keys() == cluster.replicas.keys() and found,
+        30,
+        "each replica paired with a watcher",
+    )
+    assert len({id(w) for w in paired.values()}) == len(paired), "a watcher paired twice"
+    token = (root / "watcher-token").read_text().strip()
+    stranger = encode_told(Told({}, whole=True, replica="a-replica-of-another-fleet"))
+    for watcher in paired.values():
+        url = watcher.env["SIDECAR_WATCHER_ADVERTISED_URL"] + TOLD_MEMORY
+        assert not url.startswith("http://127."), url
+        refused = httpx.post(url, content=stranger)
+        assert refused.status_code == 401, refused.text
+        shown = {"authorization": f"Bearer {token}"}
+        refused = httpx.post(url, content=stranger, headers=shown)
+        assert refused.status_code == 409, refused.text
+        assert "not a-replica-of-another-fleet" in refused.text
 
 
 def _server_started_again_beside_its_watcher(

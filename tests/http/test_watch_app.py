@@ -123,3 +123,51 @@ def test_a_child_watcher_answers_with_what_its_service_told_it(tmp_path: Path) -
             refused = readers.post(TOLD_MEMORY, content=b'{"version": 99}')
             assert refused.status_code == 400
             assert "told version 99" in refused.text
+
+
+def test_a_watcher_with_a_token_is_told_by_whoever_shows_it_and_by_no_one_else(
+    tmp_path: Path,
+) -> None:
+    """SIDECAR_WATCHER_TOKEN_FILE: a watcher in a pod of its own is told from any address
+    by a teller that shows the token (the service's ``WatcherAt`` sends it), and refused
+    (401, naming the variable) without it, with another one, or with it under another
+    scheme, from loopback too; a refusal takes nothing (the status stays as it was)."""
+    secret = tmp_path / "watcher-token"
+    secret.write_text("a-secret-of-the-pod-s-two-containers\n")  # stripped, as a Secret's file
+    ends = InMemoryLogEnds({P0: 100, P1: 40})
+    taker = create_app(
+        settings_for(tmp_path, watcher="separate"), committer=InMemoryCommitter(), log_ends=ends
+    )
+    with TestClient(taker) as events:
+        assert post_progress(events, 1, {"orders": {"0": 60, "1": 40}}).status_code == 200
+        watcher = create_watch_app(
+            settings_for(tmp_path, watcher_token_file=secret), log_ends=ends, told=True
+        )
+        with (
+            TestClient(watcher) as outside,  # an address of another machine
+            TestClient(watcher, client=("127.0.0.1", 50000)) as beside,
+        ):
+            memory = GroupMemory(
+                failures=3,
+                retry_at=0.0,
+                last_failure="request_timed_out",
+                counters=GroupCounters(failed=Counter(request_timed_out=3)),
+                in_flight=None,
+            )
+            whole = encode_told(Told({GROUP: memory}, whole=True))
+            for client, shown in (
+                (outside, None),
+                (outside, "Bearer a-secret-of-the-pod-s-two-containers-and-more"),
+                (outside, "Bearer a-secret-of-the-pod-s-two-container"),
+                (outside, "Basic a-secret-of-the-pod-s-two-containers"),
+                (beside, None),
+            ):
+                headers = {"authorization": shown} if shown else {}
+                refused = client.post(TOLD_MEMORY, content=whole, headers=headers)
+                assert refused.status_code == 401, (shown, refused.text)
+                assert "SIDECAR_WATCHER_TOKEN_FILE" in refused.text
+            assert outside.get(f"/v1/status/{GROUP}").json()["consecutive_failures"] == 0
+            shown = {"authorization": "Bearer a-secret-of-the-pod-s-two-containers"}
+            answer = outside.post(TOLD_MEMORY, content=whole, headers=shown)
+            assert answer.status_code == 204, answer.text
+            assert outside.get(f"/v1/status/{GROUP}").json()["consecutive_failures"] == 3

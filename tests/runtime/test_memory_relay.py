@@ -279,7 +279,8 @@ def test_a_replicas_groups_are_told_when_they_change_and_only_those_are_its_watc
     assert [g for g in "abc" if mine.commits(g)] == ["b"]
     assert len(wakes) == 2
     assert publishes_as == ["host-1-abc"], "partial messages leave the replica as told"
-    assert all(m.replica is None for m in watcher.told[1:])
+    # Every message names it: a paired watcher takes none from another replica.
+    assert all(m.replica == "host-1-abc" for m in watcher.told[1:])
     watcher.started_again()  # told everything, the replica too
     assert asyncio.run(relay.tell())
     assert (watcher.told[-1].whole, watcher.told[-1].replica) == (True, "host-1-abc")

@@ -71,10 +71,13 @@ def test_defaults_and_explicit_values() -> None:
         ("SIDECAR_GC_THAW_SECONDS", "-1", "0 or more"),
         ("SIDECAR_GIL_SWITCH_INTERVAL_SECONDS", "0", "greater than 0"),
         ("SIDECAR_GIL_SWITCH_INTERVAL_SECONDS", "1", "at most 0.1"),
-        ("SIDECAR_WATCHER_URL", "http://watcher:8001", "on this machine or pod"),
-        ("SIDECAR_WATCHER_URL", "https://127.0.0.1:8001", "an http:// URL"),
+        ("SIDECAR_WATCHER_URL", "ftp://127.0.0.1:8001", "an http:// or https:// URL"),
+        ("SIDECAR_WATCHER_URL", "http://:8001", "with a host"),
         ("SIDECAR_WATCHER_URL", "http://127.0.0.1:port", "not a URL"),
         ("SIDECAR_WATCHER_URL", "http://127.0.0.1:8001", "needs SIDECAR_WATCHER=separate"),
+        ("SIDECAR_WATCHER", "paired", "needs SIDECAR_REPLICATED=true"),
+        ("SIDECAR_WATCHER_ADVERTISED_URL", "http://10.0.0.7:8001", "SIDECAR_REPLICATED=true"),
+        ("SIDECAR_WATCHER_TOKEN_FILE", "/no/such/token", "no such file"),
     ],
 )
 def test_bad_settings_fail_naming_the_variable(variable: str, value: str, problem: str) -> None:
@@ -329,3 +332,48 @@ def test_serve_watches_in_a_child_unless_told_otherwise() -> None:
     assert (told.status.watcher_url, told.replicas.replicated) == ("http://[::1]:8001", True)
     with pytest.raises(ConfigError, match="needs SIDECAR_WATCHER=separate"):
         Settings.from_env({**replicated, "SIDECAR_WATCHER": "child"})
+
+
+def test_a_watcher_beyond_the_pod_or_paired_needs_the_watchers_token(tmp_path: Path) -> None:
+    """Issue 47: a watcher in a pod of its own is told across the network, so the service
+    and the watcher share a secret (SIDECAR_WATCHER_TOKEN_FILE); each refusal names what
+    is missing."""
+    short, token = tmp_path / "short", tmp_path / "token"
+    short.write_text("fifteen-chars..\n")
+    token.write_text("sixteen-chars...\n")
+    separate = {"SIDECAR_WATCHER": "separate", "SIDECAR_WATCHER_URL": "http://watcher:8001"}
+    with pytest.raises(ConfigError, match="beyond this machine or pod") as caught:
+        Settings.from_env(separate)
+    assert caught.value.variable == "SIDECAR_WATCHER_URL"
+    assert "SIDECAR_WATCHER_TOKEN_FILE" in str(caught.value)
+    with pytest.raises(ConfigError, match="fewer than 16 characters") as caught:
+        Settings.from_env({**separate, "SIDECAR_WATCHER_TOKEN_FILE": str(short)})
+    assert caught.value.variable == "SIDECAR_WATCHER_TOKEN_FILE"
+    told = Settings.from_env({**separate, "SIDECAR_WATCHER_TOKEN_FILE": str(token)})
+    assert told.status.watcher_url == "http://watcher:8001"
+    replicated = {
+        "SIDECAR_REPLICATED": "true",
+        "SIDECAR_DATABASE_URL": "postgresql+psycopg://u:p@db/s",
+    }
+    for variable, value in (
+        ("SIDECAR_WATCHER", "paired"),
+        ("SIDECAR_WATCHER_ADVERTISED_URL", "http://10.0.0.7:8001"),
+    ):
+        with pytest.raises(ConfigError, match="told across the network") as caught:
+            Settings.from_env({**replicated, variable: value})
+        assert caught.value.variable == variable
+        paired = Settings.from_env(
+            {**replicated, variable: value, "SIDECAR_WATCHER_TOKEN_FILE": str(token)}
+        )
+        # The replicas' side takes events only; the watcher's side only watches.
+        assert not paired.status.watches_here or variable != "SIDECAR_WATCHER"
+    with pytest.raises(ConfigError, match="not both") as caught:
+        Settings.from_env(
+            {
+                **replicated,
+                **separate,
+                "SIDECAR_WATCHER_TOKEN_FILE": str(token),
+                "SIDECAR_WATCHER_ADVERTISED_URL": "http://10.0.0.7:8001",
+            }
+        )
+    assert caught.value.variable == "SIDECAR_WATCHER_ADVERTISED_URL"

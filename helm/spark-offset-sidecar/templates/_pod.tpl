@@ -7,7 +7,8 @@ env:
 {{- end }}
 {{- end -}}
 
-{{/* The watcher's: the server's, on its own port. */}}
+{{/* The watcher's: the server's, on its own port; in a pod of its own, at the pod's
+     address, which it advertises to the replica it pairs with. */}}
 {{- define "sidecar.watcherEnv" -}}
 {{ include "sidecar.envFrom" . }}
 env:
@@ -15,6 +16,13 @@ env:
     value: {{ .Values.watcher.port | quote }}
 {{- if eq .Values.database.type "postgresql" }}
 {{- include "sidecar.databaseUrl" . }}
+{{- end }}
+{{- if include "sidecar.watcherPods" . }}
+  - name: POD_IP
+    valueFrom:
+      fieldRef: {fieldPath: status.podIP}
+  - name: SIDECAR_WATCHER_ADVERTISED_URL
+    value: {{ printf "http://$(POD_IP):%v" .Values.watcher.port | quote }}
 {{- end }}
 {{- end -}}
 
@@ -59,4 +67,84 @@ capabilities:
 {{- if and (include "sidecar.tls" .) .Values.kafka.tls.existingSecret }}
 - {name: kafka-tls, mountPath: /etc/sidecar/kafka-tls, readOnly: true}
 {{- end }}
+{{- if include "sidecar.watcherPods" . }}
+- {name: watcher-token, mountPath: /etc/sidecar/watcher, readOnly: true}
+{{- end }}
+{{- end -}}
+
+{{/* The pod's volumes (tmp, the SQLite claim, the Secrets mounted above). */}}
+{{- define "sidecar.volumes" -}}
+{{- $fullname := include "sidecar.fullname" . -}}
+- name: tmp
+  emptyDir: {}
+{{- if eq .Values.database.type "sqlite" }}
+- name: data
+  persistentVolumeClaim:
+    claimName: {{ .Values.database.sqlite.existingClaim | default $fullname }}
+{{- end }}
+{{- with include "sidecar.tokensSecret" . }}
+- name: tokens
+  secret:
+    secretName: {{ . }}
+    items: [{key: tokens.json, path: tokens.json}]
+{{- end }}
+{{- if .Values.auth.oidc.inCluster }}
+# The API server's keys are read with the pod's own token (a service account may
+# read /openid/v1/jwks: system:service-account-issuer-discovery) and its CA.
+- name: kube-api
+  projected:
+    sources:
+      - serviceAccountToken: {path: token, expirationSeconds: 3600}
+      - configMap: {name: kube-root-ca.crt, items: [{key: ca.crt, path: ca.crt}]}
+{{- end }}
+{{- if include "sidecar.saslSecretNeeded" . }}
+- name: kafka-password
+  secret:
+    secretName: {{ include "sidecar.saslSecret" . }}
+    items: [{key: password, path: password}]
+{{- end }}
+{{- if and (include "sidecar.tls" .) .Values.kafka.tls.existingSecret }}
+- name: kafka-tls
+  secret:
+    secretName: {{ .Values.kafka.tls.existingSecret }}
+{{- end }}
+{{- if include "sidecar.watcherPods" . }}
+- name: watcher-token
+  secret:
+    secretName: {{ include "sidecar.watcherTokenSecret" . }}
+    items: [{key: token, path: token}]
+{{- end }}
+{{- end -}}
+
+{{/* A watcher's container (in the server's pod, or in a pod of its own). */}}
+{{- define "sidecar.watcherContainer" -}}
+- name: watcher
+  image: {{ include "sidecar.image" . | quote }}
+  imagePullPolicy: {{ .Values.image.pullPolicy }}
+  args: ["watch"]
+  {{- include "sidecar.watcherEnv" . | nindent 2 }}
+  ports:
+    - name: watch
+      containerPort: {{ .Values.watcher.port }}
+      protocol: TCP
+  startupProbe:  # it loads every group from the database before it is ready
+    httpGet: {path: /readyz, port: watch}
+    periodSeconds: 2
+    failureThreshold: 150
+  livenessProbe:
+    # Fails only when its store follower or lag monitor has stopped.
+    httpGet: {path: /livez, port: watch}
+    periodSeconds: 10
+    timeoutSeconds: 3
+    failureThreshold: 6
+  readinessProbe:
+    httpGet: {path: /readyz, port: watch}
+    periodSeconds: 5
+    timeoutSeconds: 3
+  securityContext:
+    {{- include "sidecar.containerSecurity" . | nindent 4 }}
+  resources:
+    {{- toYaml .Values.watcher.resources | nindent 4 }}
+  volumeMounts:
+    {{- include "sidecar.volumeMounts" . | nindent 4 }}
 {{- end -}}

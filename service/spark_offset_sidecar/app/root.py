@@ -29,6 +29,7 @@ from spark_offset_sidecar.app.parts import (
     token_verifier,
 )
 from spark_offset_sidecar.app.start import Given, ProcessHeap, Start, group_cluster
+from spark_offset_sidecar.app.watch import told_secret
 from spark_offset_sidecar.http.body_limit import BodySizeLimit
 from spark_offset_sidecar.http.event_routes import router
 from spark_offset_sidecar.http.follow_routes import router as follow_router
@@ -121,7 +122,7 @@ def create_app(
         opened,
         heap,
         child,
-        WatcherAt(settings.status.watcher_url) if settings.status.watcher_url else None,
+        told_link(settings),
     )
     if checkpoint_storage is None:
         runtime.check_folder = check_path
@@ -168,6 +169,16 @@ def create_app(
         app, runtime, MetricsPage(fleet, settings.metrics.max_scrapes_per_second)
     )
     return app
+
+
+def told_link(settings: Settings) -> WatcherAt | None:
+    """The watcher run on its own that this process tells: at SIDECAR_WATCHER_URL, or
+    (paired) wherever the watcher paired with this replica is, as each lease renewal reads
+    it; None when it tells none (its watcher is its child, or here, or told nothing)."""
+    status = settings.status
+    if status.watcher_url is None and status.watcher != "paired":
+        return None
+    return WatcherAt(status.watcher_url, token=told_secret(settings))
 
 
 def _include_routes(app: FastAPI, watching_here: bool, child: WatcherChild | None) -> None:

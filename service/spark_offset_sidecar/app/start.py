@@ -107,7 +107,8 @@ class Start:
     opened: list[DurableLedger]
     heap: ProcessHeap | None = None  # the process's heap keeper (cli.process_tuning)
     watcher: WatcherChild | None = None  # SIDECAR_WATCHER=child: started after migrating
-    told_at: WatcherAt | None = None  # SIDECAR_WATCHER_URL: a separate watcher beside it
+    # SIDECAR_WATCHER_URL, or paired: a watcher run on its own (``root.told_link``).
+    told_at: WatcherAt | None = None
 
     @property
     def metrics(self) -> SidecarMetrics:
@@ -296,6 +297,7 @@ class Start:
             read_back=read_back,
             read_back_after=settings.commits.commit_timeout_seconds,
             on_mismatch=lambda _group: metrics.takeover_mismatches.inc(),
+            on_watcher=self._paired_watcher,
         )
         # Leases are handed back after the commit loop stopped (registered before it).
         stack.push_async_callback(leave, keeper, commit_loop)
@@ -303,6 +305,18 @@ class Start:
         run_in_background(stack, keeper.run(), "lease keeper")
         run_in_background(stack, keeper.listen(), "notices")
         return board if board is not None else SqlStatusBoard(sql.engine, ownership.replica_id)
+
+    def _paired_watcher(self, url: str | None) -> None:
+        """Each renewal: the URL of the watcher paired with this replica (SIDECAR_WATCHER=
+        paired), which the relay then tells."""
+        link = self.told_at
+        if self.settings.status.watcher != "paired" or link is None or link.url == url:
+            return
+        if url is None:
+            log.warning("no watcher is paired with this replica: its groups are not watched")
+        else:
+            log.info("the watcher paired with this replica is at %s: told there", url)
+        link.point_at(url)
 
     def _commits(
         self, stack: AsyncExitStack, durable: DurableLedger, commit_loop: CommitLoop

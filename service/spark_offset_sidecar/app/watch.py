@@ -20,27 +20,33 @@ commit in flight and what it waits for, consecutive failures, the jobs' rates fr
 progress events, how reading a followed folder goes) a child watcher is told by the
 process that started it (``told=True``: ``TOLD_MEMORY`` on its socket;
 ``runtime.told_memory``), and reads as that process would; so is a watcher of its own
-beside its service (``SIDECAR_WATCHER=separate`` with ``SIDECAR_WATCHER_URL``: the
-service tells it there, from a loopback address). Without it, it knows none of it.
+told by its service at ``SIDECAR_WATCHER_URL`` (from a loopback address, or from anywhere
+with the watcher's token, ``SIDECAR_WATCHER_TOKEN_FILE``), and a watcher paired with a
+replica (``SIDECAR_WATCHER_ADVERTISED_URL``: ``runtime.watcher_pairing``), by that replica
+only. Without any of these, it knows none of it.
 
-A told watcher of a replica (``SIDECAR_REPLICATED=true``), child or beside it, watches
-that replica's share of the fleet: it is told which replica it watches for and which
-groups that replica holds the leases of, evaluates those only, publishes their reports
-as that replica on the board every replica reads, and answers readers from the board.
+A told watcher of a replica (``SIDECAR_REPLICATED=true``), child, beside it or paired,
+watches that replica's share of the fleet: it is told which replica it watches for and
+which groups that replica holds the leases of, evaluates those only, publishes their
+reports as that replica on the board every replica reads, and answers readers from the
+board. A paired watcher that pairs anew forgets what the last replica told it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hmac
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from fastapi import FastAPI, Request, status
 from fastapi.responses import PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from sqlalchemy import Engine
 
 from spark_offset_sidecar.adapters.sql.followed_folders import SqlFollowedFolders
 from spark_offset_sidecar.adapters.sql.store import SqlStore
@@ -52,7 +58,13 @@ from spark_offset_sidecar.app.parts import (
     new_runtime,
     token_verifier,
 )
-from spark_offset_sidecar.app.start import Given, Watched, run_in_background, watch_lag
+from spark_offset_sidecar.app.start import (
+    Given,
+    Watched,
+    new_replica_id,
+    run_in_background,
+    watch_lag,
+)
 from spark_offset_sidecar.core.ledger import Ledger
 from spark_offset_sidecar.errors import StoreUnavailable
 from spark_offset_sidecar.http.refusals import exception_answers
@@ -67,10 +79,11 @@ from spark_offset_sidecar.ports.group_reports import GroupReports
 from spark_offset_sidecar.ports.kafka import LogEndReader, RecordTimeReader
 from spark_offset_sidecar.ports.status_board import StatusBoard
 from spark_offset_sidecar.ports.store import LedgerRows
-from spark_offset_sidecar.ports.watcher import TOLD_MEMORY, WATCHED_METRICS
+from spark_offset_sidecar.ports.watcher import TOLD_MEMORY, WATCHED_METRICS, WatcherPairing
 from spark_offset_sidecar.runtime.group_reports import LocalReports, PublishedReports
 from spark_offset_sidecar.runtime.store_follower import StoreFollower
 from spark_offset_sidecar.runtime.told_memory import ToldMemory
+from spark_offset_sidecar.runtime.watcher_pairing import PairingKeeper
 from spark_offset_sidecar.settings import Settings
 from spark_offset_sidecar.settings.values import is_loopback
 
@@ -89,6 +102,7 @@ def create_watch_app(
     clock: Callable[[], float] = time.time,
     told: bool = False,
     board: StatusBoard | None = None,
+    pairing: WatcherPairing | None = None,
 ) -> FastAPI:
     """Build the watcher. ``store`` defaults to SQL (``database_url``), ``log_ends`` and
     ``record_times`` to aiokafka; tests may pass others (``testing``). ``told``: it is
@@ -96,7 +110,9 @@ def create_watch_app(
     beside it (``SIDECAR_WATCHER_URL``). Told, with ``SIDECAR_REPLICATED=true``, it is a
     replica's: it evaluates the groups it is told that replica commits, publishes their
     reports as the replica on the board every replica reads (``board``, by default the
-    SQL one), and answers readers from that board."""
+    SQL one), and answers readers from that board. With
+    ``SIDECAR_WATCHER_ADVERTISED_URL`` it pairs itself with a replica that then tells it
+    (``pairing``, by default PostgreSQL's)."""
     kafka = KafkaClients(settings)
     metrics = SidecarMetrics(
         registry or CollectorRegistry(), kafka.clusters if kafka.several else None
@@ -113,6 +129,8 @@ def create_watch_app(
         store,
         told=told,
         replicated=told and settings.replicas.replicated,
+        secret=told_secret(settings),
+        pairs=pairing,
     )
     ledger = start.ledger
 
@@ -190,11 +208,11 @@ def _told_route(start: WatchStart) -> Callable[[Request], Awaitable[Response]]:
 
 
 async def _take_told(start: WatchStart, request: Request) -> Response:
-    """What its service knows of the groups: on its socket (a child), or from a loopback
-    address (SIDECAR_WATCHER_URL: the service beside it)."""
-    if request.client is not None and not is_loopback(request.client.host):
-        refused = "a watcher is told from a loopback address only\n"
-        return PlainTextResponse(refused, status_code=403)
+    """What its service knows of the groups: on its socket (a child), or over TCP from a
+    loopback address (SIDECAR_WATCHER_URL: the service beside it), or from anywhere with
+    the watcher's token (SIDECAR_WATCHER_TOKEN_FILE); paired, from its replica only."""
+    if request.client is not None and (refused := start.refuses_teller(request)) is not None:
+        return refused
     memory = start.memory
     if memory is None:
         return PlainTextResponse("the watcher is starting\n", status_code=503)
@@ -202,12 +220,23 @@ async def _take_told(start: WatchStart, request: Request) -> Response:
         message = decode_told(await request.body())
     except ToldRefused as exc:
         return PlainTextResponse(f"{exc}\n", status_code=400)
+    if start.pairing is not None and message.replica != start.pairing.replica:
+        paired = start.pairing.replica or "no replica"
+        return PlainTextResponse(
+            f"this watcher is paired with {paired}, not {message.replica}\n", status_code=409
+        )
     if not memory.takes(message):
         return PlainTextResponse(
             "this watcher was told nothing whole yet: tell it everything\n", status_code=409
         )
     memory.take(message)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+def told_secret(settings: Settings) -> bytes | None:
+    """The watcher's token (SIDECAR_WATCHER_TOKEN_FILE), as its file holds it stripped."""
+    path = settings.status.watcher_token_file
+    return None if path is None else Path(path).read_text().strip().encode()
 
 
 @dataclass
@@ -224,14 +253,64 @@ class WatchStart:
     # Its share of a service's /metrics (SIDECAR_WATCHER=child): the lag reads and the
     # per-group series, none of the process-wide ones the service exports too.
     share: CollectorRegistry = field(default_factory=CollectorRegistry)
-    told: bool = False  # told its service's memory: its child, or beside it
+    told: bool = False  # told its service's memory: its child, beside it, or paired
     replicated: bool = False  # a replica's: told which replica and which groups
+    secret: bytes | None = None  # SIDECAR_WATCHER_TOKEN_FILE: a teller over TCP sends it
+    # SIDECAR_WATCHER_ADVERTISED_URL: paired with a replica, once ``run`` paired it.
+    pairing: PairingKeeper | None = None
+    pairs: WatcherPairing | None = None  # the pairing's store (default: PostgreSQL's)
     memory: ToldMemory | None = None  # what it was told, once ``run`` built it
     board: StatusBoard | None = None  # a replica's, once ``run`` built it
 
     def __post_init__(self) -> None:
         if self.replicated and not self.told:
             raise ValueError("a replica's watcher is told which groups it watches")
+
+    def refuses_teller(self, request: Request) -> Response | None:
+        """Why a teller over TCP is refused (401, 403), or None. With the watcher's token
+        every teller shows it (compared in constant time); without, only a process of this
+        machine or pod tells."""
+        if self.secret is None:
+            if request.client is not None and is_loopback(request.client.host):
+                return None
+            refused = "a watcher without SIDECAR_WATCHER_TOKEN_FILE is told from a loopback "
+            return PlainTextResponse(refused + "address only\n", status_code=403)
+        scheme, _, shown = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() == "bearer" and hmac.compare_digest(shown.encode(), self.secret):
+            return None
+        return PlainTextResponse(
+            "a watcher is told with the token of SIDECAR_WATCHER_TOKEN_FILE\n",
+            status_code=401,
+            headers={"www-authenticate": "Bearer"},
+        )
+
+    def _paired(self, replica: str | None) -> None:
+        """Paired anew (or with none): told by that replica only, from a whole message."""
+        if self.memory is not None:
+            self.memory.forget_teller()
+        if self.board is not None:
+            self.board.replica_id = replica or UNTOLD
+
+    async def _pair(self, stack: AsyncExitStack, engine: Engine | None) -> None:
+        """Paired with a replica before answering ready (SIDECAR_WATCHER_ADVERTISED_URL)."""
+        url = self.settings.status.watcher_advertised_url
+        if url is None:
+            return
+        pairs = self.pairs
+        if pairs is None:
+            from spark_offset_sidecar.adapters.sql.watcher_pairs import SqlWatcherPairing
+
+            if engine is None:
+                raise ValueError("a paired watcher is given its pairing, or its store is SQL")
+            lease = self.settings.replicas.lease_seconds
+            pairs = SqlWatcherPairing(engine, f"watcher-{new_replica_id()}", url, lease)
+        keeper = PairingKeeper(
+            pairs, interval=self.settings.replicas.lease_seconds / 6, on_change=self._paired
+        )
+        self.pairing = keeper
+        stack.push_async_callback(keeper.leave)
+        await keeper.step()
+        run_in_background(stack, keeper.run(), "pairing")
 
     def _publish_as(self, replica_id: str) -> None:
         """The replica it watches for, as told (another when that replica started again)."""
@@ -258,8 +337,10 @@ class WatchStart:
         rows: LedgerRows
         followed: FollowedFolders | None = None
         board = self.given.status_board
+        engine: Engine | None = None
         if self.store is None:
             rows = sql = SqlStore(settings.database.url)
+            engine = sql.engine
             stack.callback(sql.close)
             followed = SqlFollowedFolders(sql.engine)
             if self.replicated and board is None:
@@ -306,6 +387,7 @@ class WatchStart:
                 f"{exc}; a watcher never migrates: start the service that takes events "
                 "(offset-sidecar serve) or run offset-sidecar migrate first"
             ) from exc
+        await self._pair(stack, engine)
         await follower.step()  # the whole ledger, before answering ready
         follow_task = run_in_background(stack, follower.run(), "store follower")
         lag_task = run_in_background(stack, lag_monitor.run(), "lag monitor")

@@ -59,8 +59,9 @@ class Told:
     # With replicas: the groups the teller commits now (its leases), whole; its watcher
     # evaluates and publishes those only. None: unchanged, or not replicated (every group).
     owned: frozenset[str] | None = None
-    # With replicas: the teller's replica id, in every whole message (a replica started
-    # again is another replica); its watcher publishes its groups' reports as that replica.
+    # With replicas: the teller's replica id, in every message (a replica started again is
+    # another replica); its watcher publishes its groups' reports as that replica, and a
+    # paired watcher takes messages from the replica it is paired with only.
     replica: str | None = None
 
 
@@ -78,3 +79,23 @@ class WatcherLink(ToldLink, Protocol):
     async def get(self, path: str, query: str, headers: Mapping[str, str]) -> Answer: ...
 
     async def share(self) -> bytes: ...
+
+
+class WatcherPairing(Protocol):
+    """A watcher run on its own paired with one replica (``SIDECAR_WATCHER_ADVERTISED_URL``;
+    the replica reads the pairing with its lease and tells that watcher). The real one is
+    PostgreSQL's (``adapters.sql.watcher_pairs``). Each method is one short transaction
+    and blocks (call it from a thread).
+
+    Contract
+      - ``pair`` renews this watcher's claim on its replica while that replica's lease is
+        live, else claims a live replica whose watcher's claim is not (the oldest
+        first), and returns the replica's id; None when every live replica has a live
+        watcher. No two watchers hold live claims on one replica.
+      - A claim lives ``lease`` seconds from its last ``pair``; ``leave`` ends it now, and
+        so does a ``pair`` that finds its replica's lease lapsed.
+    """
+
+    def pair(self) -> str | None: ...
+
+    def leave(self) -> None: ...

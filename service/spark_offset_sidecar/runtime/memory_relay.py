@@ -15,7 +15,8 @@ that did not take the last message, is told every group in the next (``whole``).
 Invariants
   - A group's memory as it stands after a change reaches the watcher with the first
     message the watcher takes after that change (or with a whole one after it); so do
-    this replica's groups. Every whole message names this replica.
+    this replica's groups. Every message names this replica (a paired watcher takes
+    none from another).
   - The message is built on the event loop a few milliseconds at a time (``Turns``): a
     group that changes meanwhile is collected again (R15) and told in the next message.
   - Encoding and sending are the link's (off the loop for a whole fleet's).
@@ -109,9 +110,8 @@ class MemoryRelay:
         new_problems = problems if whole or problems != self._told_problems else None
         owned = self._owned()
         new_owned = owned if whole or owned != self._told_owned else None
-        replica = self._replica if whole else None
-        told = Told(groups, new_folders, whole, new_problems, new_owned, replica)
-        if not whole and told == Told({}):  # nothing to tell
+        told = Told(groups, new_folders, whole, new_problems, new_owned, self._replica)
+        if not whole and told == Told({}, replica=self._replica):  # nothing to tell
             return True
         try:
             await self._link.tell(told)

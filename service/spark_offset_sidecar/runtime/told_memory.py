@@ -9,7 +9,7 @@ Invariants
   - A group told gone is forgotten; its ledger group (if the store still has it) keeps no
     commit in flight.
   - A whole message replaces everything told before; none but a whole one is taken
-    first (``takes``).
+    first (``takes``), nor after its teller changed (``forget_teller``).
   - With replicas, the watcher's ledger commits (``Ledger.commits``: evaluates, exports,
     publishes) the groups last told its teller's (none before the first message), and
     publishes them as the replica last told (``publish_as``, before the groups it holds).
@@ -55,6 +55,7 @@ class ToldMemory:
         self._watch_more = watch_more
         self._publish_as = publish_as
         self._owned: frozenset[str] = frozenset()  # with replicas: as last told
+        self._teller: str | None = None  # with replicas: the replica last told of
         self._follows_owned = follows_owned
         self._unread: set[str] = set()  # taken, not in the ledger yet: read, then watched
         self.groups: dict[str, GroupMemory] = {}
@@ -96,7 +97,8 @@ class ToldMemory:
     def _own(self, told: Told) -> None:
         """A replica's groups: evaluated and published here, as that replica; the new
         ones read now."""
-        if told.replica is not None:
+        if told.replica is not None and told.replica != self._teller:
+            self._teller = told.replica
             self._publish_as(told.replica)
         if (owned := told.owned) is None:
             return
@@ -112,6 +114,16 @@ class ToldMemory:
             self._unknown()  # read from the store now; watched once read (``refreshed``)
         if len(unread) < len(taken):
             self._watch_more()
+
+    def forget_teller(self) -> None:
+        """Its teller is another now, or none (a paired watcher paired anew): nothing
+        evaluated of the last teller's groups, and nothing taken but a whole message."""
+        self.messages = 0
+        self._teller = None
+        self._forget(list(self.groups))
+        self._owned = frozenset()
+        self._unread.clear()
+        self._ledger.commit_only(frozenset())
 
     def _wants(self, group_id: str) -> bool:
         return not self._follows_owned or group_id in self._owned

@@ -32,7 +32,6 @@ from spark_offset_sidecar.settings.values import (
     HttpUrl,
     LogFormat,
     LogLevel,
-    LoopbackUrl,
     NonNegativeFloat,
     Patterns,
     Port,
@@ -40,6 +39,7 @@ from spark_offset_sidecar.settings.values import (
     PositiveInt,
     ReadableFile,
     SaslMechanism,
+    SecretFile,
     SecurityProtocol,
     SomePatterns,
     StatusWindow,
@@ -47,6 +47,7 @@ from spark_offset_sidecar.settings.values import (
     SwitchInterval,
     Text,
     WatcherPlace,
+    WatcherUrl,
     default_database_url,
 )
 
@@ -263,20 +264,35 @@ class StatusSettings(Section):
         description="where the fleet is watched (lag reads, /ui, the status API, their series "
         "of /metrics; docs/run/watcher.md): in-process, by this process; child, by a watcher "
         "process this one starts, readers answered through this one; separate, by a watcher "
-        "run on its own (offset-sidecar watch), this process then serves events only; auto, "
-        "child for offset-sidecar serve, in-process for an app built in code. With replicas, "
-        "each replica's watcher (child, or separate with SIDECAR_WATCHER_URL) watches the "
-        "groups it holds the leases of and publishes their reports",
+        "run on its own (offset-sidecar watch), this process then serves events only; paired "
+        "(replicas only), by watchers run on their own anywhere, each paired through the "
+        "database with one replica that tells it; auto, child for offset-sidecar serve, "
+        "in-process for an app built in code. With replicas, each replica's watcher (child, "
+        "separate with SIDECAR_WATCHER_URL, or paired) watches the groups it holds the leases "
+        "of and publishes their reports",
     )
 
-    watcher_url: LoopbackUrl | None = Field(
+    watcher_url: WatcherUrl | None = Field(
         None,
-        description="with SIDECAR_WATCHER=separate and the watcher on this machine or in this "
-        "pod: its URL (http://127.0.0.1:8001), where this process tells it what only its memory "
-        "knows, as it tells a child (failed commits, counters, commits in flight, followed "
-        "folders; with replicas, which replica and which groups it watches: docs/run/watcher.md); "
-        "the watcher reads it too, and takes what it is told from a loopback address only. "
-        "Unset: a separate watcher is told nothing",
+        description="with SIDECAR_WATCHER=separate: the watcher's URL (http://127.0.0.1:8001), "
+        "where this process tells it what only its memory knows, as it tells a child (failed "
+        "commits, counters, commits in flight, followed folders; with replicas, which replica "
+        "and which groups it watches: docs/run/watcher.md); the watcher reads it too. A URL "
+        "beyond this machine or pod needs SIDECAR_WATCHER_TOKEN_FILE. Unset: a separate "
+        "watcher is told nothing (unless paired)",
+    )
+    watcher_token_file: SecretFile | None = Field(
+        None,
+        description="a file holding the secret (16 characters or more) a process sends with "
+        "what it tells its watcher, and the watcher demands, on both (a mounted Secret). With "
+        "it a watcher is told from any address; without it, from a loopback address only",
+    )
+    watcher_advertised_url: WatcherUrl | None = Field(
+        None,
+        description="offset-sidecar watch with SIDECAR_REPLICATED=true: the URL the replicas "
+        "reach this watcher at (http://$(POD_IP):8001): it pairs itself through the database "
+        "with a replica that has no watcher, which then tells it (SIDECAR_WATCHER=paired on the "
+        "replicas; needs SIDECAR_WATCHER_TOKEN_FILE)",
     )
 
     @property

@@ -37,7 +37,7 @@ from spark_offset_sidecar.settings.sections import (
     StatusSettings,
     TuningSettings,
 )
-from spark_offset_sidecar.settings.values import is_loopback
+from spark_offset_sidecar.settings.values import is_loopback, is_loopback_url
 
 
 class Settings(BaseModel):
@@ -109,13 +109,7 @@ class Settings(BaseModel):
     def _checks_across_sections(self) -> Self:
         self._check_listening()
         self._check_replicas()
-        status = self.status
-        if status.watcher_url is not None and status.watcher != "separate":
-            raise ConfigError(
-                status.variable("watcher_url"),
-                "tells a watcher run on its own: it needs SIDECAR_WATCHER=separate (a child "
-                f"is told on its socket), not {status.watcher}",
-            )
+        self._check_watcher()
         if self.oidc.enabled and not self.auth.tokens_file:
             raise ConfigError(
                 AuthSettings.variable("tokens_file"),
@@ -137,6 +131,44 @@ class Settings(BaseModel):
                 f"listening on {http.host} without SIDECAR_TOKENS_FILE lets anyone who reaches "
                 "it move consumer offsets; configure tokens, or set "
                 "SIDECAR_ALLOW_UNAUTHENTICATED=true to accept that",
+            )
+
+    def _check_watcher(self) -> None:
+        status, replicated = self.status, self.replicas.replicated
+        token = status.variable("watcher_token_file")
+        if status.watcher_url is not None:
+            if status.watcher != "separate":
+                raise ConfigError(
+                    status.variable("watcher_url"),
+                    "tells a watcher run on its own: it needs SIDECAR_WATCHER=separate (a child "
+                    f"is told on its socket, a paired one at the URL it advertises), not "
+                    f"{status.watcher}",
+                )
+            if not is_loopback_url(status.watcher_url) and not status.watcher_token_file:
+                raise ConfigError(
+                    status.variable("watcher_url"),
+                    f"{status.watcher_url} is beyond this machine or pod: anyone who reaches "
+                    f"the watcher could tell it what commits failed; give {token}",
+                )
+        for variable, given in (
+            ("watcher", status.watcher == "paired"),
+            ("watcher_advertised_url", status.watcher_advertised_url is not None),
+        ):
+            if given and not replicated:
+                raise ConfigError(
+                    status.variable(variable),
+                    "pairs watchers with replicas: it needs SIDECAR_REPLICATED=true",
+                )
+            if given and not status.watcher_token_file:
+                raise ConfigError(
+                    status.variable(variable),
+                    f"a paired watcher is told across the network: give {token}",
+                )
+        if status.watcher_advertised_url is not None and status.watcher_url is not None:
+            raise ConfigError(
+                status.variable("watcher_advertised_url"),
+                "a watcher is told by the service at SIDECAR_WATCHER_URL beside it, or paired "
+                "with a replica through the database: not both",
             )
 
     def _check_replicas(self) -> None:

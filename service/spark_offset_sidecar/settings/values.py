@@ -26,6 +26,7 @@ T = TypeVar("T")
 
 # A commit interval longer than this would leave lag tools minutes behind the jobs.
 MAX_COMMIT_INTERVAL = 3600.0
+MIN_SECRET_LENGTH = 16  # a shared secret in a file (the tokens file's tokens: the same)
 
 
 def as_text(value: Any) -> str:
@@ -179,7 +180,10 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def loopback_url(value: str) -> str:
+def watcher_url(value: str) -> str:
+    """An http(s) URL with a host: where a watcher is reached (``settings.sections``; one
+    that is not on this machine or pod needs the watcher's token, checked across
+    sections)."""
     from urllib.parse import urlsplit
 
     try:
@@ -187,12 +191,23 @@ def loopback_url(value: str) -> str:
         parts.port  # noqa: B018  (a port that is not a number raises here)
     except ValueError as exc:
         raise ValueError(f"not a URL: {exc}") from None
-    if parts.scheme != "http" or not is_loopback(parts.hostname or ""):
-        raise ValueError(
-            "must be an http:// URL on this machine or pod (127.0.0.1, [::1] or localhost): "
-            "the watcher is told only from a loopback address"
-        )
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("must be an http:// or https:// URL with a host")
     return value.rstrip("/")
+
+
+def is_loopback_url(url: str) -> bool:
+    from urllib.parse import urlsplit
+
+    return is_loopback(urlsplit(url).hostname or "")
+
+
+def secret_file(value: str) -> str:
+    """A readable file whose text (stripped) is a secret of at least 16 characters."""
+    path = readable_file(value)
+    if len(Path(path).read_text().strip()) < MIN_SECRET_LENGTH:
+        raise ValueError(f"holds fewer than {MIN_SECRET_LENGTH} characters: not a secret")
+    return path
 
 
 def patterns(value: str) -> tuple[str, ...]:
@@ -274,7 +289,8 @@ Port = Annotated[int, parsed_by(port)]
 Flag = Annotated[bool, parsed_by(flag)]
 ReadableFile = Annotated[str, parsed_by(readable_file)]
 HttpUrl = Annotated[str, parsed_by(http_url)]
-LoopbackUrl = Annotated[str, parsed_by(loopback_url)]
+WatcherUrl = Annotated[str, parsed_by(watcher_url)]
+SecretFile = Annotated[str, parsed_by(secret_file)]
 Patterns = Annotated[tuple[str, ...], NoDecode, parsed_by(patterns)]
 SomePatterns = Annotated[tuple[str, ...], NoDecode, parsed_by(some_patterns)]
 Extensions = Annotated[tuple[tuple[str, str], ...], NoDecode, parsed_by(extensions)]
@@ -287,7 +303,7 @@ LogLevel = Annotated[str, parsed_by(choice("DEBUG", "INFO", "WARNING", "ERROR"))
 LogFormat = Annotated[str, parsed_by(choice("json", "text", case=str.lower))]
 Granularity = Annotated[str, parsed_by(choice("group", "topic", "partition", case=str.lower))]
 WatcherPlace = Annotated[
-    str, parsed_by(choice("auto", "in-process", "child", "separate", case=str.lower))
+    str, parsed_by(choice("auto", "in-process", "child", "separate", "paired", case=str.lower))
 ]
 SecurityProtocol = Annotated[
     str, parsed_by(choice("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"))

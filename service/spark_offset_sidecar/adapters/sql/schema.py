@@ -6,7 +6,8 @@ them; ``tests/adapters/test_migrations.py`` checks the two agree.
   consumer_groups      one row per group: the slot (completed, not known committed), the
                        last committed offsets, the operator's rewind permission, and with
                        replicas its lease: owner, owner epoch, lease expiry (``leases``)
-  replicas             with replicas: one row per live replica and its lease expiry
+  replicas             with replicas: one row per live replica and its lease expiry,
+                       and the watcher paired with it (``SIDECAR_WATCHER=paired``)
   followed_folders     Spark checkpoint folders followed into a group (no listener)
   group_reports        with replicas: each group's status, live commits and status window
                        as its owner last published them (``ports.status_board``)
@@ -90,6 +91,10 @@ replicas = Table(
     Column("replica_id", String(200), primary_key=True),
     Column("started_at", Float, nullable=False),
     Column("expires_at", Float, nullable=False),
+    # The watcher paired with it (migration 0008; ``watcher_pairs``): NULL, or the live one.
+    Column("watcher_id", String(200), nullable=True),
+    Column("watcher_url", String(2048), nullable=True),
+    Column("watcher_expires_at", Float, nullable=True),
 )
 
 followed_folders = Table(

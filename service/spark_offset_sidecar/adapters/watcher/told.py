@@ -35,12 +35,13 @@ class ToldRefused(ValueError):
     """A message that is not a ``Told`` of this layout."""
 
 
-async def send_told(client: httpx.AsyncClient, told: Told) -> None:
-    """``told`` to the watcher ``client`` reaches; ``WatcherUnavailable`` unless it took it."""
+async def send_told(client: httpx.AsyncClient, told: Told, base: str = "") -> None:
+    """``told`` to the watcher ``client`` reaches (at ``base``, a URL, if ``client`` has
+    none); ``WatcherUnavailable`` unless it took it."""
     body = await asyncio.to_thread(encode_told, told)  # a whole fleet's: off the loop
     try:
         answer = await client.post(
-            TOLD_MEMORY, content=body, headers={"content-type": "application/json"}
+            base + TOLD_MEMORY, content=body, headers={"content-type": "application/json"}
         )
     except httpx.HTTPError as exc:
         raise WatcherUnavailable(f"the watcher does not answer: {exc!r}") from None
