@@ -239,7 +239,8 @@ def test_every_replica_answers_every_read_alike_and_windows_survive_a_killed_own
     replica, told as a child is (the chart's watcher container with several replicas); and
     with watchers in pods of their own, each paired through the database with a replica
     that tells it at this machine's outer address with the watchers' token (a killed
-    replica's watcher lives on, a spare, and pairs with the replica started again)."""
+    replica's watcher lives on, a spare, and pairs with the replica started again; a
+    spare takes the replica of a killed watcher)."""
     outer = outer_address()
     if watcher == "paired" and outer is None:
         pytest.skip("this machine has no address but loopback: no pod beyond this one")
@@ -368,6 +369,8 @@ def test_every_replica_answers_every_read_alike_and_windows_survive_a_killed_own
         print(f"windows before/after the kill: {before} / {after}")
         if watcher in ("separate", "paired"):  # a server started again: its watcher told anew
             _server_started_again_beside_its_watcher(cluster, survivors[0], groups, status)
+        if watcher == "paired":
+            _a_spare_takes_the_replica_of_a_watcher_killed(cluster, survivors[1], groups)
     finally:
         cluster.stop()
 
@@ -395,6 +398,27 @@ def _paired_watchers_take_what_only_their_replica_tells(
         refused = httpx.post(url, content=stranger, headers=shown)
         assert refused.status_code == 409, refused.text
         assert "not a-replica-of-another-fleet" in refused.text
+
+
+def _a_spare_takes_the_replica_of_a_watcher_killed(
+    cluster: ReplicaCluster, name: str, groups: list[str]
+) -> None:
+    """The watcher paired with replica ``name`` SIGKILLed: within the lease a spare pairs
+    with it, is told its groups, and exports their series (only the watcher that evaluates
+    a group does)."""
+    killed = cluster.paired_watchers()[name]
+    killed.kill()
+
+    def taken_over() -> Any:
+        spare = cluster.paired_watchers().get(name)
+        if spare is None or spare is killed:
+            return None
+        text = spare.metrics()
+        mine = [g for g in groups if cluster.owner_of(g) == name]
+        exported = all(f'sidecar_consumergroup_status{{consumergroup="{g}",' in text for g in mine)
+        return spare if mine and exported else None
+
+    wait_for(taken_over, 4 * LEASE + 20, f"a spare watching {name}'s groups")
 
 
 def _server_started_again_beside_its_watcher(
