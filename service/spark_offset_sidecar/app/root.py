@@ -29,7 +29,6 @@ from spark_offset_sidecar.app.parts import (
     token_verifier,
 )
 from spark_offset_sidecar.app.start import Given, ProcessHeap, Start, group_cluster
-from spark_offset_sidecar.app.watch import told_secret
 from spark_offset_sidecar.http.body_limit import BodySizeLimit
 from spark_offset_sidecar.http.event_routes import router
 from spark_offset_sidecar.http.follow_routes import router as follow_router
@@ -178,7 +177,7 @@ def told_link(settings: Settings) -> WatcherAt | None:
     status = settings.status
     if status.watcher_url is None and status.watcher != "paired":
         return None
-    return WatcherAt(status.watcher_url, token=told_secret(settings))
+    return WatcherAt(status.watcher_url, token=status.watcher_token())
 
 
 def _include_routes(app: FastAPI, watching_here: bool, child: WatcherChild | None) -> None:

@@ -41,7 +41,6 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from fastapi import FastAPI, Request, status
 from fastapi.responses import PlainTextResponse, Response
@@ -129,7 +128,7 @@ def create_watch_app(
         store,
         told=told,
         replicated=told and settings.replicas.replicated,
-        secret=told_secret(settings),
+        secret=settings.status.watcher_token(),
         pairs=pairing,
     )
     ledger = start.ledger
@@ -231,12 +230,6 @@ async def _take_told(start: WatchStart, request: Request) -> Response:
         )
     memory.take(message)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
-
-
-def told_secret(settings: Settings) -> bytes | None:
-    """The watcher's token (SIDECAR_WATCHER_TOKEN_FILE), as its file holds it stripped."""
-    path = settings.status.watcher_token_file
-    return None if path is None else Path(path).read_text().strip().encode()
 
 
 @dataclass

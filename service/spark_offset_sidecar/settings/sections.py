@@ -295,6 +295,11 @@ class StatusSettings(Section):
         "replicas; needs SIDECAR_WATCHER_TOKEN_FILE)",
     )
 
+    def watcher_token(self) -> bytes | None:
+        """The watchers' token (SIDECAR_WATCHER_TOKEN_FILE), as its file holds it."""
+        token = _secret(self.watcher_token_file, None)
+        return None if token is None else token.encode()
+
     @property
     def watches_here(self) -> bool:
         """Whether this process reads the log ends and answers the readers itself."""
