@@ -129,7 +129,7 @@ def create_watch_app(
         told=told,
         replicated=told and settings.replicas.replicated,
         secret=settings.status.watcher_token(),
-        pairs=pairing,
+        given_pairing=pairing,
     )
     ledger = start.ledger
 
@@ -251,7 +251,7 @@ class WatchStart:
     secret: bytes | None = None  # SIDECAR_WATCHER_TOKEN_FILE: a teller over TCP sends it
     # SIDECAR_WATCHER_ADVERTISED_URL: paired with a replica, once ``run`` paired it.
     pairing: PairingKeeper | None = None
-    pairs: WatcherPairing | None = None  # the pairing's store (default: PostgreSQL's)
+    given_pairing: WatcherPairing | None = None  # its store; None: PostgreSQL's
     memory: ToldMemory | None = None  # what it was told, once ``run`` built it
     board: StatusBoard | None = None  # a replica's, once ``run`` built it
 
@@ -289,16 +289,16 @@ class WatchStart:
         url = self.settings.status.watcher_advertised_url
         if url is None:
             return
-        pairs = self.pairs
-        if pairs is None:
+        store = self.given_pairing
+        if store is None:
             from spark_offset_sidecar.adapters.sql.watcher_pairs import SqlWatcherPairing
 
             if engine is None:
                 raise ValueError("a paired watcher is given its pairing, or its store is SQL")
             lease = self.settings.replicas.lease_seconds
-            pairs = SqlWatcherPairing(engine, f"watcher-{new_replica_id()}", url, lease)
+            store = SqlWatcherPairing(engine, f"watcher-{new_replica_id()}", url, lease)
         keeper = PairingKeeper(
-            pairs, interval=self.settings.replicas.lease_seconds / 6, on_change=self._paired
+            store, interval=self.settings.replicas.lease_seconds / 6, on_change=self._paired
         )
         self.pairing = keeper
         stack.push_async_callback(keeper.leave)
