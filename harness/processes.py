@@ -31,6 +31,17 @@ def children(pid: int) -> list[int]:
     return children_by_parent().get(pid, [])
 
 
+def children_running(pid: int, ending: str) -> list[int]:
+    """The live children of ``pid`` whose command line ends with ``ending`` (``" watch"``:
+    a watcher child of ``serve``; ``"writer_process"``: its batches' writer)."""
+    found = []
+    for child in children(pid):
+        line = command_line(child)
+        if line is not None and line.endswith(ending) and alive(child):
+            found.append(child)
+    return found
+
+
 def alive(pid: int) -> bool:
     """Whether ``pid`` runs (a zombie does not)."""
     try:

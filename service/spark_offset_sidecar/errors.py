@@ -9,7 +9,9 @@ SidecarError
 │   └── RateLimited            a token over its events per second (429, Retry-After)
 ├── StoreError             the database failed (a bug: a constraint the ledger should keep)
 │   ├── StoreUnavailable   cannot read or write now (full, read-only, connection lost):
-│   │                      callers get 503 and retry; nothing was half-written
+│   │   │                  callers get 503 and retry; nothing was half-written
+│   │   └── WriteOutcomeUnknown  the writer process ended before answering: the batch
+│   │                      was written or not; carries its rows as stored (or None)
 │   └── StoreRefused       the database cannot hold a value of the write (an event that
 │                          passed every check at the edge all the same): 422, only the
 │                          event at fault (``runtime.durable_ledger`` settles it alone)
@@ -104,6 +106,15 @@ class StoreError(SidecarError):
 
 class StoreUnavailable(StoreError):
     pass
+
+
+class WriteOutcomeUnknown(StoreUnavailable):
+    def __init__(self, message: str, stored: object) -> None:
+        super().__init__(message)
+        # The batch's queries' and groups' rows, read after the writer ended (a
+        # ``ports.store.LoadedRows``; None when they could not be read). Typed loosely:
+        # this module imports nothing of the package.
+        self.stored = stored
 
 
 class StoreRefused(StoreError):

@@ -8,7 +8,17 @@ from typing import Any
 import pytest
 
 from spark_offset_sidecar.adapters.sql.shared_store import SharedSqlStore
+from spark_offset_sidecar.adapters.sql.store import SqlStore
 from spark_offset_sidecar.core.changes import QueryRegistered
+
+
+@pytest.fixture
+def store(database_url: str) -> Iterator[SqlStore]:
+    """A migrated store on ``database_url``: a SQLite file, then a real PostgreSQL."""
+    sql = SqlStore(database_url)
+    sql.migrate()
+    yield sql
+    sql.close()
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,14 +22,6 @@ T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
 def record(ledger: Ledger, store: SqlStore, decision: Decision) -> None:
     store.persist(decision.changes)
     ledger.apply(decision)
-
-
-@pytest.fixture
-def store(database_url: str) -> Iterator[SqlStore]:
-    sql = SqlStore(database_url)
-    sql.migrate()
-    yield sql
-    sql.close()
 
 
 def reload(store: SqlStore) -> Ledger:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import signal
 import subprocess
 import sys
 import threading
@@ -25,6 +26,7 @@ from sqlalchemy import event
 from bench.figures import rss_kib
 from harness.kafka_broker import LocalBroker
 from harness.machine import ROOT
+from harness.processes import children_running
 from harness.service_process import ServiceProcess
 from spark_offset_sidecar.adapters.sql.store import SqlStore
 from spark_offset_sidecar.app import create_app
@@ -142,6 +144,89 @@ def test_sigkill_at_random_moments_loses_nothing_accepted(
         f"newest accepted batch {newest_accepted}, reflected after restart: all; "
         f"final committed = batch {final} in {recovery:.2f} s; regressions 0"
     )
+
+
+WRITER_KILLS = int(os.environ.get("FAULT_WRITER_KILLS", "5"))
+
+
+def test_the_batches_writer_killed_under_load_loses_nothing_accepted(
+    tmp_path: Path, kafka_bootstrap: str, new_topic: Callable[..., str]
+) -> None:
+    """``serve`` writes the batches in a child process: SIGKILLed at random moments while
+    four jobs post, each batch it left unanswered is answered 503 (written or not) and
+    read back, its caller's retry is accepted or a duplicate, the service stays up and
+    never answers anything else, every 2xx stays reflected, each loss is counted once,
+    and Kafka ends at each job's newest batch without ever moving back."""
+    topic = new_topic(3)
+    groups = [unique_group(f"writer-{n}") for n in range(4)]
+    service = ServiceProcess(tmp_path, kafka_bootstrap, commit_timeout_seconds=5).start()
+    assert service.process is not None
+    stop = threading.Event()
+    statuses: dict[int, int] = {}
+    newest: dict[str, int] = {}
+    lost_answers: list[str] = []
+
+    def post(group: str, query: str) -> None:
+        with httpx.Client(base_url=service.url, timeout=30) as http:
+            batch = 0
+            while not stop.is_set():
+                body = {"group_id": group, "progress": spark_progress(
+                    batch, batch_offsets(topic, batch), query=query
+                )}  # fmt: skip
+                answer = http.post("/v1/progress", json=body)
+                statuses[answer.status_code] = statuses.get(answer.status_code, 0) + 1
+                if answer.status_code == 503:
+                    lost_answers.append(answer.text)
+                    continue  # the same batch again, as the listener retries
+                assert answer.status_code == 200, answer.text
+                assert answer.json()["outcome"] in ("accepted", "duplicate"), answer.text
+                newest[query] = batch
+                batch += 1
+
+    def writer() -> int:
+        assert service.process is not None
+        return wait_for(
+            lambda: children_running(service.process.pid, "writer_process"),
+            what="the service's writer process",
+        )[0]
+
+    watches = [OffsetWatch(kafka_bootstrap, group) for group in groups]
+    posters = [
+        threading.Thread(target=post, args=(group, f"q-writer-{n}"))
+        for n, group in enumerate(groups)
+    ]
+    rng = random.Random(47)
+    try:
+        for watch in watches:
+            watch.__enter__()
+        for poster in posters:
+            poster.start()
+        for _ in range(WRITER_KILLS):
+            victim = writer()
+            time.sleep(rng.uniform(0.05, 0.5))
+            os.kill(victim, signal.SIGKILL)
+            wait_for(lambda v=victim: writer() != v, timeout=30, what="a new writer")
+        time.sleep(0.5)
+        stop.set()
+        for poster in posters:
+            poster.join(30)
+        assert set(statuses) <= {200, 503}, statuses
+        # A lost batch holds up to one event of each job: each hears 503.
+        assert 1 <= statuses.get(503, 0) <= WRITER_KILLS * len(groups), statuses
+        assert all("writer process ended" in text for text in lost_answers), lost_answers
+        assert metric(service.metrics(), "sidecar_store_writer_lost_total") == WRITER_KILLS
+        for n, (group, watch) in enumerate(zip(groups, watches, strict=True)):
+            final = newest[f"q-writer-{n}"]
+            view = service.query(f"q-writer-{n}")
+            assert view["last_completed_checkpoint"] == final, (group, view)
+            watch.wait_for(expected(topic, final), timeout=60)
+            assert watch.regressions == []
+    finally:
+        stop.set()
+        for watch in watches:
+            watch.__exit__(None, None, None)
+        service.stop()
+    print(f"\nwriter SIGKILLed {WRITER_KILLS} times under load: answers {statuses}")
 
 
 OUTAGE = float(os.environ.get("FAULT_OUTAGE_SECONDS", "30"))

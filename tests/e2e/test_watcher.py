@@ -19,7 +19,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer
 from prometheus_client.parser import text_string_to_metric_families
 
-from harness.processes import alive, children
+from harness.processes import alive, children_running
 from harness.service_process import ServiceProcess
 from tests.support.kafka import log_ends, produce, run_sync, unique_group
 from tests.support.service import metric, spark_progress, wait_for
@@ -114,6 +114,11 @@ def test_a_watcher_on_a_database_never_migrated_refuses_to_start_and_says_why(
     assert "a watcher never migrates" in done.stderr + done.stdout
 
 
+def watchers_of(pid: int) -> list[int]:
+    """The watcher children of ``serve``'s process ``pid`` (beside them: its writer)."""
+    return children_running(pid, " watch")
+
+
 def socket_of(pid: int) -> Path:
     """The Unix socket a watcher child listens on (its environment)."""
     environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
@@ -168,10 +173,10 @@ def test_a_service_with_its_watcher_as_a_child_answers_every_reader_on_its_port(
         assert metric(text, "sidecar_gc_frozen_objects") == 0
 
         assert service.process is not None
-        (first,) = wait_for(lambda: children(service.process.pid), what="the watcher child")
+        (first,) = wait_for(lambda: watchers_of(service.process.pid), what="the watcher child")
         os.kill(first, signal.SIGKILL)
         second = wait_for(
-            lambda: [c for c in children(service.process.pid) if c != first and alive(c)],
+            lambda: [c for c in watchers_of(service.process.pid) if c != first],
             timeout=30,
             what="the watcher started again",
         )[0]
@@ -201,10 +206,10 @@ def test_a_child_watcher_reads_each_group_as_the_services_memory_has_it(
     pid = service.process.pid
 
     def kill_the_child() -> None:
-        (first,) = wait_for(lambda: children(pid), what="the watcher child")
+        (first,) = wait_for(lambda: watchers_of(pid), what="the watcher child")
         os.kill(first, signal.SIGKILL)
         wait_for(
-            lambda: [c for c in children(pid) if c != first and alive(c)],
+            lambda: [c for c in watchers_of(pid) if c != first],
             timeout=30,
             what="the watcher started again",
         )
@@ -306,7 +311,7 @@ def test_a_child_watcher_knows_a_new_group_and_a_followed_folder_at_once(
     ).start()
     try:
         assert service.process is not None
-        (child,) = wait_for(lambda: children(service.process.pid), what="the watcher child")
+        (child,) = wait_for(lambda: watchers_of(service.process.pid), what="the watcher child")
         transport = httpx.HTTPTransport(uds=str(socket_of(child)))
         with httpx.Client(transport=transport, base_url="http://watcher") as straight:
             topic, group = new_topic(1), unique_group("new-to-child")

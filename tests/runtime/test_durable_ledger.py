@@ -221,13 +221,14 @@ UNSTORABLE = {
     "nul": ("g-evil-\x00", ("postgresql",)),  # SQLite's text holds NUL
     "long": ("g-" + "e" * 300, ("postgresql",)),  # over consumer_groups.group_id's 255
 }
+# Alone, batches are written in the store's thread or by a writer process (``serve``'s).
+PLACES = {"replicas": (True, False), "alone": (False, False), "alone-process": (False, True)}
 CASES = [
-    pytest.param(
-        kind, database, shared, id=f"{kind}-{database}-{'replicas' if shared else 'alone'}"
-    )
+    pytest.param(kind, database, *PLACES[place], id=f"{kind}-{database}-{place}")
     for kind, (_, databases) in UNSTORABLE.items()
     for database in databases
-    for shared in ([False, True] if database == "postgresql" else [False])
+    for place in PLACES
+    if database == "postgresql" or not PLACES[place][0]
 ]
 
 
@@ -238,11 +239,17 @@ def _odd_progress(durable: DurableLedger, group: str) -> asyncio.Task[Decision]:
     return asyncio.ensure_future(durable.record(decide))
 
 
-@pytest.mark.parametrize(("kind", "database", "shared"), CASES)
+@pytest.mark.parametrize(("kind", "database", "shared", "process"), CASES)
 def test_an_unstorable_value_fails_only_its_own_event(
-    request: pytest.FixtureRequest, tmp_path: object, kind: str, database: str, shared: bool
+    request: pytest.FixtureRequest,
+    tmp_path: object,
+    kind: str,
+    database: str,
+    shared: bool,
+    process: bool,
 ) -> None:
     from spark_offset_sidecar.adapters.sql.shared_store import SharedSqlStore
+    from spark_offset_sidecar.adapters.sql.writer_process import ProcessWriter
 
     group = UNSTORABLE[kind][0]
     if database == "sqlite":
@@ -255,7 +262,8 @@ def test_an_unstorable_value_fails_only_its_own_event(
     store.migrate()
 
     async def scenario() -> None:
-        durable = DurableLedger(Ledger(), store)
+        writer = ProcessWriter(store) if process else None
+        durable = DurableLedger(Ledger(), store, writer=writer)
         await progress(durable, "committed", 0)
         request = durable.start_commit("g-committed", 0.0)
         assert request is not None

@@ -334,6 +334,26 @@ def test_serve_watches_in_a_child_unless_told_otherwise() -> None:
         Settings.from_env({**replicated, "SIDECAR_WATCHER": "child"})
 
 
+def test_serve_writes_batches_in_a_process_unless_replicated_or_told_otherwise() -> None:
+    """``auto`` (the default): ``offset-sidecar serve`` alone writes the events' batches in
+    a child process, an app built in code and every replica in a thread; a replica told to
+    write in a process is refused, naming the variable and why."""
+    alone = Settings.from_env({})
+    assert alone.database.writer == "auto"
+    assert alone.served().database.writer == "process"
+    pg = "postgresql+psycopg://u:p@db/s"
+    assert Settings.from_env({"SIDECAR_DATABASE_URL": pg}).served().database.writer == "process"
+    replicated = {"SIDECAR_REPLICATED": "true", "SIDECAR_DATABASE_URL": pg}
+    assert Settings.from_env(replicated).served().database.writer == "auto"
+    for place in ("thread", "process", "THREAD"):
+        given = Settings.from_env({"SIDECAR_DATABASE_WRITER": place})
+        assert given.served().database.writer == place.lower()
+    with pytest.raises(ConfigError, match=r"SIDECAR_DATABASE_WRITER: .*replicas write in a thread"):
+        Settings.from_env({**replicated, "SIDECAR_DATABASE_WRITER": "process"})
+    with pytest.raises(ConfigError, match="SIDECAR_DATABASE_WRITER"):
+        Settings.from_env({"SIDECAR_DATABASE_WRITER": "fork"})
+
+
 def test_a_watcher_beyond_the_pod_or_paired_needs_the_watchers_token(tmp_path: Path) -> None:
     """Issue 47: a watcher in a pod of its own is told across the network, so the service
     and the watcher share a secret (SIDECAR_WATCHER_TOKEN_FILE); each refusal names what

@@ -33,6 +33,7 @@ from spark_offset_sidecar.adapters.kafka.committer import KafkaOffsetCommitter
 from spark_offset_sidecar.adapters.kafka.log_ends import KafkaLogEndReader
 from spark_offset_sidecar.adapters.sql.followed_folders import SqlFollowedFolders
 from spark_offset_sidecar.adapters.sql.store import SqlStore
+from spark_offset_sidecar.adapters.sql.writer_process import ProcessWriter
 from spark_offset_sidecar.adapters.watcher.child import FIRST_READY, PROBLEM, WatcherChild
 from spark_offset_sidecar.adapters.watcher.remote import WatcherAt
 from spark_offset_sidecar.app.kafka_clients import GroupCluster, KafkaClients, Key, problem_of
@@ -52,7 +53,7 @@ from spark_offset_sidecar.ports.kafka import (
     RecordTimeReader,
 )
 from spark_offset_sidecar.ports.status_board import StatusBoard
-from spark_offset_sidecar.ports.store import LedgerStore
+from spark_offset_sidecar.ports.store import BatchWriter, LedgerStore
 from spark_offset_sidecar.ports.watcher import ToldLink
 from spark_offset_sidecar.runtime.checkpoint_follower import REASONS, CheckpointFollower
 from spark_offset_sidecar.runtime.commit_loop import CommitLoop
@@ -216,10 +217,13 @@ class Start:
         commits = self.settings.commits
         sql: SqlStore | None = None
         store: LedgerStore
+        writer: BatchWriter | None = None
         if self.given.store is None:
             sql = store = sql_store(self.settings.database, replica_id, self.metrics)
             stack.callback(sql.close)  # also closed with the ledger: idempotent
             await asyncio.to_thread(sql.migrate)
+            if self.settings.database.writer == "process" and replica_id is None:
+                writer = await self._writer_process(stack, sql)
         else:
             store = self.given.store
         durable = await DurableLedger.open(
@@ -228,10 +232,19 @@ class Start:
             backoff=Backoff(commits.retry_initial_seconds, commits.retry_max_seconds),
             refresh_after=commits.recommit_idle_after_seconds,
             commit_interval=commits.min_commit_interval_seconds,
+            writer=writer,
         )
         stack.push_async_callback(durable.close)
         self.opened[:] = [durable]
         return sql, durable
+
+    async def _writer_process(self, stack: AsyncExitStack, sql: SqlStore) -> BatchWriter:
+        """The batches' writer process, started (closed with the ledger, or here if the
+        start fails after it)."""
+        writer = ProcessWriter(sql, on_lost=self.metrics.store_writer_lost.inc)
+        stack.push_async_callback(writer.close)  # idempotent
+        await writer.start()
+        return writer
 
     async def _issuer_keys(self, stack: AsyncExitStack) -> None:
         if self.verifier is None:

@@ -141,6 +141,12 @@ class SidecarMetrics:
             "Events answered 503 because the database could not take the write.",
             registry=registry,
         )
+        self.store_writer_lost = Counter(
+            "sidecar_store_writer_lost",
+            "Times the batches' writer process ended unasked (a batch's events then answered "
+            "503 and its rows read back; a new writer started); 0 where a thread writes.",
+            registry=registry,
+        )
         self.commits_fenced = Counter(
             "sidecar_commits_fenced",
             "Successful commits not recorded because another replica owns the group now.",

@@ -51,6 +51,20 @@ class LedgerStore(Protocol):
     def close(self) -> None: ...
 
 
+class BatchWriter(Protocol):
+    """Where the durable ledger's batches are written when not in its own store thread
+    (``adapters.sql.writer_process``: a child process with a GIL of its own).
+
+    ``write(changes)`` is ``persist(changes)`` awaited: one transaction or none, the same
+    errors; and ``WriteOutcomeUnknown`` (a ``StoreUnavailable``) when the writer was lost
+    before it answered, carrying the batch's rows as they are stored now. One write at a
+    time."""
+
+    async def write(self, changes: Sequence[Change]) -> None: ...
+
+    async def close(self) -> None: ...
+
+
 @runtime_checkable
 class SharedLedgerStore(LedgerStore, Protocol):
     """A store that several replicas share (``adapters.sql.shared_store``): each batch is

@@ -22,7 +22,11 @@ Invariants
     and the store may lag Kafka in what is committed (after a restart the same offsets
     are committed again, harmlessly).
   - One worker thread does every store call: SQLite wants one writer, and writes stay in
-    decision order.
+    decision order. Given a ``BatchWriter`` (a writer process), batches are written there
+    instead, one at a time, still in decision order; the thread keeps the other calls.
+  - A batch whose write may or may not have happened (``WriteOutcomeUnknown``: the writer
+    was lost before answering) is answered 503 and rolled back in memory, then its queries
+    and groups are taken in as stored (R11), so memory holds what the database does.
   - With a store shared by replicas (``SharedLedgerStore``), each batch first locks and
     loads the queries and groups it touches, and the ledger refreshes them (R11) before
     deciding; ``refresh`` does the same for groups another replica changed or this one
@@ -51,8 +55,14 @@ from spark_offset_sidecar.core.changes import (
     Decision,
 )
 from spark_offset_sidecar.core.ledger import Backoff, Ledger, Savepoint
-from spark_offset_sidecar.errors import StoreUnavailable
-from spark_offset_sidecar.ports.store import LedgerStore, SharedLedgerStore, StoredState
+from spark_offset_sidecar.errors import StoreUnavailable, WriteOutcomeUnknown
+from spark_offset_sidecar.ports.store import (
+    BatchWriter,
+    LedgerStore,
+    LoadedRows,
+    SharedLedgerStore,
+    StoredState,
+)
 
 log = logging.getLogger(__name__)
 # Queries and groups one batch names at most, with a shared store. Each is an advisory
@@ -126,9 +136,11 @@ class DurableLedger:
         worker: ThreadPoolExecutor | None = None,
         *,
         on_settled: Callable[[int, float], None] = lambda items, seconds: None,
+        writer: BatchWriter | None = None,
     ) -> None:
         self.ledger = ledger
         self.store = store
+        self.batch_writer = writer  # None: batches are persisted in the store's thread
         self._shared = isinstance(store, SharedLedgerStore)
         # Called after each batch with its size and write time; held groups are free.
         self.on_settled = on_settled
@@ -146,8 +158,10 @@ class DurableLedger:
         backoff: Backoff,
         refresh_after: float | None = None,
         commit_interval: float = 0.0,
+        writer: BatchWriter | None = None,
     ) -> DurableLedger:
-        """A ledger started from what ``store`` holds."""
+        """A ledger started from what ``store`` holds; its batches written by ``writer``
+        when given (it closes it)."""
         worker = ThreadPoolExecutor(1, thread_name_prefix="ledger-store")
         stored = await asyncio.get_running_loop().run_in_executor(worker, store.load)
         ledger = Ledger(
@@ -158,7 +172,7 @@ class DurableLedger:
             queries=stored.queries,
             groups=stored.groups,
         )
-        return cls(ledger, store, worker)
+        return cls(ledger, store, worker, writer=writer)
 
     async def record(
         self,
@@ -231,6 +245,8 @@ class DurableLedger:
     async def close(self) -> None:
         if self._writer is not None:
             await self._writer
+        if self.batch_writer is not None:
+            await self.batch_writer.close()
         await self._in_worker(self.store.close)
         self._worker.shutdown(wait=True)
 
@@ -266,7 +282,7 @@ class DurableLedger:
         batch = self._decide(items)
         if failure is None and (batch.changes or self._shared):
             try:
-                await self._in_worker(self.store.persist, batch.changes)
+                await self._persist(batch.changes)
             except Exception as exc:  # StoreError, or anything the driver raised
                 failure = exc
         if failure is not None and self._shared:
@@ -286,6 +302,11 @@ class DurableLedger:
             self._roll_back(batch, failure, answer=False)
         else:
             self._roll_back(batch, failure)
+        if isinstance(failure, WriteOutcomeUnknown) and isinstance(failure.stored, LoadedRows):
+            stored = failure.stored
+            self.ledger.refresh(
+                stored.query_ids, stored.group_ids, stored.stored.queries, stored.stored.groups
+            )
         refreshes = [item for item in items if isinstance(item, _Refresh)]
         for refresh in refreshes if not isolate else ():
             if refresh.done.done():
@@ -307,6 +328,12 @@ class DurableLedger:
                 await self._write([*refreshes, *again], alone=True)
             for event, _, _ in batch.events:
                 await self._write([_decided_again(event)], alone=True)
+
+    async def _persist(self, changes: list[Change]) -> None:
+        if self.batch_writer is not None:
+            await self.batch_writer.write(changes)
+        else:
+            await self._in_worker(self.store.persist, changes)
 
     async def _begin(self, items: list[_Event | _Result | _Refresh]) -> BaseException | None:
         """Shared store: lock and load what ``items`` touch, and refresh it (R11)."""

@@ -20,6 +20,7 @@ from spark_offset_sidecar.errors import ConfigError
 from spark_offset_sidecar.gil import SWITCH_INTERVAL
 from spark_offset_sidecar.settings.section import Section
 from spark_offset_sidecar.settings.values import (
+    BatchWriterPlace,
     Bootstrap,
     ClusterByGroup,
     ClusterName,
@@ -180,6 +181,13 @@ class DatabaseSettings(Section):
         default_factory=default_database_url,
         description="SQLAlchemy URL: sqlite:////abs/path.db or postgresql+psycopg://... (the "
         "postgres extra); default sqlite:///<working folder>/sidecar.db",
+    )
+    writer: BatchWriterPlace = Field(
+        "auto",
+        description="where the events' batches are written: process, by a child process with "
+        "an interpreter lock of its own (more durable events a second: docs/run/sizing.md); "
+        "thread, by a thread of this process; auto, process for offset-sidecar serve, thread "
+        "for an app built in code. Replicas (SIDECAR_REPLICATED=true) write in a thread",
     )
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Self
+from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -62,11 +62,14 @@ class Settings(BaseModel):
     def served(self) -> Settings:
         """As ``offset-sidecar serve`` runs them: ``status.watcher`` auto made child, alone
         or with replicas (the child reads this process's environment, so only a process
-        whose settings come from it can start one)."""
-        if self.status.watcher != "auto":
-            return self
-        child = self.status.model_copy(update={"watcher": "child"})
-        return self.model_copy(update={"status": child})
+        whose settings come from it can start one); ``database.writer`` auto made process,
+        alone (replicas write in a thread)."""
+        update: dict[str, Any] = {}
+        if self.status.watcher == "auto":
+            update["status"] = self.status.model_copy(update={"watcher": "child"})
+        if self.database.writer == "auto" and not self.replicas.replicated:
+            update["database"] = self.database.model_copy(update={"writer": "process"})
+        return self.model_copy(update=update) if update else self
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -110,6 +113,12 @@ class Settings(BaseModel):
         self._check_listening()
         self._check_replicas()
         self._check_watcher()
+        if self.database.writer == "process" and self.replicas.replicated:
+            raise ConfigError(
+                self.database.variable("writer"),
+                "a replica's batches lock their rows across several statements, in the "
+                "thread that holds its transaction: replicas write in a thread (thread, or auto)",
+            )
         if self.oidc.enabled and not self.auth.tokens_file:
             raise ConfigError(
                 AuthSettings.variable("tokens_file"),

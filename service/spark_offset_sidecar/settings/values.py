@@ -305,6 +305,7 @@ Granularity = Annotated[str, parsed_by(choice("group", "topic", "partition", cas
 WatcherPlace = Annotated[
     str, parsed_by(choice("auto", "in-process", "child", "separate", "paired", case=str.lower))
 ]
+BatchWriterPlace = Annotated[str, parsed_by(choice("auto", "thread", "process", case=str.lower))]
 SecurityProtocol = Annotated[
     str, parsed_by(choice("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"))
 ]

@@ -59,7 +59,7 @@ def write_changes(conn: Connection, changes: Sequence[Change]) -> None:
         kind = type(change)
         if kind not in _WRITERS:
             continue
-        keys = _keys(change)
+        keys = keys_of(change)
         layer = 1 + max((last_layer.get(k, -1) for k in keys), default=-1)
         for key in keys:
             last_layer[key] = layer
@@ -71,7 +71,8 @@ def write_changes(conn: Connection, changes: Sequence[Change]) -> None:
             _WRITERS[kind](conn, of_kind)
 
 
-def _keys(change: Change) -> tuple[tuple[str, str], ...]:
+def keys_of(change: Change) -> tuple[tuple[str, str], ...]:
+    """The rows ``change`` writes: ``("q", query id)`` and ``("g", group id)``."""
     if isinstance(change, QueryRegistered | QueryReleased):
         return ("q", change.query_id), ("g", change.group_id)
     if isinstance(change, CheckpointAdded):

@@ -1,0 +1,237 @@
+"""The ledger's writes in a process of their own: a ``BatchWriter`` (``ports.store``) whose
+batches a child process writes with ``SqlStore.persist``, answering over a pipe.
+
+Why a process: the event loop and a store thread share one GIL, and a batch's write is
+many short steps (SQLite and the driver give the GIL up at each): every step waits for
+the loop to let go, and the batch's cycle through both threads, not either one's work,
+bounds the events a second (bench/RECORD.md, "Durable events: where a batch's time
+goes"). A child has a GIL of its own; the loop only pickles the batch and reads a reply.
+
+    writer = ProcessWriter(store)   # store: the parent's SqlStore (migrated)
+    await writer.start()            # the child opened the database
+    await writer.write(changes)     # one transaction, or StoreError as persist raises it
+    await writer.close()
+
+Invariants
+  - One write at a time: the durable ledger's writer task is the only caller.
+  - A reply answers the newest request: a write cut short (cancelled, the child lost)
+    ends the child, so no late reply is ever read as another batch's.
+  - The child's errors come back as the kinds ``persist`` raises (``StoreUnavailable``,
+    ``StoreRefused``, ``StoreError``; anything else as ``StoreError``), so the ledger
+    settles a batch as it would have in its own thread.
+  - A child that ends with a batch unanswered may have committed it or not:
+    ``WriteOutcomeUnknown`` carries the stored rows of the batch's queries and groups,
+    read by the parent after the child is gone (None when they could not be read), and
+    the next write starts a new child.
+  - The child never writes for a parent that is gone: it ends when its input closes, and
+    on Linux it is killed with its parent (``PR_SET_PDEATHSIG``), so that a transaction
+    it has under way when the parent is SIGKILLed is rolled back rather than committed
+    behind the back of the parent's successor, which loads the database as it stands.
+
+The pipe carries pickles between this package's two ends only (the child is started
+here, with this interpreter): nothing else writes to it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import logging
+import os
+import pickle
+import signal
+import struct
+import sys
+from collections.abc import Callable, Sequence
+from typing import IO, Any
+
+from spark_offset_sidecar.adapters.sql.store import SqlStore
+from spark_offset_sidecar.adapters.sql.writes import WRITTEN, keys_of
+from spark_offset_sidecar.core.changes import Change
+from spark_offset_sidecar.errors import (
+    StoreError,
+    StoreRefused,
+    StoreUnavailable,
+    WriteOutcomeUnknown,
+)
+from spark_offset_sidecar.ports.store import LoadedRows
+
+log = logging.getLogger(__name__)
+CHILD = (sys.executable, "-m", "spark_offset_sidecar.adapters.sql.writer_process")
+_LENGTH = struct.Struct(">I")
+_KINDS: dict[str, type[StoreError]] = {
+    "unavailable": StoreUnavailable,
+    "refused": StoreRefused,
+    "error": StoreError,
+}
+STOP_SECONDS = 10.0  # a closing child is killed after this long
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+class ProcessWriter:
+    def __init__(
+        self,
+        store: SqlStore,
+        command: Sequence[str] = CHILD,
+        *,
+        on_lost: Callable[[], None] = lambda: None,
+    ) -> None:
+        """``command`` starts the child (this module's ``main``, or a wrapper of it);
+        ``on_lost`` is called each time a child ends unasked (a batch or its start
+        unanswered)."""
+        self.store = store
+        self.command = tuple(command)
+        self.on_lost = on_lost
+        self.started = 0  # children started so far (more than one: some were lost)
+        self._child: asyncio.subprocess.Process | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self._child.pid if self._child is not None else None
+
+    async def start(self) -> None:
+        """Start the child and wait until it has opened the database; ``StoreUnavailable``
+        if it ends first (nothing was sent to be written)."""
+        child = await asyncio.create_subprocess_exec(
+            *self.command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE
+        )
+        self._child = child
+        self.started += 1
+        try:
+            await self._exchange((self.store.url, os.getpid()))
+        except (ConnectionError, asyncio.IncompleteReadError) as exc:
+            code = await self._end_child()
+            self.on_lost()
+            raise StoreUnavailable(
+                f"the store's writer process ended (exit code {code}) while starting"
+            ) from exc
+        except BaseException:
+            await self._end_child()
+            raise
+
+    async def write(self, changes: Sequence[Change]) -> None:
+        if not any(type(change) in WRITTEN for change in changes):
+            return  # nothing a row holds (a failed commit): as ``persist``
+        if self._child is None:
+            await self.start()
+        try:
+            reply = await self._exchange(list(changes))
+        except (ConnectionError, asyncio.IncompleteReadError) as exc:
+            code = await self._end_child()
+            self.on_lost()
+            raise WriteOutcomeUnknown(
+                f"the store's writer process ended (exit code {code}) before answering a "
+                f"batch of {len(changes)} changes: written or not, its rows are read again",
+                await self._stored_rows(changes),
+            ) from exc
+        except BaseException:  # cancelled: the reply may still come; never read it
+            await self._end_child()
+            raise
+        if reply is not None:
+            kind, message = reply
+            raise _KINDS[kind](message)
+
+    async def close(self) -> None:
+        await self._end_child(kill=False)
+
+    async def _exchange(self, request: object) -> Any:
+        child = self._child
+        assert child is not None
+        assert child.stdin is not None
+        assert child.stdout is not None
+        data = pickle.dumps(request, pickle.HIGHEST_PROTOCOL)
+        child.stdin.write(_LENGTH.pack(len(data)) + data)
+        await child.stdin.drain()
+        (size,) = _LENGTH.unpack(await child.stdout.readexactly(_LENGTH.size))
+        return pickle.loads(await child.stdout.readexactly(size))
+
+    async def _end_child(self, *, kill: bool = True) -> int | None:
+        """End the child (closing its input; killed when ``kill`` or when it lingers) and
+        return its exit code."""
+        child, self._child = self._child, None
+        if child is None:
+            return None
+        if kill and child.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                child.kill()
+        if child.stdin is not None:
+            child.stdin.close()
+        try:
+            async with asyncio.timeout(STOP_SECONDS):
+                return await child.wait()
+        except TimeoutError:
+            child.kill()
+            return await child.wait()
+
+    async def _stored_rows(self, changes: Sequence[Change]) -> LoadedRows | None:
+        """The stored rows of the queries and groups ``changes`` touch, or None."""
+        names = {key for change in changes if type(change) in WRITTEN for key in keys_of(change)}
+        query_ids = {name for kind, name in names if kind == "q"}
+        group_ids = {name for kind, name in names if kind == "g"}
+        try:
+            return await asyncio.to_thread(self.store.rows, query_ids, group_ids)
+        except Exception as exc:
+            log.error(
+                "could not read back the rows of a batch whose write may have happened (%s): "
+                "memory may differ from the database for queries %s until a restart",
+                exc,
+                sorted(query_ids),
+            )
+            return None
+
+
+def serve(source: IO[bytes], sink: IO[bytes]) -> None:
+    """The child: the database's URL and the parent's pid, then batches of changes, each
+    answered with None (written) or ``(kind, message)``; ends when ``source`` closes."""
+    store: SqlStore | None = None
+    while True:
+        head = source.read(_LENGTH.size)
+        if len(head) < _LENGTH.size:
+            break
+        request = pickle.loads(source.read(_LENGTH.unpack(head)[0]))
+        reply: tuple[str, str] | None = None
+        if store is None:
+            url, parent = request
+            if os.getppid() != parent:  # it died before the death signal was set
+                break
+            store = SqlStore(url)
+        else:
+            reply = _persisted(store, request)
+        data = pickle.dumps(reply, pickle.HIGHEST_PROTOCOL)
+        sink.write(_LENGTH.pack(len(data)) + data)
+        sink.flush()
+    if store is not None:
+        store.close()
+
+
+def _persisted(store: SqlStore, changes: list[Change]) -> tuple[str, str] | None:
+    try:
+        store.persist(changes)
+    except StoreUnavailable as exc:
+        return "unavailable", str(exc)
+    except StoreRefused as exc:
+        return "refused", str(exc)
+    except StoreError as exc:  # a constraint broken: the ledger settles each event alone
+        return "error", str(exc)
+    except Exception as exc:  # a bug in a batch's rows: that batch's alone, as in a thread
+        log.exception("writing a batch failed")
+        return "error", f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def die_with_parent() -> None:
+    """Linux: have the kernel SIGKILL this process when its parent ends."""
+    if sys.platform == "linux":
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def main() -> None:
+    die_with_parent()
+    logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
+    serve(sys.stdin.buffer, sys.stdout.buffer)
+
+
+if __name__ == "__main__":
+    main()
