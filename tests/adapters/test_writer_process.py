@@ -10,6 +10,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -58,11 +59,12 @@ def test_batches_written_by_the_child_are_what_a_new_ledger_loads(store: SqlStor
     async def scenario() -> int | None:
         writer = ProcessWriter(store)
         await writer.start()
-        for decide in (
+        deciders: tuple[Callable[[], Decision], ...] = (
             lambda: ledger.decide_progress("q1", "g1", "r", 3, {T0: 30, T1: 31}, 1.0),
             lambda: ledger.decide_snapshot("q1", "g1", 5, "r", {T0: 50}, 2.0),
             lambda: ledger.decide_progress("q2", "g2", None, 0, {T0: 1}, 3.0),
-        ):
+        )
+        for decide in deciders:
             decision = decide()
             await writer.write(decision.changes)
             ledger.apply(decision)
@@ -149,7 +151,7 @@ def test_a_child_killed_while_idle_is_an_unknown_outcome_then_a_new_child(
             await writer.write(second.changes)
         stored = raised.value.stored
         assert isinstance(stored, LoadedRows)
-        assert (stored.query_ids, stored.group_ids) == ({"q"}, {"g"})
+        assert (stored.query_ids, stored.group_ids) == (frozenset({"q"}), frozenset({"g"}))
         (group,) = stored.stored.groups
         assert group.slot is not None
         assert group.slot.checkpoint_id == 1, "the rows as the database holds them"
