@@ -5,6 +5,7 @@ child lost with a batch unanswered is an outcome the ledger resolves from the da
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import sqlite3
@@ -16,9 +17,15 @@ from pathlib import Path
 import pytest
 
 from harness.processes import alive
+from spark_offset_sidecar import batch_writer
 from spark_offset_sidecar.adapters.sql.store import SqlStore
 from spark_offset_sidecar.adapters.sql.writer_process import ProcessWriter
-from spark_offset_sidecar.core.changes import Decision, Outcome, QueryRegistered
+from spark_offset_sidecar.core.changes import (
+    CheckpointCompleted,
+    Decision,
+    Outcome,
+    QueryRegistered,
+)
 from spark_offset_sidecar.core.ledger import Backoff, Ledger
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.errors import StoreError, StoreUnavailable, WriteOutcomeUnknown
@@ -195,11 +202,44 @@ def test_a_child_that_ends_while_starting_is_unavailable_and_nothing_is_sent(
     assert [q.query_id for q in store.load().queries] == ["q"]
 
 
+def test_the_services_writer_program_logs_as_the_service_and_a_bug_fails_its_batch_only(
+    store: SqlStore, tmp_path: Path
+) -> None:
+    """``batch_writer``, the program a service starts: its lines in the service's
+    format (JSON here) naming the ``writer`` process; a batch whose rows cannot be made
+    (a bug) is that batch's ``StoreError``, and the same child writes the next one."""
+    log = tmp_path / "writer.log"
+    program = batch_writer.command("INFO", "json")
+    wrapped = ("sh", "-c", f'exec "$@" 2>{log}', "sh", *program)
+    broken = CheckpointCompleted(None, 1.0)  # type: ignore[arg-type]
+    decision = Ledger().decide_progress("q", "g", "r", 1, {T0: 10}, 1.0)
+
+    async def scenario() -> None:
+        writer = ProcessWriter(store, wrapped)
+        await writer.start()
+        with pytest.raises(StoreError, match="AttributeError"):
+            await writer.write([broken])
+        await writer.write(decision.changes)
+        assert writer.started == 1
+        await writer.close()
+
+    run_sync(scenario())
+    assert [q.query_id for q in store.load().queries] == ["q"]
+    (line,) = [json.loads(text) for text in log.read_text().splitlines()]  # nothing else
+    assert (line["process"], line["level"], line["message"]) == (
+        "writer",
+        "ERROR",
+        "writing a batch failed",
+    )
+    assert "AttributeError" in line["exception"]
+
+
 # A parent that starts a writer, prints the writer's pid, then has it write one batch.
 PARENT = """
 import asyncio, sys
 from spark_offset_sidecar.adapters.sql.store import SqlStore
 from spark_offset_sidecar.adapters.sql.writer_process import ProcessWriter
+from spark_offset_sidecar import batch_writer
 from spark_offset_sidecar.core.ledger import Ledger
 from spark_offset_sidecar.core.offsets import TopicPartition
 async def main():

@@ -50,7 +50,10 @@ MAY_IMPORT: dict[str, set[str]] = {
         "observe",
         "errors",
         "settings",
+        "batch_writer",
     },
+    # The batches' writer as a program (a child of the service): its adapter, its logs.
+    "batch_writer": {"adapters", "observe"},
     # The process: it alone sets the interpreter's switch interval and heap keeper.
     "cli": {"app", "adapters", "observe", "errors", "settings", "core", "heap", "gil"},
     "testing": {"core", "ports", "errors"},

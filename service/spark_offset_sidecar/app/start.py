@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from prometheus_client import CollectorRegistry
 
+from spark_offset_sidecar import batch_writer
 from spark_offset_sidecar.adapters.kafka.committer import KafkaOffsetCommitter
 from spark_offset_sidecar.adapters.kafka.log_ends import KafkaLogEndReader
 from spark_offset_sidecar.adapters.sql.followed_folders import SqlFollowedFolders
@@ -241,7 +242,11 @@ class Start:
     async def _writer_process(self, stack: AsyncExitStack, sql: SqlStore) -> BatchWriter:
         """The batches' writer process, started (closed with the ledger, or here if the
         start fails after it)."""
-        writer = ProcessWriter(sql, on_lost=self.metrics.store_writer_lost.inc)
+        writer = ProcessWriter(
+            sql,
+            batch_writer.command(self.settings.log.level, self.settings.log.format),
+            on_lost=self.metrics.store_writer_lost.inc,
+        )
         stack.push_async_callback(writer.close)  # idempotent
         await writer.start()
         return writer

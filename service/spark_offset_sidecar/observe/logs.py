@@ -5,9 +5,9 @@ A line about a query, a group or a checkpoint carries them as fields, not only i
 message: log calls pass ``extra=about(query_id=..., group_id=..., checkpoint_id=...)`` and
 the formatter writes every one of ``CONTEXT`` that the record has. Fields of a JSON line:
 ``time`` (UTC, ISO 8601, milliseconds), ``level``, ``logger``, ``message``, the context
-fields, ``exception`` when there is one, and ``process`` in a watcher's lines
-(``watcher``: a child watcher writes to its service's output, and each process says its
-own lines once). A line is UTF-8 JSON whatever a message quotes:
+fields, ``exception`` when there is one, and ``process`` in a child's lines (``watcher``,
+``writer``: a child writes to its service's output, and each process says its own lines
+once). A line is UTF-8 JSON whatever a message quotes:
 text that UTF-8 cannot encode (a lone surrogate) is written as its escape (``errors.shown``).
 """
 

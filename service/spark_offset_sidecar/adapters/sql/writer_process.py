@@ -77,7 +77,8 @@ class ProcessWriter:
         *,
         on_lost: Callable[[], None] = lambda: None,
     ) -> None:
-        """``command`` starts the child (this module's ``main``, or a wrapper of it);
+        """``command`` starts the child (this module's ``main``; a service's is
+        ``batch_writer``, which logs as the service does);
         ``on_lost`` is called each time a child ends unasked (a batch or its start
         unanswered)."""
         self.store = store
