@@ -31,13 +31,14 @@ def children(pid: int) -> list[int]:
     return children_by_parent().get(pid, [])
 
 
-def children_running(pid: int, ending: str) -> list[int]:
-    """The live children of ``pid`` whose command line ends with ``ending`` (``" watch"``:
-    a watcher child of ``serve``; ``"writer_process"``: its batches' writer)."""
+def children_running(pid: int, argument: str) -> list[int]:
+    """The live children of ``pid`` that were started with ``argument`` among their
+    arguments (``"watch"``: a watcher child of ``serve``; ``"spark_offset_sidecar.
+    batch_writer"``: its batches' writer)."""
     found = []
     for child in children(pid):
         line = command_line(child)
-        if line is not None and line.endswith(ending) and alive(child):
+        if line is not None and argument in line.split(" ") and alive(child):
             found.append(child)
     return found
 

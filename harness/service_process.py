@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 
 from harness.machine import free_port
+from harness.processes import children_running
 
 
 class ServiceProcess:
@@ -79,12 +80,10 @@ class ServiceProcess:
         return self.process.wait(30)
 
     def processes(self) -> int:
-        """The service's process and the processes it started (a child watcher): each
-        holds Kafka clients of its own (Linux' /proc)."""
+        """The service's process and the watcher it started, if any: each holds Kafka
+        clients of its own (its batches' writer, a child too, holds none)."""
         assert self.process is not None
-        pid = self.process.pid
-        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-        return 1 + len(children)
+        return 1 + len(children_running(self.process.pid, "watch"))
 
     def post_progress(self, group: str, progress: dict[str, Any]) -> httpx.Response:
         return self.http.post("/v1/progress", json={"group_id": group, "progress": progress})

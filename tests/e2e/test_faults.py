@@ -28,6 +28,7 @@ from harness.kafka_broker import LocalBroker
 from harness.machine import ROOT
 from harness.processes import children_running
 from harness.service_process import ServiceProcess
+from spark_offset_sidecar import batch_writer
 from spark_offset_sidecar.adapters.sql.store import SqlStore
 from spark_offset_sidecar.app import create_app
 from spark_offset_sidecar.settings import DatabaseSettings, Settings
@@ -186,7 +187,7 @@ def test_the_batches_writer_killed_under_load_loses_nothing_accepted(
     def writer() -> int:
         assert service.process is not None
         return wait_for(
-            lambda: children_running(service.process.pid, "writer_process"),
+            lambda: children_running(service.process.pid, batch_writer.PROGRAM),
             what="the service's writer process",
         )[0]
 

@@ -116,7 +116,7 @@ def test_a_watcher_on_a_database_never_migrated_refuses_to_start_and_says_why(
 
 def watchers_of(pid: int) -> list[int]:
     """The watcher children of ``serve``'s process ``pid`` (beside them: its writer)."""
-    return children_running(pid, " watch")
+    return children_running(pid, "watch")
 
 
 def socket_of(pid: int) -> Path:
