@@ -39,17 +39,20 @@ T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
 # lost between its commit and its answer.
 ENDS_AFTER_WRITING = """
 import os, sys
+from spark_offset_sidecar import batch_writer
 from spark_offset_sidecar.adapters.sql import writer_process
 written, real = [0], writer_process._persisted
 def persisted(store, changes):
     reply = real(store, changes)
     written[0] += 1
-    if written[0] == int(sys.argv[1]):
+    if written[0] == int(sys.argv[3]):
         os._exit(3)
     return reply
 writer_process._persisted = persisted
-writer_process.main()
+batch_writer.main()
 """
+# The program a service starts (``batch_writer``), logging as a quiet service would.
+CHILD = batch_writer.command("WARNING", "text")
 
 # The exit code is the child's (-9, 3) where this process reaps its children, 255 where
 # something else did first (asyncio then cannot know it).
@@ -57,14 +60,14 @@ ENDED = r"writer process ended \(exit code -?\d+\) before answering a batch of \
 
 
 def ends_after_writing(batches: int) -> tuple[str, ...]:
-    return (sys.executable, "-c", ENDS_AFTER_WRITING, str(batches))
+    return (sys.executable, "-c", ENDS_AFTER_WRITING, *CHILD[-2:], str(batches))
 
 
 def test_batches_written_by_the_child_are_what_a_new_ledger_loads(store: SqlStore) -> None:
     ledger = Ledger()
 
     async def scenario() -> int | None:
-        writer = ProcessWriter(store)
+        writer = ProcessWriter(store, CHILD)
         await writer.start()
         deciders: tuple[Callable[[], Decision], ...] = (
             lambda: ledger.decide_progress("q1", "g1", "r", 3, {T0: 30, T1: 31}, 1.0),
@@ -108,7 +111,7 @@ def test_a_refused_batch_comes_back_as_the_store_error_and_the_child_writes_on(
     ledger = Ledger()
 
     async def scenario() -> None:
-        writer = ProcessWriter(store)
+        writer = ProcessWriter(store, CHILD)
         await writer.start()
         await writer.write(ledger.decide_progress("q", "g", "r", 1, {T0: 10}, 1.0).changes)
         other = ledger.decide_progress("q2", "g3", "r", 1, {T0: 5}, 2.0)
@@ -128,7 +131,7 @@ def test_a_database_that_takes_no_writes_is_unavailable_through_the_child(tmp_pa
     read_only = SqlStore(f"sqlite:///file:{path}?mode=ro&uri=true")
 
     async def scenario() -> None:
-        writer = ProcessWriter(read_only)
+        writer = ProcessWriter(read_only, CHILD)
         await writer.start()
         decision = Ledger().decide_progress("q", "g", "r", 1, {T0: 10}, 1.0)
         with pytest.raises(StoreUnavailable, match="readonly") as raised:
@@ -147,7 +150,7 @@ def test_a_child_killed_while_idle_is_an_unknown_outcome_then_a_new_child(
 
     async def scenario() -> None:
         lost: list[None] = []
-        writer = ProcessWriter(store, on_lost=lambda: lost.append(None))
+        writer = ProcessWriter(store, CHILD, on_lost=lambda: lost.append(None))
         await writer.start()
         await writer.write(first.changes)
         ledger.apply(first)
@@ -193,7 +196,7 @@ def test_a_child_that_ends_while_starting_is_unavailable_and_nothing_is_sent(
             await writer.write(decision.changes)
         assert not isinstance(raised.value, WriteOutcomeUnknown)
         assert (writer.pid, len(lost)) == (None, 1)
-        writer.command = ProcessWriter(store).command
+        writer.command = CHILD
         await writer.write(decision.changes)
         assert writer.started == 2
         await writer.close()
@@ -243,7 +246,7 @@ from spark_offset_sidecar import batch_writer
 from spark_offset_sidecar.core.ledger import Ledger
 from spark_offset_sidecar.core.offsets import TopicPartition
 async def main():
-    writer = ProcessWriter(SqlStore(sys.argv[1]))
+    writer = ProcessWriter(SqlStore(sys.argv[1]), batch_writer.command("WARNING", "text"))
     await writer.start()
     print(writer.pid, flush=True)
     decision = Ledger().decide_progress("q", "g", "r", 1, {TopicPartition("t", 0): 1}, 1.0)
@@ -291,7 +294,7 @@ def test_a_cancelled_write_ends_its_child_so_no_late_answer_is_read(store: SqlSt
     ledger = Ledger()
 
     async def scenario() -> None:
-        writer = ProcessWriter(store)
+        writer = ProcessWriter(store, CHILD)
         await writer.start()
         cut = asyncio.ensure_future(
             writer.write(ledger.decide_progress("q1", "g1", "r", 1, {T0: 1}, 1.0).changes)

@@ -7,7 +7,8 @@ the loop to let go, and the batch's cycle through both threads, not either one's
 bounds the events a second (bench/RECORD.md, "Durable events: where a batch's time
 goes"). A child has a GIL of its own; the loop only pickles the batch and reads a reply.
 
-    writer = ProcessWriter(store)   # store: the parent's SqlStore (migrated)
+    writer = ProcessWriter(store, command)  # the parent's SqlStore (migrated); the
+                                            # program: ``batch_writer.command(...)``
     await writer.start()            # the child opened the database
     await writer.write(changes)     # one transaction, or StoreError as persist raises it
     await writer.close()
@@ -58,7 +59,6 @@ from spark_offset_sidecar.errors import (
 from spark_offset_sidecar.ports.store import LoadedRows
 
 log = logging.getLogger(__name__)
-CHILD = (sys.executable, "-m", "spark_offset_sidecar.adapters.sql.writer_process")
 _LENGTH = struct.Struct(">I")
 _KINDS: dict[str, type[StoreError]] = {
     "unavailable": StoreUnavailable,
@@ -73,12 +73,11 @@ class ProcessWriter:
     def __init__(
         self,
         store: SqlStore,
-        command: Sequence[str] = CHILD,
+        command: Sequence[str],
         *,
         on_lost: Callable[[], None] = lambda: None,
     ) -> None:
-        """``command`` starts the child (this module's ``main``; a service's is
-        ``batch_writer``, which logs as the service does);
+        """``command`` starts the child (``batch_writer``, which runs ``serve``);
         ``on_lost`` is called each time a child ends unasked (a batch or its start
         unanswered)."""
         self.store = store
@@ -226,13 +225,3 @@ def die_with_parent() -> None:
     if sys.platform == "linux":
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-
-
-def main() -> None:
-    die_with_parent()
-    logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
-    serve(sys.stdin.buffer, sys.stdout.buffer)
-
-
-if __name__ == "__main__":
-    main()
