@@ -21,7 +21,7 @@ from fastapi.responses import JSONResponse
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from spark_offset_sidecar.core.spark_progress import parse_progress
+from spark_offset_sidecar.core.spark.progress import parse_progress
 from spark_offset_sidecar.http.models import EventAnswer, ProgressEvent
 
 app = FastAPI()

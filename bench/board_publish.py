@@ -34,15 +34,7 @@ from bench.lease_renewal import fill, group_id
 from harness.postgres_server import PostgresServer
 from spark_offset_sidecar.adapters.sql import migrate, status_board
 from spark_offset_sidecar.adapters.sql.lease_store import LeaseStore
-from spark_offset_sidecar.core.group_report import GroupReport, LiveCommits
-from spark_offset_sidecar.core.group_status import (
-    GroupSample,
-    GroupStatus,
-    PartitionStatus,
-    Status,
-    StoredWindow,
-)
-from spark_offset_sidecar.core.lag_figures import (
+from spark_offset_sidecar.core.lag.figures import (
     CatchUp,
     CatchUpState,
     DataStatus,
@@ -50,7 +42,15 @@ from spark_offset_sidecar.core.lag_figures import (
     JobRates,
     PartitionLag,
 )
-from spark_offset_sidecar.core.ledger_state import GroupCounters
+from spark_offset_sidecar.core.lag.report import GroupReport, LiveCommits
+from spark_offset_sidecar.core.lag.status import (
+    GroupSample,
+    GroupStatus,
+    PartitionStatus,
+    Status,
+    StoredWindow,
+)
+from spark_offset_sidecar.core.ledger.state import GroupCounters
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.ports.status_board import BoardEntry
 

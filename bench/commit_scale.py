@@ -32,7 +32,7 @@ from aiokafka import TopicPartition as KafkaTopicPartition
 from bench.bench_support import create_topic, percentiles
 from bench.figures import CpuMeter, Table, broker_pid
 from spark_offset_sidecar.adapters.kafka.committer import KafkaOffsetCommitter
-from spark_offset_sidecar.core.changes import Checkpoint, CommitRequest
+from spark_offset_sidecar.core.ledger.changes import Checkpoint, CommitRequest
 from spark_offset_sidecar.core.offsets import TopicPartition
 
 

@@ -40,7 +40,7 @@ def timed(work: Callable[[], object]) -> tuple[float, float]:
 
 def main() -> None:
     from spark_offset_sidecar.adapters.sql.store import SqlStore
-    from spark_offset_sidecar.core.ledger import Ledger
+    from spark_offset_sidecar.core.ledger.rules import Ledger
     from spark_offset_sidecar.core.offsets import TopicPartition
     from spark_offset_sidecar.runtime.store_follower import StoreFollower
 

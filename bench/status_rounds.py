@@ -25,9 +25,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.figures import CpuMeter, Table, ratio
-from spark_offset_sidecar.core.group_status import CommitWindows
-from spark_offset_sidecar.core.ledger import Ledger
-from spark_offset_sidecar.core.ledger_state import CommittedOffsets, GroupState
+from spark_offset_sidecar.core.lag.status import CommitWindows
+from spark_offset_sidecar.core.ledger.rules import Ledger
+from spark_offset_sidecar.core.ledger.state import CommittedOffsets, GroupState
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.runtime.lag_monitor import LagMonitor
 from spark_offset_sidecar.testing import InMemoryLogEnds

@@ -42,9 +42,9 @@ INTERVAL = 5.0
 
 def measure(groups: int, partitions: int, topics: int, reads: int) -> dict[str, Any]:
     """One side's figures, in this process (whose ``service/`` is the side's)."""
-    from spark_offset_sidecar.core.group_status import CommitWindows
-    from spark_offset_sidecar.core.ledger import Ledger
-    from spark_offset_sidecar.core.ledger_state import CommittedOffsets, GroupState
+    from spark_offset_sidecar.core.lag.status import CommitWindows
+    from spark_offset_sidecar.core.ledger.rules import Ledger
+    from spark_offset_sidecar.core.ledger.state import CommittedOffsets, GroupState
     from spark_offset_sidecar.core.offsets import from_json
     from spark_offset_sidecar.runtime.lag_monitor import LagMonitor
     from spark_offset_sidecar.testing import InMemoryLogEnds, InMemoryRecordTimes

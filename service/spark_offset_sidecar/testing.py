@@ -25,11 +25,11 @@ import asyncio
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from spark_offset_sidecar.core.changes import Change, CommitRequest
-from spark_offset_sidecar.core.checkpoint_log import batch_id_of
-from spark_offset_sidecar.core.group_report import GroupReport
-from spark_offset_sidecar.core.group_status import StoredWindow
+from spark_offset_sidecar.core.lag.report import GroupReport
+from spark_offset_sidecar.core.lag.status import StoredWindow
+from spark_offset_sidecar.core.ledger.changes import Change, CommitRequest
 from spark_offset_sidecar.core.offsets import TopicPartition
+from spark_offset_sidecar.core.spark.checkpoint_log import batch_id_of
 from spark_offset_sidecar.errors import (
     CommitError,
     KafkaReadError,

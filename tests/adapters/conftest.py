@@ -9,7 +9,7 @@ import pytest
 
 from spark_offset_sidecar.adapters.sql.shared_store import SharedSqlStore
 from spark_offset_sidecar.adapters.sql.store import SqlStore
-from spark_offset_sidecar.core.changes import QueryRegistered
+from spark_offset_sidecar.core.ledger.changes import QueryRegistered
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer
 
 from spark_offset_sidecar.adapters.kafka.committer import KafkaOffsetCommitter
-from spark_offset_sidecar.core.changes import Checkpoint, CommitRequest
+from spark_offset_sidecar.core.ledger.changes import Checkpoint, CommitRequest
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.errors import GroupHasMembers
 from tests.support.kafka import read_committed, run_sync, unique_group

@@ -13,7 +13,7 @@ from spark_offset_sidecar.adapters.sql import lease_store
 from spark_offset_sidecar.adapters.sql.lease_store import LeaseStore
 from spark_offset_sidecar.adapters.sql.schema import consumer_groups
 from spark_offset_sidecar.adapters.sql.shared_store import SharedSqlStore, lock_key
-from spark_offset_sidecar.core.changes import (
+from spark_offset_sidecar.core.ledger.changes import (
     Checkpoint,
     CheckpointAdded,
     CommitRequest,

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from spark_offset_sidecar.adapters.sql.store import SqlStore
-from spark_offset_sidecar.core.changes import Decision, QueryRegistered
 from spark_offset_sidecar.core.clusters import ClusterOf
-from spark_offset_sidecar.core.ledger import Ledger
+from spark_offset_sidecar.core.ledger.changes import Decision, QueryRegistered
+from spark_offset_sidecar.core.ledger.rules import Ledger
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.errors import StoreError, StoreUnavailable
 

@@ -9,8 +9,8 @@ from pathlib import Path
 from hypothesis import given, settings
 
 from spark_offset_sidecar.adapters.sql.store import SqlStore
-from spark_offset_sidecar.core.changes import Change
-from spark_offset_sidecar.core.ledger import Ledger
+from spark_offset_sidecar.core.ledger.changes import Change
+from spark_offset_sidecar.core.ledger.rules import Ledger
 from spark_offset_sidecar.ports.store import StoredState
 from tests.support.ledger_histories import Step, commit_patterns, histories, run
 

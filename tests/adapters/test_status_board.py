@@ -21,20 +21,7 @@ from spark_offset_sidecar.adapters.sql.status_board import (
     decode_report,
     encode_report,
 )
-from spark_offset_sidecar.core.group_report import (
-    CommitUnderway,
-    FolderReport,
-    GroupReport,
-    LiveCommits,
-)
-from spark_offset_sidecar.core.group_status import (
-    GroupSample,
-    GroupStatus,
-    PartitionStatus,
-    Status,
-    StoredWindow,
-)
-from spark_offset_sidecar.core.lag_figures import (
+from spark_offset_sidecar.core.lag.figures import (
     CatchUp,
     CatchUpState,
     DataStatus,
@@ -42,7 +29,20 @@ from spark_offset_sidecar.core.lag_figures import (
     JobRates,
     PartitionLag,
 )
-from spark_offset_sidecar.core.ledger_state import GroupCounters
+from spark_offset_sidecar.core.lag.report import (
+    CommitUnderway,
+    FolderReport,
+    GroupReport,
+    LiveCommits,
+)
+from spark_offset_sidecar.core.lag.status import (
+    GroupSample,
+    GroupStatus,
+    PartitionStatus,
+    Status,
+    StoredWindow,
+)
+from spark_offset_sidecar.core.ledger.state import GroupCounters
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.errors import StoreUnavailable
 from spark_offset_sidecar.ports.status_board import BoardEntry
@@ -222,7 +222,7 @@ def test_a_fleets_reports_are_published_in_chunks_and_a_group_once(stores: Any) 
     """More entries than one statement takes (PUBLISH_CHUNK) are all written, in one
     transaction; a group given twice is written once, as its last entry."""
     from spark_offset_sidecar.adapters.sql.status_board import PUBLISH_CHUNK
-    from spark_offset_sidecar.core.changes import QueryRegistered
+    from spark_offset_sidecar.core.ledger.changes import QueryRegistered
 
     a, _ = stores
     groups = 2 * PUBLISH_CHUNK + 500
@@ -241,7 +241,7 @@ def test_a_fleets_reports_are_published_in_chunks_and_a_group_once(stores: Any) 
 def test_a_report_is_stored_as_written_whatever_its_groups_name(stores: Any) -> None:
     """The chunk travels as one JSON document: names with quotes, backslashes and letters
     beyond ASCII arrive intact, and each stored report is the text encode_report wrote."""
-    from spark_offset_sidecar.core.changes import QueryRegistered
+    from spark_offset_sidecar.core.ledger.changes import QueryRegistered
 
     a, _ = stores
     names = ['g"quoted"', "g\\back\\slash", "g-ünïcødé-組", "g'single'"]

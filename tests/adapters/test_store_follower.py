@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from spark_offset_sidecar.adapters.sql.store import SqlStore
-from spark_offset_sidecar.core.changes import Decision
-from spark_offset_sidecar.core.ledger import Ledger
+from spark_offset_sidecar.core.ledger.changes import Decision
+from spark_offset_sidecar.core.ledger.rules import Ledger
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.runtime.store_follower import StoreFollower
 

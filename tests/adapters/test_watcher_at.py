@@ -13,7 +13,7 @@ import pytest
 
 from harness.machine import free_port
 from spark_offset_sidecar.adapters.watcher.remote import WatcherAt
-from spark_offset_sidecar.core.ledger import Ledger
+from spark_offset_sidecar.core.ledger.rules import Ledger
 from spark_offset_sidecar.errors import WatcherUnavailable
 from spark_offset_sidecar.ports.watcher import Told
 from spark_offset_sidecar.runtime.memory_relay import MemoryRelay

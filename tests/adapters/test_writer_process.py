@@ -20,13 +20,13 @@ from harness.processes import alive
 from spark_offset_sidecar import batch_writer
 from spark_offset_sidecar.adapters.sql.store import SqlStore
 from spark_offset_sidecar.adapters.sql.writer_process import ProcessWriter
-from spark_offset_sidecar.core.changes import (
+from spark_offset_sidecar.core.ledger.changes import (
     CheckpointCompleted,
     Decision,
     Outcome,
     QueryRegistered,
 )
-from spark_offset_sidecar.core.ledger import Backoff, Ledger
+from spark_offset_sidecar.core.ledger.rules import Backoff, Ledger
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.errors import StoreError, StoreUnavailable, WriteOutcomeUnknown
 from spark_offset_sidecar.ports.store import LoadedRows
@@ -243,7 +243,7 @@ import asyncio, sys
 from spark_offset_sidecar.adapters.sql.store import SqlStore
 from spark_offset_sidecar.adapters.sql.writer_process import ProcessWriter
 from spark_offset_sidecar import batch_writer
-from spark_offset_sidecar.core.ledger import Ledger
+from spark_offset_sidecar.core.ledger.rules import Ledger
 from spark_offset_sidecar.core.offsets import TopicPartition
 async def main():
     writer = ProcessWriter(SqlStore(sys.argv[1]), batch_writer.command("WARNING", "text"))

@@ -14,7 +14,7 @@ import pytest
 from harness.kafka_broker import LocalBroker
 from harness.service_process import ServiceProcess
 from spark_offset_sidecar.adapters.kafka.committer import KafkaOffsetCommitter
-from spark_offset_sidecar.core.changes import Checkpoint, CommitRequest
+from spark_offset_sidecar.core.ledger.changes import Checkpoint, CommitRequest
 from spark_offset_sidecar.core.offsets import TopicPartition
 from tests.support.cli import offset_sidecar
 from tests.support.kafka import committed_offsets, create_topics, run_sync, unique_group

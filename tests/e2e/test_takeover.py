@@ -16,7 +16,7 @@ import pytest
 
 from harness.replica_cluster import ReplicaCluster
 from spark_offset_sidecar.adapters.kafka.committer import KafkaOffsetCommitter
-from spark_offset_sidecar.core.changes import Checkpoint, CommitRequest
+from spark_offset_sidecar.core.ledger.changes import Checkpoint, CommitRequest
 from spark_offset_sidecar.core.offsets import TopicPartition
 from tests.support.kafka import committed_offsets, run_sync, unique_group
 from tests.support.service import metric, spark_progress, wait_for

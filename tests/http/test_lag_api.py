@@ -217,7 +217,7 @@ def test_metrics_filters_leave_out_groups_and_topics(tmp_path: Path) -> None:
 def test_scrapes_that_come_together_share_one_build() -> None:
     """Concurrent renders within ``max_age`` cost one build (what two Prometheus replicas
     and a dashboard do)."""
-    from spark_offset_sidecar.core.ledger import Ledger
+    from spark_offset_sidecar.core.ledger.rules import Ledger
 
     ledger = Ledger()
     fleet = FleetExposition(lambda: ledger, lambda: None, FleetOptions(max_age=60))

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from spark_offset_sidecar.app import create_app
 from spark_offset_sidecar.core.offsets import MAX_OFFSET, MAX_PARTITION
-from spark_offset_sidecar.core.spark_progress import kafka_offsets
+from spark_offset_sidecar.core.spark.progress import kafka_offsets
 from spark_offset_sidecar.errors import InvalidEvent
 from spark_offset_sidecar.settings import DatabaseSettings, Settings
 from spark_offset_sidecar.testing import InMemoryCommitter, InMemoryLogEnds

@@ -15,8 +15,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from spark_offset_sidecar.app import create_app
-from spark_offset_sidecar.core.group_report import NOT_REPORTED, GroupReport, summary_of
-from spark_offset_sidecar.core.group_status import GroupStatus, Status
+from spark_offset_sidecar.core.lag.report import NOT_REPORTED, GroupReport, summary_of
+from spark_offset_sidecar.core.lag.status import GroupStatus, Status
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.errors import UnknownTopicPartition
 from spark_offset_sidecar.http.status_page import in_rank_order

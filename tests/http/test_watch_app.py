@@ -14,9 +14,9 @@ from fastapi.testclient import TestClient
 from spark_offset_sidecar.adapters.watcher.told import encode_told
 from spark_offset_sidecar.app import create_app
 from spark_offset_sidecar.app.watch import create_watch_app
-from spark_offset_sidecar.core.changes import Checkpoint, CommitRequest
-from spark_offset_sidecar.core.group_memory import GroupMemory
-from spark_offset_sidecar.core.ledger_state import GroupCounters
+from spark_offset_sidecar.core.lag.group_memory import GroupMemory
+from spark_offset_sidecar.core.ledger.changes import Checkpoint, CommitRequest
+from spark_offset_sidecar.core.ledger.state import GroupCounters
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.errors import StoreUnavailable
 from spark_offset_sidecar.ports.watcher import TOLD_MEMORY, Told

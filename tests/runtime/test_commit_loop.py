@@ -10,8 +10,8 @@ from collections import Counter
 import pytest
 from prometheus_client import CollectorRegistry
 
-from spark_offset_sidecar.core.changes import CommitRequest
-from spark_offset_sidecar.core.ledger import Backoff, Ledger
+from spark_offset_sidecar.core.ledger.changes import CommitRequest
+from spark_offset_sidecar.core.ledger.rules import Backoff, Ledger
 from spark_offset_sidecar.core.offsets import OffsetMap, TopicPartition, describe
 from spark_offset_sidecar.errors import BrokerUnavailable
 from spark_offset_sidecar.observe.metrics import SidecarMetrics

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from spark_offset_sidecar.adapters.sql.store import SqlStore
-from spark_offset_sidecar.core.changes import (
+from spark_offset_sidecar.core.ledger.changes import (
     Change,
     CommitRequest,
     CommitSucceeded,
@@ -20,7 +20,7 @@ from spark_offset_sidecar.core.changes import (
     Outcome,
     QueryRegistered,
 )
-from spark_offset_sidecar.core.ledger import Ledger
+from spark_offset_sidecar.core.ledger.rules import Ledger
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.errors import StoreRefused, StoreUnavailable
 from spark_offset_sidecar.ports.store import LoadedRows, StoredState

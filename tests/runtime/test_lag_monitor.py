@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from spark_offset_sidecar.core.group_status import CommitWindows, GroupStatus
-from spark_offset_sidecar.core.ledger import Ledger
-from spark_offset_sidecar.core.ledger_state import CommittedOffsets, GroupState
+from spark_offset_sidecar.core.lag.status import CommitWindows, GroupStatus
+from spark_offset_sidecar.core.ledger.rules import Ledger
+from spark_offset_sidecar.core.ledger.state import CommittedOffsets, GroupState
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.runtime.lag_monitor import LagMonitor
 from spark_offset_sidecar.testing import InMemoryLogEnds

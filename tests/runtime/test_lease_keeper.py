@@ -7,9 +7,9 @@ from __future__ import annotations
 import time
 from typing import Any, cast
 
-from spark_offset_sidecar.core.changes import Checkpoint, CommitRequest
-from spark_offset_sidecar.core.leases import Ownership
-from spark_offset_sidecar.core.ledger import Ledger
+from spark_offset_sidecar.core.ledger.changes import Checkpoint, CommitRequest
+from spark_offset_sidecar.core.ledger.leases import Ownership
+from spark_offset_sidecar.core.ledger.rules import Ledger
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.runtime.durable_ledger import DurableLedger
 from spark_offset_sidecar.runtime.lease_keeper import LeaseKeeper

@@ -10,11 +10,11 @@ from dataclasses import replace
 
 import pytest
 
-from spark_offset_sidecar.core.group_report import GroupSummary, summary
-from spark_offset_sidecar.core.group_status import Status
-from spark_offset_sidecar.core.lag_figures import DataStatus
-from spark_offset_sidecar.core.ledger import Ledger
-from spark_offset_sidecar.core.ledger_state import CommittedOffsets, GroupState
+from spark_offset_sidecar.core.lag.figures import DataStatus
+from spark_offset_sidecar.core.lag.report import GroupSummary, summary
+from spark_offset_sidecar.core.lag.status import Status
+from spark_offset_sidecar.core.ledger.rules import Ledger
+from spark_offset_sidecar.core.ledger.state import CommittedOffsets, GroupState
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.runtime.group_reports import LocalReports
 from spark_offset_sidecar.runtime.lag_monitor import LagMonitor

@@ -14,11 +14,11 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from spark_offset_sidecar.adapters.watcher.told import ToldRefused, decode_told, encode_told
-from spark_offset_sidecar.core.changes import CommitRequest
-from spark_offset_sidecar.core.group_report import FolderReport
-from spark_offset_sidecar.core.lag_figures import JobRates
-from spark_offset_sidecar.core.ledger import Ledger
-from spark_offset_sidecar.core.ledger_state import GroupState
+from spark_offset_sidecar.core.lag.figures import JobRates
+from spark_offset_sidecar.core.lag.report import FolderReport
+from spark_offset_sidecar.core.ledger.changes import CommitRequest
+from spark_offset_sidecar.core.ledger.rules import Ledger
+from spark_offset_sidecar.core.ledger.state import GroupState
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.http.state import Runtime
 from spark_offset_sidecar.observe.metrics import SidecarMetrics

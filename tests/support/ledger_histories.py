@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from spark_offset_sidecar.core.changes import Change, Decision
-from spark_offset_sidecar.core.ledger import Ledger
+from spark_offset_sidecar.core.ledger.changes import Change, Decision
+from spark_offset_sidecar.core.ledger.rules import Ledger
 from spark_offset_sidecar.core.offsets import TopicPartition
 
 Step = tuple[int, int, int, int, int]  # (kind, query, group, checkpoint id, offset)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from spark_offset_sidecar.core.group_status import CommitWindows
-from spark_offset_sidecar.core.ledger import Ledger
-from spark_offset_sidecar.core.ledger_state import CommittedOffsets, GroupState
+from spark_offset_sidecar.core.lag.status import CommitWindows
+from spark_offset_sidecar.core.ledger.rules import Ledger
+from spark_offset_sidecar.core.ledger.state import CommittedOffsets, GroupState
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.ports.kafka import LogEndReader
 from spark_offset_sidecar.runtime.lag_monitor import LagMonitor

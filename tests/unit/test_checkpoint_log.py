@@ -1,4 +1,4 @@
-"""Spark's checkpoint files read as Spark writes them (``core.checkpoint_log``).
+"""Spark's checkpoint files read as Spark writes them (``core.spark.checkpoint_log``).
 
 The folders under ``tests/fixtures/spark-checkpoints/<pyspark version>/`` were written by
 real Spark queries (``scripts/record-spark-checkpoints.py``): a Kafka source on two topics
@@ -18,14 +18,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from harness.machine import ROOT
-from spark_offset_sidecar.core.checkpoint_log import (
+from spark_offset_sidecar.core.offsets import TopicPartition
+from spark_offset_sidecar.core.spark.checkpoint_log import (
     batch_id_of,
     parse_commit_log,
     parse_metadata,
     parse_offset_log,
 )
-from spark_offset_sidecar.core.offsets import TopicPartition
-from spark_offset_sidecar.core.spark_progress import parse_progress
+from spark_offset_sidecar.core.spark.progress import parse_progress
 from spark_offset_sidecar.errors import UnreadableCheckpoint
 from tests.support.checkpoints import BATCH_METADATA as META
 from tests.support.checkpoints import COMMIT_LOG

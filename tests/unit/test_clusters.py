@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from spark_offset_sidecar.core.changes import Outcome
 from spark_offset_sidecar.core.clusters import ClusterOf, Clusters, UnknownCluster
-from spark_offset_sidecar.core.ledger import Ledger
+from spark_offset_sidecar.core.ledger.changes import Outcome
+from spark_offset_sidecar.core.ledger.rules import Ledger
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.errors import ConfigError
 from spark_offset_sidecar.settings import Settings

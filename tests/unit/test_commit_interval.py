@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spark_offset_sidecar.core.changes import Outcome
-from spark_offset_sidecar.core.ledger import Ledger
+from spark_offset_sidecar.core.ledger.changes import Outcome
+from spark_offset_sidecar.core.ledger.rules import Ledger
 from spark_offset_sidecar.core.offsets import TopicPartition
 
 T0 = TopicPartition("t", 0)

@@ -12,9 +12,9 @@ from dataclasses import replace
 
 import pytest
 
-from spark_offset_sidecar.core.changes import Checkpoint, CommitRequest
-from spark_offset_sidecar.core.ledger import Ledger
-from spark_offset_sidecar.core.ledger_state import CommittedOffsets, GroupState
+from spark_offset_sidecar.core.ledger.changes import Checkpoint, CommitRequest
+from spark_offset_sidecar.core.ledger.rules import Ledger
+from spark_offset_sidecar.core.ledger.state import CommittedOffsets, GroupState
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.observe.fleet_metrics import (
     ALL_SERIES,

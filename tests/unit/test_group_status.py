@@ -1,4 +1,4 @@
-"""The Burrow-style status evaluator (core.group_status): each rule, the window, and
+"""The Burrow-style status evaluator (core.lag.status): each rule, the window, and
 hypothesis against Burrow's own evaluator (core/internal/evaluator/caching.go, rewritten
 below as a reference model)."""
 
@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spark_offset_sidecar.core.group_status import SEVERITY, CommitWindows, Status, partition_status
-from spark_offset_sidecar.core.ledger_state import CommittedOffsets, GroupState
+from spark_offset_sidecar.core.lag.status import SEVERITY, CommitWindows, Status, partition_status
+from spark_offset_sidecar.core.ledger.state import CommittedOffsets, GroupState
 from spark_offset_sidecar.core.offsets import TopicPartition
 
 TP0, TP1 = TopicPartition("orders", 0), TopicPartition("orders", 1)

@@ -1,5 +1,5 @@
-"""The pure core of time lag, data at risk and catch-up (``core.log_history``,
-``core.lag_figures``): estimates checked against the truth they estimate, on logs whose
+"""The pure core of time lag, data at risk and catch-up (``core.lag.log_history``,
+``core.lag.figures``): estimates checked against the truth they estimate, on logs whose
 every record's append time the test knows."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from collections import Counter
 
 import pytest
 
-from spark_offset_sidecar.core.lag_figures import (
+from spark_offset_sidecar.core.lag.figures import (
     CatchUp,
     CatchUpState,
     DataStatus,
@@ -22,8 +22,8 @@ from spark_offset_sidecar.core.lag_figures import (
     max_lag_seconds,
     partition_lag,
 )
-from spark_offset_sidecar.core.ledger_state import GroupCounters
-from spark_offset_sidecar.core.log_history import PartitionHistory
+from spark_offset_sidecar.core.lag.log_history import PartitionHistory
+from spark_offset_sidecar.core.ledger.state import GroupCounters
 
 
 def test_a_record_appended_between_two_reads_is_placed_within_their_gap() -> None:

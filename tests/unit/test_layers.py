@@ -195,6 +195,46 @@ def test_no_import_cycle() -> None:
     assert find_cycle(graph) is None
 
 
+# The core's rooms (``core/__init__``): the shared modules at its top import no room; a
+# room imports the shared modules, and the lag room the ledger's state too.
+CORE_MAY_IMPORT: dict[str, set[str]] = {
+    "": set(),
+    "ledger": set(),
+    "spark": set(),
+    "lag": {"ledger"},
+}
+
+
+def core_room(module: str) -> str:
+    """``spark_offset_sidecar.core.ledger.rules`` -> ``ledger``; a shared module -> ``""``."""
+    parts = module.split(".")
+    return parts[2] if len(parts) > 3 else ""
+
+
+def core_violations(module: str, imported: Iterable[str]) -> list[str]:
+    here = core_room(module)
+    return [
+        f"{module} imports {i}"
+        for i in imported
+        if room(i) == "core"
+        and core_room(i) not in ("", here)
+        and core_room(i) not in CORE_MAY_IMPORT[here]
+        or room(i) == "core"
+        and here == ""
+        and core_room(i) != ""
+    ]
+
+
+def test_the_core_rooms_are_the_ones_with_rules() -> None:
+    rooms = {core_room(m) for m in MODULES if room(m) == "core"}
+    assert rooms == set(CORE_MAY_IMPORT), "a new room of the core: give it rules"
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if room(m) == "core"))
+def test_each_core_room_imports_only_the_shared_modules_and_its_rules(module: str) -> None:
+    assert core_violations(module, own_imports(module)) == []
+
+
 def test_the_spark_side_imports_nothing_of_the_service() -> None:
     for path in sorted((ROOT / "jobs").rglob("*.py")):
         for imported in imports_of(path):
@@ -207,8 +247,13 @@ def test_the_checks_catch_what_they_forbid() -> None:
     http, adapter = f"{PACKAGE}.http.event_routes", f"{PACKAGE}.adapters.kafka.committer"
     assert room_violations(http, [adapter]) == [f"{http} imports {adapter}"]
     assert room_violations(f"{PACKAGE}.runtime.commit_loop", [f"{PACKAGE}.app"])
-    assert room_violations(f"{PACKAGE}.core.ledger", [f"{PACKAGE}.runtime.commit_loop"])
-    assert room_violations(f"{PACKAGE}.core.ledger", [f"{PACKAGE}.core.offsets"]) == []
+    assert room_violations(f"{PACKAGE}.core.ledger.rules", [f"{PACKAGE}.runtime.commit_loop"])
+    assert room_violations(f"{PACKAGE}.core.ledger.rules", [f"{PACKAGE}.core.offsets"]) == []
+    status, rules = f"{PACKAGE}.core.lag.status", f"{PACKAGE}.core.ledger.rules"
+    assert core_violations(rules, [status]) == [f"{rules} imports {status}"]
+    assert core_violations(status, [rules, f"{PACKAGE}.core.offsets"]) == []
+    offsets = f"{PACKAGE}.core.offsets"
+    assert core_violations(offsets, [rules]) == [f"{offsets} imports {rules}"]
     cycle = {"access": {"app"}, "app": {"routes"}, "routes": {"access"}, "core": set()}
     assert find_cycle(cycle) == ["access", "app", "routes", "access"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None

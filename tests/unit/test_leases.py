@@ -1,4 +1,4 @@
-"""The pure lease rules (core.leases)."""
+"""The pure lease rules (core.ledger.leases)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spark_offset_sidecar.core.leases import Ownership, claim_count, fair_share, release_count
+from spark_offset_sidecar.core.ledger.leases import (
+    Ownership,
+    claim_count,
+    fair_share,
+    release_count,
+)
 
 
 def test_commits_only_before_the_deadline_two_commit_timeouts_before_the_lease_ends() -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from spark_offset_sidecar.core.changes import CommitRequest, Outcome
-from spark_offset_sidecar.core.ledger import Backoff, GroupPhase, Ledger
+from spark_offset_sidecar.core.ledger.changes import CommitRequest, Outcome
+from spark_offset_sidecar.core.ledger.rules import Backoff, GroupPhase, Ledger
 from spark_offset_sidecar.core.offsets import TopicPartition
 
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spark_offset_sidecar.core.ledger import Ledger
+from spark_offset_sidecar.core.ledger.rules import Ledger
 from spark_offset_sidecar.core.offsets import TopicPartition
 from tests.support.ledger_histories import GROUPS, QUERIES, Step, event, histories
 

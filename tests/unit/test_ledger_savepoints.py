@@ -8,7 +8,7 @@ from typing import Any
 
 from hypothesis import given, settings
 
-from spark_offset_sidecar.core.ledger import Ledger
+from spark_offset_sidecar.core.ledger.rules import Ledger
 from spark_offset_sidecar.core.offsets import TopicPartition
 from tests.support.ledger_histories import Step, commit_patterns, event, histories, run
 

@@ -1,4 +1,4 @@
-"""Per-partition figures kept as columns (``core.packed_rows``) read back as the rows they
+"""Per-partition figures kept as columns (``core.lag.packed_rows``) read back as the rows they
 were packed from, and the lag monitor keeps a group's figures in one object the cyclic
 collector tracks whatever its partitions (what it scans between two reads)."""
 
@@ -11,13 +11,13 @@ import random
 import pytest
 
 from spark_offset_sidecar.core import offsets
-from spark_offset_sidecar.core.group_status import PackedStatuses, PartitionStatus, Status
-from spark_offset_sidecar.core.lag_figures import PackedLags, PartitionLag, figures_of
-from spark_offset_sidecar.core.ledger import Ledger
-from spark_offset_sidecar.core.ledger_state import CommittedOffsets, GroupState
+from spark_offset_sidecar.core.lag.figures import PackedLags, PartitionLag, figures_of
+from spark_offset_sidecar.core.lag.packed_rows import NO_INT
+from spark_offset_sidecar.core.lag.status import PackedStatuses, PartitionStatus, Status
+from spark_offset_sidecar.core.ledger.rules import Ledger
+from spark_offset_sidecar.core.ledger.state import CommittedOffsets, GroupState
 from spark_offset_sidecar.core.offsets import TopicPartition, from_json, shared_partition
-from spark_offset_sidecar.core.packed_rows import NO_INT
-from spark_offset_sidecar.core.spark_progress import kafka_offsets
+from spark_offset_sidecar.core.spark.progress import kafka_offsets
 from spark_offset_sidecar.runtime.lag_monitor import LagMonitor
 from spark_offset_sidecar.testing import InMemoryLogEnds, InMemoryRecordTimes
 

@@ -17,13 +17,13 @@ from hypothesis import strategies as st
 
 from harness.machine import ROOT
 from spark_offset_sidecar.core import names
-from spark_offset_sidecar.core.checkpoint_log import (
+from spark_offset_sidecar.core.offsets import TopicPartition
+from spark_offset_sidecar.core.spark.checkpoint_log import (
     parse_commit_log,
     parse_metadata,
     parse_offset_log,
 )
-from spark_offset_sidecar.core.offsets import TopicPartition
-from spark_offset_sidecar.core.spark_progress import parse_progress
+from spark_offset_sidecar.core.spark.progress import parse_progress
 from spark_offset_sidecar.errors import InvalidEvent, UnreadableCheckpoint
 from tests.support.fuzz import (
     FUZZ_EXAMPLES,

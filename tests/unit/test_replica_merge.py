@@ -1,14 +1,14 @@
-"""How a replica's memory takes in stored groups (core.replica_merge, ledger R11)."""
+"""How a replica's memory takes in stored groups (core.ledger.merge, ledger R11)."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from spark_offset_sidecar.core.changes import Checkpoint, CommitRequest
-from spark_offset_sidecar.core.ledger import Ledger
-from spark_offset_sidecar.core.ledger_state import CommittedOffsets, GroupState, QueryState
+from spark_offset_sidecar.core.ledger.changes import Checkpoint, CommitRequest
+from spark_offset_sidecar.core.ledger.merge import merge_group
+from spark_offset_sidecar.core.ledger.rules import Ledger
+from spark_offset_sidecar.core.ledger.state import CommittedOffsets, GroupState, QueryState
 from spark_offset_sidecar.core.offsets import TopicPartition
-from spark_offset_sidecar.core.replica_merge import merge_group
 
 TP = TopicPartition("t", 0)
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from spark_offset_sidecar.core.offsets import TopicPartition
-from spark_offset_sidecar.core.spark_progress import parse_progress
+from spark_offset_sidecar.core.spark.progress import parse_progress
 from spark_offset_sidecar.errors import InvalidEvent
 
 QUERY = "7d8c1a0e-1f7f-4a51-bb71-8f2c0b7d6b1e"
@@ -89,7 +89,7 @@ def test_invalid_progress_names_the_field(body: dict[str, object], field: str) -
 def test_a_partition_id_is_read_alike_by_the_fast_path_and_the_rule() -> None:
     """The common ids come from a table; every id is what the rule says (a decimal
     string of 0..2**31-1 without a leading zero), whichever path reads it."""
-    from spark_offset_sidecar.core.spark_progress import _PARTITION, _partition_number
+    from spark_offset_sidecar.core.spark.progress import _PARTITION, _partition_number
 
     def rule(value: object) -> int | None:
         if not isinstance(value, str) or not _PARTITION.fullmatch(value):

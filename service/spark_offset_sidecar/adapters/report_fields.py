@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from spark_offset_sidecar.core.group_report import FolderReport
-from spark_offset_sidecar.core.lag_figures import JobRates
-from spark_offset_sidecar.core.ledger_state import GroupCounters
+from spark_offset_sidecar.core.lag.figures import JobRates
+from spark_offset_sidecar.core.lag.report import FolderReport
+from spark_offset_sidecar.core.ledger.state import GroupCounters
 
 
 def encode_counters(counters: GroupCounters) -> dict[str, Any]:

@@ -39,9 +39,9 @@ from spark_offset_sidecar.adapters.watcher.child import FIRST_READY, PROBLEM, Wa
 from spark_offset_sidecar.adapters.watcher.remote import WatcherAt
 from spark_offset_sidecar.app.kafka_clients import GroupCluster, KafkaClients, Key, problem_of
 from spark_offset_sidecar.core.clusters import Clusters
-from spark_offset_sidecar.core.group_status import CommitWindows
-from spark_offset_sidecar.core.leases import Ownership
-from spark_offset_sidecar.core.ledger import Backoff, Ledger
+from spark_offset_sidecar.core.lag.status import CommitWindows
+from spark_offset_sidecar.core.ledger.leases import Ownership
+from spark_offset_sidecar.core.ledger.rules import Backoff, Ledger
 from spark_offset_sidecar.http.state import Running, Runtime
 from spark_offset_sidecar.observe.loop_lag import LoopLag
 from spark_offset_sidecar.observe.metrics import HeapView, SidecarMetrics

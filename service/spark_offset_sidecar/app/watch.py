@@ -64,7 +64,7 @@ from spark_offset_sidecar.app.start import (
     run_in_background,
     watch_lag,
 )
-from spark_offset_sidecar.core.ledger import Ledger
+from spark_offset_sidecar.core.ledger.rules import Ledger
 from spark_offset_sidecar.errors import StoreUnavailable
 from spark_offset_sidecar.http.refusals import exception_answers
 from spark_offset_sidecar.http.state import Watching

@@ -2,8 +2,8 @@
 
 Every name that reaches the ledger, the store, an answer, a metric label or a log line
 passes one of these rules first: HTTP bodies, paths and query strings (``http.models``,
-the hot path ``http.progress_route``), progress events (``core.spark_progress``), Spark's
-checkpoint files (``core.checkpoint_log``), the tokens file's grants (``http.auth``).
+the hot path ``http.progress_route``), progress events (``core.spark.progress``), Spark's
+checkpoint files (``core.spark.checkpoint_log``), the tokens file's grants (``http.auth``).
 
 Rules every name keeps (so that one caller's name can never fail another's write: a
 batch of writes holds many callers' values, and one value the database cannot take

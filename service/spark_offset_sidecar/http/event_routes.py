@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import JSONResponse, Response
 
-from spark_offset_sidecar.core.changes import Decision, Outcome
-from spark_offset_sidecar.core.lag_figures import JobRates
-from spark_offset_sidecar.core.ledger import unknown_query
+from spark_offset_sidecar.core.lag.figures import JobRates
+from spark_offset_sidecar.core.ledger.changes import Decision, Outcome
+from spark_offset_sidecar.core.ledger.rules import unknown_query
 from spark_offset_sidecar.core.names import TOPIC
 from spark_offset_sidecar.core.offsets import MAX_OFFSET, OffsetMap, from_json
-from spark_offset_sidecar.core.spark_progress import parse_progress
+from spark_offset_sidecar.core.spark.progress import parse_progress
 from spark_offset_sidecar.errors import InvalidEvent
 from spark_offset_sidecar.http.access import (
     allow_read,
@@ -50,7 +50,7 @@ from spark_offset_sidecar.http.models import (
 from spark_offset_sidecar.observe.logs import about
 
 if TYPE_CHECKING:
-    from spark_offset_sidecar.core.ledger import Ledger
+    from spark_offset_sidecar.core.ledger.rules import Ledger
     from spark_offset_sidecar.runtime.durable_ledger import DurableLedger
     from spark_offset_sidecar.settings import HttpSettings
 

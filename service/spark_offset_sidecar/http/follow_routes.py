@@ -20,7 +20,7 @@ from typing import Annotated
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import JSONResponse
 
-from spark_offset_sidecar.core.group_report import FolderReport
+from spark_offset_sidecar.core.lag.report import FolderReport
 from spark_offset_sidecar.errors import InvalidEvent
 from spark_offset_sidecar.http.access import (
     allow_write,

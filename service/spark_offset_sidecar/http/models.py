@@ -15,10 +15,10 @@ from pydantic import (
 
 from spark_offset_sidecar.core import names
 from spark_offset_sidecar.core.clusters import Clusters
-from spark_offset_sidecar.core.group_report import LiveCommits, live_of
-from spark_offset_sidecar.core.ledger import GroupState, QueryState, checkpoints_behind
+from spark_offset_sidecar.core.lag.report import LiveCommits, live_of
+from spark_offset_sidecar.core.ledger.rules import GroupState, QueryState, checkpoints_behind
 from spark_offset_sidecar.core.offsets import MAX_OFFSET, OffsetJson, to_json
-from spark_offset_sidecar.core.spark_progress import kafka_offsets
+from spark_offset_sidecar.core.spark.progress import kafka_offsets
 from spark_offset_sidecar.errors import InvalidEvent
 from spark_offset_sidecar.settings import MAX_COMMIT_INTERVAL
 

@@ -38,24 +38,24 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 
-from spark_offset_sidecar.core.group_report import summary_of
-from spark_offset_sidecar.core.group_status import SEVERITY, Status
-from spark_offset_sidecar.core.lag_figures import (
+from spark_offset_sidecar.core.lag.figures import (
     DATA_SEVERITY,
     SPARK_POINTS,
     SPARK_STEP,
     CatchUpState,
     DataStatus,
 )
+from spark_offset_sidecar.core.lag.report import summary_of
+from spark_offset_sidecar.core.lag.status import SEVERITY, Status
 from spark_offset_sidecar.errors import Unauthenticated
 from spark_offset_sidecar.http.access import caller, reading_of, runtime_of
 from spark_offset_sidecar.http.follow_routes import readable_folders
 from spark_offset_sidecar.http.status_routes import readable_summaries
 
 if TYPE_CHECKING:
-    from spark_offset_sidecar.core.group_report import GroupReport, GroupSummary
-    from spark_offset_sidecar.core.group_status import GroupStatus, PartitionStatus
-    from spark_offset_sidecar.core.lag_figures import GroupLag, PartitionLag
+    from spark_offset_sidecar.core.lag.figures import GroupLag, PartitionLag
+    from spark_offset_sidecar.core.lag.report import GroupReport, GroupSummary
+    from spark_offset_sidecar.core.lag.status import GroupStatus, PartitionStatus
     from spark_offset_sidecar.http.models import FolderView
 
 router = APIRouter(tags=["status"])

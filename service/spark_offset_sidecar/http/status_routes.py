@@ -1,4 +1,4 @@
-"""``GET /v1/status``: every group's Burrow-style status (``core.group_status``) as JSON,
+"""``GET /v1/status``: every group's Burrow-style status (``core.lag.status``) as JSON,
 shaped like Burrow's ``/v3/kafka/<cluster>/consumer/<group>/status`` answer so that the same
 scripts read both, plus the query that owns the group and its failed commits.
 
@@ -16,9 +16,9 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from spark_offset_sidecar.core.clusters import Clusters
-from spark_offset_sidecar.core.group_report import GroupReport, GroupSummary
-from spark_offset_sidecar.core.group_status import PartitionStatus
-from spark_offset_sidecar.core.lag_figures import CatchUp, PartitionLag
+from spark_offset_sidecar.core.lag.figures import CatchUp, PartitionLag
+from spark_offset_sidecar.core.lag.report import GroupReport, GroupSummary
+from spark_offset_sidecar.core.lag.status import PartitionStatus
 from spark_offset_sidecar.http.access import allow_read, caller, reading_of, runtime_of
 from spark_offset_sidecar.http.auth import TokenGrant
 from spark_offset_sidecar.http.models import GroupId

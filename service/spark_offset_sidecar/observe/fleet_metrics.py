@@ -67,15 +67,15 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-from spark_offset_sidecar.core.lag_figures import Figures, figures_of, max_lag_seconds
-from spark_offset_sidecar.core.ledger import Ledger, checkpoints_behind
+from spark_offset_sidecar.core.lag.figures import Figures, figures_of, max_lag_seconds
+from spark_offset_sidecar.core.ledger.rules import Ledger, checkpoints_behind
 from spark_offset_sidecar.core.patterns import matcher
 from spark_offset_sidecar.turns import Pace, Turns
 
 if TYPE_CHECKING:
-    from spark_offset_sidecar.core.group_status import GroupStatus, PartitionStatus
-    from spark_offset_sidecar.core.lag_figures import GroupLag
-    from spark_offset_sidecar.core.ledger_state import GroupState
+    from spark_offset_sidecar.core.lag.figures import GroupLag
+    from spark_offset_sidecar.core.lag.status import GroupStatus, PartitionStatus
+    from spark_offset_sidecar.core.ledger.state import GroupState
 
 
 class FleetView(Protocol):

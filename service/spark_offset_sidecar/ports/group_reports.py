@@ -1,4 +1,4 @@
-"""The reports of groups (``core.group_report``) as every read of the API and ``/ui``
+"""The reports of groups (``core.lag.report``) as every read of the API and ``/ui``
 answers them, wherever they are kept.
 
 Alone, the service builds them from its own memory when asked (the ledger, the lag
@@ -10,7 +10,7 @@ reads them there, so that all answer alike. The composition root chooses one of 
 Contract
   - ``every`` returns, by group id, the reports of ``group_ids`` (None: every group) that
     exist; a group with none is left out.
-  - ``summaries`` returns the summaries (``core.group_report.GroupSummary``) of every
+  - ``summaries`` returns the summaries (``core.lag.report.GroupSummary``) of every
     group ``every()`` would report, each as its report would say, without building the
     reports.
   - ``one`` returns the group's report, or ``Missing`` saying why there is none (an
@@ -31,7 +31,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from spark_offset_sidecar.core.group_report import (
+from spark_offset_sidecar.core.lag.report import (
     FolderReport,
     GroupReport,
     GroupSummary,

@@ -10,7 +10,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from spark_offset_sidecar.core.changes import CommitRequest
+from spark_offset_sidecar.core.ledger.changes import CommitRequest
 from spark_offset_sidecar.core.offsets import TopicPartition
 
 

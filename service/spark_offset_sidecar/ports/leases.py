@@ -1,4 +1,4 @@
-"""The ports of replicas (rules L1-L5 in ``core.leases``): the leases of groups in a
+"""The ports of replicas (rules L1-L5 in ``core.ledger.leases``): the leases of groups in a
 shared database, and the notices by which replicas hear which groups another one changed.
 
 The real ones are PostgreSQL's (``adapters.sql.lease_store``,

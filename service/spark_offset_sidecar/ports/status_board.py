@@ -1,5 +1,5 @@
 """Where replicas' owners publish what they alone know of their groups, and every replica
-reads it (``core.group_report``): the board that makes every replica answer every read
+reads it (``core.lag.report``): the board that makes every replica answer every read
 the same way, and hands status windows from an old owner to a new one.
 
 The real one is PostgreSQL's (``adapters.sql.status_board``); ``testing.InMemoryStatusBoard``
@@ -20,8 +20,8 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from spark_offset_sidecar.core.group_report import GroupReport
-from spark_offset_sidecar.core.group_status import StoredWindow
+from spark_offset_sidecar.core.lag.report import GroupReport
+from spark_offset_sidecar.core.lag.status import StoredWindow
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,8 @@ from collections.abc import Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from spark_offset_sidecar.core.changes import Change
-from spark_offset_sidecar.core.ledger import GroupState, QueryState
+from spark_offset_sidecar.core.ledger.changes import Change
+from spark_offset_sidecar.core.ledger.rules import GroupState, QueryState
 
 
 @dataclass

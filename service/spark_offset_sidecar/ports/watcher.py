@@ -31,8 +31,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from spark_offset_sidecar.core.group_memory import GroupMemory
-from spark_offset_sidecar.core.group_report import FolderReport
+from spark_offset_sidecar.core.lag.group_memory import GroupMemory
+from spark_offset_sidecar.core.lag.report import FolderReport
 
 WATCHED_METRICS = "/metrics/watched"  # the watcher's share of /metrics, without its own series
 TOLD_MEMORY = "/memory/told"  # where a child watcher is told (on its socket only)

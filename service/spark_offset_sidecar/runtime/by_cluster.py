@@ -15,7 +15,7 @@ import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
-from spark_offset_sidecar.core.changes import CommitRequest
+from spark_offset_sidecar.core.ledger.changes import CommitRequest
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.errors import CommitError, KafkaReadError
 from spark_offset_sidecar.ports.kafka import (

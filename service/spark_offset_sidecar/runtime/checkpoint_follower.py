@@ -31,12 +31,12 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from spark_offset_sidecar.core.changes import Decision, Outcome
-from spark_offset_sidecar.core.checkpoint_log import OffsetLogEntry
 from spark_offset_sidecar.core.clusters import Clusters, UnknownCluster
-from spark_offset_sidecar.core.group_report import FolderReport
-from spark_offset_sidecar.core.ledger import Ledger
+from spark_offset_sidecar.core.lag.report import FolderReport
+from spark_offset_sidecar.core.ledger.changes import Decision, Outcome
+from spark_offset_sidecar.core.ledger.rules import Ledger
 from spark_offset_sidecar.core.patterns import matches_any
+from spark_offset_sidecar.core.spark.checkpoint_log import OffsetLogEntry
 from spark_offset_sidecar.errors import (
     CheckpointFileMissing,
     CheckpointReadError,

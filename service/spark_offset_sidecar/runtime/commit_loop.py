@@ -20,8 +20,8 @@ import logging
 import time
 from collections.abc import Callable
 
-from spark_offset_sidecar.core.changes import CommitRequest
-from spark_offset_sidecar.core.leases import Ownership
+from spark_offset_sidecar.core.ledger.changes import CommitRequest
+from spark_offset_sidecar.core.ledger.leases import Ownership
 from spark_offset_sidecar.core.offsets import describe
 from spark_offset_sidecar.errors import INTERNAL_FAILURE, CommitError
 from spark_offset_sidecar.observe.logs import about

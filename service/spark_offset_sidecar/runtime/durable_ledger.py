@@ -47,14 +47,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import ParamSpec, TypeVar
 
-from spark_offset_sidecar.core.changes import (
+from spark_offset_sidecar.core.ledger.changes import (
     Change,
     CommitFailed,
     CommitRequest,
     CommitSucceeded,
     Decision,
 )
-from spark_offset_sidecar.core.ledger import Backoff, Ledger, Savepoint
+from spark_offset_sidecar.core.ledger.rules import Backoff, Ledger, Savepoint
 from spark_offset_sidecar.errors import StoreUnavailable, WriteOutcomeUnknown
 from spark_offset_sidecar.ports.store import (
     BatchWriter,

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from spark_offset_sidecar.core.checkpoint_log import (
+from spark_offset_sidecar.core.spark.checkpoint_log import (
     OffsetLogEntry,
     parse_commit_log,
     parse_metadata,

@@ -8,8 +8,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Collection, Mapping, Sequence
 
-from spark_offset_sidecar.core.changes import Outcome
-from spark_offset_sidecar.core.group_report import (
+from spark_offset_sidecar.core.lag.report import (
     NOT_REPORTED,
     FolderReport,
     GroupReport,
@@ -19,7 +18,8 @@ from spark_offset_sidecar.core.group_report import (
     summary,
     summary_of,
 )
-from spark_offset_sidecar.core.ledger import Ledger
+from spark_offset_sidecar.core.ledger.changes import Outcome
+from spark_offset_sidecar.core.ledger.rules import Ledger
 from spark_offset_sidecar.ports.group_reports import Missing
 from spark_offset_sidecar.ports.status_board import StatusBoard
 from spark_offset_sidecar.runtime.lag_monitor import LagMonitor

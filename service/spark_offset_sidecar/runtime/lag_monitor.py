@@ -1,8 +1,8 @@
 """The lag monitor: every ``interval`` it reads the log ends and starts of every committed
-partition into their histories (``core.log_history``), reads from Kafka the timestamp of
+partition into their histories (``core.lag.log_history``), reads from Kafka the timestamp of
 each oldest unprocessed record that the histories cannot place, samples the groups'
 commits into their status windows, and evaluates every group's status
-(``core.group_status``) and lag figures (``core.lag_figures``: time lag, data at risk,
+(``core.lag.status``) and lag figures (``core.lag.figures``: time lag, data at risk,
 catch-up). The metrics, ``GET /v1/status`` and ``/ui`` read what it keeps.
 
 Invariants
@@ -12,7 +12,7 @@ Invariants
   - Only groups whose status can have changed are sampled and evaluated again: those
     whose ``status_inputs`` (commit, query, failures, log ends and starts) changed since
     the last evaluation, and those with a lagging partition (their status depends on the
-    time). The others keep their status (``core.group_status.timeless``) and lag figures
+    time). The others keep their status (``core.lag.status.timeless``) and lag figures
     (caught up: 0 s late, nothing at risk), with their trend brought up to date.
   - A record's timestamp is read from Kafka at most once per (partition, offset): kept
     while some group's oldest unprocessed record is still that one, forgotten after. Only
@@ -21,7 +21,7 @@ Invariants
     own: ``runtime.own_loop``); a failed call leaves their time lag unknown (None) until
     the next.
   - Each group's per-partition status and lag figures are kept packed
-    (``core.packed_rows``) from one read to the next: a few objects a group for the
+    (``core.lag.packed_rows``) from one read to the next: a few objects a group for the
     collector to scan, not two per partition.
   - A lost record (below the log start while the job had not read it) is counted once per
     group: each (group, partition) remembers up to which offset its losses were counted.
@@ -44,21 +44,7 @@ import time
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
 
-from spark_offset_sidecar.core.group_report import (
-    FolderReport,
-    GroupReport,
-    LiveCommits,
-    report_of,
-)
-from spark_offset_sidecar.core.group_status import (
-    CommitWindows,
-    GroupStatus,
-    StatusInputs,
-    StoredWindow,
-    status_inputs,
-    timeless,
-)
-from spark_offset_sidecar.core.lag_figures import (
+from spark_offset_sidecar.core.lag.figures import (
     GroupLag,
     GroupTrend,
     JobRates,
@@ -67,9 +53,23 @@ from spark_offset_sidecar.core.lag_figures import (
     data_status,
     partition_lag,
 )
-from spark_offset_sidecar.core.ledger import Ledger
-from spark_offset_sidecar.core.ledger_state import GroupState
-from spark_offset_sidecar.core.log_history import PartitionHistory
+from spark_offset_sidecar.core.lag.log_history import PartitionHistory
+from spark_offset_sidecar.core.lag.report import (
+    FolderReport,
+    GroupReport,
+    LiveCommits,
+    report_of,
+)
+from spark_offset_sidecar.core.lag.status import (
+    CommitWindows,
+    GroupStatus,
+    StatusInputs,
+    StoredWindow,
+    status_inputs,
+    timeless,
+)
+from spark_offset_sidecar.core.ledger.rules import Ledger
+from spark_offset_sidecar.core.ledger.state import GroupState
 from spark_offset_sidecar.core.offsets import OffsetMap, TopicPartition
 from spark_offset_sidecar.errors import KafkaReadError, StoreError
 from spark_offset_sidecar.ports.kafka import LogEndReader, RecordTimeReader
@@ -130,7 +130,7 @@ class LagMonitor:
     # What was last published per group (all but the times): unchanged ones are not
     # written again.
     _published: dict[str, _Content] = field(default_factory=dict)
-    # Time lag and data at risk (core.lag_figures): None leaves time lags unknown.
+    # Time lag and data at risk (core.lag.figures): None leaves time lags unknown.
     record_times: RecordTimeReader | None = None
     risk_seconds: float = 3600.0  # AT_RISK when records are deleted sooner than this
     log_starts: dict[TopicPartition, int] = field(default_factory=dict)

@@ -19,11 +19,11 @@ import asyncio
 from collections import ChainMap
 from collections.abc import Callable, Iterable, Mapping
 
-from spark_offset_sidecar.core.group_report import FolderReport, GroupReport
-from spark_offset_sidecar.core.group_status import GroupStatus
-from spark_offset_sidecar.core.lag_figures import GroupLag, JobRates
-from spark_offset_sidecar.core.ledger import Ledger
-from spark_offset_sidecar.core.ledger_state import GroupState
+from spark_offset_sidecar.core.lag.figures import GroupLag, JobRates
+from spark_offset_sidecar.core.lag.report import FolderReport, GroupReport
+from spark_offset_sidecar.core.lag.status import GroupStatus
+from spark_offset_sidecar.core.ledger.rules import Ledger
+from spark_offset_sidecar.core.ledger.state import GroupState
 from spark_offset_sidecar.runtime.lag_monitor import LagMonitor
 
 

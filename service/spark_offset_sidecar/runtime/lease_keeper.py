@@ -1,4 +1,4 @@
-"""Keeps this replica's leases (rules L1-L5 in ``core.leases``) and hears which of its
+"""Keeps this replica's leases (rules L1-L5 in ``core.ledger.leases``) and hears which of its
 groups other replicas changed.
 
 Every ``lease / 6`` seconds, and at once when another replica registers a new group, a
@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from spark_offset_sidecar.core.leases import Ownership, claim_count, release_count
+from spark_offset_sidecar.core.ledger.leases import Ownership, claim_count, release_count
 from spark_offset_sidecar.core.offsets import describe
 from spark_offset_sidecar.ports.kafka import CommittedOffsetsReader
 from spark_offset_sidecar.ports.leases import ChangeNotice, ChangeNotices, Leases

@@ -1,5 +1,5 @@
 """Telling the watcher this process started (``SIDECAR_WATCHER=child``) what only this
-process's memory knows of the groups (``core.group_memory``), so that the watcher's
+process's memory knows of the groups (``core.lag.group_memory``), so that the watcher's
 status and reports read as this process's would; with replicas, also which replica this
 is and which groups it commits (its leases), the only ones its watcher evaluates and
 publishes, as this replica.
@@ -28,10 +28,10 @@ import asyncio
 import logging
 from collections.abc import Callable, Mapping, Sequence
 
-from spark_offset_sidecar.core.group_memory import GroupMemory, memory_of
-from spark_offset_sidecar.core.group_report import FolderReport
-from spark_offset_sidecar.core.lag_figures import JobRates
-from spark_offset_sidecar.core.ledger import Ledger
+from spark_offset_sidecar.core.lag.figures import JobRates
+from spark_offset_sidecar.core.lag.group_memory import GroupMemory, memory_of
+from spark_offset_sidecar.core.lag.report import FolderReport
+from spark_offset_sidecar.core.ledger.rules import Ledger
 from spark_offset_sidecar.errors import WatcherUnavailable
 from spark_offset_sidecar.ports.watcher import Told, ToldLink
 from spark_offset_sidecar.runtime.group_reports import FolderReports

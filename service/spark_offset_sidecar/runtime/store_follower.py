@@ -37,7 +37,7 @@ from collections.abc import Callable, Collection, Hashable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from spark_offset_sidecar.core.ledger import Ledger
+from spark_offset_sidecar.core.ledger.rules import Ledger
 from spark_offset_sidecar.errors import StoreError
 from spark_offset_sidecar.ports.store import LedgerRows, LoadedRows, StoredMarks, StoredState
 

@@ -3,7 +3,7 @@
 
 Invariants
   - Every group of the watcher's ledger that was told of holds the last memory told
-    (``core.group_memory.remember``): when told, and again whenever the store follower
+    (``core.lag.group_memory.remember``): when told, and again whenever the store follower
     reads the group again (``refreshed``: a group new to the ledger, or one whose stored
     slot reset its failures, takes what was told).
   - A group told gone is forgotten; its ledger group (if the store still has it) keeps no
@@ -28,10 +28,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
 
-from spark_offset_sidecar.core.group_memory import GroupMemory, remember
-from spark_offset_sidecar.core.group_report import FolderReport
-from spark_offset_sidecar.core.lag_figures import JobRates
-from spark_offset_sidecar.core.ledger import Ledger
+from spark_offset_sidecar.core.lag.figures import JobRates
+from spark_offset_sidecar.core.lag.group_memory import GroupMemory, remember
+from spark_offset_sidecar.core.lag.report import FolderReport
+from spark_offset_sidecar.core.ledger.rules import Ledger
 from spark_offset_sidecar.ports.watcher import Told
 
 

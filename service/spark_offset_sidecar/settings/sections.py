@@ -236,7 +236,7 @@ class CommitSettings(Section):
 
 
 class StatusSettings(Section):
-    """Lag and status (core.group_status)."""
+    """Lag and status (core.lag.status)."""
 
     title = "Lag and status"
 
@@ -372,7 +372,7 @@ class TuningSettings(Section):
 
 
 class ReplicaSettings(Section):
-    """Several replicas on one PostgreSQL (core.leases): each group is committed by the
+    """Several replicas on one PostgreSQL (core.ledger.leases): each group is committed by the
     replica holding its lease."""
 
     title = "Replicas"

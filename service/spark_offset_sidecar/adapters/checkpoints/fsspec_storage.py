@@ -35,7 +35,7 @@ import fsspec
 from fsspec.core import split_protocol
 from fsspec.implementations.local import LocalFileSystem
 
-from spark_offset_sidecar.core.checkpoint_log import batch_id_of
+from spark_offset_sidecar.core.spark.checkpoint_log import batch_id_of
 from spark_offset_sidecar.errors import CheckpointReadError, ConfigError, UnreadableCheckpoint
 
 T = TypeVar("T")

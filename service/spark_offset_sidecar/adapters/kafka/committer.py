@@ -57,7 +57,7 @@ from spark_offset_sidecar.adapters.kafka import offsets_topic
 from spark_offset_sidecar.adapters.kafka.oauth import RESENDS
 from spark_offset_sidecar.adapters.kafka.offset_commit_wire import OffsetCommit
 from spark_offset_sidecar.adapters.kafka.unreachable_brokers import UnreachableBrokers
-from spark_offset_sidecar.core.changes import CommitRequest
+from spark_offset_sidecar.core.ledger.changes import CommitRequest
 from spark_offset_sidecar.errors import (
     AuthenticationFailed,
     BrokerUnavailable,

@@ -1,4 +1,4 @@
-"""The database side of replica leases (``core.leases`` states the rules L1-L5).
+"""The database side of replica leases (``core.ledger.leases`` states the rules L1-L5).
 
 PostgreSQL only: leased rows are claimed with ``SELECT ... FOR NO KEY UPDATE SKIP
 LOCKED``, and every expiry is set and judged by the database's clock, so the replicas'

@@ -35,7 +35,7 @@ from spark_offset_sidecar.adapters.sql import change_notices
 from spark_offset_sidecar.adapters.sql.schema import consumer_groups, pending_checkpoints, queries
 from spark_offset_sidecar.adapters.sql.store import SqlStore
 from spark_offset_sidecar.adapters.sql.writes import write_changes
-from spark_offset_sidecar.core.changes import (
+from spark_offset_sidecar.core.ledger.changes import (
     Change,
     CheckpointCompleted,
     CommitIntervalSet,

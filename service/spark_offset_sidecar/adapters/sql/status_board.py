@@ -37,24 +37,24 @@ from spark_offset_sidecar.adapters.report_fields import (
     encode_job,
 )
 from spark_offset_sidecar.adapters.sql.schema import group_reports
-from spark_offset_sidecar.core.group_report import (
-    CommitUnderway,
-    GroupReport,
-    LiveCommits,
-)
-from spark_offset_sidecar.core.group_status import (
-    GroupSample,
-    GroupStatus,
-    PartitionStatus,
-    Status,
-    StoredWindow,
-)
-from spark_offset_sidecar.core.lag_figures import (
+from spark_offset_sidecar.core.lag.figures import (
     CatchUp,
     CatchUpState,
     DataStatus,
     GroupLag,
     PartitionLag,
+)
+from spark_offset_sidecar.core.lag.report import (
+    CommitUnderway,
+    GroupReport,
+    LiveCommits,
+)
+from spark_offset_sidecar.core.lag.status import (
+    GroupSample,
+    GroupStatus,
+    PartitionStatus,
+    Status,
+    StoredWindow,
 )
 from spark_offset_sidecar.core.offsets import TopicPartition, from_json, to_json
 from spark_offset_sidecar.errors import StoreUnavailable

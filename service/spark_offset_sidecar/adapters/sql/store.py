@@ -31,11 +31,11 @@ from sqlalchemy.sql.elements import BindParameter
 from spark_offset_sidecar.adapters.sql import migrate
 from spark_offset_sidecar.adapters.sql.schema import consumer_groups, pending_checkpoints, queries
 from spark_offset_sidecar.adapters.sql.writes import WRITTEN, write_changes
-from spark_offset_sidecar.core.changes import (
+from spark_offset_sidecar.core.ledger.changes import (
     Change,
     Checkpoint,
 )
-from spark_offset_sidecar.core.ledger import CommittedOffsets, GroupState, QueryState
+from spark_offset_sidecar.core.ledger.rules import CommittedOffsets, GroupState, QueryState
 from spark_offset_sidecar.core.offsets import from_json
 from spark_offset_sidecar.errors import StoreError, StoreRefused, StoreUnavailable
 from spark_offset_sidecar.ports.store import LoadedRows, StoredMarks, StoredState

@@ -49,7 +49,7 @@ from typing import IO, Any
 
 from spark_offset_sidecar.adapters.sql.store import SqlStore
 from spark_offset_sidecar.adapters.sql.writes import WRITTEN, keys_of
-from spark_offset_sidecar.core.changes import Change
+from spark_offset_sidecar.core.ledger.changes import Change
 from spark_offset_sidecar.errors import (
     StoreError,
     StoreRefused,

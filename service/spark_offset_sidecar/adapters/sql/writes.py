@@ -31,7 +31,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.dml import UpdateBase
 
 from spark_offset_sidecar.adapters.sql.schema import consumer_groups, pending_checkpoints, queries
-from spark_offset_sidecar.core.changes import (
+from spark_offset_sidecar.core.ledger.changes import (
     Change,
     CheckpointAdded,
     CheckpointCompleted,

@@ -22,8 +22,8 @@ from spark_offset_sidecar.adapters.report_fields import (
     encode_folder,
     encode_job,
 )
-from spark_offset_sidecar.core.changes import Checkpoint, CommitRequest
-from spark_offset_sidecar.core.group_memory import GroupMemory
+from spark_offset_sidecar.core.lag.group_memory import GroupMemory
+from spark_offset_sidecar.core.ledger.changes import Checkpoint, CommitRequest
 from spark_offset_sidecar.core.offsets import from_json, shared_partition, to_json
 from spark_offset_sidecar.errors import WatcherUnavailable
 from spark_offset_sidecar.ports.watcher import TOLD_MEMORY, Told

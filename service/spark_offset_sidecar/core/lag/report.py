@@ -1,5 +1,5 @@
 """What a group's owner knows of it beyond the stored ledger: its status
-(``core.group_status``) and how its commits go (the one in flight, the retry, the last
+(``core.lag.status``) and how its commits go (the one in flight, the retry, the last
 failure, the counters), as of one evaluation of the lag monitor. Pure data.
 
 Alone, the service builds reports from memory when asked. With replicas, each owner
@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from spark_offset_sidecar.core.group_status import GroupStatus, Status, severity
-from spark_offset_sidecar.core.lag_figures import DATA_SEVERITY, DataStatus, GroupLag
-from spark_offset_sidecar.core.ledger_state import GroupCounters, GroupState
+from spark_offset_sidecar.core.lag.figures import DATA_SEVERITY, DataStatus, GroupLag
+from spark_offset_sidecar.core.lag.status import GroupStatus, Status, severity
+from spark_offset_sidecar.core.ledger.state import GroupCounters, GroupState
 from spark_offset_sidecar.core.offsets import OffsetMap
 
 

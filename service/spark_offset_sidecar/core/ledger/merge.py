@@ -20,8 +20,8 @@ Rules, for a group's stored row ``stored`` and memory's ``mine``:
 
 from __future__ import annotations
 
-from spark_offset_sidecar.core.changes import Checkpoint
-from spark_offset_sidecar.core.ledger_state import CommittedOffsets, GroupState
+from spark_offset_sidecar.core.ledger.changes import Checkpoint
+from spark_offset_sidecar.core.ledger.state import CommittedOffsets, GroupState
 
 
 def merge_group(mine: GroupState | None, stored: GroupState) -> GroupState:

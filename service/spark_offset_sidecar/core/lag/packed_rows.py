@@ -11,7 +11,7 @@ the collector never tracks (an ``array`` it would): one tracked object a group.
 A ``PackedRows`` is a read-only ``Sequence`` of the named tuples it was packed from: a row
 is made again when it is read, and is equal to the one packed (reference counting frees
 it when the reader drops it). What reads every partition of every group (a scrape) reads
-the columns it needs instead (``core.lag_figures.figures_of``).
+the columns it needs instead (``core.lag.figures.figures_of``).
 
 Invariants
   - ``rows == tuple(packed)`` for the rows it was packed from, and a packed sequence is

@@ -1,6 +1,6 @@
 """Lag you can act on, per group: how late in time, what data is at risk, and when the job
 catches up. Pure: no I/O, ``now`` passed in; the lag monitor feeds it the log histories
-(``core.log_history``), the record timestamps it read from Kafka and the job's progress.
+(``core.lag.log_history``), the record timestamps it read from Kafka and the job's progress.
 
 Per partition, with ``c`` the committed offset (the next record the job reads), ``s`` the
 log start and ``e`` the log end:
@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import NamedTuple
 
-from spark_offset_sidecar.core.packed_rows import (
+from spark_offset_sidecar.core.lag.packed_rows import (
     PackedRows,
     float_or_none,
     int_or_none,
@@ -84,7 +84,7 @@ class PartitionLag(NamedTuple):
 
 
 class PackedLags(PackedRows[PartitionLag]):
-    """A group's ``PartitionLag`` rows as columns (``core.packed_rows``): what the lag
+    """A group's ``PartitionLag`` rows as columns (``core.lag.packed_rows``): what the lag
     monitor keeps between two reads."""
 
     __slots__ = ()

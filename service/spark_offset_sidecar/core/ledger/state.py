@@ -1,5 +1,5 @@
 """The ledger's state: per query and per group, plain data with no behaviour but the
-derived ``GroupPhase`` (see the transition table in ``core.ledger``)."""
+derived ``GroupPhase`` (see the transition table in ``core.ledger.rules``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from spark_offset_sidecar.core.changes import Checkpoint, CommitRequest
+from spark_offset_sidecar.core.ledger.changes import Checkpoint, CommitRequest
 from spark_offset_sidecar.core.offsets import OffsetMap
 
 

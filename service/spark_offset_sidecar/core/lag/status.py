@@ -39,9 +39,9 @@ from functools import cached_property
 from itertools import pairwise
 from typing import NamedTuple
 
-from spark_offset_sidecar.core.ledger_state import GroupState
+from spark_offset_sidecar.core.lag.packed_rows import PackedRows, int_or_none, none_if_no_int
+from spark_offset_sidecar.core.ledger.state import GroupState
 from spark_offset_sidecar.core.offsets import OffsetMap, TopicPartition
-from spark_offset_sidecar.core.packed_rows import PackedRows, int_or_none, none_if_no_int
 
 
 class Status(enum.Enum):
@@ -99,7 +99,7 @@ class PartitionStatus(NamedTuple):
 
 
 class PackedStatuses(PackedRows[PartitionStatus]):
-    """A group's ``PartitionStatus`` rows as columns (``core.packed_rows``): what the lag
+    """A group's ``PartitionStatus`` rows as columns (``core.lag.packed_rows``): what the lag
     monitor keeps between two reads."""
 
     __slots__ = ()
@@ -162,7 +162,7 @@ def status_inputs(
     log_ends: Mapping[TopicPartition, int],
     log_starts: Mapping[TopicPartition, int] | None = None,
 ) -> StatusInputs:
-    """What a group's status (and its lag figures, ``core.lag_figures``) are computed
+    """What a group's status (and its lag figures, ``core.lag.figures``) are computed
     from, but the time: its commit, query and failures and the log ends (and starts) of
     its partitions (its window changes only when these do). Equal inputs give an equal
     status at any later time when no partition lags (``timeless``): every rule that reads

@@ -17,7 +17,7 @@ The offset log, as Spark 3.5 and 4.x write it::
     0:{"orders":{"0":42}}           v2: ``sourceId:offset`` per line
 
 A Kafka source's offset is its topic -> partition -> offset map, the same JSON a progress
-event carries (``core.spark_progress.kafka_offsets`` validates both). Kafka sources are
+event carries (``core.spark.progress.kafka_offsets`` validates both). Kafka sources are
 recognised by content, as in progress events; other sources (files, rate, Delta, ...)
 are skipped. A line that looks like Kafka's map but is not a valid one is *ambiguous*:
 the file is refused with its path and line number, never guessed at.
@@ -35,7 +35,7 @@ from typing import Any
 
 from spark_offset_sidecar.core.names import QUERY_ID
 from spark_offset_sidecar.core.offsets import TopicPartition
-from spark_offset_sidecar.core.spark_progress import kafka_offsets
+from spark_offset_sidecar.core.spark.progress import kafka_offsets
 from spark_offset_sidecar.errors import InvalidEvent, UnreadableCheckpoint
 
 # The offset- and commit-log versions this reader understands (Spark 3.5 to 4.2 write

@@ -16,16 +16,16 @@ Invariants
   - A memory is a snapshot: nothing in it refers to the teller's living objects.
   - ``remember`` sets only memory's fields: what the store holds of the group (its
     query, slot, committed offsets, interval, cluster) stays as the store has it, and a
-    later refresh from the store keeps what was remembered (``core.replica_merge``).
+    later refresh from the store keeps what was remembered (``core.ledger.merge``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from spark_offset_sidecar.core.changes import CommitRequest
-from spark_offset_sidecar.core.lag_figures import JobRates
-from spark_offset_sidecar.core.ledger_state import GroupCounters, GroupState
+from spark_offset_sidecar.core.lag.figures import JobRates
+from spark_offset_sidecar.core.ledger.changes import CommitRequest
+from spark_offset_sidecar.core.ledger.state import GroupCounters, GroupState
 
 
 @dataclass(frozen=True)

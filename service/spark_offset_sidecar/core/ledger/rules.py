@@ -39,7 +39,7 @@ Rules
                  events decided: ``refresh`` replaces memory's queries and groups with them
                  before deciding on them and when another replica changed them; what is
                  this replica's own (commit in flight, retry timing, counters) stays
-                 (``core.replica_merge``). A replica takes only the groups it owns
+                 (``core.ledger.merge``). A replica takes only the groups it owns
                  (``commit_only``).
   R13 interval   A group's slot is taken at most once per commit interval (its own, else
                  the ledger's ``commit_interval``; 0: every checkpoint, Flink's contract),
@@ -57,7 +57,7 @@ Rules
   R15 told       When followed (``memory_changed`` not None), every group whose memory
                  (counters, commit in flight, failures, retry time) may have changed is
                  added to ``memory_changed`` until its reader empties it: what a watcher
-                 is told (``core.group_memory``). Not followed: nothing is collected.
+                 is told (``core.lag.group_memory``). Not followed: nothing is collected.
 
 A group's commit phase follows from (slot, in flight); the only transitions are:
 
@@ -77,7 +77,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from spark_offset_sidecar.core.changes import (
+from spark_offset_sidecar.core.clusters import DEFAULT_CLUSTER, ClusterOf
+from spark_offset_sidecar.core.ledger.changes import (
     Change,
     Checkpoint,
     CheckpointAdded,
@@ -93,8 +94,8 @@ from spark_offset_sidecar.core.changes import (
     QueryReleased,
     RewindAllowed,
 )
-from spark_offset_sidecar.core.clusters import DEFAULT_CLUSTER, ClusterOf
-from spark_offset_sidecar.core.ledger_state import (
+from spark_offset_sidecar.core.ledger.merge import merge_group
+from spark_offset_sidecar.core.ledger.state import (
     Backoff,
     CommittedOffsets,
     GroupCounters,
@@ -104,7 +105,6 @@ from spark_offset_sidecar.core.ledger_state import (
     counter_copy,
 )
 from spark_offset_sidecar.core.offsets import OffsetMap, TopicPartition, describe
-from spark_offset_sidecar.core.replica_merge import merge_group
 
 DEFAULT_MAX_PENDING = 100  # Flink's FlinkKafkaConsumerBase.MAX_NUM_PENDING_CHECKPOINTS
 
