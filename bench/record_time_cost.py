@@ -7,9 +7,7 @@ partition (what a reader per partition costs), in one run.
 Prints the time of each, the longest time the caller's event loop was held meanwhile
 (aiokafka parses what it fetched on the loop that runs it: the service runs the read on a
 loop of its own, ``runtime.own_loop``, measured beside the plain call), and the records
-the fetcher handed back (a whole batch per partition at most). The process runs with
-the tuning of a process that watches the fleet (``cli.process_tuning``: the GIL's
-switch interval, the heap keeper).
+the fetcher handed back (a whole batch per partition at most).
 
     .venv/bin/python -m bench record_time_cost --partitions 1000
 """
@@ -31,11 +29,9 @@ from bench.bench_support import create_topic
 from bench.figures import CpuMeter, Table, ratio
 from harness.kafka_broker import brand_new
 from spark_offset_sidecar.adapters.kafka.record_times import KafkaRecordTimeReader
-from spark_offset_sidecar.cli import process_tuning
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.ports.kafka import RecordTimeReader
 from spark_offset_sidecar.runtime.own_loop import RecordTimesOnOwnLoop
-from spark_offset_sidecar.settings import TuningSettings
 
 PER_TOPIC = 100
 RECORDS = 50  # per partition, 200 bytes each, one a batch
@@ -154,8 +150,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="record-times-") as folder:
         broker = brand_new(Path(folder) / "kafka")
         try:
-            with process_tuning(TuningSettings(), watches=True):  # as one process serves
-                asyncio.run(run(broker.bootstrap, broker.pid(), args.partitions))
+            asyncio.run(run(broker.bootstrap, broker.pid(), args.partitions))
         finally:
             broker.stop()
 

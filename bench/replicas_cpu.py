@@ -19,17 +19,13 @@ broker and this process, and the share
 of the host's time that other tenants took (steal, from /proc/stat: it moves these
 figures from one day to the next). CPU per event = (replicas + PostgreSQL) / accepted
 events; the issue's target is three replicas' CPU per event <= 1.3 x one replicated
-process's. A replica's CPU counts its watcher child's (``serve``'s default).
-
-``--watchers child,in-process`` runs each round's replicas both ways (each replica's
-watching in its child, the default, or in its own process) and gives their ratio.
+process's. A replica's CPU counts its watcher child's.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import itertools
 import os
 import statistics
 import subprocess
@@ -84,15 +80,12 @@ def measure(
     size: int,
     folder: Path,
     profile: Path | None = None,
-    watcher: str = "child",
 ) -> Any:
-    """One round of ``size`` replicas watching in ``watcher``; with ``profile``, py-spy
+    """One round of ``size`` replicas; with ``profile``, py-spy
     samples every replica through the measured seconds into ``profile/r<i>.txt``
     (collapsed stacks)."""
     server.reset()
-    cluster = ReplicaCluster(
-        folder, args.bootstrap, server.url, size, log_level="WARNING", watcher=watcher
-    )
+    cluster = ReplicaCluster(folder, args.bootstrap, server.url, size, log_level="WARNING")
     cluster.start()
     try:
         bases = [r.url for r in cluster.replicas.values()]
@@ -168,35 +161,26 @@ def main() -> None:
     parser.add_argument(
         "--profile-replicas", type=int, default=3, help="how many replicas the profiled round has"
     )
-    parser.add_argument(
-        "--watchers",
-        default="child",
-        help="comma-separated SIDECAR_WATCHER values each round runs (child, in-process)",
-    )
     args = parser.parse_args()
     args.topic = f"bench-replicas-cpu-{uuid.uuid4().hex[:8]}"
     asyncio.run(create_topic(args.bootstrap, args.topic, args.partitions))
     server = PostgresServer().start()
     table = Table(
         f"{os.cpu_count()} cores; {args.queries} queries x {args.partitions} partitions",
-        "replicas", "watcher", "round", "events accepted", "events/s", "errors",
+        "replicas", "round", "events accepted", "events/s", "errors",
         "replicas ms/event", "of which event loops", "of which threads", "PostgreSQL ms/event",
         "total ms/event", "store batches/event", "items/batch", "CPU without load",
         cpu=("replicas", "postgres", "broker", "wrk", "bench"),
     )  # fmt: skip
-    watchers = [w.strip() for w in args.watchers.split(",") if w.strip()]
-    per_event: dict[int, list[dict[str, Any]]] = {}  # the first watcher's
-    by_watcher: dict[tuple[int, str], list[dict[str, Any]]] = {}
+    per_event: dict[int, list[dict[str, Any]]] = {}
     try:
         for round_ in range(args.rounds):
-            for size, watcher in itertools.product((1, 2, 3), watchers):
+            for size in (1, 2, 3):
                 with tempfile.TemporaryDirectory() as folder:
-                    r = measure(args, server, size, Path(folder), watcher=watcher)
-                if watcher == watchers[0]:
-                    per_event.setdefault(size, []).append(r)
-                by_watcher.setdefault((size, watcher), []).append(r)
+                    r = measure(args, server, size, Path(folder))
+                per_event.setdefault(size, []).append(r)
                 table.add(
-                    size, watcher, round_, r["accepted"], round(r["events_per_s"]), r["errors"],
+                    size, round_, r["accepted"], round(r["events_per_s"]), r["errors"],
                     r["replica_ms"], r["loop_ms"], r["threads_ms"], r["postgres_ms"],
                     r["total_ms"], r["batches_per_event"], f"{r['items_per_batch']:.1f}",
                     f"{100 * r['idle_cpu_per_s']:.0f} %", meter=r["meter"],
@@ -230,15 +214,6 @@ def main() -> None:
     for n in sorted(medians):
         ratio(f"median CPU ms/event, {n} replicas / 1 replica", medians[n], medians[1])
         ratio(f"  replicas alone, {n} / 1", replica_only[n], replica_only[1])
-    for other in watchers[1:]:
-        for n in (1, 2, 3):
-            ours, theirs = by_watcher[(n, watchers[0])], by_watcher[(n, other)]
-            for key, what in (("total_ms", "CPU ms/event"), ("events_per_s", "events/s")):
-                ratio(
-                    f"median {what}, {n} replicas, {watchers[0]} / {other}",
-                    statistics.median(r[key] for r in ours),
-                    statistics.median(r[key] for r in theirs),
-                )
 
 
 if __name__ == "__main__":

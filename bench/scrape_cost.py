@@ -22,21 +22,12 @@ then, once every group is committed and the lag monitor has read its log ends:
   - (``--idle-seconds``) the service's CPU with no event and no reader, and its resident
     memory then.
 
-``--split`` adds a side with the watcher in a process of its own (issue 47), from this
-checkout: once loaded, the service is restarted to take events only
-(``SIDECAR_WATCHER=separate``) and its watcher (``offset-sidecar watch``) follows
-the same database and reads the log ends every 5 s. ``/ui`` is read from the watcher;
-``/metrics`` from both, each by its own readers (each process exports its share of the
-series; a scrape's size and series are both's, its time the slower one's). CPU and
-memory are both processes' together; the loop's lag and the database's writes are the
-events' process's. ``--child`` adds a side with the watcher as the service's child
-(``SIDECAR_WATCHER=child``, what ``offset-sidecar serve`` alone runs by default): every
-reader reads the service's one port; ``--child-set SETTING=VALUE`` one more such side with
-that setting too (e.g. the process tuning off: ``gc_thaw_seconds=0``,
-``gil_switch_interval_seconds=0.005``). This checkout's one-process side sets
-``SIDECAR_WATCHER=in-process``; ``--in-process-set SETTING=VALUE`` one more such side
-with that setting too. ``--replicated``: every side is one replica on a PostgreSQL of its
-own (emptied before each side), whose reports go to the board and readers read from it.
+Each side is ``offset-sidecar serve`` as it runs by default (with its children: every
+reader reads its one port; CPU and memory count its children). ``--before-variant
+SETTING=VALUE[,SETTING=VALUE]`` adds a side of ``--before``'s commit with those settings
+(a shape that commit had and this one dropped: ``watcher=in-process``); repeatable.
+``--replicated``: every side is one replica on a PostgreSQL of its own (emptied before
+each side), whose reports go to the status board and readers read from it.
 
 Both sides start once the broker has settled (below a quarter of a core: a brand-new
 broker creating thousands of partitions is busy for minutes).
@@ -49,10 +40,7 @@ bench's), so that every read of the log ends finds them moved and every group la
     .venv/bin/python -m bench scrape_cost --groups 5000 --before 22c559b
     .venv/bin/python -m bench scrape_cost --groups 10000 --partitions 32 --topics 100 \\
         --move-ends 3200 --ui --idle-seconds 30 --before main
-    .venv/bin/python -m bench scrape_cost ... --before HEAD --after-set gc_thaw_seconds=0
-    .venv/bin/python -m bench scrape_cost ... --before BRANCH --before-set watcher=in-process
-    .venv/bin/python -m bench scrape_cost --groups 10000 --partitions 32 --topics 100 \\
-        --move-ends 3200 --ui --idle-seconds 30 --split
+    .venv/bin/python -m bench scrape_cost ... --before bfec187 --before-variant watcher=in-process
 """
 
 from __future__ import annotations
@@ -192,69 +180,21 @@ def load_extra(args: argparse.Namespace) -> dict[str, Any]:
 
 
 class Product:
-    """The service as one process, or (``--split``) the service taking events
-    (``SIDECAR_WATCHER=separate``) and its watcher (``offset-sidecar watch``) on the
-    same database: readers of ``/ui`` go to the watcher, ``/metrics`` is scraped from both
-    (each exports its share of the series)."""
+    """The service as ``serve`` runs it: one port, its children counted with it."""
 
-    def __init__(self, taker: Sidecar, watcher: Sidecar | None = None) -> None:
-        self.taker = taker
-        self.watcher = watcher or taker
-        self.pids = sorted({taker.process.pid, self.watcher.process.pid})
-
-    @property
-    def split(self) -> bool:
-        return self.watcher is not self.taker
-
-    @classmethod
-    def of_two(cls, loaded: Sidecar, bootstrap: str, settings: dict[str, object]) -> Product:
-        """From a loaded one-process service: restarted to take events only, and its
-        watcher started on the same database."""
-        loaded.stop(keep_folder=True)
-        taker = Sidecar(
-            bootstrap,
-            None,
-            folder=loaded.folder,
-            owns_folder=loaded.owns_folder,
-            **{**settings, "watcher": "separate"},
-        )
-        try:
-            watcher = Sidecar(bootstrap, None, command="watch", folder=loaded.folder, **settings)
-        except BaseException:
-            taker.stop()  # not left running behind a failed start
-            raise
-        return cls(taker, watcher)
+    def __init__(self, sidecar: Sidecar) -> None:
+        self.taker = sidecar
+        self.pids = [sidecar.process.pid]
 
     def readers(self, path: str) -> list[str]:
-        """Where a reader of ``path`` reads: ``/metrics`` from every process."""
-        if path == "/metrics" and self.split:
-            return [self.taker.url + path, self.watcher.url + path]
-        return [self.watcher.url + path]
-
-    @classmethod
-    def with_child(cls, loaded: Sidecar, bootstrap: str, settings: dict[str, object]) -> Product:
-        """From a loaded one-process service: restarted with its watcher as its child
-        (``SIDECAR_WATCHER=child``: one port; the child's CPU is the service's, a
-        descendant)."""
-        loaded.stop(keep_folder=True)
-        return cls(
-            Sidecar(
-                bootstrap,
-                None,
-                folder=loaded.folder,
-                owns_folder=loaded.owns_folder,
-                **{**settings, "watcher": "child"},
-            )
-        )
+        return [self.taker.url + path]
 
     def rss_mib(self) -> float:
-        """Resident memory of the product's processes and their children (a watcher child)."""
+        """Resident memory of the service and its children."""
         tree = {pid for root in self.pids for pid in descendants(root)}
         return sum(rss_kib(pid) for pid in tree) / 1024
 
     def stop(self) -> None:
-        if self.split:  # first: the taker removes the folder they share
-            self.watcher.stop()
         self.taker.stop()
 
 
@@ -330,14 +270,12 @@ def _failed(result: dict[str, Any]) -> str:
 
 def side(
     name: str, source: Path | None, bootstrap: str, broker: int, args: argparse.Namespace,
-    tables: tuple[Table, Table, Table], *, split: bool = False, child: bool = False,
-    also: Sequence[str] = (),
+    tables: tuple[Table, Table, Table], *, also: Sequence[str] = (),
 ) -> dict[str, float]:  # fmt: skip
     """One side's figures into ``tables`` (scrapes, events, idle); the ones the ratios use.
     ``also``: settings of this side alone (SETTING=VALUE)."""
     settings: dict[str, object] = {"lag_read_interval_seconds": 5}
-    if source is None:  # this checkout's side: one process, with --after-set's settings
-        settings["watcher"] = "in-process"
+    if source is None:  # this checkout's side, with --after-set's settings
         settings.update(dict(item.split("=", 1) for item in args.after_set))
     else:
         settings.update(dict(item.split("=", 1) for item in args.before_set))
@@ -356,12 +294,6 @@ def side(
             **load_extra(args),
         )
         wait_loaded(sidecar.url, args.groups, time.monotonic() + 600)
-        if split:
-            product = Product.of_two(sidecar, bootstrap, settings)
-            wait_loaded(product.watcher.url, args.groups, time.monotonic() + 600)
-        elif child:
-            product = Product.with_child(sidecar, bootstrap, settings)
-            wait_loaded(product.watcher.url, args.groups, time.monotonic() + 600)
         times, size, count = [], 0, 0
         with CpuMeter(service=product.pids, broker=broker, postgres=_postgres(args)) as meter:
             for _ in range(args.scrapes):
@@ -423,16 +355,15 @@ def main() -> None:
         action="append",
         default=[],
         metavar="SETTING=VALUE",
-        help="a setting of this checkout's side only, as SIDECAR_<SETTING> (gc_thaw_seconds=0: "
-        "a trick's worth, on one commit: --before HEAD --after-set ...); repeatable",
+        help="a setting of this checkout's side only, as SIDECAR_<SETTING> (a setting's worth, "
+        "on one commit: --before HEAD --after-set ...); repeatable",
     )
     parser.add_argument(
         "--before-set",
         action="append",
         default=[],
         metavar="SETTING=VALUE",
-        help="a setting of --before's side only, as SIDECAR_<SETTING> (watcher=in-process: "
-        "that commit in one process, as this checkout's side runs); repeatable",
+        help="a setting of --before's side only, as SIDECAR_<SETTING>; repeatable",
     )
     parser.add_argument(
         "--after-first",
@@ -447,30 +378,12 @@ def main() -> None:
     )  # fmt: skip
     parser.add_argument("--ui", action="store_true", help="also a window with /ui read")
     parser.add_argument(
-        "--split", action="store_true",
-        help="also a side with the watcher in a process of its own (offset-sidecar watch, "
-        "this checkout)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--child", action="store_true",
-        help="also a side with the watcher as the service's child (SIDECAR_WATCHER=child: one "
-        "port, readers answered through it; this checkout)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--child-set",
+        "--before-variant",
         action="append",
         default=[],
-        metavar="SETTING=VALUE",
-        help="also a side 'child, set': the watcher as the service's child with this setting "
-        "too (a setting's worth in serve's default mode, in the same run); repeatable",
-    )
-    parser.add_argument(
-        "--in-process-set",
-        action="append",
-        default=[],
-        metavar="SETTING=VALUE",
-        help="also a side 'one process, set': this checkout's one-process side with this "
-        "setting too (a setting's worth where one process watches); repeatable",
+        metavar="SETTING=VALUE[,SETTING=VALUE]",
+        help="also a side of --before's commit with these settings (a shape it had that this "
+        "checkout dropped: watcher=in-process); repeatable",
     )
     parser.add_argument(
         "--idle-seconds", type=float, default=0.0,
@@ -485,6 +398,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.rounds < 1:
         parser.error(f"--rounds {args.rounds}: at least one round is needed")
+    if args.before_variant and not args.before:
+        parser.error("--before-variant is a variant of --before's commit: give --before")
     build_loadgen()
     moving = f", log ends moving {args.move_ends:g} records/s" if args.move_ends else ""
     shape = (
@@ -534,25 +449,13 @@ def main() -> None:
                         f"before ({args.before})", tree, broker.bootstrap, broker.pid(), args,
                         tables,
                     )  # fmt: skip
-            if args.in_process_set:
-                measured["one process, set"] = side(
-                    "one process, set", None, broker.bootstrap, broker.pid(), args, tables,
-                    also=args.in_process_set,
-                )  # fmt: skip
-            if args.split:
-                measured["split"] = side(
-                    "split", None, broker.bootstrap, broker.pid(), args, tables,
-                    split=True,
-                )  # fmt: skip
-            if args.child:
-                measured["child"] = side(
-                    "child", None, broker.bootstrap, broker.pid(), args, tables, child=True
-                )
-            if args.child_set:
-                measured["child, set"] = side(
-                    "child, set", None, broker.bootstrap, broker.pid(), args, tables,
-                    child=True, also=args.child_set,
-                )  # fmt: skip
+            if args.before_variant:
+                with worktree(args.before, folder) as tree:
+                    for variant in args.before_variant:
+                        measured[variant] = side(
+                            f"before, {variant}", tree, broker.bootstrap, broker.pid(), args,
+                            tables, also=variant.split(","),
+                        )  # fmt: skip
         finally:
             if mover is not None:
                 mover.stop()
@@ -568,27 +471,14 @@ def main() -> None:
         print(f"(p99s below: medians of {args.rounds} rounds a side)")
     busiest = "p99 /metrics + /ui" if args.ui else "p99 /metrics"
     ratio(f"after: event {busiest} / none", after[busiest], after["p99 none"])
-    if "one process, set" in measured:
+    for variant in args.before_variant:
+        other = measured[variant]
         for key in (k for k in after if k.startswith("p99 ")):
-            ratio(f"event {key}, one process set / after", measured["one process, set"][key],
-                  after[key])  # fmt: skip
+            ratio(f"event {key}, after / before {variant}", after[key], other[key])
         if args.idle_seconds:
-            ratio("idle service cores, one process set / after",
-                  measured["one process, set"]["idle_cores"], after["idle_cores"])  # fmt: skip
-    if "child, set" in measured and "child" in measured:
-        for key in (k for k in after if k.startswith("p99 ")):
-            ratio(f"event {key}, child set / child", measured["child, set"][key],
-                  measured["child"][key])  # fmt: skip
-    for name in ("split", "child", "child, set"):
-        if name not in measured:
-            continue
-        two = measured[name]
-        ratio(f"{name}: event {busiest} / none", two[busiest], two["p99 none"])
-        for key in (k for k in after if k.startswith("p99 ")):
-            ratio(f"event {key}, {name} / after", two[key], after[key])
-        if args.idle_seconds:
-            ratio(f"idle service cores, {name} / after", two["idle_cores"], after["idle_cores"])
-            ratio(f"service RSS, {name} / after", two["rss_mib"], after["rss_mib"])
+            ratio(f"idle service cores, after / before {variant}", after["idle_cores"],
+                  other["idle_cores"])  # fmt: skip
+            ratio(f"service RSS, after / before {variant}", after["rss_mib"], other["rss_mib"])
     if "before" in measured:
         before = measured["before"]
         ratio("scrape size, after / before", after["size"], before["size"])

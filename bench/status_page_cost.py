@@ -2,8 +2,8 @@
 
 N groups of P partitions, every one lagging (the page's worst case: each has a time lag,
 a catch-up estimate and a line of its last hour), in-memory log ends and record times,
-the real app under one process's tuning (``cli.process_tuning``: without its heap
-keeper the collector's full scans held the loop 300 ms and more). Prints the time of
+the real app in one process, as the watcher (which renders them) runs: no process
+tuning. Prints the time of
 ``GET /ui`` (first page, a filtered page, a late page) and ``GET /v1/status/<group>``,
 and the longest time the event loop was held while the page rendered (a ticker
 coroutine measures the gaps between its turns).
@@ -27,8 +27,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.figures import CpuMeter, Table
-from spark_offset_sidecar.app import create_app
-from spark_offset_sidecar.cli import process_tuning
+from spark_offset_sidecar.app import Parts, create_app
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.settings import DatabaseSettings, Settings, StatusSettings
 from spark_offset_sidecar.testing import InMemoryCommitter, InMemoryLogEnds, InMemoryRecordTimes
@@ -62,15 +61,10 @@ async def _measure_in(
         database=DatabaseSettings(url=f"sqlite:///{folder}/s.db"),
         status=StatusSettings(lag_read_interval_seconds=1),
     )
-    with process_tuning(settings.tuning, watches=True) as heap:  # as one process serves
-        app = create_app(
-            settings,
-            committer=InMemoryCommitter(),
-            log_ends=ends,
-            record_times=times,
-            heap=heap,
-        )
-        await _measure(app, groups, partitions)
+    app = create_app(
+        settings, Parts(committer=InMemoryCommitter(), log_ends=ends, record_times=times)
+    )
+    await _measure(app, groups, partitions)
 
 
 async def _measure(app: Any, groups: int, partitions: int) -> None:

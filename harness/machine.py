@@ -65,25 +65,3 @@ def refuse_in_inner_loop(what: str) -> None:
             f"this test {what}, but `make check` runs with the virtualenv alone: mark it "
             "(pytest.mark.kafka, .spark, .container or .tools; see CONTRIBUTING.md)"
         )
-
-
-def outer_address() -> str | None:
-    """An IPv4 address of this machine that is not loopback (what another pod would reach
-    it at), or None when it has none."""
-    import struct
-
-    siocgifaddr = 0x8915
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        for _index, name in socket.if_nameindex():
-            if name == "lo":
-                continue
-            try:
-                answer = fcntl.ioctl(
-                    probe.fileno(), siocgifaddr, struct.pack("256s", name.encode()[:15])
-                )
-            except OSError:  # down, or no IPv4 address
-                continue
-            address = socket.inet_ntoa(answer[20:24])
-            if not address.startswith("127."):
-                return address
-    return None

@@ -33,8 +33,7 @@ def children(pid: int) -> list[int]:
 
 def children_running(pid: int, argument: str) -> list[int]:
     """The live children of ``pid`` that were started with ``argument`` among their
-    arguments (``"watch"``: a watcher child of ``serve``; ``"spark_offset_sidecar.
-    batch_writer"``: its batches' writer)."""
+    arguments (``"watcher"``, ``"writer"``: the children of ``serve``)."""
     found = []
     for child in children(pid):
         line = command_line(child)

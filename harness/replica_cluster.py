@@ -4,7 +4,6 @@ committed (for tests and ``bench/replicas.py``)."""
 from __future__ import annotations
 
 import json
-import secrets
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -26,12 +25,8 @@ class LoggedCommit:
 
 
 class ReplicaCluster:
-    """``size`` replicas; with ``watcher="separate"``, each beside a watcher of its own
-    that it tells (``SIDECAR_WATCHER_URL``), as the chart's pods with a watcher container;
-    with ``watcher="paired"``, ``size`` watchers as in pods of their own, each listening on
-    this machine's outer address (``outer``), pairing itself through the database with a
-    replica that tells it there with the watcher's token. ``readers`` are then the
-    watchers."""
+    """``size`` replicas, each ``offset-sidecar serve`` (its watcher and writer its
+    children), on one PostgreSQL."""
 
     def __init__(
         self,
@@ -39,87 +34,29 @@ class ReplicaCluster:
         bootstrap: str,
         database_url: str,
         size: int,
-        outer: str | None = None,
         **settings: Any,
     ) -> None:
         self.database_url = database_url
         self.replicas: dict[str, ServiceProcess] = {}
-        self.watchers: dict[str, ServiceProcess] = {}
-        self.paired = settings.get("watcher") == "paired"
-        if self.paired:
-            token = root / "watcher-token"
-            token.write_text(f"{secrets.token_urlsafe(24)}\n")
-            settings = {**settings, "watcher_token_file": token}
         for index in range(size):
             name = f"r{index}"
             workdir = root / name
             workdir.mkdir(parents=True, exist_ok=True)
             own = {"database_url": database_url, "replicated": "true", **settings}
-            if settings.get("watcher") == "separate":
-                watcher = ServiceProcess(workdir, bootstrap, command="watch", **own)
-                watcher.env["SIDECAR_WATCHER_URL"] = own["watcher_url"] = watcher.url
-                self.watchers[name] = watcher
-            elif self.paired:
-                if outer is None:
-                    raise ValueError("paired watchers listen on an outer address: give one")
-                # Reached from outside, readers unauthenticated (as the tests read).
-                beyond = {"host": "0.0.0.0", "allow_unauthenticated": "true"}
-                watcher = ServiceProcess(workdir, bootstrap, command="watch", **own, **beyond)
-                advertised = f"http://{outer}:{watcher.port}"
-                watcher.env["SIDECAR_WATCHER_ADVERTISED_URL"] = advertised
-                self.watchers[name] = watcher
             self.replicas[name] = ServiceProcess(workdir, bootstrap, **own)
 
     def start(self) -> ReplicaCluster:
         for replica in self.replicas.values():
-            replica.start()  # migrates the database before any watcher reads it
-        for watcher in self.watchers.values():
-            watcher.start()
+            replica.start()
         return self
 
     def stop(self) -> None:
-        for process in (*self.watchers.values(), *self.replicas.values()):
+        for process in self.replicas.values():
             process.stop()
 
     def kill(self, name: str) -> None:
-        """SIGKILL replica ``name`` and the watcher beside it (its pod is gone); a paired
-        watcher lives on in its own pod."""
+        """SIGKILL replica ``name`` (its children end with it)."""
         self.replicas[name].kill()
-        if name in self.watchers and not self.paired:
-            self.watchers[name].kill()
-
-    def readers(self) -> dict[str, ServiceProcess]:
-        """Who answers ``/v1/status`` and ``/ui`` for each replica alive: the replica, or
-        its watcher (paired: the one the database pairs it with, once paired)."""
-        alive = self.alive()
-        if self.paired:
-            paired = self.paired_watchers()
-            return {name: paired.get(name, self.watchers[name]) for name in alive}
-        return {name: self.watchers.get(name, r) for name, r in alive.items()}
-
-    def paired_watchers(self) -> dict[str, ServiceProcess]:
-        """Each replica's paired watcher, by the replica's name, as the database has it."""
-        from sqlalchemy import create_engine, select
-
-        from spark_offset_sidecar.adapters.sql.schema import replicas
-
-        by_url = {w.env["SIDECAR_WATCHER_ADVERTISED_URL"]: w for w in self.watchers.values()}
-        engine = create_engine(self.database_url)
-        try:
-            with engine.connect() as conn:
-                rows = conn.execute(
-                    select(replicas.c.replica_id, replicas.c.watcher_url).where(
-                        replicas.c.watcher_url.is_not(None)
-                    )
-                ).all()
-        finally:
-            engine.dispose()
-        found = {}
-        for replica_id, url in rows:
-            name = self._name_of(replica_id)
-            if name is not None and url in by_url:
-                found[name] = by_url[url]
-        return found
 
     def _name_of(self, replica_id: str | None) -> str | None:
         """The name of the running replica whose id ``replica_id`` is (``host-pid-random``)."""

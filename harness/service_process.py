@@ -1,5 +1,5 @@
-"""The service as a real process (``offset-sidecar serve``, or ``watch``: the watcher of
-a service in the same folder), for tests that kill it."""
+"""The service as a real process (``offset-sidecar serve`` by default, its children with
+it), for tests that kill it."""
 
 from __future__ import annotations
 
@@ -83,7 +83,7 @@ class ServiceProcess:
         """The service's process and the watcher it started, if any: each holds Kafka
         clients of its own (its batches' writer, a child too, holds none)."""
         assert self.process is not None
-        return 1 + len(children_running(self.process.pid, "watch"))
+        return 1 + len(children_running(self.process.pid, "watcher"))
 
     def post_progress(self, group: str, progress: dict[str, Any]) -> httpx.Response:
         return self.http.post("/v1/progress", json={"group_id": group, "progress": progress})

@@ -1,7 +1,6 @@
 """``offset-sidecar``: run the service and its operator tasks.
 
 offset-sidecar serve       apply migrations, then serve HTTP (settings: SIDECAR_*)
-offset-sidecar watch       watch the fleet (lag, /ui, status API) in a process of its own
 offset-sidecar migrate     apply migrations and exit
 offset-sidecar settings    list every SIDECAR_* variable with its default
 offset-sidecar starting-offsets GROUP [--topic T]
@@ -27,7 +26,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from spark_offset_sidecar.errors import ConfigError, KafkaReadError, OffsetsNotFound, StoreError
-from spark_offset_sidecar.gil import GilShare
 from spark_offset_sidecar.heap import HeapKeeper
 from spark_offset_sidecar.observe.logs import configure_logging
 from spark_offset_sidecar.settings import (
@@ -35,87 +33,63 @@ from spark_offset_sidecar.settings import (
     HttpSettings,
     KafkaSettings,
     Settings,
-    TuningSettings,
 )
 
 log = logging.getLogger("spark_offset_sidecar")
 
 
 @contextmanager
-def process_tuning(tuning: TuningSettings, *, watches: bool) -> Iterator[HeapKeeper]:
-    """What a serving process sets of the interpreter, for its whole life, and gives back
-    after. Set here, by the process, never by an app: they are the interpreter's, one per
-    process. The heap keeper counts every collection's pauses (``sidecar_gc_*``).
-
-    A process that ``watches`` the fleet (``SIDECAR_WATCHER=in-process``) also
-    shortens the GIL's switch interval (``gil``) and freezes the fleet's state (``heap``):
-    there its events' p99 was 1.8-6.8x higher without them (bench/RECORD.md, "The process
-    tuning where one process watches"). One whose watcher is a child or separate keeps the
-    interpreter's interval and freezes nothing: no measured gain there, over four rounds."""
-    heap = HeapKeeper(thaw_every=tuning.gc_thaw_seconds if watches else 0.0)
-    gil = GilShare(tuning.gil_switch_interval_seconds) if watches else None
-    if not watches and (ignored := sorted(tuning.model_fields_set)):
-        log.warning(
-            "%s: for a process that watches the fleet (SIDECAR_WATCHER=in-process); this "
-            "one's watcher is not in it, so they are not applied",
-            ", ".join(tuning.variable(name) for name in ignored),
-        )
-    if gil is not None:
-        gil.install()
+def heap_keeper() -> Iterator[HeapKeeper]:
+    """The process's garbage collector thresholds and pause counts (``heap``), for the
+    whole life of serve, given back after: the interpreter's, one per process, set here by
+    the process, never by an app."""
+    heap = HeapKeeper()
     heap.install()
     try:
         yield heap
     finally:
         heap.uninstall()
-        if gil is not None:
-            gil.uninstall()
 
 
 def _serve(settings: Settings) -> int:
-    from spark_offset_sidecar.app import create_app
+    from spark_offset_sidecar.app import Parts, create_app
 
-    settings = settings.served()
-    with process_tuning(settings.tuning, watches=settings.status.watches_here) as heap:
-        _run_http(settings, create_app(settings, heap=heap))
+    with heap_keeper() as heap:
+        _run_http(settings, create_app(settings, Parts(children=True, heap=heap)))
     return 0
 
 
-def _watch(settings: Settings) -> int:
-    """The watcher: no process tuning (it takes no events whose latency it could cost).
-    Started by a service (``SIDECAR_WATCHER=child``): on the socket it names, and ended
-    when that service is gone."""
-    import os
-
-    from spark_offset_sidecar.adapters.watcher.child import PARENT_ENV, SOCKET_ENV
-    from spark_offset_sidecar.app.watch import create_watch_app
-
-    socket = os.environ.get(SOCKET_ENV)
-    if parent := os.environ.get(PARENT_ENV):
-        _end_with_parent(int(parent), os.path.dirname(socket) if socket else None)
-    status = settings.status
-    told = socket is not None or (status.watcher_url or status.watcher_advertised_url) is not None
-    app = create_watch_app(settings, told=told)
-    _run_http(settings, app, uds=socket)
-    return 0
-
-
-def _end_with_parent(parent: int, folder: str | None) -> None:
-    """SIGTERM this process once ``parent`` is no longer its parent (it died), having
-    removed ``folder`` (its socket's, which the dead parent cannot remove)."""
+def watch() -> int:
+    """The watcher, as its service's child (``child``): its settings from the environment
+    its service passed on, served on the Unix socket the service named. Ended by SIGTERM
+    (its service's stop, or the kernel's once its service is gone: then it removes the
+    socket's folder, which nobody else will)."""
     import os
     import shutil
     import signal
-    import threading
-    import time
 
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(1)
-        if folder is not None:  # first: uvicorn re-raises the SIGTERM once it has stopped
-            shutil.rmtree(folder, ignore_errors=True)
-        os.kill(os.getpid(), signal.SIGTERM)
+    from spark_offset_sidecar.adapters.child_process import PARENT_ENV
+    from spark_offset_sidecar.adapters.watcher.child import SOCKET_ENV
+    from spark_offset_sidecar.app.watch import create_watch_app
 
-    threading.Thread(target=watch, name="parent", daemon=True).start()
+    try:
+        settings = Settings.from_env()
+    except ConfigError as exc:
+        print(f"offset-sidecar watcher: invalid setting {exc}", file=sys.stderr)
+        return 2
+    socket = os.environ[SOCKET_ENV]
+    parent = int(os.environ.get(PARENT_ENV, "0:").partition(":")[0] or 0)
+
+    def ended(signum: int, _frame: object) -> None:
+        """Once uvicorn has stopped, it raises the signal again: it ends here."""
+        if parent and os.getppid() != parent:
+            shutil.rmtree(os.path.dirname(socket), ignore_errors=True)
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+    signal.signal(signal.SIGTERM, ended)
+    _run_http(settings, create_watch_app(settings), uds=socket)
+    return 0
 
 
 def _run_http(settings: Settings, app: Any, uds: str | None = None) -> None:
@@ -320,13 +294,6 @@ COMMANDS: dict[str, Command] = {
         "apply migrations, then serve HTTP and commit offsets to Kafka",
         ("*",),
     ),
-    "watch": Command(
-        lambda settings, _args: _watch(settings),
-        "watch the fleet in a process of its own: read the log ends, evaluate every group, "
-        "serve /ui, the status API and their series on /metrics (the service that takes "
-        "events runs with SIDECAR_WATCHER=separate)",
-        ("*",),
-    ),
     "migrate": Command(
         lambda settings, _args: _migrate(settings),
         "apply database migrations and exit",
@@ -422,8 +389,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"offset-sidecar: invalid setting {exc}", file=sys.stderr)
         return 2
-    process = "watcher" if args.command == "watch" else None  # its lines say so
-    configure_logging(settings.log.level, settings.log.format, process)
+    configure_logging(settings.log.level, settings.log.format)
     try:
         return COMMANDS[args.command].run(settings, args)
     except (StoreError, OffsetsNotFound, KafkaReadError, ServiceRefused) as exc:

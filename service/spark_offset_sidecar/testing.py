@@ -1,7 +1,7 @@
 """In-memory doubles of the service's ports, for tests of the pure core and of the HTTP
-layer (``create_app(settings, store=..., committer=..., log_ends=...)``). None of them is
-evidence that the system works with Kafka or a database: the real adapters are tested
-against a real broker and real databases.
+layer (``create_app(settings, Parts(store=..., committer=..., log_ends=...))``). None of
+them is evidence that the system works with Kafka or a database: the real adapters are
+tested against a real broker and real databases.
 
 - ``InMemoryStore``      a ``LedgerStore`` (``ports.store``) that keeps nothing
 - ``InMemoryCommitter``  an ``OffsetCommitter`` (``ports.kafka``) that records commits, and

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from harness.processes import alive
-from spark_offset_sidecar import batch_writer
+from spark_offset_sidecar.adapters.child_process import child_command
 from spark_offset_sidecar.adapters.sql.store import SqlStore
 from spark_offset_sidecar.adapters.sql.writer_process import ProcessWriter
 from spark_offset_sidecar.core.ledger.changes import (
@@ -39,28 +39,28 @@ T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
 # lost between its commit and its answer.
 ENDS_AFTER_WRITING = """
 import os, sys
-from spark_offset_sidecar import batch_writer
+from spark_offset_sidecar import child
 from spark_offset_sidecar.adapters.sql import writer_process
 written, real = [0], writer_process._persisted
 def persisted(store, changes):
     reply = real(store, changes)
     written[0] += 1
-    if written[0] == int(sys.argv[3]):
+    if written[0] == int(sys.argv[4]):
         os._exit(3)
     return reply
 writer_process._persisted = persisted
-batch_writer.main()
+child.main()
 """
-# The program a service starts (``batch_writer``), logging as a quiet service would.
-CHILD = batch_writer.command("WARNING", "text")
+# The program a service starts (``child``'s writer), logging as a quiet service would.
+CHILD = child_command("writer", "WARNING", "text")
 
-# The exit code is the child's (-9, 3) where this process reaps its children, 255 where
-# something else did first (asyncio then cannot know it).
-ENDED = r"writer process ended \(exit code -?\d+\) before answering a batch of \d+ changes"
+# How the child ended, as the supervisor names it ("was killed by SIGKILL", "exited with
+# status 3"; status 255 where something else reaped it first: asyncio then cannot know).
+ENDED = r"writer process (was killed by \w+|exited with status \d+) before answering a batch of \d+"
 
 
 def ends_after_writing(batches: int) -> tuple[str, ...]:
-    return (sys.executable, "-c", ENDS_AFTER_WRITING, *CHILD[-2:], str(batches))
+    return (sys.executable, "-c", ENDS_AFTER_WRITING, *CHILD[-3:], str(batches))
 
 
 def test_batches_written_by_the_child_are_what_a_new_ledger_loads(store: SqlStore) -> None:
@@ -191,12 +191,12 @@ def test_a_child_that_ends_while_starting_is_unavailable_and_nothing_is_sent(
             (sys.executable, "-c", "import os; os._exit(7)"),
             on_lost=lambda: lost.append(None),
         )
-        with pytest.raises(StoreUnavailable, match=r"writer process ended \(exit code -?\d+\) "
+        with pytest.raises(StoreUnavailable, match=r"writer process exited with status \d+ "
                            r"while starting") as raised:  # fmt: skip
             await writer.write(decision.changes)
         assert not isinstance(raised.value, WriteOutcomeUnknown)
         assert (writer.pid, len(lost)) == (None, 1)
-        writer.command = CHILD
+        writer.supervisor.command = CHILD  # started again after its backoff (1 s)
         await writer.write(decision.changes)
         assert writer.started == 2
         await writer.close()
@@ -208,11 +208,11 @@ def test_a_child_that_ends_while_starting_is_unavailable_and_nothing_is_sent(
 def test_the_services_writer_program_logs_as_the_service_and_a_bug_fails_its_batch_only(
     store: SqlStore, tmp_path: Path
 ) -> None:
-    """``batch_writer``, the program a service starts: its lines in the service's
+    """``child``'s writer, the program a service starts: its lines in the service's
     format (JSON here) naming the ``writer`` process; a batch whose rows cannot be made
     (a bug) is that batch's ``StoreError``, and the same child writes the next one."""
     log = tmp_path / "writer.log"
-    program = batch_writer.command("INFO", "json")
+    program = child_command("writer", "INFO", "json")
     wrapped = ("sh", "-c", f'exec "$@" 2>{log}', "sh", *program)
     broken = CheckpointCompleted(None, 1.0)  # type: ignore[arg-type]
     decision = Ledger().decide_progress("q", "g", "r", 1, {T0: 10}, 1.0)
@@ -242,11 +242,11 @@ PARENT = """
 import asyncio, sys
 from spark_offset_sidecar.adapters.sql.store import SqlStore
 from spark_offset_sidecar.adapters.sql.writer_process import ProcessWriter
-from spark_offset_sidecar import batch_writer
+from spark_offset_sidecar.adapters.child_process import child_command
 from spark_offset_sidecar.core.ledger.rules import Ledger
 from spark_offset_sidecar.core.offsets import TopicPartition
 async def main():
-    writer = ProcessWriter(SqlStore(sys.argv[1]), batch_writer.command("WARNING", "text"))
+    writer = ProcessWriter(SqlStore(sys.argv[1]), child_command("writer", "WARNING", "text"))
     await writer.start()
     print(writer.pid, flush=True)
     decision = Ledger().decide_progress("q", "g", "r", 1, {TopicPartition("t", 0): 1}, 1.0)

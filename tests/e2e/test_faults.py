@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -28,9 +29,8 @@ from harness.kafka_broker import LocalBroker
 from harness.machine import ROOT
 from harness.processes import children_running
 from harness.service_process import ServiceProcess
-from spark_offset_sidecar import batch_writer
 from spark_offset_sidecar.adapters.sql.store import SqlStore
-from spark_offset_sidecar.app import create_app
+from spark_offset_sidecar.app import Parts, create_app
 from spark_offset_sidecar.settings import DatabaseSettings, Settings
 from spark_offset_sidecar.testing import InMemoryCommitter, InMemoryLogEnds
 from tests.support.bench_output import check_cpu_columns
@@ -187,7 +187,7 @@ def test_the_batches_writer_killed_under_load_loses_nothing_accepted(
     def writer() -> int:
         assert service.process is not None
         return wait_for(
-            lambda: children_running(service.process.pid, batch_writer.PROGRAM),
+            lambda: children_running(service.process.pid, "writer"),
             what="the service's writer process",
         )[0]
 
@@ -214,7 +214,8 @@ def test_the_batches_writer_killed_under_load_loses_nothing_accepted(
         assert set(statuses) <= {200, 503}, statuses
         # A lost batch holds up to one event of each job: each hears 503.
         assert 1 <= statuses.get(503, 0) <= WRITER_KILLS * len(groups), statuses
-        assert all("writer process ended" in text for text in lost_answers), lost_answers
+        lost = re.compile(r"writer process (was killed by SIGKILL|exited with status \d+)")
+        assert all(lost.search(text) for text in lost_answers), lost_answers
         assert metric(service.metrics(), "sidecar_store_writer_lost_total") == WRITER_KILLS
         for n, (group, watch) in enumerate(zip(groups, watches, strict=True)):
             final = newest[f"q-writer-{n}"]
@@ -352,9 +353,7 @@ def test_full_database_answers_503_and_keeps_what_was_accepted(tmp_path: Path) -
     store = SmallSqliteStore(url, pages=60)
     app = create_app(
         Settings(database=DatabaseSettings(url=url)),
-        store=store,
-        committer=InMemoryCommitter(),
-        log_ends=InMemoryLogEnds(),
+        Parts(store=store, committer=InMemoryCommitter(), log_ends=InMemoryLogEnds()),
     )
     last_accepted, refused = -1, None
     with TestClient(app) as client:
@@ -379,8 +378,7 @@ def test_full_database_answers_503_and_keeps_what_was_accepted(tmp_path: Path) -
     with TestClient(
         create_app(
             Settings(database=DatabaseSettings(url=url)),
-            committer=InMemoryCommitter(),
-            log_ends=InMemoryLogEnds(),
+            Parts(committer=InMemoryCommitter(), log_ends=InMemoryLogEnds()),
         )
     ) as client:
         assert sorted(_state(client)) == sorted(accepted)
@@ -393,8 +391,7 @@ def test_read_only_database_answers_503(tmp_path: Path) -> None:
     with TestClient(
         create_app(
             Settings(database=DatabaseSettings(url=writable)),
-            committer=InMemoryCommitter(),
-            log_ends=InMemoryLogEnds(),
+            Parts(committer=InMemoryCommitter(), log_ends=InMemoryLogEnds()),
         )
     ) as client:
         assert (
@@ -408,8 +405,7 @@ def test_read_only_database_answers_503(tmp_path: Path) -> None:
     with TestClient(
         create_app(
             Settings(database=DatabaseSettings(url=read_only)),
-            committer=InMemoryCommitter(),
-            log_ends=InMemoryLogEnds(),
+            Parts(committer=InMemoryCommitter(), log_ends=InMemoryLogEnds()),
         )
     ) as client:
         answer = client.post(
@@ -424,7 +420,7 @@ def test_lost_postgresql_connection_answers_503_then_recovers(postgres_server: A
     postgres_server.reset()
     settings = Settings(database=DatabaseSettings(url=postgres_server.url))
     with TestClient(
-        create_app(settings, committer=InMemoryCommitter(), log_ends=InMemoryLogEnds())
+        create_app(settings, Parts(committer=InMemoryCommitter(), log_ends=InMemoryLogEnds()))
     ) as client:
 
         def post(batch: int) -> Any:

@@ -21,7 +21,7 @@ import pytest
 import yaml
 from fastapi.testclient import TestClient
 
-from spark_offset_sidecar.app import create_app
+from spark_offset_sidecar.app import Parts, create_app
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.errors import BrokerUnavailable
 from spark_offset_sidecar.http.auth import TokenRegistry
@@ -47,11 +47,6 @@ from tests.support.manual import shell_blocks
 from tests.support.service import QUERY, metric, wait_for
 
 PROMETHEUS_OPERATOR = "github.com/prometheus-operator/prometheus-operator@v0.78.2"
-# Replicas with watchers in pods of their own (watcher.pods).
-WATCHER_PODS = [
-    "--set", "replicaCount=3", "--set", "watcher.enabled=true", "--set", "watcher.pods=true",
-    "--set", "database.type=postgresql", "--set", "database.postgresql.existingSecret=db",
-]  # fmt: skip
 
 pytestmark = pytest.mark.tools  # helm (make tools)
 
@@ -99,10 +94,7 @@ def validate(docs: list[dict[str, Any]]) -> None:
             kubernetes_validate.validate(doc, KUBERNETES, strict=True)
 
 
-@pytest.mark.parametrize(
-    "values",
-    ["default", "production", "identities", "msk-iam", "clusters", "watcher", "watcher-pods"],
-)
+@pytest.mark.parametrize("values", ["default", "production", "identities", "msk-iam", "clusters"])
 def test_chart_lints_renders_and_validates(values: str) -> None:
     files = {
         "production": PRODUCTION,
@@ -111,18 +103,13 @@ def test_chart_lints_renders_and_validates(values: str) -> None:
         "clusters": CLUSTERS,
     }
     args = ["-f", str(files[values])] if values in files else []
-    if values == "watcher":
-        args = ["--set", "watcher.enabled=true"]
-    if values == "watcher-pods":
-        args = [*WATCHER_PODS, "--set", "metrics.serviceMonitor.enabled=true"]
     lint = subprocess.run([helm(), "lint", str(CHART), *args], capture_output=True, text=True)
     assert lint.returncode == 0, lint.stdout + lint.stderr
     docs = render(*args)
     validate(docs)
     for doc in docs:
         labels = doc["metadata"]["labels"]
-        names = ("spark-offset-sidecar", "spark-offset-sidecar-watcher")  # the watchers' pods
-        assert labels["app.kubernetes.io/name"] in names
+        assert labels["app.kubernetes.io/name"] == "spark-offset-sidecar"
         assert labels["app.kubernetes.io/instance"] == "r"
 
 
@@ -159,6 +146,56 @@ def test_default_values_sqlite_on_a_volume_one_pod_and_a_generated_token(tmp_pat
     assert kinds["PodDisruptionBudget"][0]["spec"]["maxUnavailable"] == 1
     assert "ServiceMonitor" not in kinds
     assert "PrometheusRule" not in kinds
+
+
+# The variables of the ways of running that are gone: `offset-sidecar serve` always runs
+# its watcher as its child, and the service refuses an unknown SIDECAR_* at start.
+REMOVED_VARIABLES = (
+    "SIDECAR_WATCHER",
+    "SIDECAR_WATCHER_URL",
+    "SIDECAR_WATCHER_TOKEN_FILE",
+    "SIDECAR_WATCHER_ADVERTISED_URL",
+    "SIDECAR_DATABASE_WRITER",
+    "SIDECAR_GIL_SWITCH_INTERVAL_SECONDS",
+    "SIDECAR_GC_THAW_SECONDS",
+)
+
+
+@pytest.mark.parametrize("values", ["default", "production"])
+def test_one_container_answers_every_route_on_the_services_one_port(
+    values: str, tmp_path: Path
+) -> None:
+    """The service runs one way: ``serve`` starts its watcher (and on SQLite its writer) as
+    children in its own container and answers every route, /ui and /v1/status included,
+    on its one port, replicas too. So one container, one Service port (scraped there), and
+    none of the removed variables anywhere in the manifests; the service accepts the
+    ConfigMap, and a former values file's ``watcher`` is refused, named."""
+    args = ["-f", str(PRODUCTION)] if values == "production" else []
+    text = subprocess.run(
+        [helm(), "template", "r", str(CHART), "--kube-version", KUBERNETES, *args],
+        check=True, capture_output=True, text=True,
+    ).stdout  # fmt: skip
+    kinds = by_kind([doc for doc in yaml.safe_load_all(text) if doc])
+    (deployment,) = kinds["Deployment"]
+    (server,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert server["args"] == ["serve"]
+    assert server["ports"] == [{"name": "http", "containerPort": 8000, "protocol": "TCP"}]
+    (service,) = kinds["Service"]
+    assert service["spec"]["ports"] == [
+        {"name": "http", "port": 8000, "targetPort": "http", "protocol": "TCP"}
+    ]
+    for monitor in kinds.get("ServiceMonitor", []):
+        assert [e["port"] for e in monitor["spec"]["endpoints"]] == ["http"]
+    for variable in REMOVED_VARIABLES:
+        assert variable not in text, variable
+    config = next(c for c in kinds["ConfigMap"] if "SIDECAR_PORT" in c["data"])["data"]
+    environ = _settings_of(config, tmp_path)
+    if values == "production":  # the Secret's key, as the container reads it
+        environ["SIDECAR_DATABASE_URL"] = "postgresql+psycopg://u:p@db/s"
+    assert Settings.from_env(environ).http.port == 8000
+    assert "Additional property watcher is not allowed" in refused(
+        *args, "--set", "watcher.enabled=true"
+    )
 
 
 def test_production_values_postgresql_from_a_secret_and_monitoring() -> None:
@@ -270,11 +307,6 @@ def test_a_changed_setting_changes_the_pods_checksum() -> None:
         (["--set", "kafka.sasl.mechanism=GSSAPI"], "kafka.sasl.mechanism"),
         (["--set", "auth.identities[0].name=a", "--set", "auth.identities[0].subject=*"],
          "auth.oidc.issuer"),
-        (["--set", "watcher.enabled=true", "--set", "watcher.port=8000"], "watcher.port"),
-        (["--set", "watcher.pods=true"], "watcher.pods needs watcher.enabled=true"),
-        (["--set", "watcher.enabled=true", "--set", "watcher.pods=true"],
-         "watcher.pods needs database.type=postgresql"),
-        ([*WATCHER_PODS, "--set", "watcher.replicaCount=0"], "watcher.replicaCount"),
     ],
 )  # fmt: skip
 def test_bad_values_are_refused_naming_the_value(args: list[str], named: str) -> None:
@@ -293,143 +325,6 @@ def _settings_of(config: dict[str, str], tmp_path: Path) -> dict[str, str]:
             value = str(local)
         env[name] = value
     return env
-
-
-def test_the_watcher_container_watches_on_its_own_port_and_the_server_takes_events(
-    tmp_path: Path,
-) -> None:
-    """As the watcher's page says: the install of "One pod on SQLite", and the watcher."""
-    ((_, install), *_) = _installs(INSTALL_PAGES[0])
-    with_monitor = "--set watcher.enabled=true --set metrics.serviceMonitor.enabled=true"
-    kinds = by_kind(render_as(f"{install} {with_monitor}"))
-    spec = kinds["Deployment"][0]["spec"]["template"]["spec"]
-    server, watcher = spec["containers"]
-    assert (server["args"], watcher["args"]) == (["serve"], ["watch"])
-    assert watcher["ports"] == [{"name": "watch", "containerPort": 8001, "protocol": "TCP"}]
-    assert {m["mountPath"] for m in watcher["volumeMounts"]} >= {"/data"}  # the same file
-    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
-        assert watcher[probe]["httpGet"]["port"] == "watch"
-    config = kinds["ConfigMap"][0]["data"]
-    assert config["SIDECAR_WATCHER"] == "separate"
-    env = {**config, **{e["name"]: e["value"] for e in watcher["env"] if "value" in e}}
-    server_settings = Settings.from_env(_settings_of(config, tmp_path))
-    watcher_settings = Settings.from_env(_settings_of(env, tmp_path))
-    assert server_settings.status.watcher == "separate"
-    assert (server_settings.http.port, watcher_settings.http.port) == (8000, 8001)
-    # The server tells the watcher in its pod what its memory knows, and the watcher takes it.
-    assert server_settings.status.watcher_url == "http://127.0.0.1:8001"
-    assert watcher_settings.status.watcher_url == server_settings.status.watcher_url
-    ports = {p["name"]: p["port"] for p in kinds["Service"][0]["spec"]["ports"]}
-    assert ports == {"http": 8000, "watch": 8001}
-    endpoints = kinds["ServiceMonitor"][0]["spec"]["endpoints"]
-    assert [e["port"] for e in endpoints] == ["http", "watch"]  # each its share of /metrics
-    assert "SIDECAR_WATCHER" not in by_kind(render())["ConfigMap"][0]["data"]
-
-
-def test_each_replicas_watcher_container_is_told_as_a_child_is(tmp_path: Path) -> None:
-    """Issue 47: several replicas on PostgreSQL, each pod with its watcher container: the
-    server and its watcher read one replicated database, and the server tells the watcher
-    in its pod which groups it holds (the watcher is a replica's: it publishes those)."""
-    kinds = by_kind(render(
-        "--set", "replicaCount=3", "--set", "watcher.enabled=true",
-        "--set", "database.type=postgresql", "--set", "database.postgresql.existingSecret=db",
-    ))  # fmt: skip
-    deployment = kinds["Deployment"][0]["spec"]
-    assert deployment["replicas"] == 3
-    server, watcher = deployment["template"]["spec"]["containers"]
-    assert (server["args"], watcher["args"]) == (["serve"], ["watch"])
-    config = kinds["ConfigMap"][0]["data"]
-    url = "postgresql+psycopg://u:p@db/s"  # the Secret's key, as each container reads it
-    assert [e["name"] for e in watcher["env"]] == ["SIDECAR_PORT", "SIDECAR_DATABASE_URL"]
-    server_env = {**_settings_of(config, tmp_path), "SIDECAR_DATABASE_URL": url}
-    watcher_env = {**server_env, "SIDECAR_PORT": watcher["env"][0]["value"]}
-    server_settings, watcher_settings = map(Settings.from_env, (server_env, watcher_env))
-    for settings in (server_settings, watcher_settings):
-        assert settings.replicas.replicated
-        assert settings.status.watcher_url == "http://127.0.0.1:8001"
-
-
-def _selects(selector: dict[str, str], labels: dict[str, str]) -> bool:
-    return selector.items() <= labels.items()
-
-
-def test_watchers_in_pods_of_their_own_pair_with_the_replicas_and_share_a_token(
-    tmp_path: Path,
-) -> None:
-    """Issue 47, ``watcher.pods``: a Deployment of watchers beside the replicas' (one more:
-    a spare), each at its pod's address, which it advertises to the replica it pairs with;
-    both read the token of one Secret, generated and kept; the server's Service (events)
-    never selects a watcher's pod, the watchers' Service never a server's; each
-    ServiceMonitor scrapes its own."""
-    kinds = by_kind(render(*WATCHER_PODS, "--set", "metrics.serviceMonitor.enabled=true"))
-    servers, watchers = kinds["Deployment"]
-    assert watchers["metadata"]["name"] == "r-spark-offset-sidecar-watcher"
-    assert (servers["spec"]["replicas"], watchers["spec"]["replicas"]) == (3, 4)
-    (server,) = servers["spec"]["template"]["spec"]["containers"]  # no watcher beside it
-    (watcher,) = watchers["spec"]["template"]["spec"]["containers"]
-    assert (server["args"], watcher["args"]) == (["serve"], ["watch"])
-    config = kinds["ConfigMap"][0]["data"]
-    url = "postgresql+psycopg://u:p@db/s"
-    server_env = {**_settings_of(config, tmp_path), "SIDECAR_DATABASE_URL": url}
-    given = {e["name"]: e.get("value") for e in watcher["env"]}
-    assert [e["valueFrom"] for e in watcher["env"] if e["name"] == "POD_IP"] == [
-        {"fieldRef": {"fieldPath": "status.podIP"}}
-    ]
-    advertised = given["SIDECAR_WATCHER_ADVERTISED_URL"].replace("$(POD_IP)", "10.1.2.3")
-    watcher_env = {
-        **server_env,
-        "SIDECAR_PORT": given["SIDECAR_PORT"],
-        "SIDECAR_WATCHER_ADVERTISED_URL": advertised,
-    }
-    server_settings, watcher_settings = map(Settings.from_env, (server_env, watcher_env))
-    assert server_settings.status.watcher == "paired"
-    assert watcher_settings.status.watcher_advertised_url == "http://10.1.2.3:8001"
-    assert watcher_settings.http.port == 8001
-    for settings in (server_settings, watcher_settings):
-        assert settings.replicas.replicated
-        assert settings.status.watcher_url is None
-        assert settings.status.watcher_token_file is not None
-    assert config["SIDECAR_WATCHER_TOKEN_FILE"] == "/etc/sidecar/watcher/token"
-    for deployment, container in ((servers, server), (watchers, watcher)):
-        mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
-        assert mounts["watcher-token"] == "/etc/sidecar/watcher"
-        volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
-        assert volumes["watcher-token"]["secret"] == {
-            "secretName": "r-spark-offset-sidecar-watcher",
-            "items": [{"key": "token", "path": "token"}],
-        }
-    secrets = {s["metadata"]["name"]: s["data"] for s in kinds["Secret"]}
-    token = base64.b64decode(secrets["r-spark-offset-sidecar-watcher"]["token"]).decode()
-    assert len(token) == 40
-    server_pods = servers["spec"]["template"]["metadata"]["labels"]
-    watcher_pods = watchers["spec"]["template"]["metadata"]["labels"]
-    events, watching = kinds["Service"]
-    assert [p["name"] for p in events["spec"]["ports"]] == ["http"]
-    assert [p["name"] for p in watching["spec"]["ports"]] == ["watch"]
-    assert _selects(events["spec"]["selector"], server_pods)
-    assert not _selects(events["spec"]["selector"], watcher_pods)
-    assert _selects(watching["spec"]["selector"], watcher_pods)
-    assert not _selects(watching["spec"]["selector"], server_pods)
-    budget = kinds["PodDisruptionBudget"][0]["spec"]["selector"]["matchLabels"]
-    assert not _selects(budget, watcher_pods)
-    monitors = {
-        m["metadata"]["name"]: [e["port"] for e in m["spec"]["endpoints"]]
-        for m in kinds["ServiceMonitor"]
-    }
-    assert monitors == {
-        "r-spark-offset-sidecar": ["http"],
-        "r-spark-offset-sidecar-watcher": ["watch"],
-    }
-    explicit = by_kind(render(*WATCHER_PODS, "--set", "watcher.replicaCount=2"))
-    assert explicit["Deployment"][1]["spec"]["replicas"] == 2
-    given_secret = by_kind(render(*WATCHER_PODS, "--set", "watcher.tokenSecret=ours"))
-    assert "r-spark-offset-sidecar-watcher" not in {
-        s["metadata"]["name"] for s in given_secret["Secret"]
-    }
-    volumes = given_secret["Deployment"][1]["spec"]["template"]["spec"]["volumes"]
-    assert {v["name"]: v.get("secret", {}).get("secretName") for v in volumes}[
-        "watcher-token"
-    ] == "ours"
 
 
 def test_oauthbearer_msk_iam_and_jobs_identities_reach_the_service(tmp_path: Path) -> None:
@@ -540,7 +435,8 @@ def test_a_healthy_service_exports_every_name_the_alerts_and_panels_query(
     ends = InMemoryLogEnds({tp: 10}, starts={tp: 0})
     settings = settings_for(tmp_path, export_kafka_lag=True, lag_read_interval_seconds=0.05)
     app = create_app(
-        settings, committer=InMemoryCommitter(), log_ends=ends, record_times=InMemoryRecordTimes()
+        settings,
+        Parts(committer=InMemoryCommitter(), log_ends=ends, record_times=InMemoryRecordTimes()),
     )
     with TestClient(app) as client:
         for batch, offset in enumerate((10, 20, 30)):
@@ -582,7 +478,7 @@ def test_alerts_and_dashboard_query_only_metrics_the_service_exports(tmp_path: P
     times.stamp(tp, 50, 1.0)  # the first record after every committed offset here
     committer = InMemoryCommitter()
     settings = settings_for(tmp_path, export_kafka_lag=True, lag_read_interval_seconds=0.05)
-    app = create_app(settings, committer=committer, log_ends=ends, record_times=times)
+    app = create_app(settings, Parts(committer=committer, log_ends=ends, record_times=times))
     with TestClient(app) as client:
         post_progress(client, 0, {"orders": {"0": 5}}, group="lossy", query="q-lossy")
         for batch, offset in enumerate((20, 30, 40), start=1):

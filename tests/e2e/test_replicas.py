@@ -14,14 +14,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
-from harness.machine import outer_address
-from harness.processes import children, command_line
+from harness.processes import children_running
 from harness.replica_cluster import ReplicaCluster, overlapping_owners
-from spark_offset_sidecar.adapters.watcher.told import encode_told
-from spark_offset_sidecar.ports.watcher import TOLD_MEMORY, Told
 from tests.support.checkpoints import write_batch
 from tests.support.kafka import committed_offsets, unique_group
 from tests.support.offset_watch import OffsetWatch
@@ -202,17 +198,16 @@ READS_ALIKE = ("/v1/status", "/v1/queries", "/ui")
 _CLOCK_WORDS = re.compile(r"\d+ (s|min|h|d) ago|as of\s+[\d: -]+UTC")
 
 
-def _reads(replica: Any, reader: Any, groups: list[str], queries: list[str]) -> dict[str, Any]:
-    """Every read route's answer from one replica, its status and page from its
-    ``reader`` (itself, or its watcher), the page without its clock words: "as of" and
-    "N s ago" are the reading replica's own time."""
+def _reads(replica: Any, groups: list[str], queries: list[str]) -> dict[str, Any]:
+    """Every read route's answer from one replica, the page without its clock words: "as
+    of" and "N s ago" are the reading replica's own time."""
     answers: dict[str, Any] = {}
     for path in (
         *READS_ALIKE,
         *(f"/v1/status/{g}" for g in groups),
         *(f"/v1/queries/{q}" for q in queries),
     ):
-        answer = (replica if path.startswith("/v1/queries") else reader).http.get(path)
+        answer = replica.http.get(path)
         assert answer.status_code == 200, (path, answer.text)
         if path == "/ui":
             answers[path] = _CLOCK_WORDS.sub("", answer.text)
@@ -221,48 +216,25 @@ def _reads(replica: Any, reader: Any, groups: list[str], queries: list[str]) -> 
     return answers
 
 
-def _watchers(replica: Any) -> list[str]:
-    """The command lines of ``replica``'s child processes that run ``watch``."""
-    lines = (command_line(child) for child in children(replica.process.pid))
-    return [line for line in lines if line is not None and line.endswith(" watch")]
-
-
-@pytest.mark.parametrize("watcher", ["in-process", "child", "separate", "paired"])
 def test_every_replica_answers_every_read_alike_and_windows_survive_a_killed_owner(
-    tmp_path: Path, kafka_bootstrap: str, postgres_server: Any, new_topic: Any, watcher: str
+    tmp_path: Path, kafka_bootstrap: str, postgres_server: Any, new_topic: Any
 ) -> None:
-    """Issue 20 part 3: behind one Service, the same answer whichever replica takes a
-    read (status, one group's status, queries, one query, the page), and a group's status
-    window carries over to its new owner when the old one is SIGKILLed. Issue 47: so with
-    each replica's watching in a child of its own, which evaluates and publishes the
-    groups its replica holds the leases of; with a watcher of its own beside each
-    replica, told as a child is (the chart's watcher container with several replicas); and
-    with watchers in pods of their own, each paired through the database with a replica
-    that tells it at this machine's outer address with the watchers' token (a killed
-    replica's watcher lives on, a spare, and pairs with the replica started again; a
-    spare takes the replica of a killed watcher)."""
-    outer = outer_address()
-    if watcher == "paired" and outer is None:
-        pytest.skip("this machine has no address but loopback: no pod beyond this one")
+    """Behind one Service, the same answer whichever replica takes a read (status, one
+    group's status, queries, one query, the page), and a group's status window carries
+    over to its new owner when the old one is SIGKILLed; each replica's watcher, its
+    child, evaluates and publishes the groups its replica holds the leases of."""
     postgres_server.reset()
     cluster = ReplicaCluster(
         tmp_path,
         kafka_bootstrap,
         postgres_server.url,
         3,
-        outer,
-        **{**SETTINGS, "lag_read_interval_seconds": 0.3, "watcher": watcher},
+        **{**SETTINGS, "lag_read_interval_seconds": 0.3},
     ).start()
     try:
         for replica in cluster.alive().values():
-            if watcher == "in-process":  # it watches: its heap's state frozen
-                assert (metric(replica.metrics(), "sidecar_gc_frozen_objects") or 0) > 0
-                assert _watchers(replica) == []
-            else:  # its child watches, or the watcher beside it; it keeps CPython's collector
-                assert len(_watchers(replica)) == (1 if watcher == "child" else 0)
-                assert metric(replica.metrics(), "sidecar_gc_frozen_objects") == 0
-        if watcher == "paired":
-            _paired_watchers_take_what_only_their_replica_tells(cluster, tmp_path)
+            assert len(children_running(replica.process.pid, "watcher")) == 1
+            assert replica.http.get("/v1/service").json()["watcher"] == "child"
         topic = new_topic(partitions=2)
         groups = [unique_group("alike") for _ in range(6)]
         queries = [f"q-{g}" for g in groups]
@@ -278,7 +250,7 @@ def test_every_replica_answers_every_read_alike_and_windows_survive_a_killed_own
                 assert answer.json()["outcome"] == "accepted", answer.text
 
         def status() -> dict[str, Any]:
-            answer = next(iter(cluster.readers().values())).http.get("/v1/status")
+            answer = next(iter(cluster.alive().values())).http.get("/v1/status")
             return {g["group"]: g for g in answer.json()["groups"]}
 
         def samples(group: dict[str, Any]) -> int:
@@ -301,10 +273,9 @@ def test_every_replica_answers_every_read_alike_and_windows_survive_a_killed_own
 
         def every_replicas_reads() -> dict[str, dict[str, Any]]:
             """Every replica's reads, all taken while nothing was published."""
-            readers = cluster.readers()
             return settled_reads(
                 {
-                    name: lambda r=r, n=name: _reads(r, readers[n], groups, queries)
+                    name: lambda r=r: _reads(r, groups, queries)
                     for name, r in cluster.alive().items()
                 },
                 20,
@@ -321,9 +292,8 @@ def test_every_replica_answers_every_read_alike_and_windows_survive_a_killed_own
         assert len(reporters) == 3, reporters  # each replica owns and reports some groups
 
         def exported_once() -> bool:
-            """Each group's status series on exactly one replica's /metrics (its owner's, or
-            its owner's watcher's)."""
-            texts = [r.metrics() for r in cluster.readers().values()]
+            """Each group's status series on exactly one replica's /metrics (its owner's)."""
+            texts = [r.metrics() for r in cluster.alive().values()]
             return all(
                 sum(f'sidecar_consumergroup_status{{consumergroup="{g}",' in t for t in texts) == 1
                 for g in groups
@@ -367,84 +337,8 @@ def test_every_replica_answers_every_read_alike_and_windows_survive_a_killed_own
         reads = every_replicas_reads()
         assert reads[survivors[0]] == reads[survivors[1]]
         print(f"windows before/after the kill: {before} / {after}")
-        if watcher in ("separate", "paired"):  # a server started again: its watcher told anew
-            _server_started_again_beside_its_watcher(cluster, survivors[0], groups, status)
-        if watcher == "paired":
-            _a_spare_takes_the_replica_of_a_watcher_killed(cluster, survivors[1], groups)
     finally:
         cluster.stop()
-
-
-def _paired_watchers_take_what_only_their_replica_tells(
-    cluster: ReplicaCluster, root: Path
-) -> None:
-    """Each replica paired with a watcher of its own; at the address it advertised, a
-    watcher refuses a teller without the watchers' token (401), and one with it that
-    names another replica (409), taking nothing of either."""
-    paired = wait_for(
-        lambda: (found := cluster.paired_watchers()).keys() == cluster.replicas.keys() and found,
-        30,
-        "each replica paired with a watcher",
-    )
-    assert len({id(w) for w in paired.values()}) == len(paired), "a watcher paired twice"
-    token = (root / "watcher-token").read_text().strip()
-    stranger = encode_told(Told({}, whole=True, replica="a-replica-of-another-fleet"))
-    for watcher in paired.values():
-        url = watcher.env["SIDECAR_WATCHER_ADVERTISED_URL"] + TOLD_MEMORY
-        assert not url.startswith("http://127."), url
-        refused = httpx.post(url, content=stranger)
-        assert refused.status_code == 401, refused.text
-        shown = {"authorization": f"Bearer {token}"}
-        refused = httpx.post(url, content=stranger, headers=shown)
-        assert refused.status_code == 409, refused.text
-        assert "not a-replica-of-another-fleet" in refused.text
-
-
-def _a_spare_takes_the_replica_of_a_watcher_killed(
-    cluster: ReplicaCluster, name: str, groups: list[str]
-) -> None:
-    """The watcher paired with replica ``name`` SIGKILLed: within the lease a spare pairs
-    with it, is told its groups, and exports their series (only the watcher that evaluates
-    a group does)."""
-    killed = cluster.paired_watchers()[name]
-    killed.kill()
-
-    def taken_over() -> Any:
-        spare = cluster.paired_watchers().get(name)
-        if spare is None or spare is killed:
-            return None
-        text = spare.metrics()
-        mine = [g for g in groups if cluster.owner_of(g) == name]
-        exported = all(f'sidecar_consumergroup_status{{consumergroup="{g}",' in text for g in mine)
-        return spare if mine and exported else None
-
-    wait_for(taken_over, 4 * LEASE + 20, f"a spare watching {name}'s groups")
-
-
-def _server_started_again_beside_its_watcher(
-    cluster: ReplicaCluster,
-    name: str,
-    groups: list[str],
-    status: Callable[[], dict[str, Any]],
-) -> None:
-    """Replica ``name``'s server SIGKILLed and started again (a new replica id) while its
-    watcher runs on: the watcher is told the new replica and publishes its groups as it."""
-    server = cluster.replicas[name]
-    server.kill()
-    server.start()
-    pid = server.process.pid  # type: ignore[union-attr]
-    wait_for(
-        lambda: any(cluster.owner_of(g) == name for g in groups),
-        8 * LEASE + 20,
-        f"{name} started again holding groups",
-    )
-
-    def reported_by_their_owners() -> bool:
-        found = status()
-        mine = {g for g in groups if cluster.owner_of(g) == name}
-        return bool(mine) and all(f"-{pid}-" in found[g]["reported_by"] for g in mine)
-
-    wait_for(reported_by_their_owners, 30, f"{name}'s groups reported by its new replica id")
 
 
 def _by_group(commits: list[Any]) -> dict[str, list[Any]]:

@@ -1,7 +1,7 @@
-"""The watcher in a process of its own (``offset-sidecar watch``) beside the service that
-takes events (``SIDECAR_WATCHER=separate``), on one real SQLite file and the real
-broker: the watcher follows what the service writes and shows each group's lag as Kafka
-has it; each process exports its own share of ``/metrics``, none twice."""
+"""The watcher, ``offset-sidecar serve``'s child, on one real SQLite file and the real
+broker: it follows what the service writes and shows each group's lag as Kafka has it,
+through the service's port; each process exports its own share of ``/metrics``, none
+twice."""
 
 from __future__ import annotations
 
@@ -9,9 +9,8 @@ import asyncio
 import os
 import signal
 import subprocess
-import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -21,90 +20,25 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from harness.processes import alive, children_running
 from harness.service_process import ServiceProcess
+from spark_offset_sidecar.adapters.child_process import child_command
+from spark_offset_sidecar.adapters.watcher.child import SOCKET_ENV
+from spark_offset_sidecar.observe.metrics import package_version
 from tests.support.kafka import log_ends, produce, run_sync, unique_group
 from tests.support.service import metric, spark_progress, wait_for
 
 pytestmark = pytest.mark.kafka
 
 
-@pytest.fixture
-def pair(tmp_path: Path, kafka_bootstrap: str) -> Iterator[tuple[ServiceProcess, ServiceProcess]]:
-    """The service taking events, then its watcher on the same database."""
-    service = ServiceProcess(
-        tmp_path, kafka_bootstrap, commit_timeout_seconds=5, watcher="separate"
-    ).start()
-    watcher = ServiceProcess(
-        tmp_path, kafka_bootstrap, command="watch", lag_read_interval_seconds=1
-    )
-    try:
-        yield service, watcher.start()
-    finally:
-        watcher.stop()
-        service.stop()
-
-
-def test_the_watcher_shows_the_lag_of_what_the_service_commits(
-    pair: tuple[ServiceProcess, ServiceProcess],
-    kafka_bootstrap: str,
-    new_topic: Callable[..., str],
-) -> None:
-    service, watcher = pair
-    topic = new_topic(partitions=2)
-    run_sync(produce(kafka_bootstrap, topic, 60))
-    ends = log_ends(kafka_bootstrap, [topic])
-    group = unique_group("watched")
-    half = {topic: {str(p): end // 2 for (_, p), end in ends.items()}}
-    answer = service.post_progress(group, spark_progress(1, half))
-    assert answer.status_code == 200, answer.text
-    behind = sum(end - end // 2 for end in ends.values())
-
-    def status() -> dict[str, object] | None:
-        found = watcher.http.get(f"/v1/status/{group}")
-        return found.json() if found.status_code == 200 else None
-
-    seen = wait_for(
-        lambda: (s := status()) and s["totallag"] == behind and s,
-        timeout=30,
-        what=f"the watcher's lag of {group} at {behind}",
-    )
-    assert seen["last_commit_at"] is not None  # committed by the service, read from the store
-
-    caught_up = {topic: {str(p): end for (_, p), end in ends.items()}}
-    assert service.post_progress(group, spark_progress(2, caught_up)).status_code == 200
-    wait_for(
-        lambda: (s := status()) and s["totallag"] == 0,
-        timeout=30,
-        what=f"the watcher's lag of {group} at 0",
-    )
-
-    # Readers are the watcher's; each process exports its share of the group's series.
-    assert service.http.get(f"/v1/status/{group}").status_code == 404
-    assert service.http.get("/ui").status_code == 404
-    lag = ("sidecar_consumergroup_lag", {"consumergroup": group, "topic": topic})
-    watched = wait_for(  # /metrics is as of the last evaluation (a status is evaluated now)
-        lambda: (text := watcher.metrics()) and metric(text, lag[0], **lag[1]) == 0 and text,
-        timeout=30,
-        what="the watcher's lag series at 0",
-    )
-    taken = service.metrics()
-    succeeded = "sidecar_commits_succeeded_total"
-    assert (metric(taken, succeeded, consumergroup=group) or 0) >= 1
-    assert metric(watched, succeeded, consumergroup=group) is None
-    assert metric(taken, "sidecar_consumergroup_lag", consumergroup=group, topic=topic) is None
-    assert metric(watched, "sidecar_pending_checkpoints", consumergroup=group) == 0
-    assert metric(taken, "sidecar_pending_checkpoints", consumergroup=group) is None
-    assert watcher.http.get("/ui").status_code == 200
-
-
 def test_a_watcher_on_a_database_never_migrated_refuses_to_start_and_says_why(
     tmp_path: Path, kafka_bootstrap: str
 ) -> None:
-    """From a cold start (an empty folder): the watcher never migrates."""
-    watcher = ServiceProcess(tmp_path, kafka_bootstrap, command="watch")
+    """From a cold start (an empty folder): the watcher never migrates (its service does,
+    before starting it)."""
+    service = ServiceProcess(tmp_path, kafka_bootstrap)
     done = subprocess.run(
-        [sys.executable, "-m", "spark_offset_sidecar.cli", "watch"],
+        child_command("watcher", "INFO", "text"),
         cwd=tmp_path,
-        env=watcher.env,
+        env={**service.env, SOCKET_ENV: str(tmp_path / "watcher.sock")},
         capture_output=True,
         text=True,
         timeout=60,
@@ -116,7 +50,7 @@ def test_a_watcher_on_a_database_never_migrated_refuses_to_start_and_says_why(
 
 def watchers_of(pid: int) -> list[int]:
     """The watcher children of ``serve``'s process ``pid`` (beside them: its writer)."""
-    return children_running(pid, "watch")
+    return children_running(pid, "watcher")
 
 
 def socket_of(pid: int) -> Path:
@@ -129,12 +63,12 @@ def socket_of(pid: int) -> Path:
 def test_a_service_with_its_watcher_as_a_child_answers_every_reader_on_its_port(
     tmp_path: Path, kafka_bootstrap: str, new_topic: Callable[..., str]
 ) -> None:
-    """``SIDECAR_WATCHER=child``: one command, one port; the watcher killed is started
-    again, and the service killed takes its watcher with it."""
+    """One command, one port: readers answered through the service by its watcher, each
+    per-group series exported once between them; the watcher killed is started again, and
+    the service killed takes its watcher with it."""
     service = ServiceProcess(
-        tmp_path, kafka_bootstrap, commit_timeout_seconds=5, watcher="child",
-        lag_read_interval_seconds=1,
-    ).start()  # fmt: skip
+        tmp_path, kafka_bootstrap, commit_timeout_seconds=5, lag_read_interval_seconds=1
+    ).start()
     try:
         # Ready means its readers are answered (the child's first readiness is awaited).
         assert service.http.get("/v1/status").status_code == 200
@@ -168,9 +102,14 @@ def test_a_service_with_its_watcher_as_a_child_answers_every_reader_on_its_port(
         plain = service.http.get("/metrics", headers={"accept-encoding": "identity"})
         assert metric(plain.text, lag_series[0], **lag_series[1]) == behind  # gzip or not
         assert (metric(text, "sidecar_log_end_reads_total", result="succeeded") or 0) >= 1
-        # The process that takes events does not watch: it freezes nothing of its heap
-        # (cli.process_tuning); replicas, which watch, do (test_replicas).
-        assert metric(text, "sidecar_gc_frozen_objects") == 0
+        assert metric(text, "sidecar_pending_checkpoints", consumergroup=group) == 0
+        assert service.http.get("/v1/service").json() == {
+            "version": package_version(),
+            "watcher": "child",
+            "writer": "child",
+            "replicated": False,
+            "database": "sqlite",
+        }
 
         assert service.process is not None
         (first,) = wait_for(lambda: watchers_of(service.process.pid), what="the watcher child")
@@ -198,9 +137,8 @@ def test_a_child_watcher_reads_each_group_as_the_services_memory_has_it(
     consecutive failures through the service's port, again from a watcher started anew,
     and OK once the member left and the retry committed."""
     service = ServiceProcess(
-        tmp_path, kafka_bootstrap, commit_timeout_seconds=5, watcher="child",
-        lag_read_interval_seconds=1, retry_initial_seconds=0.2, retry_max_seconds=1,
-        status_err_after_failures=2,
+        tmp_path, kafka_bootstrap, commit_timeout_seconds=5, lag_read_interval_seconds=1,
+        retry_initial_seconds=0.2, retry_max_seconds=1, status_err_after_failures=2,
     ).start()  # fmt: skip
     assert service.process is not None
     pid = service.process.pid
@@ -217,37 +155,6 @@ def test_a_child_watcher_reads_each_group_as_the_services_memory_has_it(
     try:
         _failures_told_and_cleared(service, service, kill_the_child, kafka_bootstrap, new_topic)
     finally:
-        service.stop()
-
-
-def test_a_separate_watcher_beside_its_service_is_told_what_a_child_is(
-    tmp_path: Path, kafka_bootstrap: str, new_topic: Callable[..., str]
-) -> None:
-    """``SIDECAR_WATCHER=separate`` with ``SIDECAR_WATCHER_URL`` (the chart's watcher
-    container): the service tells the watcher at that loopback URL what it tells a child,
-    so its own port reads a failing group as ERR, again once it was killed and started
-    anew (told everything at once), and OK once the commits go through."""
-    watcher = ServiceProcess(
-        tmp_path, kafka_bootstrap, command="watch", lag_read_interval_seconds=1,
-        status_err_after_failures=2, watcher="separate",
-    )  # fmt: skip
-    service = ServiceProcess(
-        tmp_path, kafka_bootstrap, commit_timeout_seconds=5, watcher="separate",
-        watcher_url=watcher.url, retry_initial_seconds=0.2, retry_max_seconds=1,
-    ).start()  # fmt: skip
-    watcher.env["SIDECAR_WATCHER_URL"] = watcher.url  # it takes what it is told
-    watcher.start()
-
-    def kill_and_start_again() -> None:
-        watcher.kill()
-        watcher.start()
-
-    try:
-        _failures_told_and_cleared(
-            service, watcher, kill_and_start_again, kafka_bootstrap, new_topic
-        )
-    finally:
-        watcher.stop()
         service.stop()
 
 
@@ -305,7 +212,7 @@ def test_a_child_watcher_knows_a_new_group_and_a_followed_folder_at_once(
     answered on ``/v1/status/{group}`` at once (by the service until the child knows it,
     never 404), and the child reads it from the store long before its next step (its
     interval here: 10 minutes), because being told of it wakes its follower. A followed
-    folder is on the child's ``/ui``. The child is ``offset-sidecar serve``'s default."""
+    folder is on the child's ``/ui``."""
     service = ServiceProcess(
         tmp_path, kafka_bootstrap, commit_timeout_seconds=5, lag_read_interval_seconds=600
     ).start()

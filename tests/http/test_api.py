@@ -17,7 +17,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 import spark_offset_sidecar.app.start as start_module
-from spark_offset_sidecar.app import create_app
+from spark_offset_sidecar.app import Parts, create_app
 from spark_offset_sidecar.errors import StoreUnavailable
 from spark_offset_sidecar.settings import CommitSettings, DatabaseSettings, Settings
 from spark_offset_sidecar.testing import InMemoryCommitter, InMemoryLogEnds, InMemoryStore
@@ -34,8 +34,7 @@ def committer() -> InMemoryCommitter:
 def client(tmp_path: Path, committer: InMemoryCommitter) -> Iterator[TestClient]:
     app = create_app(
         settings_for(tmp_path, max_body_bytes=64_000),
-        committer=committer,
-        log_ends=InMemoryLogEnds(),
+        Parts(committer=committer, log_ends=InMemoryLogEnds()),
     )
     with TestClient(app) as test_client:
         yield test_client
@@ -195,7 +194,7 @@ def test_openapi_documents_the_contract(client: TestClient) -> None:
 
 def test_start_up_and_shutdown(tmp_path: Path) -> None:
     committer = InMemoryCommitter()
-    app = create_app(settings_for(tmp_path), committer=committer, log_ends=InMemoryLogEnds())
+    app = create_app(settings_for(tmp_path), Parts(committer=committer, log_ends=InMemoryLogEnds()))
     with TestClient(app) as client:
         assert client.get("/readyz").status_code == 200
         assert client.get("/livez").status_code == 200
@@ -252,7 +251,7 @@ def test_a_failure_while_starting_stops_what_had_started(
     monkeypatch.setattr(start_module, "stop_commits", recorded_stop)
     committer, store = _Closing(), _ClosingStore()
     app = create_app(
-        settings_for(tmp_path), store=store, committer=committer, log_ends=InMemoryLogEnds()
+        settings_for(tmp_path), Parts(store=store, committer=committer, log_ends=InMemoryLogEnds())
     )
     with pytest.raises(RuntimeError, match="the last step"), TestClient(app):
         pass
@@ -271,9 +270,7 @@ def test_a_store_without_followed_folders_says_so_and_the_rest_works(tmp_path: P
     folder routes answer 501 naming why, and events, statuses and /ui work."""
     app = create_app(
         settings_for(tmp_path),
-        store=InMemoryStore(),
-        committer=InMemoryCommitter(),
-        log_ends=InMemoryLogEnds(),
+        Parts(store=InMemoryStore(), committer=InMemoryCommitter(), log_ends=InMemoryLogEnds()),
     )
     with TestClient(app) as client:
         answer = client.get("/v1/followed-folders")
@@ -288,9 +285,7 @@ def test_store_unavailable_answers_503_and_changes_nothing(tmp_path: Path) -> No
     store = InMemoryStore()
     app = create_app(
         settings_for(tmp_path),
-        store=store,
-        committer=InMemoryCommitter(),
-        log_ends=InMemoryLogEnds(),
+        Parts(store=store, committer=InMemoryCommitter(), log_ends=InMemoryLogEnds()),
     )
     with TestClient(app) as client:
         store.fail_with = StoreUnavailable("disk full")
@@ -312,14 +307,18 @@ def test_restart_commits_what_was_accepted_but_not_committed(database_url: str) 
         database=DatabaseSettings(url=database_url),
         commits=CommitSettings(shutdown_grace_seconds=0.2),
     )
-    with TestClient(create_app(settings, committer=stuck, log_ends=InMemoryLogEnds())) as client:
+    with TestClient(
+        create_app(settings, Parts(committer=stuck, log_ends=InMemoryLogEnds()))
+    ) as client:
         post_progress(client, 1, {"t": {"0": 10}})
         post_progress(client, 2, {"t": {"0": 20}})
         wait_for(lambda: stuck.in_flight == 1, what="a commit in flight")
     assert stuck.commits == []
 
     fresh = InMemoryCommitter()
-    with TestClient(create_app(settings, committer=fresh, log_ends=InMemoryLogEnds())) as client:
+    with TestClient(
+        create_app(settings, Parts(committer=fresh, log_ends=InMemoryLogEnds()))
+    ) as client:
         state = wait_for(lambda: committed(client), what="commit after restart")
         assert state["offsets"] == {"t": {"0": 20}}
         assert state["checkpoint_id"] == 2
@@ -330,12 +329,14 @@ def test_restart_commits_what_was_accepted_but_not_committed(database_url: str) 
 def test_commit_results_survive_restart(tmp_path: Path) -> None:
     settings = settings_for(tmp_path)
     with TestClient(
-        create_app(settings, committer=InMemoryCommitter(), log_ends=InMemoryLogEnds())
+        create_app(settings, Parts(committer=InMemoryCommitter(), log_ends=InMemoryLogEnds()))
     ) as client:
         post_progress(client, 4, {"t": {"0": 40}})
         wait_for(lambda: committed(client), what="commit")
     again = InMemoryCommitter()
-    with TestClient(create_app(settings, committer=again, log_ends=InMemoryLogEnds())) as client:
+    with TestClient(
+        create_app(settings, Parts(committer=again, log_ends=InMemoryLogEnds()))
+    ) as client:
         view = client.get(f"/v1/queries/{QUERY}").json()
         assert view["committed"]["offsets"] == {"t": {"0": 40}}
         assert view["slot"] is None

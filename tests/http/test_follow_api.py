@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from spark_offset_sidecar.app import create_app
+from spark_offset_sidecar.app import Parts, create_app
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.testing import InMemoryCommitter, InMemoryLogEnds
 from tests.support.app import settings_for
@@ -45,7 +45,7 @@ def client(tmp_path: Path, committer: InMemoryCommitter) -> Iterator[TestClient]
     settings = settings_for(
         tmp_path, tokens_file=str(tmp_path / "tokens.json"), follow_interval_seconds=0.05
     )
-    app = create_app(settings, committer=committer, log_ends=InMemoryLogEnds())
+    app = create_app(settings, Parts(committer=committer, log_ends=InMemoryLogEnds()))
     with TestClient(app) as test_client:
         yield test_client
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from spark_offset_sidecar.app import create_app
+from spark_offset_sidecar.app import Parts, create_app
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.errors import BrokerUnavailable
 from spark_offset_sidecar.observe.fleet_metrics import FleetExposition, FleetOptions
@@ -35,9 +35,8 @@ def running(tmp_path: Path, ends: InMemoryLogEnds, times: InMemoryRecordTimes, *
     clock = kw.pop("clock", None)
     settings = settings_for(tmp_path, lag_read_interval_seconds=0.05, **kw)
     extra = {"clock": clock} if clock is not None else {}
-    app = create_app(
-        settings, committer=InMemoryCommitter(), log_ends=ends, record_times=times, **extra
-    )
+    parts = Parts(committer=InMemoryCommitter(), log_ends=ends, record_times=times, **extra)
+    app = create_app(settings, parts)
     return TestClient(app)
 
 
@@ -255,7 +254,7 @@ def test_a_group_that_never_committed_has_no_lag_figures(tmp_path: Path) -> None
     committer.fail_with = BrokerUnavailable("down")
     settings = settings_for(tmp_path, lag_read_interval_seconds=0.05)
     app = create_app(
-        settings, committer=committer, log_ends=ends, record_times=InMemoryRecordTimes()
+        settings, Parts(committer=committer, log_ends=ends, record_times=InMemoryRecordTimes())
     )
     with TestClient(app) as client:
         post_progress(client, 1, {"orders": {"0": 60}})

@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from spark_offset_sidecar.app import create_app
+from spark_offset_sidecar.app import Parts, create_app
 from spark_offset_sidecar.core.offsets import MAX_OFFSET, MAX_PARTITION
 from spark_offset_sidecar.core.spark.progress import kafka_offsets
 from spark_offset_sidecar.errors import InvalidEvent
@@ -56,8 +56,7 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     folder: Path = tmp_path_factory.mktemp("ranges")
     app = create_app(
         Settings(database=DatabaseSettings(url=f"sqlite:///{folder / 'sidecar.db'}")),
-        committer=InMemoryCommitter(),
-        log_ends=InMemoryLogEnds(),
+        Parts(committer=InMemoryCommitter(), log_ends=InMemoryLogEnds()),
     )
     with TestClient(app) as test_client:
         yield test_client

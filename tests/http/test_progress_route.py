@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from spark_offset_sidecar.app import create_app
+from spark_offset_sidecar.app import Parts, create_app
 from spark_offset_sidecar.errors import StoreUnavailable
 from spark_offset_sidecar.http import access, progress_route
 from spark_offset_sidecar.testing import InMemoryCommitter, InMemoryLogEnds, InMemoryStore
@@ -104,10 +104,12 @@ def _app(tmp_path: Path, store: InMemoryStore | None = None) -> TestClient:
     settings = settings_for(tmp_path, tokens_file=str(tmp_path / "tokens.json"))
     app = create_app(
         settings,
-        store=store,
-        committer=InMemoryCommitter(),
-        log_ends=InMemoryLogEnds(),
-        clock=lambda: 1_800_000_000.0,
+        Parts(
+            store=store,
+            committer=InMemoryCommitter(),
+            log_ends=InMemoryLogEnds(),
+            clock=lambda: 1_800_000_000.0,
+        ),
     )
     return TestClient(app, raise_server_exceptions=False)
 

@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, select
 
 from spark_offset_sidecar.adapters.sql.schema import consumer_groups, replicas
-from spark_offset_sidecar.app import create_app
+from spark_offset_sidecar.app import Parts, create_app
 from spark_offset_sidecar.errors import ConfigError
 from spark_offset_sidecar.settings import (
     CommitSettings,
@@ -44,7 +44,7 @@ def test_a_replica_claims_new_groups_commits_them_and_hands_them_back_on_stop(
         commits=CommitSettings(commit_timeout_seconds=1.0),
     )
     committer = InMemoryCommitter()
-    app = create_app(settings, committer=committer, log_ends=InMemoryLogEnds())
+    app = create_app(settings, Parts(committer=committer, log_ends=InMemoryLogEnds()))
     with TestClient(app) as client:
         (replica,), groups = _rows(postgres_server.url)
         assert groups == []

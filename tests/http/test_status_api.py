@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from spark_offset_sidecar.app import create_app
+from spark_offset_sidecar.app import Parts, create_app
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.errors import BrokerUnavailable, KafkaReadError
 from spark_offset_sidecar.testing import InMemoryCommitter, InMemoryLogEnds
@@ -25,7 +25,7 @@ def running(
     tmp_path: Path, ends: InMemoryLogEnds, committer: InMemoryCommitter, **overrides: Any
 ) -> TestClient:
     settings = settings_for(tmp_path, **FAST, **overrides)
-    return TestClient(create_app(settings, committer=committer, log_ends=ends))
+    return TestClient(create_app(settings, Parts(committer=committer, log_ends=ends)))
 
 
 def status_of(client: TestClient, group: str = GROUP) -> Any:

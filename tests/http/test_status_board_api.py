@@ -12,7 +12,7 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from spark_offset_sidecar.app import create_app
+from spark_offset_sidecar.app import Parts, create_app
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.errors import StoreUnavailable
 from spark_offset_sidecar.testing import InMemoryCommitter, InMemoryLogEnds, InMemoryStatusBoard
@@ -28,7 +28,9 @@ def app_on(tmp_path: Path, board: InMemoryStatusBoard, ends: InMemoryLogEnds) ->
     tmp_path.mkdir()
     settings = settings_for(tmp_path, **FAST)
     return TestClient(
-        create_app(settings, committer=InMemoryCommitter(), log_ends=ends, status_board=board)
+        create_app(
+            settings, Parts(committer=InMemoryCommitter(), log_ends=ends, status_board=board)
+        )
     )
 
 

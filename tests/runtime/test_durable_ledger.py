@@ -248,7 +248,7 @@ def test_an_unstorable_value_fails_only_its_own_event(
     shared: bool,
     process: bool,
 ) -> None:
-    from spark_offset_sidecar import batch_writer
+    from spark_offset_sidecar.adapters.child_process import child_command
     from spark_offset_sidecar.adapters.sql.shared_store import SharedSqlStore
     from spark_offset_sidecar.adapters.sql.writer_process import ProcessWriter
 
@@ -263,7 +263,9 @@ def test_an_unstorable_value_fails_only_its_own_event(
     store.migrate()
 
     async def scenario() -> None:
-        writer = ProcessWriter(store, batch_writer.command("WARNING", "text")) if process else None
+        writer = (
+            ProcessWriter(store, child_command("writer", "WARNING", "text")) if process else None
+        )
         durable = DurableLedger(Ledger(), store, writer=writer)
         await progress(durable, "committed", 0)
         request = durable.start_commit("g-committed", 0.0)

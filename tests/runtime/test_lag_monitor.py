@@ -16,7 +16,6 @@ from spark_offset_sidecar.core.lag.status import CommitWindows, GroupStatus
 from spark_offset_sidecar.core.ledger.rules import Ledger
 from spark_offset_sidecar.core.ledger.state import CommittedOffsets, GroupState
 from spark_offset_sidecar.core.offsets import TopicPartition
-from spark_offset_sidecar.runtime.lag_monitor import LagMonitor
 from spark_offset_sidecar.testing import InMemoryLogEnds
 from tests.support.monitors import idle_and_lagging, monitor_of
 
@@ -81,18 +80,6 @@ def test_a_caught_up_idle_group_is_not_evaluated_again_and_a_lagging_one_is() ->
         asyncio.run(monitor.poll())
     assert monitor.evaluations == 2 + 3  # the lagging group each time, the idle one never
     assert monitor.statuses["lagging"].status.value == "STOP"  # the time made it so
-
-
-def test_each_evaluation_once_in_place_is_told_to_the_heap_keeper() -> None:
-    tp = TopicPartition("t", 0)
-    fleet = Ledger(groups=[GroupState("g", "q", committed=CommittedOffsets("q", 1, {tp: 5}, 1.0))])
-    told: list[tuple[int, GroupStatus]] = []
-    monitor = LagMonitor(lambda: fleet, InMemoryLogEnds({tp: 9}), interval=10, err_after_failures=3)
-    monitor.settled = lambda: told.append((monitor.rounds, monitor.statuses["g"]))
-    for _ in range(3):
-        asyncio.run(monitor.poll())
-    assert [rounds for rounds, _ in told] == [1, 2, 3]
-    assert told[-1][1] is monitor.statuses["g"]  # told after the new state is in place
 
 
 def test_the_tables_a_reader_holds_stay_whole_through_the_next_evaluation() -> None:

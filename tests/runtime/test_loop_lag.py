@@ -9,7 +9,7 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 
-from spark_offset_sidecar.app import create_app
+from spark_offset_sidecar.app import Parts, create_app
 from spark_offset_sidecar.observe.loop_lag import LoopLag
 from spark_offset_sidecar.testing import InMemoryCommitter, InMemoryLogEnds
 from tests.support.app import settings_for
@@ -50,7 +50,7 @@ def test_a_hold_of_the_loop_is_seen_as_late_as_it_held() -> None:
 
 def test_the_service_exports_the_loops_lag(tmp_path: Path) -> None:
     app = create_app(
-        settings_for(tmp_path), committer=InMemoryCommitter(), log_ends=InMemoryLogEnds()
+        settings_for(tmp_path), Parts(committer=InMemoryCommitter(), log_ends=InMemoryLogEnds())
     )
     with TestClient(app) as client:
         name = "sidecar_event_loop_lag_seconds"

@@ -33,14 +33,14 @@ MAY_IMPORT: dict[str, set[str]] = {
     "errors": set(),
     "turns": set(),
     "heap": set(),
-    "gil": set(),
+    "topology": set(),
     "core": {"errors"},
     "ports": {"core", "errors"},
     "observe": {"core", "errors", "turns"},
-    "settings": {"errors", "gil", "core"},  # core: names' rules, the clusters' choice
+    "settings": {"errors", "core"},  # core: names' rules, the clusters' choice
     "adapters": {"core", "ports", "errors", "settings"},
     "runtime": {"core", "ports", "observe", "errors", "turns"},
-    "http": {"core", "ports", "runtime", "observe", "errors", "settings", "turns"},
+    "http": {"core", "ports", "runtime", "observe", "errors", "settings", "turns", "topology"},
     "app": {
         "core",
         "ports",
@@ -50,15 +50,16 @@ MAY_IMPORT: dict[str, set[str]] = {
         "observe",
         "errors",
         "settings",
-        "batch_writer",
+        "topology",
+        "child",
     },
-    # The batches' writer as a program (a child of the service): its adapter, its logs.
-    "batch_writer": {"adapters", "observe"},
-    # The process: it alone sets the interpreter's switch interval and heap keeper.
-    "cli": {"app", "adapters", "observe", "errors", "settings", "core", "heap", "gil"},
+    # The service's children as programs: the writer (its adapter), the watcher (``cli``).
+    "child": {"adapters", "observe", "cli"},
+    # The process: it alone sets the interpreter's heap keeper.
+    "cli": {"app", "adapters", "observe", "errors", "settings", "core", "heap"},
     "testing": {"core", "ports", "errors"},
 }
-STDLIB_ONLY = {"errors", "core", "ports", "turns", "heap", "gil"}
+STDLIB_ONLY = {"errors", "core", "ports", "turns", "heap", "topology"}
 DRIVERS = {
     "aiokafka",
     "kafka",
@@ -213,15 +214,11 @@ def core_room(module: str) -> str:
 
 def core_violations(module: str, imported: Iterable[str]) -> list[str]:
     here = core_room(module)
+    allowed = {"", here} if here else {""}
     return [
         f"{module} imports {i}"
         for i in imported
-        if room(i) == "core"
-        and core_room(i) not in ("", here)
-        and core_room(i) not in CORE_MAY_IMPORT[here]
-        or room(i) == "core"
-        and here == ""
-        and core_room(i) != ""
+        if room(i) == "core" and core_room(i) not in allowed | CORE_MAY_IMPORT[here]
     ]
 
 

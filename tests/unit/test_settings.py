@@ -68,16 +68,6 @@ def test_defaults_and_explicit_values() -> None:
         ("SIDECAR_KAFKA_SASL_EXTENSIONS", "pool-id=x", "a key of letters"),
         ("SIDECAR_OIDC_ISSUER", "kubernetes.default.svc", "http:// or https://"),
         ("SIDECAR_OIDC_JWKS_REFRESH_SECONDS", "0", "greater than 0"),
-        ("SIDECAR_GC_THAW_SECONDS", "-1", "0 or more"),
-        ("SIDECAR_GIL_SWITCH_INTERVAL_SECONDS", "0", "greater than 0"),
-        ("SIDECAR_GIL_SWITCH_INTERVAL_SECONDS", "1", "at most 0.1"),
-        ("SIDECAR_WATCHER_URL", "ftp://127.0.0.1:8001", "an http:// or https:// URL"),
-        ("SIDECAR_WATCHER_URL", "http://:8001", "with a host"),
-        ("SIDECAR_WATCHER_URL", "http://127.0.0.1:port", "not a URL"),
-        ("SIDECAR_WATCHER_URL", "http://127.0.0.1:8001", "needs SIDECAR_WATCHER=separate"),
-        ("SIDECAR_WATCHER", "paired", "needs SIDECAR_REPLICATED=true"),
-        ("SIDECAR_WATCHER_ADVERTISED_URL", "http://10.0.0.7:8001", "SIDECAR_REPLICATED=true"),
-        ("SIDECAR_WATCHER_TOKEN_FILE", "/no/such/token", "no such file"),
     ],
 )
 def test_bad_settings_fail_naming_the_variable(variable: str, value: str, problem: str) -> None:
@@ -308,92 +298,14 @@ def test_every_variable_belongs_to_one_section_and_has_a_meaning() -> None:
     assert all(v.startswith("SIDECAR_") and v == v.upper() for v in variables)
 
 
-def test_serve_watches_in_a_child_unless_told_otherwise() -> None:
-    """``auto`` (the default): ``offset-sidecar serve`` starts a child watcher, alone or
-    with replicas (each replica's child publishes its groups' reports); in an app built in
-    code one process watches (``status.watches_here``). A place given is kept. A separate
-    watcher beside each replica is told, as a child is (issue 47: the chart's watcher
-    container with several replicas)."""
-    alone = Settings.from_env({})
-    assert alone.status.watcher == "auto"
-    assert alone.status.watches_here  # an app built in code
-    assert alone.served().status.watcher == "child"
-    replicas = Settings.from_env(
-        {"SIDECAR_REPLICATED": "true", "SIDECAR_DATABASE_URL": "postgresql+psycopg://u:p@db/s"}
-    )
-    assert replicas.served().status.watcher == "child"
-    for place in ("in-process", "child", "separate"):
-        assert Settings.from_env({"SIDECAR_WATCHER": place}).served().status.watcher == place
-    beside = {"SIDECAR_WATCHER": "separate", "SIDECAR_WATCHER_URL": "http://[::1]:8001/"}
-    assert Settings.from_env(beside).status.watcher_url == "http://[::1]:8001"
-    replicated = {**beside, "SIDECAR_REPLICATED": "true"}
-    replicated["SIDECAR_DATABASE_URL"] = "postgresql+psycopg://u:p@db/s"
-    told = Settings.from_env(replicated)
-    assert (told.status.watcher_url, told.replicas.replicated) == ("http://[::1]:8001", True)
-    with pytest.raises(ConfigError, match="needs SIDECAR_WATCHER=separate"):
-        Settings.from_env({**replicated, "SIDECAR_WATCHER": "child"})
-
-
-def test_serve_writes_batches_in_a_process_unless_replicated_or_told_otherwise() -> None:
-    """``auto`` (the default): ``offset-sidecar serve`` alone writes the events' batches in
-    a child process, an app built in code and every replica in a thread; a replica told to
-    write in a process is refused, naming the variable and why."""
-    alone = Settings.from_env({})
-    assert alone.database.writer == "auto"
-    assert alone.served().database.writer == "process"
-    pg = "postgresql+psycopg://u:p@db/s"
-    assert Settings.from_env({"SIDECAR_DATABASE_URL": pg}).served().database.writer == "process"
-    replicated = {"SIDECAR_REPLICATED": "true", "SIDECAR_DATABASE_URL": pg}
-    assert Settings.from_env(replicated).served().database.writer == "auto"
-    for place in ("thread", "process", "THREAD"):
-        given = Settings.from_env({"SIDECAR_DATABASE_WRITER": place})
-        assert given.served().database.writer == place.lower()
-    with pytest.raises(ConfigError, match=r"SIDECAR_DATABASE_WRITER: .*replicas write in a thread"):
-        Settings.from_env({**replicated, "SIDECAR_DATABASE_WRITER": "process"})
-    with pytest.raises(ConfigError, match="SIDECAR_DATABASE_WRITER"):
-        Settings.from_env({"SIDECAR_DATABASE_WRITER": "fork"})
-
-
-def test_a_watcher_beyond_the_pod_or_paired_needs_the_watchers_token(tmp_path: Path) -> None:
-    """Issue 47: a watcher in a pod of its own is told across the network, so the service
-    and the watcher share a secret (SIDECAR_WATCHER_TOKEN_FILE); each refusal names what
-    is missing."""
-    short, token = tmp_path / "short", tmp_path / "token"
-    short.write_text("fifteen-chars..\n")
-    token.write_text("sixteen-chars...\n")
-    separate = {"SIDECAR_WATCHER": "separate", "SIDECAR_WATCHER_URL": "http://watcher:8001"}
-    with pytest.raises(ConfigError, match="beyond this machine or pod") as caught:
-        Settings.from_env(separate)
-    assert caught.value.variable == "SIDECAR_WATCHER_URL"
-    assert "SIDECAR_WATCHER_TOKEN_FILE" in str(caught.value)
-    with pytest.raises(ConfigError, match="fewer than 16 characters") as caught:
-        Settings.from_env({**separate, "SIDECAR_WATCHER_TOKEN_FILE": str(short)})
-    assert caught.value.variable == "SIDECAR_WATCHER_TOKEN_FILE"
-    told = Settings.from_env({**separate, "SIDECAR_WATCHER_TOKEN_FILE": str(token)})
-    assert told.status.watcher_url == "http://watcher:8001"
-    replicated = {
-        "SIDECAR_REPLICATED": "true",
-        "SIDECAR_DATABASE_URL": "postgresql+psycopg://u:p@db/s",
-    }
-    for variable, value in (
-        ("SIDECAR_WATCHER", "paired"),
-        ("SIDECAR_WATCHER_ADVERTISED_URL", "http://10.0.0.7:8001"),
-    ):
-        with pytest.raises(ConfigError, match="told across the network") as caught:
-            Settings.from_env({**replicated, variable: value})
-        assert caught.value.variable == variable
-        paired = Settings.from_env(
-            {**replicated, variable: value, "SIDECAR_WATCHER_TOKEN_FILE": str(token)}
-        )
-        # The replicas' side takes events only; the watcher's side only watches.
-        assert not paired.status.watches_here or variable != "SIDECAR_WATCHER"
-    with pytest.raises(ConfigError, match="not both") as caught:
-        Settings.from_env(
-            {
-                **replicated,
-                **separate,
-                "SIDECAR_WATCHER_TOKEN_FILE": str(token),
-                "SIDECAR_WATCHER_ADVERTISED_URL": "http://10.0.0.7:8001",
-            }
-        )
-    assert caught.value.variable == "SIDECAR_WATCHER_ADVERTISED_URL"
+@pytest.mark.parametrize(
+    "variable",
+    ["SIDECAR_WATCHER", "SIDECAR_DATABASE_WRITER", "SIDECAR_GIL_SWITCH_INTERVAL_SECONDS"],
+)
+def test_the_settings_of_removed_shapes_are_refused_as_unknown(variable: str) -> None:
+    """0.2.0 has one shape per way of running (``topology``): the variables that chose
+    another are unknown, so a deployment that still sets them fails at start, named."""
+    with pytest.raises(ConfigError) as caught:
+        Settings.from_env({variable: "child"})
+    assert caught.value.variable == variable
+    assert "unknown setting" in str(caught.value)

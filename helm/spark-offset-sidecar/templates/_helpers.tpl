@@ -27,31 +27,6 @@ app.kubernetes.io/name: {{ .Chart.Name }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
-{{/* The watchers in pods of their own (watcher.pods): a name of their own, so that the
-     server's Service, PodDisruptionBudget and ServiceMonitor never select them. */}}
-{{- define "sidecar.watcherSelectorLabels" -}}
-app.kubernetes.io/name: {{ .Chart.Name }}-watcher
-app.kubernetes.io/instance: {{ .Release.Name }}
-{{- end -}}
-
-{{- define "sidecar.watcherLabels" -}}
-helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
-{{ include "sidecar.watcherSelectorLabels" . }}
-app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
-app.kubernetes.io/component: watcher
-app.kubernetes.io/part-of: spark-offset-sidecar
-app.kubernetes.io/managed-by: {{ .Release.Service }}
-{{- end -}}
-
-{{- define "sidecar.watcherPods" -}}
-{{- if and .Values.watcher.enabled .Values.watcher.pods }}true{{ end -}}
-{{- end -}}
-
-{{/* The Secret whose key "token" the replicas and their paired watchers share. */}}
-{{- define "sidecar.watcherTokenSecret" -}}
-{{- .Values.watcher.tokenSecret | default (printf "%s-watcher" (include "sidecar.fullname" .)) -}}
-{{- end -}}
-
 {{- define "sidecar.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create -}}
 {{- default (include "sidecar.fullname" .) .Values.serviceAccount.name -}}
@@ -119,15 +94,6 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end -}}
 {{- if and (include "sidecar.sasl" .) (eq $mechanism "OAUTHBEARER") (not (and .Values.kafka.sasl.oauth.tokenUrl .Values.kafka.sasl.oauth.clientId)) -}}
 {{- fail "kafka.sasl.mechanism OAUTHBEARER needs kafka.sasl.oauth.tokenUrl and kafka.sasl.oauth.clientId" -}}
-{{- end -}}
-{{- if and .Values.watcher.enabled (eq (int .Values.watcher.port) (int .Values.service.port)) -}}
-{{- fail "watcher.port must differ from service.port: both listen in one pod" -}}
-{{- end -}}
-{{- if and .Values.watcher.pods (not .Values.watcher.enabled) -}}
-{{- fail "watcher.pods needs watcher.enabled=true (the watchers it puts in pods of their own)" -}}
-{{- end -}}
-{{- if and (include "sidecar.watcherPods" .) (ne .Values.database.type "postgresql") -}}
-{{- fail "watcher.pods needs database.type=postgresql: a watcher pairs with a replica through the database" -}}
 {{- end -}}
 {{- if and .Values.auth.identities (not (include "sidecar.oidcIssuer" .)) -}}
 {{- fail "auth.identities need auth.oidc.issuer (or auth.oidc.inCluster: true)" -}}

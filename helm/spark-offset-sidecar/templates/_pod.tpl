@@ -7,25 +7,6 @@ env:
 {{- end }}
 {{- end -}}
 
-{{/* The watcher's: the server's, on its own port; in a pod of its own, at the pod's
-     address, which it advertises to the replica it pairs with. */}}
-{{- define "sidecar.watcherEnv" -}}
-{{ include "sidecar.envFrom" . }}
-env:
-  - name: SIDECAR_PORT
-    value: {{ .Values.watcher.port | quote }}
-{{- if eq .Values.database.type "postgresql" }}
-{{- include "sidecar.databaseUrl" . }}
-{{- end }}
-{{- if include "sidecar.watcherPods" . }}
-  - name: POD_IP
-    valueFrom:
-      fieldRef: {fieldPath: status.podIP}
-  - name: SIDECAR_WATCHER_ADVERTISED_URL
-    value: {{ printf "http://$(POD_IP):%v" .Values.watcher.port | quote }}
-{{- end }}
-{{- end -}}
-
 {{- define "sidecar.envFrom" -}}
 envFrom:
   - configMapRef:
@@ -67,9 +48,6 @@ capabilities:
 {{- if and (include "sidecar.tls" .) .Values.kafka.tls.existingSecret }}
 - {name: kafka-tls, mountPath: /etc/sidecar/kafka-tls, readOnly: true}
 {{- end }}
-{{- if include "sidecar.watcherPods" . }}
-- {name: watcher-token, mountPath: /etc/sidecar/watcher, readOnly: true}
-{{- end }}
 {{- end -}}
 
 {{/* The pod's volumes (tmp, the SQLite claim, the Secrets mounted above). */}}
@@ -108,43 +86,4 @@ capabilities:
   secret:
     secretName: {{ .Values.kafka.tls.existingSecret }}
 {{- end }}
-{{- if include "sidecar.watcherPods" . }}
-- name: watcher-token
-  secret:
-    secretName: {{ include "sidecar.watcherTokenSecret" . }}
-    items: [{key: token, path: token}]
-{{- end }}
-{{- end -}}
-
-{{/* A watcher's container (in the server's pod, or in a pod of its own). */}}
-{{- define "sidecar.watcherContainer" -}}
-- name: watcher
-  image: {{ include "sidecar.image" . | quote }}
-  imagePullPolicy: {{ .Values.image.pullPolicy }}
-  args: ["watch"]
-  {{- include "sidecar.watcherEnv" . | nindent 2 }}
-  ports:
-    - name: watch
-      containerPort: {{ .Values.watcher.port }}
-      protocol: TCP
-  startupProbe:  # it loads every group from the database before it is ready
-    httpGet: {path: /readyz, port: watch}
-    periodSeconds: 2
-    failureThreshold: 150
-  livenessProbe:
-    # Fails only when its store follower or lag monitor has stopped.
-    httpGet: {path: /livez, port: watch}
-    periodSeconds: 10
-    timeoutSeconds: 3
-    failureThreshold: 6
-  readinessProbe:
-    httpGet: {path: /readyz, port: watch}
-    periodSeconds: 5
-    timeoutSeconds: 3
-  securityContext:
-    {{- include "sidecar.containerSecurity" . | nindent 4 }}
-  resources:
-    {{- toYaml .Values.watcher.resources | nindent 4 }}
-  volumeMounts:
-    {{- include "sidecar.volumeMounts" . | nindent 4 }}
 {{- end -}}

@@ -21,41 +21,48 @@ import os
 import secrets
 import socket
 from collections import Counter
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, generate_latest
 
-from spark_offset_sidecar import batch_writer
+from spark_offset_sidecar.adapters.child_process import child_command
 from spark_offset_sidecar.adapters.kafka.committer import KafkaOffsetCommitter
 from spark_offset_sidecar.adapters.kafka.log_ends import KafkaLogEndReader
 from spark_offset_sidecar.adapters.sql.followed_folders import SqlFollowedFolders
 from spark_offset_sidecar.adapters.sql.store import SqlStore
 from spark_offset_sidecar.adapters.sql.writer_process import ProcessWriter
 from spark_offset_sidecar.adapters.watcher.child import FIRST_READY, PROBLEM, WatcherChild
-from spark_offset_sidecar.adapters.watcher.remote import WatcherAt
 from spark_offset_sidecar.app.kafka_clients import GroupCluster, KafkaClients, Key, problem_of
+from spark_offset_sidecar.app.parts import Parts
+from spark_offset_sidecar.app.shared import fleet_options
 from spark_offset_sidecar.core.clusters import Clusters
 from spark_offset_sidecar.core.lag.status import CommitWindows
 from spark_offset_sidecar.core.ledger.leases import Ownership
 from spark_offset_sidecar.core.ledger.rules import Backoff, Ledger
 from spark_offset_sidecar.http.state import Running, Runtime
+from spark_offset_sidecar.http.watcher_routes import watcher_share
+from spark_offset_sidecar.observe.fleet_metrics import (
+    ALL_SERIES,
+    MEMORY_SERIES,
+    FleetExposition,
+    MetricsPage,
+)
 from spark_offset_sidecar.observe.loop_lag import LoopLag
-from spark_offset_sidecar.observe.metrics import HeapView, SidecarMetrics
+from spark_offset_sidecar.observe.metrics import SidecarMetrics
 from spark_offset_sidecar.ports.checkpoints import CheckpointStorage, FollowedFolders
 from spark_offset_sidecar.ports.identity import TokenVerifier
 from spark_offset_sidecar.ports.kafka import (
-    CommittedOffsetsReader,
     LogEndReader,
     OffsetCommitter,
     RecordTimeReader,
+    StartingOffsetsReader,
 )
 from spark_offset_sidecar.ports.status_board import StatusBoard
 from spark_offset_sidecar.ports.store import BatchWriter, LedgerStore
-from spark_offset_sidecar.ports.watcher import ToldLink
 from spark_offset_sidecar.runtime.checkpoint_follower import REASONS, CheckpointFollower
 from spark_offset_sidecar.runtime.commit_loop import CommitLoop
 from spark_offset_sidecar.runtime.durable_ledger import DurableLedger
@@ -66,6 +73,7 @@ from spark_offset_sidecar.runtime.lag_monitors import LagMonitors
 from spark_offset_sidecar.runtime.memory_relay import MemoryRelay
 from spark_offset_sidecar.runtime.own_loop import RecordTimesOnOwnLoop
 from spark_offset_sidecar.settings import DatabaseSettings, Settings
+from spark_offset_sidecar.topology import Topology
 
 if TYPE_CHECKING:  # replicas' modules need the postgres extra: imported when replicated
     from spark_offset_sidecar.runtime.lease_keeper import LeaseKeeper
@@ -75,42 +83,18 @@ log = logging.getLogger(__name__)
 KEYS_RETRY = 10.0  # seconds between fetches of the issuer's keys while they fail
 
 
-@dataclass(frozen=True)
-class Given:
-    """Parts handed in instead of built (tests' doubles, ``testing``); None: build it."""
-
-    store: LedgerStore | None = None
-    committer: OffsetCommitter | None = None
-    log_ends: LogEndReader | None = None
-    committed_reader: CommittedOffsetsReader | None = None
-    followed_folders: FollowedFolders | None = None
-    status_board: StatusBoard | None = None
-    record_times: RecordTimeReader | None = None
-
-
-class ProcessHeap(HeapView, Protocol):
-    """The process's heap keeper (``heap.HeapKeeper``): its pauses exported, and told
-    when the fleet's state has just been rebuilt, to freeze it."""
-
-    def settle(self) -> None: ...
-
-
 @dataclass
 class Start:
     """Everything the steps share; ``run`` once per lifespan."""
 
     settings: Settings
+    topology: Topology
     runtime: Runtime
     kafka: KafkaClients
-    given: Given
+    parts: Parts
     storage: CheckpointStorage
     verifier: TokenVerifier | None
-    # The ledger, once opened (the clients built before it read groups' clusters from it).
-    opened: list[DurableLedger]
-    heap: ProcessHeap | None = None  # the process's heap keeper (cli.process_tuning)
-    watcher: WatcherChild | None = None  # SIDECAR_WATCHER=child: started after migrating
-    # SIDECAR_WATCHER_URL, or paired: a watcher run on its own (``root.told_link``).
-    told_at: WatcherAt | None = None
+    watcher: WatcherChild | None = None  # the watcher as a child: started after migrating
 
     @property
     def metrics(self) -> SidecarMetrics:
@@ -121,7 +105,7 @@ class Start:
         return self.kafka.clusters
 
     async def run(self, stack: AsyncExitStack) -> Running:
-        replica_id = new_replica_id() if self.settings.replicas.replicated else None
+        replica_id = new_replica_id() if self.topology.replicated else None
         run_in_background(stack, LoopLag(self.metrics.loop_lag.observe).run(), "loop lag")
         sql, durable = await self._ledger(stack, replica_id)
         if self.watcher is not None:  # it reads the database at the newest migration
@@ -134,23 +118,21 @@ class Start:
         commit_loop = CommitLoop(
             durable, committer, self.metrics, clock=self.runtime.clock, ownership=ownership
         )
-        board = self.given.status_board
+        board = self.parts.status_board
         if ownership is not None and sql is not None:
             board = await self._replicas(stack, sql, ownership, durable, commit_loop, board)
         commit_task = self._commits(stack, durable, commit_loop)
         lag_monitor = self._lag_monitors(stack, durable, board, committer, built)
-        if self.settings.status.watches_here:  # else a watcher reads the log ends
+        if self.watcher is None:  # else the watcher reads the log ends
             run_in_background(stack, lag_monitor.run(), "lag monitor")
-        followed = self.given.followed_folders or (
+        followed = self.parts.followed_folders or (
             SqlFollowedFolders(sql.engine) if sql is not None else None
         )
         follower = self._follower(stack, followed, durable, lag_monitor)
-        told = (durable, committer, lag_monitor, follower, replica_id)
         if self.watcher is not None:
-            await self._tell_watcher(stack, self.watcher, *told, self.watcher.first_ready)
-        elif self.told_at is not None:  # told from its first answer on
-            stack.push_async_callback(self.told_at.close)
-            await self._tell_watcher(stack, self.told_at, *told, None)
+            await self._tell_watcher(
+                stack, self.watcher, durable, committer, lag_monitor, follower, replica_id
+            )
         warn_of_dropped_clusters(durable, self.clusters)
         reports = (
             PublishedReports(board)
@@ -171,23 +153,45 @@ class Start:
             reports=reports,
             followed=followed,
             follower=follower,
+            starting_offsets=self._starting_offsets(durable),
+            page=self._metrics_page(durable, lag_monitor),
         )
+
+    def _starting_offsets(self, durable: DurableLedger) -> StartingOffsetsReader:
+        """Reads a group's commits from Kafka (a client a call: nothing held between)."""
+        if self.parts.starting_offsets is not None:
+            return self.parts.starting_offsets
+        return self.kafka.starting_offsets(group_cluster(durable, self.clusters))
+
+    def _metrics_page(
+        self, durable: DurableLedger, lag_monitor: LagMonitor | LagMonitors
+    ) -> MetricsPage:
+        """What /metrics answers: this process's series, then every group's (those of its
+        memory only where the watcher is a child, and the child's share after them)."""
+        settings, watcher = self.settings, self.watcher
+        fleet = FleetExposition(
+            lambda: durable.ledger,
+            lambda: lag_monitor,
+            fleet_options(settings.metrics, self.kafka, MEMORY_SERIES if watcher else ALL_SERIES),
+            self.runtime.clock,
+            head=lambda: generate_latest(self.metrics.registry),
+            tail=watcher_share(watcher) if watcher is not None else None,
+        )
+        return MetricsPage(fleet, settings.metrics.max_scrapes_per_second)
 
     async def _tell_watcher(
         self,
         stack: AsyncExitStack,
-        watcher: ToldLink,
+        watcher: WatcherChild,
         durable: DurableLedger,
         committer: OffsetCommitter,
         lag_monitor: LagMonitor | LagMonitors,
         follower: CheckpointFollower | None,
         replica_id: str | None,
-        first_ready: Callable[[], Awaitable[bool]] | None,
     ) -> None:
-        """The watcher told what only this process's memory knows, from now on. With
-        ``first_ready`` (a child), ready once the child is, and told (it has loaded the
-        store meanwhile); after that, and without it, events are taken whether the watcher
-        answers or not."""
+        """The watcher told what only this process's memory knows, from now on: ready once
+        it is (it has loaded the store meanwhile) and told, or after ``FIRST_READY``
+        seconds; after that, events are taken whether the watcher answers or not."""
         relay = MemoryRelay(
             durable.ledger,
             watcher,
@@ -198,16 +202,15 @@ class Start:
             owned=lambda: durable.ledger.committing,  # None (every group) but with replicas
             replica=replica_id,  # its watcher publishes as this replica
         )
-        if first_ready is not None:
-            try:
-                async with asyncio.timeout(FIRST_READY):
-                    ready = await first_ready()
-            except TimeoutError:
-                ready = False
-            if ready:
-                await relay.tell()
-            else:
-                log.warning("the watcher is not ready yet: readers get 503 until it is")
+        try:
+            async with asyncio.timeout(FIRST_READY):
+                ready = await watcher.first_ready()
+        except TimeoutError:
+            ready = False
+        if ready:
+            await relay.tell()
+        else:
+            log.warning("the watcher is not ready yet: readers get 503 until it is")
         run_in_background(stack, relay.run(), "memory relay")
 
     async def _ledger(
@@ -219,14 +222,14 @@ class Start:
         sql: SqlStore | None = None
         store: LedgerStore
         writer: BatchWriter | None = None
-        if self.given.store is None:
+        if self.parts.store is None:
             sql = store = sql_store(self.settings.database, replica_id, self.metrics)
             stack.callback(sql.close)  # also closed with the ledger: idempotent
             await asyncio.to_thread(sql.migrate)
-            if self.settings.database.writer == "process" and replica_id is None:
+            if self.topology.writer == "child":
                 writer = await self._writer_process(stack, sql)
         else:
-            store = self.given.store
+            store = self.parts.store
         durable = await DurableLedger.open(
             store,
             max_pending=commits.max_pending_checkpoints,
@@ -236,7 +239,6 @@ class Start:
             writer=writer,
         )
         stack.push_async_callback(durable.close)
-        self.opened[:] = [durable]
         return sql, durable
 
     async def _writer_process(self, stack: AsyncExitStack, sql: SqlStore) -> BatchWriter:
@@ -244,7 +246,7 @@ class Start:
         start fails after it)."""
         writer = ProcessWriter(
             sql,
-            batch_writer.command(self.settings.log.level, self.settings.log.format),
+            child_command("writer", self.settings.log.level, self.settings.log.format),
             on_lost=self.metrics.store_writer_lost.inc,
         )
         stack.push_async_callback(writer.close)  # idempotent
@@ -263,9 +265,9 @@ class Start:
     ) -> tuple[dict[Key, KafkaOffsetCommitter], OffsetCommitter]:
         """The Kafka committers built here (none when one was given), and the committer
         the commit loop sees."""
-        if self.given.committer is not None:
-            stack.push_async_callback(self.given.committer.close)
-            return {}, self.given.committer
+        if self.parts.committer is not None:
+            stack.push_async_callback(self.parts.committer.close)
+            return {}, self.parts.committer
         built = self.kafka.committers(replica_id)
         for key, each in built.items():
             self.runtime.identity_problems.append(problem_of(self.kafka.said(key, "Kafka"), each))
@@ -302,9 +304,9 @@ class Start:
 
         settings, metrics = self.settings, self.metrics
         # A double committer never wrote to Kafka: nothing there to read back.
-        read_back = self.given.committed_reader
-        if read_back is None and self.given.committer is None:
-            read_back = self.kafka.committed_reader(group_cluster(self.opened, self.clusters))
+        read_back = self.parts.committed_reader
+        if read_back is None and self.parts.committer is None:
+            read_back = self.kafka.committed_reader(group_cluster(durable, self.clusters))
             stack.push_async_callback(read_back.close)
         keeper = LeaseKeeper(
             LeaseStore(sql.engine, ownership.replica_id, settings.replicas.lease_seconds),
@@ -315,7 +317,6 @@ class Start:
             read_back=read_back,
             read_back_after=settings.commits.commit_timeout_seconds,
             on_mismatch=lambda _group: metrics.takeover_mismatches.inc(),
-            on_watcher=self._paired_watcher,
         )
         # Leases are handed back after the commit loop stopped (registered before it).
         stack.push_async_callback(leave, keeper, commit_loop)
@@ -323,18 +324,6 @@ class Start:
         run_in_background(stack, keeper.run(), "lease keeper")
         run_in_background(stack, keeper.listen(), "notices")
         return board if board is not None else SqlStatusBoard(sql.engine, ownership.replica_id)
-
-    def _paired_watcher(self, url: str | None) -> None:
-        """Each renewal: the URL of the watcher paired with this replica (SIDECAR_WATCHER=
-        paired), which the relay then tells."""
-        link = self.told_at
-        if self.settings.status.watcher != "paired" or link is None or link.url == url:
-            return
-        if url is None:
-            log.warning("no watcher is paired with this replica: its groups are not watched")
-        else:
-            log.info("the watcher paired with this replica is at %s: told there", url)
-        link.point_at(url)
 
     def _commits(
         self, stack: AsyncExitStack, durable: DurableLedger, commit_loop: CommitLoop
@@ -358,12 +347,11 @@ class Start:
             stack,
             Watched(self.settings, self.kafka, self.metrics, self.runtime.clock),
             lambda: durable.ledger,
-            given=self.given,
+            given=self.parts,
             board=board,
             waits=committer.waiting,
             committers=committers,
-            settled=self.heap.settle if self.heap is not None else None,
-            reads_exported=self.settings.status.watches_here,
+            reads_exported=self.watcher is None,
         )
 
     def _follower(
@@ -407,11 +395,10 @@ def watch_lag(
     watched: Watched,
     ledger: Callable[[], Ledger],
     *,
-    given: Given,
+    given: Parts,
     board: StatusBoard | None = None,
     waits: Callable[[str], str | None] | None = None,
     committers: dict[Key, KafkaOffsetCommitter] | None = None,
-    settled: Callable[[], None] | None = None,
     reads_exported: bool = True,
     reads_also: CollectorRegistry | None = None,
 ) -> LagMonitor | LagMonitors:
@@ -457,7 +444,6 @@ def watch_lag(
             waits=waits or _no_commits,
             one_cluster=len(readers) > 1,
             cluster=key,
-            settled=settled,
         )
         for key, reader in readers.items()
     }
@@ -466,12 +452,12 @@ def watch_lag(
     return LagMonitors(monitors) if len(monitors) > 1 else monitors[None]
 
 
-def group_cluster(opened: list[DurableLedger], clusters: Clusters) -> GroupCluster:
-    """The cluster of a group's commits: as stored once the ledger is open (``opened``),
-    else as the settings choose for it."""
+def group_cluster(durable: DurableLedger, clusters: Clusters) -> GroupCluster:
+    """The cluster of a group's commits: as the ledger stores it, else as the settings
+    choose for it."""
 
     def cluster(group_id: str) -> Key:
-        group = opened[0].ledger.groups.get(group_id) if opened else None
+        group = durable.ledger.groups.get(group_id)
         return group.cluster if group is not None else clusters.of(group_id).name
 
     return cluster

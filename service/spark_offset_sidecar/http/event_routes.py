@@ -298,7 +298,7 @@ async def get_starting_offsets(
     for name in topic or ():
         if problem := TOPIC.problem(name):
             raise InvalidEvent("topic", problem)
-    found = await runtime_of(request).starting_offsets(group_id, topic or ())
+    found = await running_of(request).starting_offsets(group_id, topic or ())
     return StartingOffsetsAnswer(
         group_id=group_id,
         starting_offsets=found.offsets,

@@ -329,3 +329,19 @@ class FolderView(BaseModel):
     errors: dict[str, int] = Field(description="failed polls by reason")
     last_error: str | None
     last_poll_at: float | None = Field(description="Unix time of the last good poll")
+
+
+class ServiceView(BaseModel):
+    """What runs and where (``topology``), with the service's version."""
+
+    version: str = Field(description="the release of the service (spark-offset-sidecar)")
+    watcher: str = Field(
+        description="child: a process of its own that the service started, whose routes "
+        "(/v1/status, /ui) this port passes on; in-process: this process (an app built in code)"
+    )
+    writer: str = Field(
+        description="child: the events' batches written by a process of its own; thread: by "
+        "a thread of this process (replicas, an app built in code)"
+    )
+    replicated: bool = Field(description="one of several replicas on one PostgreSQL")
+    database: str = Field(description="sqlite, postgresql, or given (a store built in code)")

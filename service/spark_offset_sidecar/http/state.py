@@ -1,7 +1,7 @@
 """What the service holds, reached by the HTTP layer through ``request.app.state.runtime``:
 what the composition root (``app``) builds before starting (``Runtime``), and the parts
 its lifespan started, set once every one has started: ``Running`` in the process that
-takes events, ``Watching`` in a watcher (``offset-sidecar watch``); both are ``Started``,
+takes events, ``Watching`` in its watcher (``app.watch``); both are ``Started``,
 which is what the readers' and operational routes need. Nothing here imports the
 application, so routes and the app never import each other."""
 
@@ -16,6 +16,7 @@ from typing import Protocol
 
 from spark_offset_sidecar.core.clusters import Clusters
 from spark_offset_sidecar.http.auth import TokenRegistry
+from spark_offset_sidecar.observe.fleet_metrics import MetricsPage
 from spark_offset_sidecar.observe.metrics import SidecarMetrics
 from spark_offset_sidecar.ports.checkpoints import FollowedFolders
 from spark_offset_sidecar.ports.group_reports import GroupReports
@@ -27,6 +28,7 @@ from spark_offset_sidecar.runtime.lag_monitor import LagMonitor
 from spark_offset_sidecar.runtime.lag_monitors import LagMonitors
 from spark_offset_sidecar.runtime.store_follower import StoreFollower
 from spark_offset_sidecar.settings import Settings
+from spark_offset_sidecar.topology import Topology
 from spark_offset_sidecar.turns import Pace
 
 
@@ -38,8 +40,8 @@ class Running:
     durable: DurableLedger
     commit_loop: CommitLoop
     commit_task: asyncio.Task[None]
-    # LagMonitors: several clusters. It reads the log ends unless a watcher of its own
-    # does (``status.watcher``); it keeps the jobs' rates either way.
+    # LagMonitors: several clusters. It reads the log ends unless its watcher is a child
+    # (``topology``); it keeps the jobs' rates either way.
     lag_monitor: LagMonitor | LagMonitors
     # What every read answers groups' status and live commit state from: this process's
     # memory alone, the board of the owners with replicas (chosen once, at start).
@@ -48,6 +50,8 @@ class Running:
     # keeps no followed folders (a store double without them), and none are read.
     followed: FollowedFolders | None
     follower: CheckpointFollower | None
+    starting_offsets: StartingOffsetsReader  # reads a group's commits from Kafka
+    page: MetricsPage  # what /metrics answers
 
     @property
     def reading(self) -> Reading:
@@ -85,6 +89,7 @@ class Watching:
     lag_monitor: LagMonitor | LagMonitors
     lag_task: asyncio.Task[None]
     reports: GroupReports
+    page: MetricsPage  # what /metrics answers, its own series; its service's share apart
     # The followed folders, listed from the store the service writes (None: a store
     # double without them); how reading each goes is what its service told it.
     followed: FollowedFolders | None = None
@@ -109,6 +114,9 @@ class Started(Protocol):
     @property
     def reading(self) -> Reading: ...
 
+    @property
+    def page(self) -> MetricsPage: ...
+
     def live_problem(self) -> str | None:
         """Why the process should be restarted, or None."""
 
@@ -123,14 +131,14 @@ class Runtime:
     settings: Settings
     metrics: SidecarMetrics
     clock: Callable[[], float]
-    starting_offsets: StartingOffsetsReader  # reads a group's commits from Kafka
+    topology: Topology  # what runs where, resolved at start
     tokens: TokenRegistry | None = None
     # Why a folder path cannot be followed here (an unknown protocol, a missing extra).
     check_folder: Callable[[str], str | None] = lambda path: None
     # Why an identity does not work now (a Kafka token, Kafka refusing the credentials, the
     # jobs' token issuer): each says its problem, or None. Shown on /readyz and /ui.
     identity_problems: list[Callable[[], str | None]] = field(default_factory=list)
-    # A child watcher: the identity problems its service told it (shown with its own).
+    # The watcher: the identity problems its service told it (shown with its own).
     told_problems: Callable[[], Sequence[str]] = tuple
     # Set once every part has started, and kept until the process ends (events taken
     # while stopping are still recorded); ``ready`` is True only in between. ``running``

@@ -68,10 +68,6 @@ class HeapView(Protocol):
 
     @property
     def pauses(self) -> Sequence[GenerationPauses]: ...
-    @property
-    def frozen(self) -> int: ...
-    @property
-    def thaws(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -311,17 +307,7 @@ class HeapCollector(Collector):
         for generation, pauses in enumerate(self._heap.pauses):
             seconds.add_metric([str(generation)], pauses.seconds)
             longest.add_metric([str(generation)], pauses.longest)
-        frozen = GaugeMetricFamily(
-            "sidecar_gc_frozen_objects",
-            "Objects kept out of the collector's scans (survivors of the last full collection).",
-            value=self._heap.frozen,
-        )
-        thaws = CounterMetricFamily(
-            "sidecar_gc_thaws",
-            "Full collections that scanned the frozen heap again (SIDECAR_GC_THAW_SECONDS).",
-            value=self._heap.thaws,
-        )
-        yield from (seconds, longest, frozen, thaws)
+        yield from (seconds, longest)
 
 
 class FolderCollector(Collector):

@@ -18,7 +18,6 @@ class Renewal:
     held: dict[str, int]  # group -> owner epoch, everything this replica owns now
     groups: int  # groups in the database
     replicas: int  # live replicas, this one included
-    watcher: str | None = None  # the URL of the watcher paired with it (a live claim)
 
 
 class Leases(Protocol):

@@ -1,12 +1,9 @@
-"""The watcher as the process taking events reaches it when it started it
-(``SIDECAR_WATCHER=child``): the readers' requests it answers, and its share of
-``/metrics``, and what only this process's memory knows of the groups (``Told``).
+"""The watcher as the process taking events reaches it (``app.topology``): the readers'
+requests it answers, its share of ``/metrics``, and what only this process's memory knows
+of the groups (``Told``).
 
 ``WatcherLink`` is the port; ``adapters.watcher.child.WatcherChild`` is the real one (a
-child process on a Unix socket of its own). ``ToldLink`` is its part that tells: all
-the process has of a watcher run on its own beside it (``SIDECAR_WATCHER=separate`` with
-``SIDECAR_WATCHER_URL``: ``adapters.watcher.remote.WatcherAt``), whose readers ask it
-directly.
+child process on a Unix socket of its own), ``testing.InMemoryWatcher`` the double.
 
 Contract
   - ``get`` answers a GET of ``path`` (and ``query``) with ``headers`` passed on (the
@@ -19,9 +16,8 @@ Contract
     with replicas, which replica this is and which groups it commits); raises
     ``WatcherUnavailable`` as ``get`` does (then nothing of it was taken).
   - ``generation`` counts the watchers started: a new one was told nothing yet. A
-    watcher refuses what it is told but a whole message until it took one (one started
-    again where ``generation`` cannot see it: a separate watcher), and the teller's next
-    message is whole.
+    watcher refuses what it is told but a whole message until it took one, and the
+    teller's next message is whole.
   - ``problem`` says why the watcher does not answer now, or None.
 """
 
@@ -60,12 +56,11 @@ class Told:
     # evaluates and publishes those only. None: unchanged, or not replicated (every group).
     owned: frozenset[str] | None = None
     # With replicas: the teller's replica id, in every message (a replica started again is
-    # another replica); its watcher publishes its groups' reports as that replica, and a
-    # paired watcher takes messages from the replica it is paired with only.
+    # another replica); its watcher publishes its groups' reports as that replica.
     replica: str | None = None
 
 
-class ToldLink(Protocol):
+class WatcherLink(Protocol):
     async def tell(self, told: Told) -> None: ...
 
     @property
@@ -74,28 +69,6 @@ class ToldLink(Protocol):
     @property
     def problem(self) -> str | None: ...
 
-
-class WatcherLink(ToldLink, Protocol):
     async def get(self, path: str, query: str, headers: Mapping[str, str]) -> Answer: ...
 
     async def share(self) -> bytes: ...
-
-
-class WatcherPairing(Protocol):
-    """A watcher run on its own paired with one replica (``SIDECAR_WATCHER_ADVERTISED_URL``;
-    the replica reads the pairing with its lease and tells that watcher). The real one is
-    PostgreSQL's (``adapters.sql.watcher_pairs``). Each method is one short transaction
-    and blocks (call it from a thread).
-
-    Contract
-      - ``pair`` renews this watcher's claim on its replica while that replica's lease is
-        live, else claims a live replica whose watcher's claim is not (the oldest
-        first), and returns the replica's id; None when every live replica has a live
-        watcher. No two watchers hold live claims on one replica.
-      - A claim lives ``lease`` seconds from its last ``pair``; ``leave`` ends it now, and
-        so does a ``pair`` that finds its replica's lease lapsed.
-    """
-
-    def pair(self) -> str | None: ...
-
-    def leave(self) -> None: ...

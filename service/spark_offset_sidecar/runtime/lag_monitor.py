@@ -116,10 +116,6 @@ class LagMonitor:
     # changed in place (not even once replaced: readers hold them across their turns), and
     # only when it grows: what is derived from them holds until then.
     rounds: int = 0
-    # Told once each evaluation is in place: the process's heap keeper freezes the fleet's
-    # new state (``heap.HeapKeeper.settle``), so that collections do not scan it again
-    # (None: no keeper listens).
-    settled: Callable[[], None] | None = None
     # By group, the evaluation (``rounds``) that last computed its status and lag figures
     # (a kept group keeps its stamp): what is rendered from them holds while it stands.
     stamps: dict[str, int] = field(default_factory=dict)
@@ -331,8 +327,6 @@ class LagMonitor:
         old = (self._inputs, dict(self.statuses), dict(self.lags))
         self._inputs, self.statuses, self.lags, self.stamps = inputs, statuses, lags, stamps
         self.rounds += 1
-        if self.settled is not None:
-            self.settled()
         self._forget_gone(inputs.keys())
         self.evaluated_at = now
         for table in old:

@@ -48,7 +48,6 @@ class LeaseKeeper:
         read_back: CommittedOffsetsReader | None = None,
         read_back_after: float = 10.0,
         on_mismatch: Callable[[str], None] = lambda group_id: None,
-        on_watcher: Callable[[str | None], None] = lambda url: None,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
@@ -62,7 +61,6 @@ class LeaseKeeper:
         self.read_back = read_back
         self.read_back_after = read_back_after  # the old owner's last commit has landed
         self.on_mismatch = on_mismatch
-        self.on_watcher = on_watcher  # each renewal: the paired watcher's URL, or None
         self.interval = ownership.lease / 6
         self._wake = asyncio.Event()
         self._background: set[asyncio.Task[None]] = set()  # refreshes and read-backs
@@ -86,7 +84,6 @@ class LeaseKeeper:
     async def round(self) -> None:
         started = self.clock()
         renewal = await asyncio.to_thread(self.store.renew)
-        self.on_watcher(renewal.watcher)
         held = dict(renewal.held)
         wanted = claim_count(len(held), renewal.groups, renewal.replicas)
         claimed = await asyncio.to_thread(self.store.claim, wanted) if wanted else {}

@@ -1,4 +1,4 @@
-"""Telling the watcher this process started (``SIDECAR_WATCHER=child``) what only this
+"""Telling the watcher this process started (``app.topology``) what only this
 process's memory knows of the groups (``core.lag.group_memory``), so that the watcher's
 status and reports read as this process's would; with replicas, also which replica this
 is and which groups it commits (its leases), the only ones its watcher evaluates and
@@ -15,8 +15,7 @@ that did not take the last message, is told every group in the next (``whole``).
 Invariants
   - A group's memory as it stands after a change reaches the watcher with the first
     message the watcher takes after that change (or with a whole one after it); so do
-    this replica's groups. Every message names this replica (a paired watcher takes
-    none from another).
+    this replica's groups. Every message names this replica.
   - The message is built on the event loop a few milliseconds at a time (``Turns``): a
     group that changes meanwhile is collected again (R15) and told in the next message.
   - Encoding and sending are the link's (off the loop for a whole fleet's).
@@ -33,7 +32,7 @@ from spark_offset_sidecar.core.lag.group_memory import GroupMemory, memory_of
 from spark_offset_sidecar.core.lag.report import FolderReport
 from spark_offset_sidecar.core.ledger.rules import Ledger
 from spark_offset_sidecar.errors import WatcherUnavailable
-from spark_offset_sidecar.ports.watcher import Told, ToldLink
+from spark_offset_sidecar.ports.watcher import Told, WatcherLink
 from spark_offset_sidecar.runtime.group_reports import FolderReports
 from spark_offset_sidecar.turns import Turns
 
@@ -46,7 +45,7 @@ class MemoryRelay:
     def __init__(
         self,
         ledger: Ledger,
-        link: ToldLink,
+        link: WatcherLink,
         *,
         waiting: Callable[[str], str | None],
         job: Callable[[str], JobRates | None],

@@ -1,4 +1,4 @@
-"""What a child watcher was told of the groups by the process taking events
+"""What the watcher was told of the groups by the process taking events
 (``runtime.memory_relay``), kept and handed to the watcher's ledger.
 
 Invariants
@@ -9,7 +9,7 @@ Invariants
   - A group told gone is forgotten; its ledger group (if the store still has it) keeps no
     commit in flight.
   - A whole message replaces everything told before; none but a whole one is taken
-    first (``takes``), nor after its teller changed (``forget_teller``).
+    first (``takes``).
   - With replicas, the watcher's ledger commits (``Ledger.commits``: evaluates, exports,
     publishes) the groups last told its teller's (none before the first message), and
     publishes them as the replica last told (``publish_as``, before the groups it holds).
@@ -114,16 +114,6 @@ class ToldMemory:
             self._unknown()  # read from the store now; watched once read (``refreshed``)
         if len(unread) < len(taken):
             self._watch_more()
-
-    def forget_teller(self) -> None:
-        """Its teller is another now, or none (a paired watcher paired anew): nothing
-        evaluated of the last teller's groups, and nothing taken but a whole message."""
-        self.messages = 0
-        self._teller = None
-        self._forget(list(self.groups))
-        self._owned = frozenset()
-        self._unread.clear()
-        self._ledger.commit_only(frozenset())
 
     def _wants(self, group_id: str) -> bool:
         return not self._follows_owned or group_id in self._owned

@@ -4,7 +4,7 @@ settings), each the input of the part of the service it names.
 - ``values``: the kinds of value and the parser of each (text in, value out).
 - ``section``: what every section shares: reading the environment, naming refusals.
 - ``sections``: the sections (Kafka, clusters, database, HTTP, auth, OIDC, commits,
-  status, metrics, followed folders, replicas, logs, tuning).
+  status, metrics, followed folders, replicas, logs).
 - ``service_settings``: ``Settings``, all of them, and the checks that span sections.
 """
 
@@ -21,7 +21,6 @@ from spark_offset_sidecar.settings.sections import (
     OidcSettings,
     ReplicaSettings,
     StatusSettings,
-    TuningSettings,
 )
 from spark_offset_sidecar.settings.service_settings import Settings
 from spark_offset_sidecar.settings.values import MAX_COMMIT_INTERVAL
@@ -41,5 +40,4 @@ __all__ = [
     "ReplicaSettings",
     "Settings",
     "StatusSettings",
-    "TuningSettings",
 ]

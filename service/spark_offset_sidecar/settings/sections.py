@@ -17,10 +17,8 @@ from pydantic_settings import SettingsConfigDict
 
 from spark_offset_sidecar.core.clusters import Clusters
 from spark_offset_sidecar.errors import ConfigError
-from spark_offset_sidecar.gil import SWITCH_INTERVAL
 from spark_offset_sidecar.settings.section import Section
 from spark_offset_sidecar.settings.values import (
-    BatchWriterPlace,
     Bootstrap,
     ClusterByGroup,
     ClusterName,
@@ -40,15 +38,11 @@ from spark_offset_sidecar.settings.values import (
     PositiveInt,
     ReadableFile,
     SaslMechanism,
-    SecretFile,
     SecurityProtocol,
     SomePatterns,
     StatusWindow,
     StorageOptions,
-    SwitchInterval,
     Text,
-    WatcherPlace,
-    WatcherUrl,
     default_database_url,
 )
 
@@ -168,8 +162,8 @@ class LogSettings(Section):
     format: LogFormat = Field(
         "json",
         description="json: one object a line with time, level, logger, message and, in every "
-        "line about them, query_id, group_id, checkpoint_id, and process=watcher in a "
-        "watcher's lines; text: for people ([watcher] in a watcher's)",
+        "line about them, query_id, group_id, checkpoint_id, and process (watcher or writer) "
+        "in a child process's lines; text: for people ([watcher] or [writer] in a child's)",
     )
 
 
@@ -181,13 +175,6 @@ class DatabaseSettings(Section):
         default_factory=default_database_url,
         description="SQLAlchemy URL: sqlite:////abs/path.db or postgresql+psycopg://... (the "
         "postgres extra); default sqlite:///<working folder>/sidecar.db",
-    )
-    writer: BatchWriterPlace = Field(
-        "auto",
-        description="where the events' batches are written: process, by a child process with "
-        "an interpreter lock of its own (more durable events a second: docs/run/sizing.md); "
-        "thread, by a thread of this process; auto, process for offset-sidecar serve, thread "
-        "for an app built in code. Replicas (SIDECAR_REPLICATED=true) write in a thread",
     )
 
 
@@ -267,51 +254,6 @@ class StatusSettings(Section):
     ui_max_pages_per_second: NonNegativeFloat = Field(
         10.0, description="answer /ui at most this often, pages in turn (0: no limit)"
     )
-    watcher: WatcherPlace = Field(
-        "auto",
-        description="where the fleet is watched (lag reads, /ui, the status API, their series "
-        "of /metrics; docs/run/watcher.md): in-process, by this process; child, by a watcher "
-        "process this one starts, readers answered through this one; separate, by a watcher "
-        "run on its own (offset-sidecar watch), this process then serves events only; paired "
-        "(replicas only), by watchers run on their own anywhere, each paired through the "
-        "database with one replica that tells it; auto, child for offset-sidecar serve, "
-        "in-process for an app built in code. With replicas, each replica's watcher (child, "
-        "separate with SIDECAR_WATCHER_URL, or paired) watches the groups it holds the leases "
-        "of and publishes their reports",
-    )
-
-    watcher_url: WatcherUrl | None = Field(
-        None,
-        description="with SIDECAR_WATCHER=separate: the watcher's URL (http://127.0.0.1:8001), "
-        "where this process tells it what only its memory knows, as it tells a child (failed "
-        "commits, counters, commits in flight, followed folders; with replicas, which replica "
-        "and which groups it watches: docs/run/watcher.md); the watcher reads it too. A URL "
-        "beyond this machine or pod needs SIDECAR_WATCHER_TOKEN_FILE. Unset: a separate "
-        "watcher is told nothing (unless paired)",
-    )
-    watcher_token_file: SecretFile | None = Field(
-        None,
-        description="a file holding the secret (16 characters or more) a process sends with "
-        "what it tells its watcher, and the watcher demands, on both (a mounted Secret). With "
-        "it a watcher is told from any address; without it, from a loopback address only",
-    )
-    watcher_advertised_url: WatcherUrl | None = Field(
-        None,
-        description="offset-sidecar watch with SIDECAR_REPLICATED=true: the URL the replicas "
-        "reach this watcher at (http://$(POD_IP):8001): it pairs itself through the database "
-        "with a replica that has no watcher, which then tells it (SIDECAR_WATCHER=paired on the "
-        "replicas; needs SIDECAR_WATCHER_TOKEN_FILE)",
-    )
-
-    def watcher_token(self) -> bytes | None:
-        """The watchers' token (SIDECAR_WATCHER_TOKEN_FILE), as its file holds it."""
-        token = _secret(self.watcher_token_file, None)
-        return None if token is None else token.encode()
-
-    @property
-    def watches_here(self) -> bool:
-        """Whether this process reads the log ends and answers the readers itself."""
-        return self.watcher in ("in-process", "auto")
 
 
 class MetricsSettings(Section):
@@ -349,25 +291,6 @@ class MetricsSettings(Section):
         validation_alias="SIDECAR_EXPORT_KAFKA_LAG",
         description="also export kafka_exporter's kafka_consumergroup_lag, _current_offset "
         "(and _sum) for our groups; off where kafka_exporter runs (it reports them too)",
-    )
-
-
-class TuningSettings(Section):
-    """The process's own tuning (cli.process_tuning): set once for the life of serve, and
-    only in a process that watches the fleet (SIDECAR_WATCHER=in-process)."""
-
-    title = "The process"
-
-    gc_thaw_seconds: NonNegativeFloat = Field(
-        3600.0,
-        description="where this process watches the fleet: freeze what survives each full "
-        "garbage collection, and the fleet's state after each lag read; scan it all again "
-        "this often (0: never freeze)",
-    )
-    gil_switch_interval_seconds: SwitchInterval = Field(
-        SWITCH_INTERVAL,
-        description="where this process watches the fleet: how soon the event loop hands the "
-        "GIL to a worker thread that waits for it (CPython's default, 0.005, elsewhere)",
     )
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any, Self
+from typing import Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -35,9 +35,8 @@ from spark_offset_sidecar.settings.sections import (
     OidcSettings,
     ReplicaSettings,
     StatusSettings,
-    TuningSettings,
 )
-from spark_offset_sidecar.settings.values import is_loopback, is_loopback_url
+from spark_offset_sidecar.settings.values import is_loopback
 
 
 class Settings(BaseModel):
@@ -55,21 +54,8 @@ class Settings(BaseModel):
     follow: FollowSettings = Field(default_factory=FollowSettings)
     replicas: ReplicaSettings = Field(default_factory=ReplicaSettings)
     log: LogSettings = Field(default_factory=LogSettings)
-    tuning: TuningSettings = Field(default_factory=TuningSettings)
     # Each of clusters.more's Kafka, by name; a cluster not here takes KafkaSettings' defaults.
     more_kafka: Mapping[str, KafkaSettings] = Field(default_factory=dict)
-
-    def served(self) -> Settings:
-        """As ``offset-sidecar serve`` runs them: ``status.watcher`` auto made child, alone
-        or with replicas (the child reads this process's environment, so only a process
-        whose settings come from it can start one); ``database.writer`` auto made process,
-        alone (replicas write in a thread)."""
-        update: dict[str, Any] = {}
-        if self.status.watcher == "auto":
-            update["status"] = self.status.model_copy(update={"watcher": "child"})
-        if self.database.writer == "auto" and not self.replicas.replicated:
-            update["database"] = self.database.model_copy(update={"writer": "process"})
-        return self.model_copy(update=update) if update else self
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -112,13 +98,6 @@ class Settings(BaseModel):
     def _checks_across_sections(self) -> Self:
         self._check_listening()
         self._check_replicas()
-        self._check_watcher()
-        if self.database.writer == "process" and self.replicas.replicated:
-            raise ConfigError(
-                self.database.variable("writer"),
-                "a replica's batches lock their rows across several statements, in the "
-                "thread that holds its transaction: replicas write in a thread (thread, or auto)",
-            )
         if self.oidc.enabled and not self.auth.tokens_file:
             raise ConfigError(
                 AuthSettings.variable("tokens_file"),
@@ -140,44 +119,6 @@ class Settings(BaseModel):
                 f"listening on {http.host} without SIDECAR_TOKENS_FILE lets anyone who reaches "
                 "it move consumer offsets; configure tokens, or set "
                 "SIDECAR_ALLOW_UNAUTHENTICATED=true to accept that",
-            )
-
-    def _check_watcher(self) -> None:
-        status, replicated = self.status, self.replicas.replicated
-        token = status.variable("watcher_token_file")
-        if status.watcher_url is not None:
-            if status.watcher != "separate":
-                raise ConfigError(
-                    status.variable("watcher_url"),
-                    "tells a watcher run on its own: it needs SIDECAR_WATCHER=separate (a child "
-                    f"is told on its socket, a paired one at the URL it advertises), not "
-                    f"{status.watcher}",
-                )
-            if not is_loopback_url(status.watcher_url) and not status.watcher_token_file:
-                raise ConfigError(
-                    status.variable("watcher_url"),
-                    f"{status.watcher_url} is beyond this machine or pod: anyone who reaches "
-                    f"the watcher could tell it what commits failed; give {token}",
-                )
-        for variable, given in (
-            ("watcher", status.watcher == "paired"),
-            ("watcher_advertised_url", status.watcher_advertised_url is not None),
-        ):
-            if given and not replicated:
-                raise ConfigError(
-                    status.variable(variable),
-                    "pairs watchers with replicas: it needs SIDECAR_REPLICATED=true",
-                )
-            if given and not status.watcher_token_file:
-                raise ConfigError(
-                    status.variable(variable),
-                    f"a paired watcher is told across the network: give {token}",
-                )
-        if status.watcher_advertised_url is not None and status.watcher_url is not None:
-            raise ConfigError(
-                status.variable("watcher_advertised_url"),
-                "a watcher is told by the service at SIDECAR_WATCHER_URL beside it, or paired "
-                "with a replica through the database: not both",
             )
 
     def _check_replicas(self) -> None:

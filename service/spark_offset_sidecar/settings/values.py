@@ -26,7 +26,6 @@ T = TypeVar("T")
 
 # A commit interval longer than this would leave lag tools minutes behind the jobs.
 MAX_COMMIT_INTERVAL = 3600.0
-MIN_SECRET_LENGTH = 16  # a shared secret in a file (the tokens file's tokens: the same)
 
 
 def as_text(value: Any) -> str:
@@ -114,13 +113,6 @@ def commit_interval(value: str) -> float:
     return number
 
 
-def switch_interval(value: str) -> float:
-    number = float(value)
-    if not math.isfinite(number) or not 0 < number <= 0.1:
-        raise ValueError("must be a number of seconds greater than 0, at most 0.1")
-    return number
-
-
 def int_at_least(minimum: int, why: str = "") -> Callable[[str], int]:
     def parse(value: str) -> int:
         number = int(value)
@@ -178,36 +170,6 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
-
-
-def watcher_url(value: str) -> str:
-    """An http(s) URL with a host: where a watcher is reached (``settings.sections``; one
-    that is not on this machine or pod needs the watcher's token, checked across
-    sections)."""
-    from urllib.parse import urlsplit
-
-    try:
-        parts = urlsplit(value)
-        parts.port  # noqa: B018  (a port that is not a number raises here)
-    except ValueError as exc:
-        raise ValueError(f"not a URL: {exc}") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError("must be an http:// or https:// URL with a host")
-    return value.rstrip("/")
-
-
-def is_loopback_url(url: str) -> bool:
-    from urllib.parse import urlsplit
-
-    return is_loopback(urlsplit(url).hostname or "")
-
-
-def secret_file(value: str) -> str:
-    """A readable file whose text (stripped) is a secret of at least 16 characters."""
-    path = readable_file(value)
-    if len(Path(path).read_text().strip()) < MIN_SECRET_LENGTH:
-        raise ValueError(f"holds fewer than {MIN_SECRET_LENGTH} characters: not a secret")
-    return path
 
 
 def patterns(value: str) -> tuple[str, ...]:
@@ -283,14 +245,11 @@ DatabaseUrl = Annotated[str, parsed_by(database_url)]
 PositiveFloat = Annotated[float, parsed_by(positive_float)]
 NonNegativeFloat = Annotated[float, parsed_by(non_negative_float)]
 CommitInterval = Annotated[float, parsed_by(commit_interval)]
-SwitchInterval = Annotated[float, parsed_by(switch_interval)]
 PositiveInt = Annotated[int, parsed_by(int_at_least(1))]
 Port = Annotated[int, parsed_by(port)]
 Flag = Annotated[bool, parsed_by(flag)]
 ReadableFile = Annotated[str, parsed_by(readable_file)]
 HttpUrl = Annotated[str, parsed_by(http_url)]
-WatcherUrl = Annotated[str, parsed_by(watcher_url)]
-SecretFile = Annotated[str, parsed_by(secret_file)]
 Patterns = Annotated[tuple[str, ...], NoDecode, parsed_by(patterns)]
 SomePatterns = Annotated[tuple[str, ...], NoDecode, parsed_by(some_patterns)]
 Extensions = Annotated[tuple[tuple[str, str], ...], NoDecode, parsed_by(extensions)]
@@ -302,10 +261,6 @@ ClusterByGroup = Annotated[tuple[tuple[str, str], ...], NoDecode, parsed_by(clus
 LogLevel = Annotated[str, parsed_by(choice("DEBUG", "INFO", "WARNING", "ERROR"))]
 LogFormat = Annotated[str, parsed_by(choice("json", "text", case=str.lower))]
 Granularity = Annotated[str, parsed_by(choice("group", "topic", "partition", case=str.lower))]
-WatcherPlace = Annotated[
-    str, parsed_by(choice("auto", "in-process", "child", "separate", "paired", case=str.lower))
-]
-BatchWriterPlace = Annotated[str, parsed_by(choice("auto", "thread", "process", case=str.lower))]
 SecurityProtocol = Annotated[
     str, parsed_by(choice("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"))
 ]

@@ -23,8 +23,7 @@ Why renew the group rows, not only a row per replica: a claim locks the rows it 
 and re-checks their expiry on the row itself, so a renewal and a claim racing for a group
 serialise on the row lock and exactly one of them gets it. (A claim that judged a
 separate replica row from its snapshot could take a group whose owner renewed meanwhile.)
-The ``replicas`` rows only count the live replicas for the fair share (L4), and say
-which watcher is paired with each (``watcher_pairs``): a renewal reads its own.
+The ``replicas`` rows only count the live replicas for the fair share (L4).
 """
 
 from __future__ import annotations
@@ -40,7 +39,6 @@ from sqlalchemy import (
     String,
     any_,
     bindparam,
-    case,
     delete,
     func,
     literal_column,
@@ -55,8 +53,6 @@ from spark_offset_sidecar.ports.leases import Renewal
 
 groups_c, replicas_c = consumer_groups.c, replicas.c
 _DB_NOW: ColumnElement[float] = literal_column("EXTRACT(EPOCH FROM now())::float8", Float)
-# The URL of the watcher paired with a replica (``watcher_pairs``), if its claim is live.
-_LIVE_WATCHER = case((replicas_c.watcher_expires_at > _DB_NOW, replicas_c.watcher_url), else_=None)
 # The most groups one renewal transaction holds the rows of (~4 ms of PostgreSQL's time).
 RENEWED_A_TRANSACTION = 256
 # Renew those of ``ids`` still this replica's and not being written (each looked up by its
@@ -97,13 +93,12 @@ class LeaseStore:
         expires = _DB_NOW + self.lease
         with self.engine.connect() as conn:
             with conn.begin():
-                watcher = conn.scalar(
+                conn.execute(
                     insert(replicas)
                     .values(replica_id=self.replica_id, started_at=_DB_NOW, expires_at=expires)
                     .on_conflict_do_update(
                         index_elements=["replica_id"], set_={"expires_at": expires}
                     )
-                    .returning(_LIVE_WATCHER)
                 )
                 conn.execute(
                     delete(replicas).where(replicas_c.expires_at < _DB_NOW - 10 * self.lease)
@@ -115,7 +110,7 @@ class LeaseStore:
             for first in range(0, len(mine), RENEWED_A_TRANSACTION):
                 with conn.begin():
                     held.update(self._renew_some(conn, mine[first : first + RENEWED_A_TRANSACTION]))
-        return Renewal(held, int(total or 0), int(live or 1), watcher)
+        return Renewal(held, int(total or 0), int(live or 1))
 
     def _renew_some(self, conn: Connection, group_ids: list[str]) -> dict[str, int]:
         params = {"ids": group_ids, "me": self.replica_id, "lease": self.lease}

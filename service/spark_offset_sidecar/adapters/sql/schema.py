@@ -6,8 +6,7 @@ them; ``tests/adapters/test_migrations.py`` checks the two agree.
   consumer_groups      one row per group: the slot (completed, not known committed), the
                        last committed offsets, the operator's rewind permission, and with
                        replicas its lease: owner, owner epoch, lease expiry (``leases``)
-  replicas             with replicas: one row per live replica and its lease expiry,
-                       and the watcher paired with it (``SIDECAR_WATCHER=paired``)
+  replicas             with replicas: one row per live replica and its lease expiry
   followed_folders     Spark checkpoint folders followed into a group (no listener)
   group_reports        with replicas: each group's status, live commits and status window
                        as its owner last published them (``ports.status_board``)
@@ -91,7 +90,9 @@ replicas = Table(
     Column("replica_id", String(200), primary_key=True),
     Column("started_at", Float, nullable=False),
     Column("expires_at", Float, nullable=False),
-    # The watcher paired with it (migration 0008; ``watcher_pairs``): NULL, or the live one.
+    # Unused since 0.2.0 (0.1.0 paired watchers run on their own with replicas here): kept
+    # while replicas of 0.1.0 may run beside this release in a rolling upgrade, as their
+    # lease renewal reads them (docs/decisions.md, "Watchers are children").
     Column("watcher_id", String(200), nullable=True),
     Column("watcher_url", String(2048), nullable=True),
     Column("watcher_expires_at", Float, nullable=True),

@@ -8,7 +8,7 @@ bounds the events a second (bench/RECORD.md, "Durable events: where a batch's ti
 goes"). A child has a GIL of its own; the loop only pickles the batch and reads a reply.
 
     writer = ProcessWriter(store, command)  # the parent's SqlStore (migrated); the
-                                            # program: ``batch_writer.command(...)``
+                                            # program: ``child_command("writer", ...)``
     await writer.start()            # the child opened the database
     await writer.write(changes)     # one transaction, or StoreError as persist raises it
     await writer.close()
@@ -25,9 +25,12 @@ Invariants
     read by the parent after the child is gone (None when they could not be read), and
     the next write starts a new child.
   - The child never writes for a parent that is gone: it ends when its input closes, and
-    on Linux it is killed with its parent (``PR_SET_PDEATHSIG``), so that a transaction
-    it has under way when the parent is SIGKILLed is rolled back rather than committed
-    behind the back of the parent's successor, which loads the database as it stands.
+    it is killed with its parent (``adapters.child_process``: SIGKILL), so that a
+    transaction it has under way when the parent is SIGKILLed is rolled back rather than
+    committed behind the back of the parent's successor, which loads the database as it
+    stands.
+  - Its process is run by a ``Supervisor`` (``adapters.child_process``): a lost child is
+    started again for the next batch, after the supervisor's backoff if it died young.
 
 The pipe carries pickles between this package's two ends only (the child is started
 here, with this interpreter): nothing else writes to it.
@@ -36,17 +39,14 @@ here, with this interpreter): nothing else writes to it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import ctypes
 import logging
-import os
 import pickle
 import signal
 import struct
-import sys
 from collections.abc import Callable, Sequence
 from typing import IO, Any
 
+from spark_offset_sidecar.adapters.child_process import Supervisor, exit_status
 from spark_offset_sidecar.adapters.sql.store import SqlStore
 from spark_offset_sidecar.adapters.sql.writes import WRITTEN, keys_of
 from spark_offset_sidecar.core.ledger.changes import Change
@@ -65,8 +65,6 @@ _KINDS: dict[str, type[StoreError]] = {
     "refused": StoreRefused,
     "error": StoreError,
 }
-STOP_SECONDS = 10.0  # a closing child is killed after this long
-_PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 class ProcessWriter:
@@ -77,14 +75,18 @@ class ProcessWriter:
         *,
         on_lost: Callable[[], None] = lambda: None,
     ) -> None:
-        """``command`` starts the child (``batch_writer``, which runs ``serve``);
+        """``command`` starts the child (``child``'s writer, which runs ``serve``);
         ``on_lost`` is called each time a child ends unasked (a batch or its start
         unanswered)."""
         self.store = store
-        self.command = tuple(command)
         self.on_lost = on_lost
-        self.started = 0  # children started so far (more than one: some were lost)
-        self._child: asyncio.subprocess.Process | None = None
+        self.supervisor = Supervisor("writer", command, death_signal=signal.SIGKILL, pipes=True)
+        self._child: asyncio.subprocess.Process | None = None  # started, database open
+
+    @property
+    def started(self) -> int:
+        """Children started so far (more than one: some were lost)."""
+        return self.supervisor.starts
 
     @property
     def pid(self) -> int | None:
@@ -93,18 +95,14 @@ class ProcessWriter:
     async def start(self) -> None:
         """Start the child and wait until it has opened the database; ``StoreUnavailable``
         if it ends first (nothing was sent to be written)."""
-        child = await asyncio.create_subprocess_exec(
-            *self.command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE
-        )
-        self._child = child
-        self.started += 1
+        self._child = await self.supervisor.start()
         try:
-            await self._exchange((self.store.url, os.getpid()))
+            await self._exchange(self.store.url)
         except (ConnectionError, asyncio.IncompleteReadError) as exc:
             code = await self._end_child()
             self.on_lost()
             raise StoreUnavailable(
-                f"the store's writer process ended (exit code {code}) while starting"
+                f"the store's writer process {exit_status(code)} while starting"
             ) from exc
         except BaseException:
             await self._end_child()
@@ -121,7 +119,7 @@ class ProcessWriter:
             code = await self._end_child()
             self.on_lost()
             raise WriteOutcomeUnknown(
-                f"the store's writer process ended (exit code {code}) before answering a "
+                f"the store's writer process {exit_status(code)} before answering a "
                 f"batch of {len(changes)} changes: written or not, its rows are read again",
                 await self._stored_rows(changes),
             ) from exc
@@ -133,7 +131,8 @@ class ProcessWriter:
             raise _KINDS[kind](message)
 
     async def close(self) -> None:
-        await self._end_child(kill=False)
+        self._child = None
+        await self.supervisor.stop()
 
     async def _exchange(self, request: object) -> Any:
         child = self._child
@@ -141,28 +140,18 @@ class ProcessWriter:
         assert child.stdin is not None
         assert child.stdout is not None
         data = pickle.dumps(request, pickle.HIGHEST_PROTOCOL)
+        if child.returncode is not None or child.stdin.is_closing():  # gone: as a broken pipe
+            raise ConnectionResetError("the writer process has ended")
         child.stdin.write(_LENGTH.pack(len(data)) + data)
         await child.stdin.drain()
         (size,) = _LENGTH.unpack(await child.stdout.readexactly(_LENGTH.size))
         return pickle.loads(await child.stdout.readexactly(size))
 
-    async def _end_child(self, *, kill: bool = True) -> int | None:
-        """End the child (closing its input; killed when ``kill`` or when it lingers) and
-        return its exit code."""
-        child, self._child = self._child, None
-        if child is None:
-            return None
-        if kill and child.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                child.kill()
-        if child.stdin is not None:
-            child.stdin.close()
-        try:
-            async with asyncio.timeout(STOP_SECONDS):
-                return await child.wait()
-        except TimeoutError:
-            child.kill()
-            return await child.wait()
+    async def _end_child(self) -> int | None:
+        """End the child (killed: a reply it may still send is never read) and return
+        its exit code."""
+        self._child = None
+        return await self.supervisor.kill()
 
     async def _stored_rows(self, changes: Sequence[Change]) -> LoadedRows | None:
         """The stored rows of the queries and groups ``changes`` touch, or None."""
@@ -182,8 +171,8 @@ class ProcessWriter:
 
 
 def serve(source: IO[bytes], sink: IO[bytes]) -> None:
-    """The child: the database's URL and the parent's pid, then batches of changes, each
-    answered with None (written) or ``(kind, message)``; ends when ``source`` closes."""
+    """The child: the database's URL, then batches of changes, each answered with None
+    (written) or ``(kind, message)``; ends when ``source`` closes."""
     store: SqlStore | None = None
     while True:
         head = source.read(_LENGTH.size)
@@ -192,10 +181,7 @@ def serve(source: IO[bytes], sink: IO[bytes]) -> None:
         request = pickle.loads(source.read(_LENGTH.unpack(head)[0]))
         reply: tuple[str, str] | None = None
         if store is None:
-            url, parent = request
-            if os.getppid() != parent:  # it died before the death signal was set
-                break
-            store = SqlStore(url)
+            store = SqlStore(request)
         else:
             reply = _persisted(store, request)
         data = pickle.dumps(reply, pickle.HIGHEST_PROTOCOL)
@@ -218,10 +204,3 @@ def _persisted(store: SqlStore, changes: list[Change]) -> tuple[str, str] | None
         log.exception("writing a batch failed")
         return "error", f"{type(exc).__name__}: {exc}"
     return None
-
-
-def die_with_parent() -> None:
-    """Linux: have the kernel SIGKILL this process when its parent ends."""
-    if sys.platform == "linux":
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)

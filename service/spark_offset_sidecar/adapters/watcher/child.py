@@ -1,13 +1,13 @@
-"""``offset-sidecar watch`` as a child of the process that takes events
-(``SIDECAR_WATCHER=child``), reached over a Unix socket of its own.
+"""The watcher (the ``child`` program's watcher) as a child of the process that takes events
+(``topology``), reached over a Unix socket of its own.
 
 The child reads the same environment (the same settings: database, Kafka, tokens) and
 listens on ``SOCKET_ENV``'s socket instead of a port (a replica's child is told which
-replica it publishes as, with what else it is told). ``start`` spawns it; ``run`` starts
-it again whenever it exits (after 1 s, doubling up to 30 s while it keeps dying); ``stop``
-ends it (SIGTERM, then SIGKILL after ``STOP_GRACE`` seconds). A child whose parent is gone
-ends itself (``PARENT_ENV``: ``cli`` watches it), so that a killed service leaves no
-watcher behind.
+replica it publishes as, with what else it is told). Its process is run by a
+``Supervisor`` (``adapters.child_process``): ``start`` spawns it; ``run`` starts it again
+whenever it exits (at once after a long life, else after 1 s doubling to 30 s); ``stop``
+ends it (SIGTERM, then SIGKILL). A child whose service is gone gets SIGTERM from the
+kernel and ends.
 
 Invariants
   - At most one child runs at a time; ``problem`` is None only while the last request to
@@ -22,12 +22,13 @@ import contextlib
 import logging
 import os
 import shutil
-import sys
+import signal
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import httpx
 
+from spark_offset_sidecar.adapters.child_process import Supervisor, exit_status
 from spark_offset_sidecar.adapters.watcher.told import send_told
 from spark_offset_sidecar.errors import WatcherUnavailable
 from spark_offset_sidecar.ports.watcher import WATCHED_METRICS, Answer, Told
@@ -35,8 +36,6 @@ from spark_offset_sidecar.ports.watcher import WATCHED_METRICS, Answer, Told
 log = logging.getLogger(__name__)
 
 SOCKET_ENV = "OFFSET_SIDECAR_WATCHER_SOCKET"  # where the child listens (not a setting)
-PARENT_ENV = "OFFSET_SIDECAR_WATCHER_PARENT"  # the pid whose end ends the child
-STOP_GRACE = 10.0
 CHECK_EVERY = 5.0  # seconds between questions of whether the child is ready
 PROBLEM = "watcher: "  # how the service names its watcher's problem among its own
 FIRST_READY = 60.0  # seconds a starting service waits for its child to be ready
@@ -47,13 +46,13 @@ ANSWER_HEADERS = ("content-type", "cache-control", "www-authenticate", "retry-af
 
 
 class WatcherChild:
-    def __init__(self, *, timeout: float = 30.0, first_delay: float = 1.0) -> None:
+    def __init__(self, command: Sequence[str], *, timeout: float = 30.0) -> None:
+        """``command``: the watcher program (``child_command("watcher", ...)``)."""
+        self._command = tuple(command)
         self._timeout = timeout
-        self._first_delay = first_delay
-        self._folder: str | None = None
+        self._folder: str | None = None  # the socket's, made at the first start
         self._client: httpx.AsyncClient | None = None
-        self.process: asyncio.subprocess.Process | None = None
-        self.starts = 0
+        self.supervisor: Supervisor | None = None
         self._problem: str | None = "the watcher is starting"
 
     @property
@@ -62,35 +61,35 @@ class WatcherChild:
 
     @property
     def generation(self) -> int:
-        return self.starts
+        return self.supervisor.starts if self.supervisor is not None else 0
 
     async def start(self) -> None:
-        if self._folder is None:  # the first start: the socket's folder, and the client
+        if self.supervisor is None:  # the first start: the socket's folder, the client
             self._folder = tempfile.mkdtemp(prefix="offset-sidecar-")
+            socket = os.path.join(self._folder, "watcher.sock")
+            env = {k: v for k, v in os.environ.items() if k not in NOT_PASSED}
+            env[SOCKET_ENV] = socket
+            self.supervisor = Supervisor(
+                "watcher", self._command, death_signal=signal.SIGTERM, env=env
+            )
             self._client = httpx.AsyncClient(
-                transport=httpx.AsyncHTTPTransport(uds=self._socket()),
+                transport=httpx.AsyncHTTPTransport(uds=socket),
                 base_url="http://watcher",
                 timeout=self._timeout,
             )
-        socket = self._socket()
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(socket)
-        env = {k: v for k, v in os.environ.items() if k not in NOT_PASSED}
-        env.update({SOCKET_ENV: socket, PARENT_ENV: str(os.getpid())})
-        self.process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "spark_offset_sidecar.cli", "watch", env=env
-        )
-        self.starts += 1
-        log.info("watcher started (pid %d)", self.process.pid)
+            os.unlink(os.path.join(self._folder or "", "watcher.sock"))
+        await self.supervisor.start()
 
-    def _socket(self) -> str:
-        assert self._folder is not None
-        return os.path.join(self._folder, "watcher.sock")
+    def _started(self) -> tuple[Supervisor, httpx.AsyncClient]:
+        if self.supervisor is None or self._client is None:
+            raise WatcherUnavailable(self._problem or "the watcher has not started")
+        return self.supervisor, self._client
 
     async def first_ready(self) -> bool:
         """Wait until the child answers ready (True) or exits (False); the caller bounds
         the wait (``asyncio.timeout``)."""
-        while self.process is not None and self.process.returncode is None:
+        while self.supervisor is not None and self.supervisor.running:
             with contextlib.suppress(WatcherUnavailable):
                 if (await self.get("/readyz", "", {})).status == 200:
                     return True
@@ -100,33 +99,24 @@ class WatcherChild:
     async def run(self) -> None:
         """Ask the child whether it is ready every ``CHECK_EVERY`` seconds (``problem``), and
         start it again whenever it exits."""
-        delay = self._first_delay
-        loop = asyncio.get_running_loop()
+        supervisor, _ = self._started()
         while True:
-            process = self.process
-            assert process is not None, "start() first"
-            started = loop.time()
-            while True:
-                try:
-                    code = await asyncio.wait_for(asyncio.shield(process.wait()), CHECK_EVERY)
-                    break
-                except TimeoutError:
-                    with contextlib.suppress(WatcherUnavailable):
-                        await self.get("/readyz", "", {})
-            self._problem = f"the watcher exited ({code}); starting it again"
-            log.warning("the watcher exited with %s: starting it again in %.0f s", code, delay)
-            await asyncio.sleep(delay)
-            lived = loop.time() - started
-            delay = self._first_delay if lived > 60 else min(30.0, delay * 2)
+            ended = asyncio.ensure_future(supervisor.wait())
+            try:
+                while not ended.done():
+                    await asyncio.wait({ended}, timeout=CHECK_EVERY)
+                    if not ended.done():
+                        with contextlib.suppress(WatcherUnavailable):
+                            await self.get("/readyz", "", {})
+            finally:
+                ended.cancel()
+            self._problem = f"the watcher {exit_status(ended.result())}; starting it again"
             await self.start()
 
     async def get(self, path: str, query: str, headers: Mapping[str, str]) -> Answer:
-        if self._client is None:
-            raise WatcherUnavailable(self._problem or "the watcher has not started")
+        _, client = self._started()
         try:
-            answer = await self._client.get(
-                f"{path}?{query}" if query else path, headers=dict(headers)
-            )
+            answer = await client.get(f"{path}?{query}" if query else path, headers=dict(headers))
         except httpx.HTTPError as exc:
             if self._problem is None:
                 self._problem = f"the watcher does not answer: {exc!r}"
@@ -138,10 +128,9 @@ class WatcherChild:
 
     async def share(self) -> bytes:
         """Its share of ``/metrics``, gzip-compressed as it sent it (not inflated here)."""
-        if self._client is None:
-            raise WatcherUnavailable(self._problem or "the watcher has not started")
+        _, client = self._started()
         try:
-            async with self._client.stream(
+            async with client.stream(
                 "GET", WATCHED_METRICS, headers={"accept-encoding": "gzip"}
             ) as answer:
                 body = b"".join([chunk async for chunk in answer.aiter_raw()])
@@ -152,20 +141,13 @@ class WatcherChild:
         return body
 
     async def tell(self, told: Told) -> None:
-        if self._client is None:
-            raise WatcherUnavailable(self._problem or "the watcher has not started")
-        await send_told(self._client, told)
+        _, client = self._started()
+        await send_told(client, told)
         self._problem = None
 
     async def stop(self) -> None:
-        process = self.process
-        if process is not None and process.returncode is None:
-            process.terminate()
-            try:
-                await asyncio.wait_for(process.wait(), STOP_GRACE)
-            except TimeoutError:
-                process.kill()
-                await process.wait()
+        if self.supervisor is not None:
+            await self.supervisor.stop()
         if self._client is not None:
             await self._client.aclose()
         if self._folder is not None:

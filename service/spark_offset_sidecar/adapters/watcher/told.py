@@ -1,9 +1,9 @@
 """``ports.watcher.Told`` as JSON, between a service and its watcher: sent by ``send_told``
-(for ``WatcherChild`` and ``WatcherAt``), read by the watcher's ``TOLD_MEMORY`` route.
+(for ``WatcherChild``), read by the watcher's ``TOLD_MEMORY`` route.
 
-Both ends run the same installed release (the child is this process's program; a
-separate watcher beside it in a pod is the same image), but a message says its layout's
-version anyway, and a reader refuses any other rather than misread it.
+Both ends run the same installed release (the child is this process's program), but a
+message says its layout's version anyway, and a reader refuses any other rather than
+misread it.
 """
 
 from __future__ import annotations

@@ -1,0 +1,113 @@
+"""What both compositions build alike: the process that takes events (``app.root``)
+and the watcher (``app.watch``): the jobs' token verifier, the options of ``/metrics``'
+per-group series, and the operational routes (``/livez``, ``/readyz``, ``/metrics``,
+``/v1/service``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from fastapi import FastAPI, Request
+from fastapi.responses import PlainTextResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from spark_offset_sidecar.app.kafka_clients import KafkaClients
+from spark_offset_sidecar.errors import StoreError
+from spark_offset_sidecar.http.auth import TokenRegistry
+from spark_offset_sidecar.http.service_route import router as service_router
+from spark_offset_sidecar.http.state import Runtime
+from spark_offset_sidecar.observe.fleet_metrics import FleetOptions
+from spark_offset_sidecar.observe.metrics import SidecarMetrics
+from spark_offset_sidecar.ports.identity import TokenVerifier
+from spark_offset_sidecar.settings import MetricsSettings, OidcSettings, Settings
+from spark_offset_sidecar.topology import Topology
+
+
+def fleet_options(
+    metrics: MetricsSettings, kafka: KafkaClients, series: frozenset[str]
+) -> FleetOptions:
+    return FleetOptions(
+        granularity=metrics.granularity,
+        groups=metrics.groups,
+        exclude_groups=metrics.exclude_groups,
+        topics=metrics.topics,
+        exclude_topics=metrics.exclude_topics,
+        export_kafka_lag=metrics.export_kafka_lag,
+        max_age=metrics.max_age_seconds,
+        cluster_names=kafka.clusters.name_of if kafka.several else None,
+        series=series,
+    )
+
+
+def token_verifier(oidc: OidcSettings) -> TokenVerifier | None:
+    """The jobs' JWT verifier when an issuer is set (PyJWT, the ``oidc`` extra, imported
+    only then)."""
+    if not oidc.issuer or not oidc.audience:
+        return None
+    from spark_offset_sidecar.adapters.oidc.jwks_verifier import JwksVerifier
+
+    return JwksVerifier(
+        oidc.issuer,
+        oidc.audience,
+        jwks_url=oidc.jwks_url,
+        ca_file=oidc.ca_file,
+        bearer_file=oidc.bearer_token_file,
+        refresh=oidc.jwks_refresh_seconds,
+    )
+
+
+def new_runtime(
+    settings: Settings,
+    metrics: SidecarMetrics,
+    clock: Callable[[], float],
+    kafka: KafkaClients,
+    verifier: TokenVerifier | None,
+    topology: Topology,
+) -> Runtime:
+    """What the routes reach, with the tokens and the identity problems both processes
+    check: Kafka's tokens, and the jobs' token issuer."""
+    runtime = Runtime(settings, metrics, clock, topology)
+    runtime.identity_problems.extend(kafka.token_problems())
+    if verifier is not None:
+        runtime.identity_problems.append(
+            lambda: verifier.problem and f"jobs' token issuer: {verifier.problem}"
+        )
+    if settings.auth.tokens_file:
+        runtime.tokens = TokenRegistry.from_file(settings.auth.tokens_file, verifier)
+    return runtime
+
+
+def add_operational_routes(app: FastAPI, runtime: Runtime) -> None:
+    @app.get("/livez", tags=["operations"], response_class=PlainTextResponse)
+    async def livez() -> Response:
+        problem = runtime.live_problem()
+        if problem:
+            return PlainTextResponse(problem + "\n", status_code=503)
+        return PlainTextResponse("ok\n")
+
+    @app.get("/readyz", tags=["operations"], response_class=PlainTextResponse)
+    async def readyz() -> Response:
+        if not runtime.ready or runtime.started is None:
+            return PlainTextResponse("starting or stopping\n", status_code=503)
+        try:
+            await runtime.started.check_store()
+        except StoreError as exc:
+            return PlainTextResponse(f"database: {exc}\n", status_code=503)
+        # Events are taken and kept whatever Kafka or an issuer says: ready all the same,
+        # with the reason on the page (and in the log, once per change).
+        problems = "".join(f"warning: {problem}\n" for problem in runtime.problems())
+        return PlainTextResponse(f"ok\n{problems}")
+
+    @app.get("/metrics", tags=["operations"], response_class=PlainTextResponse)
+    async def metrics(request: Request) -> Response:
+        """The process-wide series, then the per-group ones (``observe.fleet_metrics``:
+        built in slices, shared by scrapes that come together, paced)."""
+        if runtime.started is None:
+            return Response(
+                generate_latest(runtime.metrics.registry), media_type=CONTENT_TYPE_LATEST
+            )
+        accepts = request.headers.get("accept-encoding", "")
+        body, headers = await runtime.started.page.answer(accepts_gzip="gzip" in accepts)
+        return Response(body, media_type=CONTENT_TYPE_LATEST, headers=headers)
+
+    app.include_router(service_router)

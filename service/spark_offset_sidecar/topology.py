@@ -1,0 +1,49 @@
+"""What runs where: resolved once at start from the settings and the parts, logged, and
+shown on ``GET /v1/service``.
+
+``offset-sidecar serve`` runs the service as processes:
+
+  - the process taking events (HTTP, the ledger, the commits), which answers every route
+    on its port, passing the readers' routes (``/v1/status``, ``/ui``) to its watcher;
+  - the watcher, its child: reads the log ends, evaluates every group (with replicas:
+    the groups this replica holds the leases of), exports their series on ``/metrics``;
+  - the writer, its child: writes the events' batches to the database (not with
+    replicas: a replica's batch is one transaction around the ledger's decision, in a
+    thread of the process taking events).
+
+An app built in code (``create_app(settings)``: embedding, the in-memory tests) runs all
+of it in one process: no child.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Place = Literal["child", "in-process"]
+
+
+@dataclass(frozen=True)
+class Topology:
+    watcher: Place
+    writer: Literal["child", "thread"]
+    replicated: bool
+    database: str  # the URL's scheme: sqlite, postgresql, or "given" (a store handed in)
+
+    @classmethod
+    def resolve(cls, *, children: bool, replicated: bool, database: str | None) -> Topology:
+        """``children``: the service starts its watcher and writer as child processes (what
+        ``serve`` runs); ``database``: the SQL URL, or None when a store is handed in."""
+        kind = "given" if database is None else database.split(":", 1)[0].split("+", 1)[0]
+        writes_in_child = children and not replicated and database is not None
+        return cls(
+            watcher="child" if children else "in-process",
+            writer="child" if writes_in_child else "thread",
+            replicated=replicated,
+            database=kind,
+        )
+
+    def describe(self) -> str:
+        """One line for the log: "watcher: child, writer: child, alone, sqlite"."""
+        replicas = "replicated" if self.replicated else "alone"
+        return f"watcher: {self.watcher}, writer: {self.writer}, {replicas}, {self.database}"
