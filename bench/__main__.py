@@ -162,13 +162,14 @@ SCENARIOS: dict[str, Scenario] = {
     "scrape_cost": Scenario(
         "/metrics at 5,000 groups, and events' latency while /metrics (and /ui) are read back "
         "to back, log ends moving or not, and the CPU with nothing to do, before/after, and "
-        "with the watcher in a process of its own (--split) or the service's child (--child)",
+        "shapes of the commit before (--before-variant watcher=in-process)",
         needs="go (loadgen), wrk",
         own_broker=True,
         quick=(
             *("--groups", "200", "--seconds", "5", "--scrapes", "2", "--rate", "50"),
             *("--rounds", "1", "--topics", "4", "--move-ends", "100", "--ui"),
-            *("--idle-seconds", "2", "--split", "--child"),
+            *("--idle-seconds", "2", "--before", "HEAD"),
+            *("--before-variant", "metrics_max_scrapes_per_second=5"),
         ),
     ),
     "status_rounds": Scenario(

@@ -21,6 +21,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -74,10 +75,16 @@ def batch_end(progress: dict[str, object]) -> float:
 
 
 def run_while_producing(
-    spark: Any, bootstrap: str, topic: str, rate: float, seconds: float, settle: float
+    spark: Any,
+    bootstrap: str,
+    topic: str,
+    rate: float,
+    seconds: float,
+    seen: Sequence[dict[int, float]],
 ) -> list[dict[str, Any]]:
     """A query on ``topic`` (1-second trigger, noop sink) while a producer writes ``rate``
-    records/s for ``seconds``; ``settle`` seconds more, then its progress events."""
+    records/s for ``seconds``; then, once each of ``seen`` (batches seen committed, by
+    ``watch_commits``) holds the newest batch with records, its progress events."""
     producer = produce_in_background(bootstrap, topic, rate, seconds)
     with tempfile.TemporaryDirectory() as work:
         query = (
@@ -91,10 +98,27 @@ def run_while_producing(
             .start()
         )
         producer.join()
-        time.sleep(settle)
-        progresses = list(query.recentProgress)
+        progresses = wait_committed(query, seen)
         query.stop()
     return progresses
+
+
+def wait_committed(
+    query: Any, seen: Sequence[dict[int, float]], timeout: float = 120.0
+) -> list[dict[str, Any]]:
+    """The query's progress events once each of ``seen`` holds a batch at or past its
+    newest batch with records, or at ``timeout`` (the tables then show what was seen):
+    a condition, not a guess of how fast the machine is."""
+    deadline = time.monotonic() + timeout
+    while True:
+        progresses = list(query.recentProgress)
+        newest = max((p["batchId"] for p in progresses if p["numInputRows"] > 0), default=None)
+        done = newest is not None and all(
+            any(batch >= newest for batch in list(batches)) for batches in seen
+        )
+        if done or time.monotonic() > deadline:
+            return progresses
+        time.sleep(0.2)
 
 
 def main() -> int:
@@ -114,8 +138,9 @@ def main() -> int:
     watcher = watch_commits(args.bootstrap, group, seen, stop)
     sides = {"service": sidecar.process.pid, "spark": spark_pid(spark), "broker": broker_pid()}
     with CpuMeter(**sides) as meter:
-        progresses = run_while_producing(spark, args.bootstrap, topic, args.rate, args.seconds, 3)
-        time.sleep(1)
+        progresses = run_while_producing(
+            spark, args.bootstrap, topic, args.rate, args.seconds, [seen]
+        )
     stop.set()
     watcher.join(10)
     spark.stop()

@@ -22,7 +22,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 import uuid
 from pathlib import Path
 
@@ -35,7 +34,7 @@ from bench.bench_support import (
     produce_in_background,
     spark_pid,
 )
-from bench.commit_latency import batch_end, watch_commits
+from bench.commit_latency import batch_end, wait_committed, watch_commits
 from bench.figures import CpuMeter, Table, broker_pid, ratio
 from harness.machine import ROOT
 from jobs.spark_session import kafka_connector_jars, kafka_spark_session
@@ -101,8 +100,7 @@ def main() -> int:
             .start()
         )
         producer.join()
-        time.sleep(args.interval + 3)
-        progresses = list(query.recentProgress)
+        progresses = wait_committed(query, list(seen.values()))
         query.stop()
     stop.set()
     for watcher in watchers:

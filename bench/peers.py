@@ -132,8 +132,9 @@ def main() -> int:
     # (``bench``), ours through the service.
     sides = {"service": sidecar.process.pid, "spark": spark_pid(spark), "broker": broker_pid()}
     with CpuMeter(**sides) as meter:
-        progresses = run_while_producing(spark, args.bootstrap, topic, args.rate, args.seconds, 5)
-        time.sleep(1)
+        progresses = run_while_producing(
+            spark, args.bootstrap, topic, args.rate, args.seconds, list(seen.values())
+        )
     stop.set()
     for watcher in watchers:
         watcher.join(10)
