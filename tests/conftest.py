@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import settings
@@ -35,7 +36,8 @@ os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1")
 NEEDS = {
     "kafka": {"broker", "kafka_bootstrap", "new_topic", "private_broker", "cluster"},
     "spark": {"spark"},
-    "tools": {"postgres_server", "azurite_server", "stores"},
+    "tools": {"postgres_server", "azurite_server", "stores", "release_folder"},
+    "container": {"release_folder"},  # make dist builds the image (podman), the chart (helm)
 }
 
 TOOL_PARAMS = {"postgresql", "postgres", "abfs", "abfss"}
@@ -109,6 +111,15 @@ def private_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[kafka_b
     yield local
     local.resume()
     local.stop()
+
+
+@pytest.fixture(scope="session")
+def release_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The release folder ``make dist`` makes, built once per test run for every worker
+    (``tests.support.release``)."""
+    from tests.support.release import make_release_folder
+
+    return make_release_folder(tmp_path_factory)
 
 
 @pytest.fixture(scope="session")

@@ -12,6 +12,7 @@ offset-sidecar follow PATH --group GROUP [--cluster NAME]
                            follow a Spark checkpoint folder into GROUP (no listener needed)
 offset-sidecar unfollow PATH / offset-sidecar followed
                            stop following it / list the followed folders and how they go
+offset-sidecar --version   the release this is
 
 ``offset-sidecar COMMAND --help`` names the settings COMMAND reads.
 """
@@ -26,6 +27,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from spark_offset_sidecar import __version__
 from spark_offset_sidecar.errors import ConfigError, KafkaReadError, OffsetsNotFound, StoreError
 from spark_offset_sidecar.gil import GilShare
 from spark_offset_sidecar.heap import HeapKeeper
@@ -397,6 +399,7 @@ def parser() -> argparse.ArgumentParser:
         "offset-sidecar settings lists them; offset-sidecar COMMAND --help names the ones "
         "COMMAND reads.",
     )
+    top.add_argument("--version", action="version", version=f"offset-sidecar {__version__}")
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, command in COMMANDS.items():
         sub = commands.add_parser(
