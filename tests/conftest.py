@@ -51,6 +51,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 item.add_marker(marker)
         # A parameter that picks PostgreSQL or Azure storage (the fixture is then taken
         # by request.getfixturevalue, out of fixturenames' sight).
+        # The first test to ask for the release folder builds it (make dist: minutes on a
+        # machine whose caches are empty), and others wait for it: beyond one test's bound.
+        if "release_folder" in used:
+            item.add_marker(pytest.mark.timeout(1800))
         callspec = getattr(item, "callspec", None)
         if callspec is not None and TOOL_PARAMS & {str(v) for v in callspec.params.values()}:
             item.add_marker("tools")
