@@ -58,7 +58,8 @@ $(HELM): $(HELM_CACHED)
 
 $(SYFT_CACHED):
 	mkdir -p $(dir $@)
-	GOBIN=$(dir $@) GOFLAGS=-mod=mod go install github.com/anchore/syft/cmd/syft@$(SYFT_VERSION)
+	GOBIN=$(dir $@) GOFLAGS=-mod=mod go install -ldflags "-X main.version=$(SYFT_VERSION)" \
+	  github.com/anchore/syft/cmd/syft@$(SYFT_VERSION)
 
 $(SYFT): $(SYFT_CACHED)
 	mkdir -p .local/bin
