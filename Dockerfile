@@ -24,6 +24,15 @@ RUN /opt/sidecar/bin/pip install --no-cache-dir --upgrade pip \
  && /opt/sidecar/bin/pip install --no-cache-dir --only-binary :all: "$(ls /wheels/*.whl)[${EXTRAS}]"
 
 FROM ${BASE}
+# The image says what it is (OCI annotations): the release (releases.toml; make dist gives a
+# development build's version and the commit; scripts/release.py writes the default).
+ARG VERSION=0.2.0
+ARG REVISION=unknown
+LABEL org.opencontainers.image.title="spark-offset-sidecar" \
+      org.opencontainers.image.description="Commits Spark Structured Streaming's Kafka offsets to consumer groups on every checkpoint." \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}"
 RUN groupadd --system --gid 10001 sidecar \
  && useradd --system --uid 10001 --gid sidecar --home-dir /data --shell /usr/sbin/nologin sidecar \
  && mkdir -p /data && chown sidecar:sidecar /data

@@ -21,11 +21,16 @@ AZURITE_CACHED := $(CACHE)/tools/azurite-$(AZURITE_VERSION)/node_modules/.bin/az
 HELM_VERSION := v3.16.4
 HELM := .local/bin/helm
 HELM_CACHED := $(CACHE)/tools/helm-$(HELM_VERSION)/helm
+# syft reads the image's SBOM in `make dist` (scripts/dist.py), built from the Go module
+# proxy (looked up 2026-12-02: v1.57.2 is the newest).
+SYFT_VERSION := v1.57.2
+SYFT := .local/bin/syft
+SYFT_CACHED := $(CACHE)/tools/syft-$(SYFT_VERSION)/syft
 # Prometheus Operator's CRDs (ServiceMonitor, PrometheusRule) for the chart's tests, from the
 # Go module proxy (GitHub is not reachable from everywhere).
 PROMETHEUS_OPERATOR := github.com/prometheus-operator/prometheus-operator@v0.78.2
 
-.PHONY: test check demo docs bench fuzz lint typecheck venv jars tools system-deps kafka-start kafka-stop kafka-cluster-start kafka-cluster-stop clean
+.PHONY: test check demo docs dist bench fuzz lint typecheck venv jars tools system-deps kafka-start kafka-stop kafka-cluster-start kafka-cluster-stop clean
 
 $(STAMP): pyproject.toml jobs/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -51,6 +56,15 @@ $(HELM): $(HELM_CACHED)
 	mkdir -p .local/bin
 	ln -sf $(HELM_CACHED) $(HELM)
 
+$(SYFT_CACHED):
+	mkdir -p $(dir $@)
+	GOBIN=$(dir $@) GOFLAGS=-mod=mod go install -ldflags "-X main.version=$(SYFT_VERSION)" \
+	  github.com/anchore/syft/cmd/syft@$(SYFT_VERSION)
+
+$(SYFT): $(SYFT_CACHED)
+	mkdir -p .local/bin
+	ln -sf $(SYFT_CACHED) $(SYFT)
+
 $(AZURITE_CACHED):
 	npm install --silent --no-audit --no-fund --prefix $(CACHE)/tools/azurite-$(AZURITE_VERSION) azurite@$(AZURITE_VERSION)
 
@@ -58,7 +72,7 @@ $(AZURITE): $(AZURITE_CACHED)
 	mkdir -p .local/bin
 	ln -sf $(AZURITE_CACHED) $(AZURITE)
 
-tools: system-deps $(HELM) $(AZURITE)
+tools: system-deps $(HELM) $(AZURITE) $(SYFT)
 	go mod download -json $(PROMETHEUS_OPERATOR) >/dev/null
 
 lint: venv
@@ -92,10 +106,18 @@ check: venv lint typecheck docs
 # The manual (docs/, mkdocs.yml) as a site in .local/site: every warning an error (broken
 # links and anchors, pages outside the navigation); the generated pages must be current.
 docs: venv
+	$(PY) scripts/release.py stamp --check
 	$(PY) scripts/chart_readme.py --check
 	$(PY) scripts/api_reference.py --check
 	$(PY) scripts/references.py --check
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+
+# A release of this tree in one folder, dist/<version>/ (scripts/dist.py; docs/versions.md):
+# wheels, sdist, the JVM listener's jars and POM, the chart, the image as an OCI archive,
+# an SBOM of each, SHA256SUMS. Not on a clean tree tagged v<version> (releases.toml), it is
+# a development build, <version>-dev<N>; RELEASE=1 refuses that instead.
+dist: venv system-deps $(HELM) $(SYFT)
+	$(PY) scripts/dist.py $(if $(RELEASE),--release)
 
 # The benchmarks (bench/__main__.py): `make bench` lists them, `make bench SCENARIO=name
 # ARGS="..."` runs one (a brand-new broker when it needs one). Results: docs/benchmarks/.

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import settings
@@ -35,7 +36,8 @@ os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1")
 NEEDS = {
     "kafka": {"broker", "kafka_bootstrap", "new_topic", "private_broker", "cluster"},
     "spark": {"spark"},
-    "tools": {"postgres_server", "azurite_server", "stores"},
+    "tools": {"postgres_server", "azurite_server", "stores", "release_folder"},
+    "container": {"release_folder"},  # make dist builds the image (podman), the chart (helm)
 }
 
 TOOL_PARAMS = {"postgresql", "postgres", "abfs", "abfss"}
@@ -49,6 +51,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 item.add_marker(marker)
         # A parameter that picks PostgreSQL or Azure storage (the fixture is then taken
         # by request.getfixturevalue, out of fixturenames' sight).
+        # The first test to ask for the release folder builds it (make dist: minutes on a
+        # machine whose caches are empty), and others wait for it: beyond one test's bound.
+        if "release_folder" in used:
+            item.add_marker(pytest.mark.timeout(1800))
         callspec = getattr(item, "callspec", None)
         if callspec is not None and TOOL_PARAMS & {str(v) for v in callspec.params.values()}:
             item.add_marker("tools")
@@ -109,6 +115,15 @@ def private_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[kafka_b
     yield local
     local.resume()
     local.stop()
+
+
+@pytest.fixture(scope="session")
+def release_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The release folder ``make dist`` makes, built once per test run for every worker
+    (``tests.support.release``)."""
+    from tests.support.release import make_release_folder
+
+    return make_release_folder(tmp_path_factory)
 
 
 @pytest.fixture(scope="session")

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import platform
 import ssl
 import threading
 import time
@@ -29,7 +30,13 @@ import urllib.request
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
+from spark_offset_listener import __version__
+
 log = logging.getLogger("spark_offset_listener")
+
+# Every request names the listener's release (and the Python it runs on): the service's
+# access logs, and a proxy's, tell which jobs run which listener.
+USER_AGENT = f"spark-offset-listener/{__version__} Python/{platform.python_version()}"
 
 RETRIABLE_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
 
@@ -159,6 +166,7 @@ class ProgressSender:
         """Send once; True if it should be retried."""
         request = urllib.request.Request(self._endpoint, data=outgoing.body, method="POST")
         request.add_header("Content-Type", "application/json")
+        request.add_header("User-Agent", USER_AGENT)
         token = self._token()
         if token:
             request.add_header("Authorization", f"Bearer {token}")

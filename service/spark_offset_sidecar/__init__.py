@@ -17,3 +17,6 @@ The rooms, each allowed to import only what is to its left (``tests/unit/test_la
                 routes; only ``cli`` imports it
 - ``testing``   in-memory doubles of the ports, for tests (production never imports it)
 """
+
+# The release this is (releases.toml; python scripts/release.py stamp writes it here).
+__version__ = "0.2.0"

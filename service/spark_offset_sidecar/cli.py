@@ -11,6 +11,7 @@ offset-sidecar follow PATH --group GROUP [--cluster NAME]
                            follow a Spark checkpoint folder into GROUP (no listener needed)
 offset-sidecar unfollow PATH / offset-sidecar followed
                            stop following it / list the followed folders and how they go
+offset-sidecar --version   the release this is
 
 ``offset-sidecar COMMAND --help`` names the settings COMMAND reads.
 """
@@ -25,6 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from spark_offset_sidecar import __version__
 from spark_offset_sidecar.errors import ConfigError, KafkaReadError, OffsetsNotFound, StoreError
 from spark_offset_sidecar.heap import HeapKeeper
 from spark_offset_sidecar.observe.logs import configure_logging
@@ -364,6 +366,7 @@ def parser() -> argparse.ArgumentParser:
         "offset-sidecar settings lists them; offset-sidecar COMMAND --help names the ones "
         "COMMAND reads.",
     )
+    top.add_argument("--version", action="version", version=f"offset-sidecar {__version__}")
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, command in COMMANDS.items():
         sub = commands.add_parser(

@@ -150,7 +150,7 @@ def test_five_minutes_to_a_committed_group(tmp_path: Path) -> None:
     """Getting started: a broker by ``scripts/local-kafka.sh`` in an empty folder, the
     service by ``offset-sidecar serve``, a job's first batch (posted as its listener
     posts it), then ``describe-group`` and the status, exactly as the page shows them."""
-    start, look = shell_blocks(DOCS / "getting-started.md")[1:]
+    start, look = shell_blocks(DOCS / "getting-started.md")[1:3]
     kafka_port, port = free_port(), free_port()
     env = shell_env(
         LOCAL_KAFKA_PORT=str(kafka_port),

@@ -35,6 +35,7 @@ import pytest
 from harness.machine import ROOT, answers, free_port
 from harness.service_process import ServiceProcess
 from harness.spark_drivers import connector_jars, driver_python
+from spark_offset_listener import __version__
 from tests.support.kafka import (
     committed_offsets,
     create_topics,
@@ -375,14 +376,17 @@ def test_a_sql_only_pipeline_is_committed_by_configuration_alone(
 
 
 class Capture(ThreadingHTTPServer):
-    """A stand-in service that keeps every body posted to /v1/progress, in arrival order."""
+    """A stand-in service that keeps every body posted to /v1/progress, in arrival order,
+    and the User-Agents that posted them."""
 
     def __init__(self) -> None:
         self.bodies: list[bytes] = []
+        self.agents: set[str] = set()
         capture = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
+                capture.agents.add(self.headers.get("User-Agent", ""))
                 capture.bodies.append(self.rfile.read(int(self.headers["Content-Length"])))
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
@@ -474,6 +478,11 @@ def test_the_python_and_the_jvm_listener_send_the_same_body_for_the_same_progres
             assert python_bodies[batch] == jvm_bodies[batch], f"batch {batch}"
         assert json.loads(jvm_bodies[last])["group_id"] == f"same-{name}"
         assert json.loads(jvm_bodies[last])["cluster"] == "eu-west"  # each names its cluster
+        # each names its release (releases.toml's, in the package and the jar's manifest)
+        (jvm_agent,) = jvm_side.agents
+        assert jvm_agent.startswith(f"spark-offset-sidecar-listener/{__version__} Java/"), jvm_agent
+        (python_agent,) = python_side.agents
+        assert python_agent.startswith(f"spark-offset-listener/{__version__} Python/"), python_agent
     finally:
         python_side.shutdown()
         jvm_side.shutdown()

@@ -1,7 +1,7 @@
-"""The listener as a Spark cluster gets it: its own wheel (``jobs/pyproject.toml``), built
-from this checkout and pip-installed into a clean virtual environment that has nothing
-but pyspark; a real job run by that environment's Python reads a real topic, and the
-service commits its offsets to the group."""
+"""The listener as a Spark cluster gets it: its own wheel from the release folder (``make
+dist``, the ``release_folder`` fixture), pip-installed into a clean virtual environment
+that has nothing but pyspark; a real job run by that environment's Python reads a real
+topic, and the service commits its offsets to the group."""
 
 from __future__ import annotations
 
@@ -17,16 +17,16 @@ from harness.service_process import ServiceProcess
 from jobs.spark_session import kafka_connector_jars
 from tests.support.driver_job import JOB
 from tests.support.kafka import committed_offsets, produce, run_sync, unique_group
+from tests.support.release import one
 from tests.support.service import wait_for
-from tests.support.wheels import listener_wheel
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
 
 def test_the_listener_wheel_in_an_environment_with_only_pyspark_commits_a_real_job(
-    tmp_path: Path, kafka_bootstrap: str, new_topic: Any
+    tmp_path: Path, kafka_bootstrap: str, new_topic: Any, release_folder: Path
 ) -> None:
-    wheel = listener_wheel(tmp_path / "wheels")
+    wheel = one(release_folder, "spark_offset_listener-*.whl")
     env = tmp_path / "driver"
     venv.create(env, with_pip=True)
     python = str(env / "bin" / "python")

@@ -1,12 +1,12 @@
-"""What the Docker image runs, without a Docker engine: the wheel built as the Dockerfile
-builds it, installed into a clean virtual environment, then the image's own commands
-(``offset-sidecar migrate``, ``serve`` and the HEALTHCHECK, read from the Dockerfile) run
-with the image's environment, from a folder the service may not write to."""
+"""What the Docker image runs, without a Docker engine: the release's wheel (``make dist``,
+the ``release_folder`` fixture) installed into a clean virtual environment as a user
+installs it, then the image's own commands (``offset-sidecar migrate``, ``serve`` and the
+HEALTHCHECK, read from the Dockerfile) run with the image's environment, from a folder the
+service may not write to."""
 
 from __future__ import annotations
 
 import json
-import re
 import signal
 import subprocess
 import time
@@ -18,27 +18,20 @@ import httpx
 import pytest
 
 from harness.machine import ROOT, free_port
-from tests.support.wheels import listener_wheel, service_wheel
-
-
-def dockerfile_healthcheck() -> list[str]:
-    text = (ROOT / "Dockerfile").read_text()
-    found = re.search(r"^HEALTHCHECK .*?\\\n\s+CMD (\[.*\])$", text, re.MULTILINE)
-    assert found, "the Dockerfile has no HEALTHCHECK CMD in exec form"
-    command: list[str] = json.loads(found.group(1))
-    return command
+from tests.support.release import build_info, one
+from tests.support.wheels import dockerfile_healthcheck
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The wheel, built as the Dockerfile builds it: from only what it copies, in a clean
-    folder (a checkout's own ``build/`` can hold modules that no longer exist)."""
-    return service_wheel(tmp_path_factory.mktemp("wheels"))
+def wheel(release_folder: Path) -> Path:
+    """The release's wheel, built from its sdist in a copy of the tree (a checkout's own
+    ``build/`` can hold modules that no longer exist)."""
+    return one(release_folder, "spark_offset_sidecar-*.whl")
 
 
 @pytest.mark.parametrize("extra", ["", "postgres"], ids=["plain install", "[postgres]"])
 def test_the_wheel_in_a_clean_venv_migrates_serves_and_passes_the_healthcheck(
-    tmp_path: Path, wheel: Path, extra: str, request: pytest.FixtureRequest
+    tmp_path: Path, wheel: Path, extra: str, request: pytest.FixtureRequest, release_folder: Path
 ) -> None:
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True)
@@ -50,6 +43,8 @@ def test_the_wheel_in_a_clean_venv_migrates_serves_and_passes_the_healthcheck(
     )
     command = str(env_dir / "bin" / "offset-sidecar")
     bare_env = {"PATH": f"{env_dir / 'bin'}:/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1"}
+    said = subprocess.run([command, "--version"], env=bare_env, capture_output=True, text=True)
+    assert said.stdout == f"offset-sidecar {build_info(release_folder)['version']}\n", said
     has_psycopg = subprocess.run([str(python), "-c", "import psycopg"], capture_output=True)
     assert (has_psycopg.returncode == 0) == bool(extra), "the extra alone brings psycopg"
     if extra:  # the extra serves PostgreSQL: migrate a real server
@@ -161,8 +156,10 @@ def test_the_service_wheel_holds_one_import_name_with_every_module_and_migration
     assert "spark_offset_sidecar/migrations/versions/0001_initial.py" in files
 
 
-def test_the_listener_wheel_is_the_listener_alone_with_no_dependency(tmp_path: Path) -> None:
-    built = listener_wheel(tmp_path)
+def test_the_listener_wheel_is_the_listener_alone_with_no_dependency(
+    release_folder: Path,
+) -> None:
+    built = one(release_folder, "spark_offset_listener-*.whl")
     files = _wheel_files(built)
     assert {name.split("/")[0] for name in files} == {"spark_offset_listener"}
     assert "spark_offset_listener/listener.py" in files

@@ -21,6 +21,18 @@ def test_delivers_spark_json_verbatim_with_the_group_and_token(sidecar: FakeSide
     assert sender.stats.delivered == 1
 
 
+def test_every_request_names_the_listeners_release(sidecar: FakeSidecar) -> None:
+    """The User-Agent carries releases.toml's version (tests/unit/test_versions.py holds
+    the package's to it), not urllib's own."""
+    from spark_offset_listener import __version__
+
+    sender = ProgressSender(sidecar.url)
+    sender.offer("q", "g", progress("q", 1))
+    assert sender.flush(5)
+    agent = sidecar.headers_seen[0]["User-Agent"]
+    assert agent.startswith(f"spark-offset-listener/{__version__} Python/"), agent
+
+
 def test_a_listener_that_names_its_cluster_sends_it_with_every_event(
     sidecar: FakeSidecar,
 ) -> None:

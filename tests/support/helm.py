@@ -66,6 +66,12 @@ def render_as(install: str) -> list[dict[str, Any]]:
     words = shlex.split(install)
     assert words[:2] == ["helm", "install"], install
     release, chart, *args = words[2:]
-    assert (ROOT / chart).resolve() == CHART, install
+    # the release's archive (``make dist``: this chart, packaged) or the chart's folder
+    archive = chart == "./spark-offset-sidecar-$CHART_VERSION.tgz"
+    assert archive or (ROOT / chart).resolve() == CHART, install
     args = [a for a in args if a != "--create-namespace"]  # the cluster's, not the chart's
-    return _template(release, *(str(ROOT / a) if a.endswith(".yaml") else a for a in args))
+
+    def values(path: str) -> str:  # a values file of the repository, or of the archive
+        return str(ROOT / path if (ROOT / path).exists() else CHART.parent / path)
+
+    return _template(release, *(values(a) if a.endswith(".yaml") else a for a in args))

@@ -9,7 +9,7 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-FENCE = re.compile(r"^```(sh|bash)\s*$")
+FENCE = re.compile(r"^(?P<indent> *)```(sh|bash)\s*$")  # indented: in a numbered step
 
 
 @dataclass(frozen=True)
@@ -20,20 +20,24 @@ class ShellBlock:
 
 
 def shell_blocks(page: Path) -> list[ShellBlock]:
-    """Every ``sh``/``bash`` block of ``page``; a line that is only a comment is left out
-    of its commands."""
+    """Every ``sh``/``bash`` block of ``page`` (at the margin, or indented in a list's
+    step); a line that is only a comment is left out of its commands."""
     lines = page.read_text().splitlines()
     blocks: list[ShellBlock] = []
     start: int | None = None
     commands: list[str] = []
     pending = ""
-    for number, line in enumerate(lines):
+    indent = 0
+    for number, whole in enumerate(lines):
         if start is None:
-            if FENCE.match(line):
+            if fence := FENCE.match(whole):
                 start, commands, pending = number, [], ""
+                indent = len(fence["indent"])
             continue
+        line = whole[indent:] if whole[:indent].isspace() else whole
         if line.startswith("```"):
-            blocks.append(ShellBlock(start + 1, lines[start - 1] if start else "", commands))
+            above = lines[start - 1].strip() if start else ""
+            blocks.append(ShellBlock(start + 1, above, commands))
             start = None
             continue
         if not pending and (not line.strip() or line.lstrip().startswith("#")):

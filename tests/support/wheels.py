@@ -4,6 +4,8 @@ leaves a folder behind)."""
 
 from __future__ import annotations
 
+import json
+import re
 import shutil
 import subprocess
 import sys
@@ -36,6 +38,15 @@ def dockerfile_build_context() -> list[str]:
         if line.startswith("COPY ") and "--from=" not in line:
             sources += line.split()[1:-1]
     return sources
+
+
+def dockerfile_healthcheck() -> list[str]:
+    """The Dockerfile's HEALTHCHECK command (exec form)."""
+    text = (ROOT / "Dockerfile").read_text()
+    found = re.search(r"^HEALTHCHECK .*?\\\n\s+CMD (\[.*\])$", text, re.MULTILINE)
+    assert found, "the Dockerfile has no HEALTHCHECK CMD in exec form"
+    command: list[str] = json.loads(found.group(1))
+    return command
 
 
 def service_wheel(folder: Path) -> Path:

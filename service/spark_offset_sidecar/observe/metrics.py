@@ -12,21 +12,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from importlib.metadata import PackageNotFoundError, version
 from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from spark_offset_sidecar import __version__
 from spark_offset_sidecar.core.clusters import Clusters
 
 
 def package_version() -> str:
-    try:
-        return version("spark-offset-sidecar")
-    except PackageNotFoundError:
-        return "unknown"
+    """The release this is (releases.toml, written into the package): the API schema's
+    version and ``sidecar_build_info``'s."""
+    return __version__
 
 
 class LagReads(Protocol):

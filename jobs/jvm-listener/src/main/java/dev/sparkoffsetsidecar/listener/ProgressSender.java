@@ -50,6 +50,22 @@ final class ProgressSender implements Runnable {
   private static final Set<Integer> RETRIABLE = Set.of(408, 425, 429, 500, 502, 503, 504);
   private static final long BACKOFF_INITIAL_MILLIS = 200;
 
+  /**
+   * Every request names the listener's release (the jar manifest's Implementation-Version,
+   * from the POM) and the Java it runs on, for the service's and a proxy's access logs.
+   */
+  static final String USER_AGENT =
+      "spark-offset-sidecar-listener/"
+          + version()
+          + " Java/"
+          + System.getProperty("java.version");
+
+  /** The jar's release, or "unknown" when the classes are not run from the jar. */
+  static String version() {
+    String version = ProgressSender.class.getPackage().getImplementationVersion();
+    return version == null ? "unknown" : version;
+  }
+
   /** Counters, for logs and tests. */
   final AtomicLong offered = new AtomicLong();
   final AtomicLong delivered = new AtomicLong();
@@ -229,6 +245,7 @@ final class ProgressSender implements Runnable {
         HttpRequest.newBuilder(endpoint)
             .timeout(Duration.ofMillis(settings.timeoutMillis()))
             .header("Content-Type", "application/json")
+            .header("User-Agent", USER_AGENT)
             .POST(HttpRequest.BodyPublishers.ofByteArray(outgoing.body));
     String token = token();
     if (token != null) {
