@@ -283,6 +283,22 @@ def test_a_section_built_in_code_reads_no_variable(monkeypatch: pytest.MonkeyPat
     assert Settings.from_env().http.port == 9999
 
 
+def test_a_section_reads_its_own_variables_of_the_mapping_it_is_given(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("SIDECAR_KAFKA_CLIENT_ID", "from-the-process")
+    kafka = KafkaSettings.from_environ({"SIDECAR_KAFKA_BOOTSTRAP_SERVERS": "k:1", "SIDECAR_X": "1"})
+    assert (kafka.bootstrap_servers, kafka.client_id) == ("k:1", "spark-offset-sidecar")
+    assert MetricsSettings.from_environ({"SIDECAR_EXPORT_KAFKA_LAG": "yes"}).export_kafka_lag
+    eu = "SIDECAR_CLUSTER_EU_KAFKA_"
+    assert KafkaSettings.from_environ({f"{eu}BOOTSTRAP_SERVERS": "eu:1"}, eu).bootstrap_servers == (
+        "eu:1"
+    )
+    with pytest.raises(ConfigError) as refused:  # named under the prefix it was read with
+        KafkaSettings.from_environ({f"{eu}SECURITY_PROTOCOL": "SASL_SSL"}, eu)
+    assert refused.value.variable == f"{eu}SASL_USERNAME"
+
+
 def test_sections_are_frozen() -> None:
     settings = Settings()
     with pytest.raises(ValidationError):

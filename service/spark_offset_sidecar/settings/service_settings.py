@@ -21,7 +21,7 @@ from typing import Self
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from spark_offset_sidecar.errors import ConfigError
-from spark_offset_sidecar.settings.section import PREFIX, Section, reading
+from spark_offset_sidecar.settings.section import PREFIX, Section
 from spark_offset_sidecar.settings.sections import (
     AuthSettings,
     ClusterSettings,
@@ -61,11 +61,15 @@ class Settings(BaseModel):
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
         """The settings ``environ``'s ``SIDECAR_*`` variables give (the process's by default)."""
         environ = os.environ if environ is None else environ
-        with reading(environ):
-            clusters = ClusterSettings()
-            _refuse_unknown(environ, clusters)
-            more_kafka = {name: _cluster_kafka(name) for name in clusters.more}
-            return cls(clusters=clusters, more_kafka=more_kafka)
+        given = {k: v for k, v in environ.items() if k.startswith(PREFIX)}
+        clusters = ClusterSettings.from_environ(given)
+        _refuse_unknown(given, clusters)
+        more_kafka = {
+            name: KafkaSettings.from_environ(given, ClusterSettings.kafka_prefix(name))
+            for name in clusters.more
+        }
+        sections = {name: section.from_environ(given) for name, section in cls.sections().items()}
+        return cls.model_validate({**sections, "more_kafka": more_kafka})
 
     @classmethod
     def sections(cls) -> dict[str, type[Section]]:
@@ -136,16 +140,6 @@ class Settings(BaseModel):
                 f"must be at least 3 x SIDECAR_COMMIT_TIMEOUT_SECONDS ({3 * timeout:g}): a "
                 "replica stops starting commits two commit timeouts before its lease ends",
             )
-
-
-def _cluster_kafka(name: str) -> KafkaSettings:
-    """Cluster ``name``'s Kafka settings from its own variables; a refusal names them."""
-    prefix = ClusterSettings.kafka_prefix(name)
-    try:
-        return KafkaSettings(_env_prefix=prefix)
-    except ConfigError as exc:  # named as the default cluster's variable
-        variable = exc.variable.replace(KafkaSettings.prefix(), prefix, 1)
-        raise ConfigError(variable, exc.problem) from None
 
 
 def _refuse_unknown(environ: Mapping[str, str], clusters: ClusterSettings) -> None:
