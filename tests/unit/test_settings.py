@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 from pathlib import Path
 
 import pytest
@@ -325,3 +326,33 @@ def test_the_settings_of_removed_shapes_are_refused_as_unknown(variable: str) ->
         Settings.from_env({variable: "child"})
     assert caught.value.variable == variable
     assert "unknown setting" in str(caught.value)
+
+
+ROOT = Path(__file__).resolve().parents[2]
+# The project's own tools and the pages that tell developers how to run them.
+TOOLS = ("harness", "jobs", "scripts", "bench", ".ci", "tests/support")
+TOOL_FILES = (
+    "Makefile",
+    "Dockerfile",
+    "tests/conftest.py",
+    "CONTRIBUTING.md",
+    "docs/development.md",
+)
+# A whole variable name: not a prefix written as SIDECAR_KAFKA_* or SIDECAR_CLUSTER_<NAME>_.
+VARIABLE = re.compile(r"(?<![A-Z0-9_])SIDECAR_[A-Z0-9_]*[A-Z0-9](?![A-Z0-9_*<])")
+
+
+def test_the_projects_own_variables_are_not_under_the_settings_prefix() -> None:
+    """Every ``SIDECAR_*`` variable is a setting, and an unknown one stops every
+    ``offset-sidecar`` command: a variable of the project's tools (a test broker to reuse,
+    a folder of jars) begins with ``OFFSET_SIDECAR_``, so that exporting it stops nothing."""
+    files = [p for d in TOOLS for p in (ROOT / d).rglob("*") if p.suffix in (".py", ".sh", "")]
+    files += [ROOT / name for name in TOOL_FILES]
+    found = {
+        (str(path.relative_to(ROOT)), name)
+        for path in files
+        if path.is_file()
+        for name in VARIABLE.findall(path.read_text())
+    }
+    assert found, "the scan finds the settings the tools set"
+    assert sorted((path, name) for path, name in found if name not in Settings.variables()) == []
