@@ -315,6 +315,24 @@ def test_every_variable_belongs_to_one_section_and_has_a_meaning() -> None:
     assert all(v.startswith("SIDECAR_") and v == v.upper() for v in variables)
 
 
+def test_an_unknown_variable_is_named_with_the_setting_it_may_stand_for() -> None:
+    """One unknown name, the closest setting if one is close, and where the list is: not
+    every setting's name on one line."""
+    with pytest.raises(ConfigError) as caught:
+        Settings.from_env({"SIDECAR_KAFKA_BOOTSTRAP": "a:1", "SIDECAR_PROT": "1"})
+    assert caught.value.variable == "SIDECAR_KAFKA_BOOTSTRAP"
+    assert caught.value.problem == (
+        "unknown setting (did you mean SIDECAR_KAFKA_BOOTSTRAP_SERVERS?); also unknown: "
+        "SIDECAR_PROT; offset-sidecar settings lists every setting"
+    )
+    with pytest.raises(ConfigError) as caught:
+        Settings.from_env({"SIDECAR_Q": "1"})
+    assert caught.value.problem == "unknown setting; offset-sidecar settings lists every setting"
+    with pytest.raises(ConfigError) as caught:
+        Settings.from_env({"SIDECAR_CLUSTER_US_KAFKA_BOOTSTRAP_SERVERS": "us:9092"})
+    assert "for a name of SIDECAR_KAFKA_CLUSTERS" in caught.value.problem
+
+
 @pytest.mark.parametrize(
     "variable",
     ["SIDECAR_WATCHER", "SIDECAR_DATABASE_WRITER", "SIDECAR_GIL_SWITCH_INTERVAL_SECONDS"],

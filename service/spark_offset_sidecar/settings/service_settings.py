@@ -14,6 +14,7 @@ clusters).
 
 from __future__ import annotations
 
+import difflib
 import os
 from collections.abc import Mapping
 from typing import Self
@@ -143,12 +144,24 @@ class Settings(BaseModel):
 
 
 def _refuse_unknown(environ: Mapping[str, str], clusters: ClusterSettings) -> None:
+    """Refuse the first unknown ``SIDECAR_*`` variable, with the setting it may stand for."""
     known = set(Settings.variables())
     for name in clusters.more:
         known.update(KafkaSettings.variables(ClusterSettings.kafka_prefix(name)).values())
-    unknown = sorted(k for k in environ if k.startswith(PREFIX) and k not in known)
-    if unknown:
-        also = " and SIDECAR_CLUSTER_<NAME>_KAFKA_* of each cluster" if clusters.more else ""
-        raise ConfigError(
-            unknown[0], f"unknown setting; known: {', '.join(sorted(Settings.variables()))}{also}"
+    unknown = sorted(set(environ) - known)
+    if not unknown:
+        return
+    first, *more = unknown
+    problem = "unknown setting"
+    stems = {name.removeprefix(PREFIX): name for name in known}
+    close = difflib.get_close_matches(first.removeprefix(PREFIX), stems, 1)
+    if close:
+        problem += f" (did you mean {stems[close[0]]}?)"
+    if first.startswith("SIDECAR_CLUSTER_"):
+        problem += (
+            "; a cluster's settings are SIDECAR_CLUSTER_<NAME>_KAFKA_* for a name of "
+            "SIDECAR_KAFKA_CLUSTERS"
         )
+    if more:
+        problem += f"; also unknown: {', '.join(more)}"
+    raise ConfigError(first, f"{problem}; offset-sidecar settings lists every setting")
