@@ -12,6 +12,7 @@ from spark_offset_sidecar.errors import ConfigError
 from spark_offset_sidecar.settings import (
     AuthSettings,
     CommitSettings,
+    DatabaseSettings,
     FollowSettings,
     HttpSettings,
     KafkaSettings,
@@ -257,6 +258,21 @@ def test_sections_built_in_code_are_checked_as_the_environment_is(
     with pytest.raises(ConfigError) as refused:
         section(**given)
     assert refused.value.variable == variable
+
+
+def test_a_command_that_serves_nothing_reads_its_sections_alone() -> None:
+    """``only``: the sections named are read and checked, the others keep their defaults,
+    the checks across sections (about serving) are not made; unknown names still stop it."""
+    environ = {"SIDECAR_HOST": "0.0.0.0", "SIDECAR_PORT": "9000", "SIDECAR_DATABASE_URL": "x"}
+    settings = Settings.from_env(environ, only={"http"})
+    assert (settings.http.host, settings.http.port) == ("0.0.0.0", 9000)
+    assert settings.database == DatabaseSettings()
+    with pytest.raises(ConfigError, match="TCP port"):
+        Settings.from_env({"SIDECAR_PORT": "-1"}, only={"http"})
+    with pytest.raises(ConfigError, match="unknown setting"):
+        Settings.from_env({"SIDECAR_PROT": "1"}, only={"http"})
+    with pytest.raises(ConfigError, match="lets anyone who reaches it"):
+        Settings.from_env({"SIDECAR_HOST": "0.0.0.0"})
 
 
 def test_checks_across_sections_hold_however_the_settings_are_built() -> None:

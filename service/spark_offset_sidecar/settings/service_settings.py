@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import difflib
 import os
-from collections.abc import Mapping
-from typing import Self
+from collections.abc import Collection, Mapping
+from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -59,18 +59,28 @@ class Settings(BaseModel):
     more_kafka: Mapping[str, KafkaSettings] = Field(default_factory=dict)
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
-        """The settings ``environ``'s ``SIDECAR_*`` variables give (the process's by default)."""
+    def from_env(
+        cls, environ: Mapping[str, str] | None = None, only: Collection[str] | None = None
+    ) -> Settings:
+        """The settings ``environ``'s ``SIDECAR_*`` variables give (the process's by default).
+
+        With ``only`` (section names), for a command that serves nothing: those sections
+        are read (and ``clusters``), the others keep their defaults, and the checks across
+        sections, which are about serving, are not made."""
         environ = os.environ if environ is None else environ
         given = {k: v for k, v in environ.items() if k.startswith(PREFIX)}
         clusters = ClusterSettings.from_environ(given)
         _refuse_unknown(given, clusters)
-        more_kafka = {
-            name: KafkaSettings.from_environ(given, ClusterSettings.kafka_prefix(name))
-            for name in clusters.more
-        }
-        sections = {name: section.from_environ(given) for name, section in cls.sections().items()}
-        return cls.model_validate({**sections, "more_kafka": more_kafka})
+        read: dict[str, Any] = {"clusters": clusters}
+        if only is None or "kafka" in only:
+            read["more_kafka"] = {
+                name: KafkaSettings.from_environ(given, ClusterSettings.kafka_prefix(name))
+                for name in clusters.more
+            }
+        for name, section in cls.sections().items():
+            if name != "clusters" and (only is None or name in only):
+                read[name] = section.from_environ(given)
+        return cls.model_validate(read) if only is None else cls.model_construct(**read)
 
     @classmethod
     def sections(cls) -> dict[str, type[Section]]:
