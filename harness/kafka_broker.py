@@ -167,12 +167,12 @@ def brand_new_secured(
     return SecuredBroker(broker, sasl, ssl, oauth_at)
 
 
-REUSE = "SIDECAR_TEST_KAFKA"
+REUSE = "OFFSET_SIDECAR_TEST_KAFKA"
 
 
 def for_tests(folder: Path) -> LocalBroker:
     """The broker of one test session: a brand-new one on a free port in the empty
-    ``folder``, stopped by the caller; or, with ``SIDECAR_TEST_KAFKA=host:port``, that
+    ``folder``, stopped by the caller; or, with ``OFFSET_SIDECAR_TEST_KAFKA=host:port``, that
     running broker, which is neither started nor stopped here."""
     refuse_in_inner_loop("uses the Kafka broker")
     reuse = os.environ.get(REUSE)

@@ -6,7 +6,7 @@ dependencies pyspark does not ship) into ``.local/jars/spark-kafka-<version>``; 
 finds them, fetching on first use when run from a checkout, and hands them to Spark
 through ``spark.jars``.
 
-Set ``SIDECAR_SPARK_KAFKA_JARS`` to a folder of jars to use another location.
+Set ``OFFSET_SIDECAR_SPARK_KAFKA_JARS`` to a folder of jars to use another location.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-JARS_ENV = "SIDECAR_SPARK_KAFKA_JARS"
+JARS_ENV = "OFFSET_SIDECAR_SPARK_KAFKA_JARS"
 _CHECKOUT = Path(__file__).resolve().parent.parent
 _FETCH_SCRIPT = _CHECKOUT / "scripts" / "fetch-jars.sh"
 

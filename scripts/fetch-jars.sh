@@ -16,7 +16,7 @@
 # Prints the folder that holds the jars.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-jars_root=${SIDECAR_JARS_DIR:-$root/.local/jars}
+jars_root=${OFFSET_SIDECAR_JARS_DIR:-$root/.local/jars}
 cache=${SPARK_OFFSET_SIDECAR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/spark-offset-sidecar}/jars
 settings=$root/scripts/maven/settings.xml
 

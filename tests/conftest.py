@@ -72,7 +72,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[kafka_broker.LocalBroker]:
     """The real broker of this session (of each xdist worker), started in an empty folder
-    on a free port; ``SIDECAR_TEST_KAFKA=host:port`` reuses a running one instead."""
+    on a free port; ``OFFSET_SIDECAR_TEST_KAFKA=host:port`` reuses a running one instead."""
     local = kafka_broker.for_tests(tmp_path_factory.mktemp("kafka"))
     yield local
     if local.started_here:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import textwrap
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -32,8 +33,10 @@ from spark_offset_sidecar.heap import HeapKeeper
 from spark_offset_sidecar.observe.logs import configure_logging
 from spark_offset_sidecar.settings import (
     CommitSettings,
+    DatabaseSettings,
     HttpSettings,
     KafkaSettings,
+    LogSettings,
     Settings,
 )
 
@@ -257,11 +260,16 @@ def _settings(_settings: Settings) -> int:
 
 
 # The settings each command reads (``offset-sidecar settings`` lists them all).
+LOG_SETTINGS = tuple(LogSettings.variables().values())
 KAFKA_SETTINGS = (
     *KafkaSettings.variables().values(),
     CommitSettings.variable("commit_timeout_seconds"),
+    *LOG_SETTINGS,
 )
-SERVICE_SETTINGS = tuple(HttpSettings.variable(f) for f in ("host", "port", "tls_certfile"))
+SERVICE_SETTINGS = (
+    *(HttpSettings.variable(f) for f in ("host", "port", "tls_certfile")),
+    *LOG_SETTINGS,
+)
 
 
 def _folder_arguments(sub: argparse.ArgumentParser, *, path: bool, group: bool) -> None:
@@ -285,7 +293,8 @@ def _folder_arguments(sub: argparse.ArgumentParser, *, path: bool, group: bool) 
 class Command:
     run: Callable[[Settings, argparse.Namespace], int]
     summary: str
-    reads: tuple[str, ...]  # the settings it reads; ("*",): every one
+    # The settings it reads; ("*",): every one, and the checks across sections (serving).
+    reads: tuple[str, ...]
     takes_group: bool = False
     arguments: Callable[[argparse.ArgumentParser], None] = lambda sub: None
 
@@ -299,7 +308,7 @@ COMMANDS: dict[str, Command] = {
     "migrate": Command(
         lambda settings, _args: _migrate(settings),
         "apply database migrations and exit",
-        ("SIDECAR_DATABASE_URL",),
+        (DatabaseSettings.variable("url"), *LOG_SETTINGS),
     ),
     "settings": Command(
         lambda settings, _args: _settings(settings),
@@ -341,12 +350,22 @@ COMMANDS: dict[str, Command] = {
 
 def _settings_epilog(reads: tuple[str, ...]) -> str:
     if reads == ("*",):
-        return (
-            "Settings are SIDECAR_* environment variables (offset-sidecar settings lists "
-            "them all); the first ones to set: SIDECAR_KAFKA_BOOTSTRAP_SERVERS (Kafka, "
-            "default 127.0.0.1:9092), SIDECAR_DATABASE_URL (default SQLite sidecar.db in "
-            "the working folder), SIDECAR_HOST / SIDECAR_PORT, SIDECAR_TOKENS_FILE."
-        )
+        lines = [
+            "The first settings to set: SIDECAR_KAFKA_BOOTSTRAP_SERVERS (Kafka, default",
+            "127.0.0.1:9092), SIDECAR_DATABASE_URL (default SQLite sidecar.db in the working",
+            "folder), SIDECAR_HOST / SIDECAR_PORT, SIDECAR_TOKENS_FILE.",
+            "",
+            "Settings it reads (environment variables), by section; offset-sidecar settings",
+            "gives each one's default and meaning:",
+        ]
+        for section in Settings.sections().values():
+            names = " ".join(section.variables().values())
+            lines += [
+                f"  {section.title}:",
+                *textwrap.wrap(names, 88, initial_indent=" " * 4, subsequent_indent=" " * 4),
+            ]
+        lines.append("  and each cluster of SIDECAR_KAFKA_CLUSTERS: SIDECAR_CLUSTER_<NAME>_KAFKA_*")
+        return "\n".join(lines)
     if not reads:
         return "Reads no setting."
     defaults = {variable: default for variable, default, _ in Settings.describe()}
@@ -385,16 +404,28 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
+def read_settings(reads: tuple[str, ...]) -> Settings:
+    """What a command reads: every setting, checked for serving, for ``("*",)``; else the
+    sections of the settings it names, unchecked against the others (it serves nothing)."""
+    if reads == ("*",):
+        return Settings.from_env()
+    sections = Settings.sections().items()
+    return Settings.from_env(
+        only={name for name, section in sections if set(reads) & set(section.variables().values())}
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    command = COMMANDS[args.command]
     try:
-        settings = Settings.from_env()
+        settings = read_settings(command.reads)
     except ConfigError as exc:
         print(f"offset-sidecar: invalid setting {exc}", file=sys.stderr)
         return 2
     configure_logging(settings.log.level, settings.log.format)
     try:
-        return COMMANDS[args.command].run(settings, args)
+        return command.run(settings, args)
     except (StoreError, OffsetsNotFound, KafkaReadError, ServiceRefused) as exc:
         print(f"offset-sidecar: {exc}", file=sys.stderr)
         return 1

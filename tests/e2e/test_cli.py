@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.machine import free_port
 from harness.service_process import ServiceProcess
 from spark_offset_sidecar import cli
 from spark_offset_sidecar.settings import Settings
@@ -42,12 +43,29 @@ def test_each_commands_help_names_the_settings_it_reads(
     text = help_text(capsys, command)
     reads = cli.COMMANDS[command].reads
     assert set(reads) - {"*"} <= KNOWN, "a command names a setting that does not exist"
-    for variable in reads:
-        assert (variable if variable != "*" else "SIDECAR_KAFKA_BOOTSTRAP_SERVERS") in text
+    for variable in KNOWN if reads == ("*",) else reads:
+        assert variable in text
     if command in ("describe-group", "starting-offsets", "serve"):
         assert "SIDECAR_KAFKA_BOOTSTRAP_SERVERS" in text
     if command == "migrate":
         assert "SIDECAR_DATABASE_URL" in text
+
+
+def test_serve_alone_is_refused_by_the_checks_of_serving(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The image sets SIDECAR_HOST=0.0.0.0: without tokens, serve is refused; a command
+    that listens on nothing (followed calls the service at --url) reads its own settings
+    and goes on."""
+    monkeypatch.setattr(cli, "configure_logging", lambda *_: None)  # the test's own logs
+    monkeypatch.setenv("SIDECAR_HOST", "0.0.0.0")
+    monkeypatch.delenv("SIDECAR_TOKENS_FILE", raising=False)
+    monkeypatch.delenv("SIDECAR_ALLOW_UNAUTHENTICATED", raising=False)
+    assert cli.main(["serve"]) == 2
+    assert "SIDECAR_HOST: listening on 0.0.0.0 without" in capsys.readouterr().err
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    assert cli.main(["followed", "--url", url]) == 1
+    assert f"cannot reach the service at {url}" in capsys.readouterr().err
 
 
 def test_a_group_command_without_a_group_is_refused_by_the_parser(

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from spark_offset_sidecar.errors import ConfigError
 from spark_offset_sidecar.settings import (
     AuthSettings,
     CommitSettings,
+    DatabaseSettings,
     FollowSettings,
     HttpSettings,
     KafkaSettings,
@@ -258,6 +260,21 @@ def test_sections_built_in_code_are_checked_as_the_environment_is(
     assert refused.value.variable == variable
 
 
+def test_a_command_that_serves_nothing_reads_its_sections_alone() -> None:
+    """``only``: the sections named are read and checked, the others keep their defaults,
+    the checks across sections (about serving) are not made; unknown names still stop it."""
+    environ = {"SIDECAR_HOST": "0.0.0.0", "SIDECAR_PORT": "9000", "SIDECAR_DATABASE_URL": "x"}
+    settings = Settings.from_env(environ, only={"http"})
+    assert (settings.http.host, settings.http.port) == ("0.0.0.0", 9000)
+    assert settings.database == DatabaseSettings()
+    with pytest.raises(ConfigError, match="TCP port"):
+        Settings.from_env({"SIDECAR_PORT": "-1"}, only={"http"})
+    with pytest.raises(ConfigError, match="unknown setting"):
+        Settings.from_env({"SIDECAR_PROT": "1"}, only={"http"})
+    with pytest.raises(ConfigError, match="lets anyone who reaches it"):
+        Settings.from_env({"SIDECAR_HOST": "0.0.0.0"})
+
+
 def test_checks_across_sections_hold_however_the_settings_are_built() -> None:
     with pytest.raises(ConfigError) as refused:
         Settings(http=HttpSettings(host="0.0.0.0"))
@@ -283,6 +300,22 @@ def test_a_section_built_in_code_reads_no_variable(monkeypatch: pytest.MonkeyPat
     assert Settings.from_env().http.port == 9999
 
 
+def test_a_section_reads_its_own_variables_of_the_mapping_it_is_given(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("SIDECAR_KAFKA_CLIENT_ID", "from-the-process")
+    kafka = KafkaSettings.from_environ({"SIDECAR_KAFKA_BOOTSTRAP_SERVERS": "k:1", "SIDECAR_X": "1"})
+    assert (kafka.bootstrap_servers, kafka.client_id) == ("k:1", "spark-offset-sidecar")
+    assert MetricsSettings.from_environ({"SIDECAR_EXPORT_KAFKA_LAG": "yes"}).export_kafka_lag
+    eu = "SIDECAR_CLUSTER_EU_KAFKA_"
+    assert KafkaSettings.from_environ({f"{eu}BOOTSTRAP_SERVERS": "eu:1"}, eu).bootstrap_servers == (
+        "eu:1"
+    )
+    with pytest.raises(ConfigError) as refused:  # named under the prefix it was read with
+        KafkaSettings.from_environ({f"{eu}SECURITY_PROTOCOL": "SASL_SSL"}, eu)
+    assert refused.value.variable == f"{eu}SASL_USERNAME"
+
+
 def test_sections_are_frozen() -> None:
     settings = Settings()
     with pytest.raises(ValidationError):
@@ -298,6 +331,24 @@ def test_every_variable_belongs_to_one_section_and_has_a_meaning() -> None:
     assert all(v.startswith("SIDECAR_") and v == v.upper() for v in variables)
 
 
+def test_an_unknown_variable_is_named_with_the_setting_it_may_stand_for() -> None:
+    """One unknown name, the closest setting if one is close, and where the list is: not
+    every setting's name on one line."""
+    with pytest.raises(ConfigError) as caught:
+        Settings.from_env({"SIDECAR_KAFKA_BOOTSTRAP": "a:1", "SIDECAR_PROT": "1"})
+    assert caught.value.variable == "SIDECAR_KAFKA_BOOTSTRAP"
+    assert caught.value.problem == (
+        "unknown setting (did you mean SIDECAR_KAFKA_BOOTSTRAP_SERVERS?); also unknown: "
+        "SIDECAR_PROT; offset-sidecar settings lists every setting"
+    )
+    with pytest.raises(ConfigError) as caught:
+        Settings.from_env({"SIDECAR_Q": "1"})
+    assert caught.value.problem == "unknown setting; offset-sidecar settings lists every setting"
+    with pytest.raises(ConfigError) as caught:
+        Settings.from_env({"SIDECAR_CLUSTER_US_KAFKA_BOOTSTRAP_SERVERS": "us:9092"})
+    assert "for a name of SIDECAR_KAFKA_CLUSTERS" in caught.value.problem
+
+
 @pytest.mark.parametrize(
     "variable",
     ["SIDECAR_WATCHER", "SIDECAR_DATABASE_WRITER", "SIDECAR_GIL_SWITCH_INTERVAL_SECONDS"],
@@ -309,3 +360,33 @@ def test_the_settings_of_removed_shapes_are_refused_as_unknown(variable: str) ->
         Settings.from_env({variable: "child"})
     assert caught.value.variable == variable
     assert "unknown setting" in str(caught.value)
+
+
+ROOT = Path(__file__).resolve().parents[2]
+# The project's own tools and the pages that tell developers how to run them.
+TOOLS = ("harness", "jobs", "scripts", "bench", ".ci", "tests/support")
+TOOL_FILES = (
+    "Makefile",
+    "Dockerfile",
+    "tests/conftest.py",
+    "CONTRIBUTING.md",
+    "docs/development.md",
+)
+# A whole variable name: not a prefix written as SIDECAR_KAFKA_* or SIDECAR_CLUSTER_<NAME>_.
+VARIABLE = re.compile(r"(?<![A-Z0-9_])SIDECAR_[A-Z0-9_]*[A-Z0-9](?![A-Z0-9_*<])")
+
+
+def test_the_projects_own_variables_are_not_under_the_settings_prefix() -> None:
+    """Every ``SIDECAR_*`` variable is a setting, and an unknown one stops every
+    ``offset-sidecar`` command: a variable of the project's tools (a test broker to reuse,
+    a folder of jars) begins with ``OFFSET_SIDECAR_``, so that exporting it stops nothing."""
+    files = [p for d in TOOLS for p in (ROOT / d).rglob("*") if p.suffix in (".py", ".sh", "")]
+    files += [ROOT / name for name in TOOL_FILES]
+    found = {
+        (str(path.relative_to(ROOT)), name)
+        for path in files
+        if path.is_file()
+        for name in VARIABLE.findall(path.read_text())
+    }
+    assert found, "the scan finds the settings the tools set"
+    assert sorted((path, name) for path, name in found if name not in Settings.variables()) == []

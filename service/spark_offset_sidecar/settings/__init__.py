@@ -1,8 +1,8 @@
-"""The service's settings: ``SIDECAR_*`` environment variables, in sections (pydantic-
-settings), each the input of the part of the service it names.
+"""The service's settings: ``SIDECAR_*`` environment variables, in sections (pydantic
+models), each the input of the part of the service it names.
 
 - ``values``: the kinds of value and the parser of each (text in, value out).
-- ``section``: what every section shares: reading the environment, naming refusals.
+- ``section``: what every section shares: reading its variables, naming refusals.
 - ``sections``: the sections (Kafka, clusters, database, HTTP, auth, OIDC, commits,
   status, metrics, followed folders, replicas, logs).
 - ``service_settings``: ``Settings``, all of them, and the checks that span sections.

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Self
 
 from pydantic import Field, model_validator
-from pydantic_settings import SettingsConfigDict
 
 from spark_offset_sidecar.core.clusters import Clusters
 from spark_offset_sidecar.errors import ConfigError
@@ -104,7 +103,7 @@ class OidcSettings(Section):
     """Jobs' workload identity: JWTs of an OIDC issuer, granted by the tokens file's
     "identities"."""
 
-    model_config = SettingsConfigDict(env_prefix="SIDECAR_OIDC_")
+    prefix = "SIDECAR_OIDC_"
     title = "Jobs' workload identity (OIDC)"
 
     issuer: HttpUrl | None = Field(
@@ -155,7 +154,7 @@ class OidcSettings(Section):
 
 
 class LogSettings(Section):
-    model_config = SettingsConfigDict(env_prefix="SIDECAR_LOG_")
+    prefix = "SIDECAR_LOG_"
     title = "Logs"
 
     level: LogLevel = Field("INFO", description="DEBUG, INFO, WARNING or ERROR")
@@ -168,7 +167,7 @@ class LogSettings(Section):
 
 
 class DatabaseSettings(Section):
-    model_config = SettingsConfigDict(env_prefix="SIDECAR_DATABASE_")
+    prefix = "SIDECAR_DATABASE_"
     title = "The database"
 
     url: DatabaseUrl = Field(
@@ -259,7 +258,7 @@ class StatusSettings(Section):
 class MetricsSettings(Section):
     """What /metrics exports per group (observe.fleet_metrics): the cost of looking."""
 
-    model_config = SettingsConfigDict(env_prefix="SIDECAR_METRICS_")
+    prefix = "SIDECAR_METRICS_"
     title = "What /metrics exports"
 
     granularity: Granularity = Field(
@@ -325,7 +324,7 @@ class ReplicaSettings(Section):
 class FollowSettings(Section):
     """Checkpoint folders followed instead of a listener (runtime.checkpoint_follower)."""
 
-    model_config = SettingsConfigDict(env_prefix="SIDECAR_FOLLOW_")
+    prefix = "SIDECAR_FOLLOW_"
     title = "Followed checkpoint folders"
 
     interval_seconds: PositiveFloat = Field(
@@ -353,7 +352,7 @@ class FollowSettings(Section):
 class KafkaSettings(Section):
     """How the service reaches one Kafka cluster (each cluster has its own)."""
 
-    model_config = SettingsConfigDict(env_prefix="SIDECAR_KAFKA_")
+    prefix = "SIDECAR_KAFKA_"
     title = "Kafka: how the service reaches a cluster"
 
     bootstrap_servers: Bootstrap = Field(

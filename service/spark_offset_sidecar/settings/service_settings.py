@@ -14,14 +14,15 @@ clusters).
 
 from __future__ import annotations
 
+import difflib
 import os
-from collections.abc import Mapping
-from typing import Self
+from collections.abc import Collection, Mapping
+from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from spark_offset_sidecar.errors import ConfigError
-from spark_offset_sidecar.settings.section import PREFIX, Section, reading
+from spark_offset_sidecar.settings.section import PREFIX, Section
 from spark_offset_sidecar.settings.sections import (
     AuthSettings,
     ClusterSettings,
@@ -58,14 +59,28 @@ class Settings(BaseModel):
     more_kafka: Mapping[str, KafkaSettings] = Field(default_factory=dict)
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
-        """The settings ``environ``'s ``SIDECAR_*`` variables give (the process's by default)."""
+    def from_env(
+        cls, environ: Mapping[str, str] | None = None, only: Collection[str] | None = None
+    ) -> Settings:
+        """The settings ``environ``'s ``SIDECAR_*`` variables give (the process's by default).
+
+        With ``only`` (section names), for a command that serves nothing: those sections
+        are read (and ``clusters``), the others keep their defaults, and the checks across
+        sections, which are about serving, are not made."""
         environ = os.environ if environ is None else environ
-        with reading(environ):
-            clusters = ClusterSettings()
-            _refuse_unknown(environ, clusters)
-            more_kafka = {name: _cluster_kafka(name) for name in clusters.more}
-            return cls(clusters=clusters, more_kafka=more_kafka)
+        given = {k: v for k, v in environ.items() if k.startswith(PREFIX)}
+        clusters = ClusterSettings.from_environ(given)
+        _refuse_unknown(given, clusters)
+        read: dict[str, Any] = {"clusters": clusters}
+        if only is None or "kafka" in only:
+            read["more_kafka"] = {
+                name: KafkaSettings.from_environ(given, ClusterSettings.kafka_prefix(name))
+                for name in clusters.more
+            }
+        for name, section in cls.sections().items():
+            if name != "clusters" and (only is None or name in only):
+                read[name] = section.from_environ(given)
+        return cls.model_validate(read) if only is None else cls.model_construct(**read)
 
     @classmethod
     def sections(cls) -> dict[str, type[Section]]:
@@ -138,23 +153,25 @@ class Settings(BaseModel):
             )
 
 
-def _cluster_kafka(name: str) -> KafkaSettings:
-    """Cluster ``name``'s Kafka settings from its own variables; a refusal names them."""
-    prefix = ClusterSettings.kafka_prefix(name)
-    try:
-        return KafkaSettings(_env_prefix=prefix)
-    except ConfigError as exc:  # named as the default cluster's variable
-        variable = exc.variable.replace(KafkaSettings.prefix(), prefix, 1)
-        raise ConfigError(variable, exc.problem) from None
-
-
 def _refuse_unknown(environ: Mapping[str, str], clusters: ClusterSettings) -> None:
+    """Refuse the first unknown ``SIDECAR_*`` variable, with the setting it may stand for."""
     known = set(Settings.variables())
     for name in clusters.more:
         known.update(KafkaSettings.variables(ClusterSettings.kafka_prefix(name)).values())
-    unknown = sorted(k for k in environ if k.startswith(PREFIX) and k not in known)
-    if unknown:
-        also = " and SIDECAR_CLUSTER_<NAME>_KAFKA_* of each cluster" if clusters.more else ""
-        raise ConfigError(
-            unknown[0], f"unknown setting; known: {', '.join(sorted(Settings.variables()))}{also}"
+    unknown = sorted(set(environ) - known)
+    if not unknown:
+        return
+    first, *more = unknown
+    problem = "unknown setting"
+    stems = {name.removeprefix(PREFIX): name for name in known}
+    close = difflib.get_close_matches(first.removeprefix(PREFIX), stems, 1)
+    if close:
+        problem += f" (did you mean {stems[close[0]]}?)"
+    if first.startswith("SIDECAR_CLUSTER_"):
+        problem += (
+            "; a cluster's settings are SIDECAR_CLUSTER_<NAME>_KAFKA_* for a name of "
+            "SIDECAR_KAFKA_CLUSTERS"
         )
+    if more:
+        problem += f"; also unknown: {', '.join(more)}"
+    raise ConfigError(first, f"{problem}; offset-sidecar settings lists every setting")

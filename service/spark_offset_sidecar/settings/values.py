@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 from pydantic import BeforeValidator
-from pydantic_settings import NoDecode
 
 from spark_offset_sidecar.core.names import CLUSTER
 
@@ -237,8 +236,7 @@ def cluster_by_group(value: str) -> tuple[tuple[str, str], ...]:
     return tuple(pairs)
 
 
-# The kinds of value, as types the sections' fields are declared with. ``NoDecode``: the
-# environment's text of a list or a mapping goes to its parser as it is (not as JSON).
+# The kinds of value, as types the sections' fields are declared with.
 Text = Annotated[str, parsed_by(str)]
 Bootstrap = Annotated[str, parsed_by(bootstrap)]
 DatabaseUrl = Annotated[str, parsed_by(database_url)]
@@ -250,13 +248,13 @@ Port = Annotated[int, parsed_by(port)]
 Flag = Annotated[bool, parsed_by(flag)]
 ReadableFile = Annotated[str, parsed_by(readable_file)]
 HttpUrl = Annotated[str, parsed_by(http_url)]
-Patterns = Annotated[tuple[str, ...], NoDecode, parsed_by(patterns)]
-SomePatterns = Annotated[tuple[str, ...], NoDecode, parsed_by(some_patterns)]
-Extensions = Annotated[tuple[tuple[str, str], ...], NoDecode, parsed_by(extensions)]
-StorageOptions = Annotated[dict[str, dict[str, Any]], NoDecode, parsed_by(storage_options)]
+Patterns = Annotated[tuple[str, ...], parsed_by(patterns)]
+SomePatterns = Annotated[tuple[str, ...], parsed_by(some_patterns)]
+Extensions = Annotated[tuple[tuple[str, str], ...], parsed_by(extensions)]
+StorageOptions = Annotated[dict[str, dict[str, Any]], parsed_by(storage_options)]
 ClusterName = Annotated[str, parsed_by(cluster_name)]
-ClusterNames = Annotated[tuple[str, ...], NoDecode, parsed_by(cluster_names)]
-ClusterByGroup = Annotated[tuple[tuple[str, str], ...], NoDecode, parsed_by(cluster_by_group)]
+ClusterNames = Annotated[tuple[str, ...], parsed_by(cluster_names)]
+ClusterByGroup = Annotated[tuple[tuple[str, str], ...], parsed_by(cluster_by_group)]
 
 LogLevel = Annotated[str, parsed_by(choice("DEBUG", "INFO", "WARNING", "ERROR"))]
 LogFormat = Annotated[str, parsed_by(choice("json", "text", case=str.lower))]
