@@ -359,7 +359,7 @@ def test_the_settings_of_removed_shapes_are_refused_as_unknown(variable: str) ->
     with pytest.raises(ConfigError) as caught:
         Settings.from_env({variable: "child"})
     assert caught.value.variable == variable
-    assert "unknown setting" in str(caught.value)
+    assert "unknown setting (removed in 0.2.0: serve always runs" in str(caught.value)
 
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -153,6 +153,22 @@ class Settings(BaseModel):
             )
 
 
+# Settings of earlier releases, refused by name with the release that removed them.
+_SHAPES = "0.2.0: serve always runs its watcher and writer as children (docs/run/processes.md)"
+REMOVED = {
+    name: _SHAPES
+    for name in (
+        "SIDECAR_WATCHER",
+        "SIDECAR_WATCHER_URL",
+        "SIDECAR_WATCHER_TOKEN_FILE",
+        "SIDECAR_WATCHER_ADVERTISED_URL",
+        "SIDECAR_DATABASE_WRITER",
+        "SIDECAR_GIL_SWITCH_INTERVAL_SECONDS",
+        "SIDECAR_GC_THAW_SECONDS",
+    )
+}
+
+
 def _refuse_unknown(environ: Mapping[str, str], clusters: ClusterSettings) -> None:
     """Refuse the first unknown ``SIDECAR_*`` variable, with the setting it may stand for."""
     known = set(Settings.variables())
@@ -163,6 +179,8 @@ def _refuse_unknown(environ: Mapping[str, str], clusters: ClusterSettings) -> No
         return
     first, *more = unknown
     problem = "unknown setting"
+    if first in REMOVED:
+        problem += f" (removed in {REMOVED[first]})"
     stems = {name.removeprefix(PREFIX): name for name in known}
     close = difflib.get_close_matches(first.removeprefix(PREFIX), stems, 1)
     if close:

@@ -1,1 +1,1 @@
-"""The watcher process this one starts (``SIDECAR_WATCHER=child``)."""
+"""The watcher process the service starts as its child (``topology``)."""
