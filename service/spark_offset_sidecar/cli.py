@@ -28,10 +28,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from spark_offset_sidecar import __version__
+from spark_offset_sidecar.core.clusters import UnknownCluster
 from spark_offset_sidecar.errors import ConfigError, KafkaReadError, OffsetsNotFound, StoreError
 from spark_offset_sidecar.heap import HeapKeeper
 from spark_offset_sidecar.observe.logs import configure_logging
 from spark_offset_sidecar.settings import (
+    ClusterSettings,
     CommitSettings,
     DatabaseSettings,
     HttpSettings,
@@ -135,14 +137,22 @@ def _migrate(settings: Settings) -> int:
 
 
 def _read_group(settings: Settings, args: argparse.Namespace, read: Callable[..., Any]) -> Any:
-    """Run ``read(client options, group, topics, request_timeout=...)`` for the named group."""
+    """Run ``read(client options, group, topics, request_timeout=...)`` for the named group,
+    on its Kafka cluster: ``--cluster``, else the one the service chooses for the group
+    (``SIDECAR_KAFKA_CLUSTER_BY_GROUP``, else the default)."""
     import asyncio
 
     from spark_offset_sidecar.adapters.kafka.options import kafka_client_options
 
+    clusters = settings.clusters.choice()
+    try:
+        cluster = clusters.name_of(clusters.of(args.group, args.cluster).name)
+    except UnknownCluster as exc:
+        raise ServiceRefused(str(exc)) from None
+    kafka = settings.for_cluster(cluster)
     return asyncio.run(
         read(
-            kafka_client_options(settings.kafka, settings.commits.commit_timeout_seconds),
+            kafka_client_options(kafka, settings.commits.commit_timeout_seconds),
             args.group,
             args.topic or (),
             request_timeout=settings.commits.commit_timeout_seconds,
@@ -263,6 +273,7 @@ def _settings(_settings: Settings) -> int:
 LOG_SETTINGS = tuple(LogSettings.variables().values())
 KAFKA_SETTINGS = (
     *KafkaSettings.variables().values(),
+    *ClusterSettings.variables().values(),
     CommitSettings.variable("commit_timeout_seconds"),
     *LOG_SETTINGS,
 )
@@ -399,6 +410,11 @@ def parser() -> argparse.ArgumentParser:
             sub.add_argument("group", help="the consumer group")
             sub.add_argument(
                 "--topic", action="append", help="a topic the query reads (repeatable)"
+            )
+            sub.add_argument(
+                "--cluster",
+                help="the Kafka cluster of the group, when the service has several "
+                "(default: the service's choice for the group)",
             )
         command.arguments(sub)
     return top

@@ -8,6 +8,8 @@ costs the others nothing."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -125,6 +127,39 @@ def _failed(service: ServiceProcess, group: str, reason: str) -> float:
     return found or 0.0
 
 
+def _describe(
+    service: ServiceProcess, group: str, *options: str
+) -> subprocess.CompletedProcess[str]:
+    """``offset-sidecar describe-group`` with the service's own settings."""
+    return subprocess.run(
+        [sys.executable, "-m", "spark_offset_sidecar.cli", "describe-group", group, *options],
+        env=service.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def _described_on_their_clusters(service: ServiceProcess, main: str, eu: str, by: str) -> None:
+    """The CLI reads each group on its own cluster: ``--cluster``, else the service's
+    choice (the pattern ``eu-*``, else the default), as the runbooks tell users to run it;
+    an unknown cluster is refused naming the service's."""
+    for group, options, row in (
+        (main, (), f"{main}  {TOPIC}  0          10              30              20"),
+        (eu, ("--cluster", "eu"), f"{eu}  {TOPIC}  0          20              70              50"),
+        (by, (), f"{by}  {TOPIC}  0          25              70              45"),
+    ):
+        done = _describe(service, group, *options)
+        assert done.returncode == 0, done.stderr
+        assert [line.split() for line in done.stdout.splitlines() if line.startswith(group)] == [
+            row.split()
+        ], done.stdout
+    refused = _describe(service, eu, "--cluster", "nowhere")
+    assert refused.returncode == 1, refused.stderr
+    assert "no Kafka cluster is named 'nowhere'" in refused.stderr
+    assert "'main', 'eu'" in refused.stderr
+
+
 def test_one_service_commits_for_jobs_on_two_clusters_each_failure_its_own(
     tmp_path: Path, clusters: Clusters
 ) -> None:
@@ -151,6 +186,7 @@ def test_one_service_commits_for_jobs_on_two_clusters_each_failure_its_own(
         wait_for(lambda: committed_offsets(eu, over_tls) == {(TOPIC, 0): 30}, what="over TLS")
         # Each on its own cluster only.
         assert committed_offsets(eu, on_main) == {}
+        _described_on_their_clusters(service, on_main, named_eu, eu_by_pattern)
         assert committed_offsets(main, named_eu) == committed_offsets(main, eu_by_pattern) == {}
         # Lag from each group's own cluster: the same topic name, two log ends.
         wait_for(lambda: _lag(service, on_main) == 20, what="main's lag: 30 - 10")
