@@ -19,7 +19,7 @@ Invariants
     ends the child, so no late reply is ever read as another batch's.
   - The child's errors come back as the kinds ``persist`` raises (``StoreUnavailable``,
     ``StoreRefused``, ``StoreError``; anything else as ``StoreError``), so the ledger
-    settles a batch as it would have in its own thread.
+    handles a batch as it would have in its own thread.
   - A child that ends with a batch unanswered may have committed it or not:
     ``WriteOutcomeUnknown`` carries the stored rows of the batch's queries and groups,
     read by the parent after the child is gone (None when they could not be read), and
@@ -198,7 +198,7 @@ def _persisted(store: SqlStore, changes: list[Change]) -> tuple[str, str] | None
         return "unavailable", str(exc)
     except StoreRefused as exc:
         return "refused", str(exc)
-    except StoreError as exc:  # a constraint broken: the ledger settles each event alone
+    except StoreError as exc:  # a constraint broken: the ledger writes each event alone
         return "error", str(exc)
     except Exception as exc:  # a bug in a batch's rows: that batch's alone, as in a thread
         log.exception("writing a batch failed")
