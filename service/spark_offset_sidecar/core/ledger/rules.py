@@ -54,10 +54,10 @@ Rules
                  committed offsets (a late commit of the old owner landed) is ``repair``ed:
                  it commits its stored offsets again at once (taken like R9), unless a
                  commit follows anyway (a slot, or one in flight). Never persisted.
-  R15 told       When followed (``memory_changed`` not None), every group whose memory
+  R15 memory     When followed (``memory_changed`` not None), every group whose memory
                  (counters, commit in flight, failures, retry time) may have changed is
                  added to ``memory_changed`` until its reader empties it: what a watcher
-                 is told (``core.lag.group_memory``). Not followed: nothing is collected.
+                 is sent (``core.lag.group_memory``). Not followed: nothing is collected.
 
 A group's commit phase follows from (slot, in flight); the only transitions are:
 
