@@ -70,7 +70,8 @@ log = logging.getLogger(__name__)
 # transaction in PostgreSQL's lock table, which every session shares: it holds
 # max_locks_per_transaction x max_connections, 64 x 100 = 6,400 by default, and a
 # transaction that needs more than is free fails "out of shared memory" (a replica taking
-# in the 10,000 groups it claimed did, every round, and never committed one).
+# in the 10,000 groups it claimed did, every round, and never committed one): see
+# docs/decisions.md, "At most 256 names locked a transaction".
 LOCKED_NAMES = 256
 P = ParamSpec("P")
 R = TypeVar("R")

@@ -26,8 +26,8 @@ Invariants
   - A lost record (below the log start while the job had not read it) is counted once per
     group: each (group, partition) remembers up to which offset its losses were counted.
   - Every pass over the groups hands the event loop back every few milliseconds
-    (``turns``): at 10,000 groups of 32 partitions a full evaluation costs seconds of CPU
-    (bench/RECORD.md), and requests must not wait for it.
+    (``turns``): at 10,000 groups of 32 partitions a full evaluation costs seconds of CPU,
+    and requests must not wait for it (docs/decisions.md, "Long passes take turns").
   - With replicas (a ``board``): a group this replica starts to commit has its window
     seeded from the board (the previous owner's) before it is sampled here, and after
     each evaluation the reports and windows of this replica's groups are published, those

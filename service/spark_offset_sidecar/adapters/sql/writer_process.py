@@ -4,8 +4,8 @@ batches a child process writes with ``SqlStore.persist``, answering over a pipe.
 Why a process: the event loop and a store thread share one GIL, and a batch's write is
 many short steps (SQLite and the driver give the GIL up at each): every step waits for
 the loop to let go, and the batch's cycle through both threads, not either one's work,
-bounds the events a second (bench/RECORD.md, "Durable events: where a batch's time
-goes"). A child has a GIL of its own; the loop only pickles the batch and reads a reply.
+bounds the events a second (docs/decisions.md, "The writer is a child"). A child has a
+GIL of its own; the loop only pickles the batch and reads a reply.
 
     writer = ProcessWriter(store, command)  # the parent's SqlStore (migrated); the
                                             # program: ``child_command("writer", ...)``

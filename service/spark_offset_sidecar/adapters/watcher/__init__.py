@@ -1,1 +1,1 @@
-"""The watcher process this one starts (``SIDECAR_WATCHER=child``)."""
+"""The watcher process this one starts: its child (docs/run/processes.md)."""
