@@ -86,8 +86,8 @@ typecheck: venv
 # The suite runs in TEST_WORKERS pytest-xdist workers, each with its own broker, PostgreSQL
 # and folders (tests/conftest.py); TEST_WORKERS=0 runs it in this one process. Three on 2
 # cores: its tests wait on brokers, Spark and the clock, and with two workers the cores
-# sat idle (a cold run: 30 min 04 s with 2, 24 min 17 s with 3; bench/RECORD.md). The
-# inner loop's tests only compute: CHECK_WORKERS, one a core.
+# sat idle (docs/decisions.md, "Three test workers"). The inner loop's tests only
+# compute: CHECK_WORKERS, one a core.
 TEST_WORKERS ?= 3
 CHECK_WORKERS ?= 2
 

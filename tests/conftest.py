@@ -24,8 +24,9 @@ settings.load_profile("shared-machine")
 # compiles with the JIT's first tier only: a test's JVM lives seconds to minutes, where the
 # second tier's compilations are much of its CPU, and the suite's workers share two
 # cores. Measured on this machine: a Spark session's driver 20 -> 10-12 s of CPU, a
-# broker's start 4.1-4.9 -> 2.4-2.6 s. What a test proves does not depend on the tier; the
-# benchmarks (python -m bench, outside pytest) keep both tiers. A value already set wins.
+# broker's start 4.1-4.9 -> 2.4-2.6 s (docs/decisions.md, "The JIT's first tier in tests").
+# What a test proves does not depend on the tier; the benchmarks (python -m bench, outside
+# pytest) keep both tiers. A value already set wins.
 os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1")
 
 # What a test needs, read from the fixtures it uses: ``make check`` deselects these

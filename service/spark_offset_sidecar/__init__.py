@@ -1,7 +1,7 @@
 """spark-offset-sidecar: commits Spark Structured Streaming's Kafka offsets to a consumer
 group on every completed checkpoint, the way Flink does.
 
-The rooms, each allowed to import only what is to its left (``tests/unit/test_layers.py``):
+The layers, each allowed to import only what is to its left (``tests/unit/test_layers.py``):
 
     core -> ports -> adapters (kafka, sql)
                   -> runtime (loops; ports only) -> http (routes; no adapter) -> app

@@ -14,7 +14,7 @@ SidecarError
 │   │                      was written or not; carries its rows as stored (or None)
 │   └── StoreRefused       the database cannot hold a value of the write (an event that
 │                          passed every check at the edge all the same): 422, only the
-│                          event at fault (``runtime.durable_ledger`` settles it alone)
+│                          event at fault (``runtime.durable_ledger`` writes it alone)
 ├── OffsetsNotFound        Kafka holds no committed offsets where some were needed
 ├── KafkaReadError         reading from Kafka failed (admin reads, log ends); says why
 ├── TokenUnavailable       no OAUTHBEARER token for Kafka (the token endpoint unreachable

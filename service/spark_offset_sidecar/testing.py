@@ -41,7 +41,7 @@ from spark_offset_sidecar.ports.identity import VerifiedIdentity
 from spark_offset_sidecar.ports.kafka import Committed, LogEnds
 from spark_offset_sidecar.ports.status_board import BoardEntry
 from spark_offset_sidecar.ports.store import StoredState
-from spark_offset_sidecar.ports.watcher import Answer, Told
+from spark_offset_sidecar.ports.watcher import Answer, MemoryUpdate
 
 
 class InMemoryStore:
@@ -289,11 +289,11 @@ class StaticVerifier:
 
 
 class InMemoryWatcher:
-    """A watcher reached in memory: ``told`` lists the messages it took (since it was last
+    """A watcher reached in memory: ``updates`` lists the messages it took (since it was last
     started again); it answers no reader."""
 
     def __init__(self) -> None:
-        self.told: list[Told] = []
+        self.updates: list[MemoryUpdate] = []
         self.generation = 1
         self.down = False
 
@@ -303,7 +303,7 @@ class InMemoryWatcher:
 
     def started_again(self) -> None:
         self.generation += 1
-        self.told.clear()
+        self.updates.clear()
 
     async def get(self, path: str, query: str, headers: Mapping[str, str]) -> Answer:
         raise WatcherUnavailable("an in-memory watcher answers no reader")
@@ -311,7 +311,7 @@ class InMemoryWatcher:
     async def share(self) -> bytes:
         return b""
 
-    async def tell(self, told: Told) -> None:
+    async def tell(self, update: MemoryUpdate) -> None:
         if self.down:
             raise WatcherUnavailable("down")
-        self.told.append(told)
+        self.updates.append(update)

@@ -52,8 +52,8 @@ class Turns:
         # GIL, and the database's and Kafka's worker threads would wait for Python's
         # switch interval at every step (events stall for hundreds of ms). A pause
         # lets the loop go idle for a moment, and them run. Measured in a child watcher
-        # too: events' p99 1.8-3.7x higher with sleep(0) (bench/RECORD.md, "The turns'
-        # pause in the child").
+        # too: events' p99 1.8-3.7x higher with sleep(0) (docs/decisions.md,
+        # "Long passes take turns").
         await asyncio.sleep(self.pause)
         self.yielded += 1
         self._since = self._clock()
@@ -71,8 +71,8 @@ class Pace:
     """At most ``per_second`` callers a second, in turn (0: no limit). A caller that comes
     when its turn is past goes at once; the next turn is then ``1 / per_second`` later.
     Kept with the watcher a child too, whose readers pass through the events' process:
-    unpaced, events' p99 under back-to-back scrapes was 3.4x (bench/RECORD.md, "Pacing
-    with the child")."""
+    unpaced, events' p99 under back-to-back scrapes was 3.4x (docs/decisions.md,
+    "Scrapes and pages paced")."""
 
     def __init__(self, per_second: float, clock: Callable[[], float] = time.monotonic) -> None:
         self._spacing = 1.0 / per_second if per_second > 0 else 0.0

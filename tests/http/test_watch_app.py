@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from spark_offset_sidecar.adapters.watcher.told import encode_told
+from spark_offset_sidecar.adapters.watcher.memory_update import encode_memory_update
 from spark_offset_sidecar.app import Parts, create_app
 from spark_offset_sidecar.app.watch import create_watch_app
 from spark_offset_sidecar.core.lag.group_memory import GroupMemory
@@ -19,7 +19,7 @@ from spark_offset_sidecar.core.ledger.changes import Checkpoint, CommitRequest
 from spark_offset_sidecar.core.ledger.state import GroupCounters
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.errors import StoreUnavailable
-from spark_offset_sidecar.ports.watcher import TOLD_MEMORY, Told
+from spark_offset_sidecar.ports.watcher import MEMORY_UPDATES, MemoryUpdate
 from spark_offset_sidecar.testing import InMemoryCommitter, InMemoryLogEnds
 from tests.support.app import post_progress, settings_for
 from tests.support.service import metric, wait_for
@@ -79,7 +79,7 @@ def test_a_watcher_never_migrates(tmp_path: Path) -> None:
 
 def test_a_child_watcher_answers_with_what_its_service_told_it(tmp_path: Path) -> None:
     """A group's failures, its commit in flight and what that waits for, as told, are in
-    its status; a body that is not a told memory is refused with the reason, and so is
+    its status; a body that is not a memory update is refused with the reason, and so is
     one that is not whole before a whole one was taken."""
     ends = InMemoryLogEnds({P0: 100, P1: 40})
     taker = create_app(settings_for(tmp_path), Parts(committer=InMemoryCommitter(), log_ends=ends))
@@ -97,19 +97,19 @@ def test_a_child_watcher_answers_with_what_its_service_told_it(tmp_path: Path) -
                 in_flight=CommitRequest(checkpoint, checkpoint.offsets, 4),
                 waiting="broker 2 (127.0.0.1:1) cannot be reached",
             )
-            partial = encode_told(Told({GROUP: memory}))
-            whole = encode_told(Told({GROUP: memory}, whole=True))
-            refused = readers.post(TOLD_MEMORY, content=partial)
+            partial = encode_memory_update(MemoryUpdate({GROUP: memory}))
+            whole = encode_memory_update(MemoryUpdate({GROUP: memory}, whole=True))
+            refused = readers.post(MEMORY_UPDATES, content=partial)
             assert refused.status_code == 409, refused.text
             assert "whole" in refused.text
             assert readers.get(f"/v1/status/{GROUP}").json()["consecutive_failures"] == 0
-            answer = readers.post(TOLD_MEMORY, content=whole)
+            answer = readers.post(MEMORY_UPDATES, content=whole)
             assert answer.status_code == 204, answer.text
-            assert readers.post(TOLD_MEMORY, content=partial).status_code == 204
+            assert readers.post(MEMORY_UPDATES, content=partial).status_code == 204
             seen = readers.get(f"/v1/status/{GROUP}").json()
             assert seen["commit_waiting"] == memory.waiting
             assert seen["consecutive_failures"] == 3
             assert seen["status"] == "ERR"
-            refused = readers.post(TOLD_MEMORY, content=b'{"version": 99}')
+            refused = readers.post(MEMORY_UPDATES, content=b'{"version": 99}')
             assert refused.status_code == 400
-            assert "told version 99" in refused.text
+            assert "memory update version 99" in refused.text

@@ -121,18 +121,18 @@ def test_the_whole_batch_is_rolled_back() -> None:
     run_sync(scenario())
 
 
-def test_a_group_being_written_is_not_taken_until_settled() -> None:
+def test_a_group_being_written_is_not_taken_until_written() -> None:
     async def scenario() -> None:
-        settled: list[int] = []
+        done: list[int] = []
         store = GatedStore()
-        durable = DurableLedger(Ledger(), store, on_settled=lambda n, _: settled.append(n))
+        durable = DurableLedger(Ledger(), store, on_batch_done=lambda n, _: done.append(n))
         first = await held_write(store, durable)
         assert durable.ledger.groups["g-first"].slot is not None, "applied in memory"
         assert durable.start_commit("g-first", 0.0) is None, "but held"
         assert durable.ledger.ready_groups(0.0) == []
         store.gate.set()
         await first
-        assert settled
+        assert done
         assert durable.start_commit("g-first", 0.0) is not None
         await durable.close()
 
@@ -213,7 +213,7 @@ def test_results_are_written_with_events() -> None:
 
 
 # One caller's event never fails another's: a batch that fails for any reason but
-# StoreUnavailable is settled again event by event, on the real databases. The values
+# StoreUnavailable is written again event by event, on the real databases. The values
 # below never pass the HTTP edge (core.names); here they are decided directly, as a bug
 # or a new edge without the check would let them through.
 UNSTORABLE = {

@@ -1,5 +1,5 @@
 """What the process taking events tells its child watcher (ledger R15,
-``runtime.memory_relay``), and how the watcher takes it (``runtime.told_memory``): the
+``runtime.memory_relay``), and how the watcher takes it (``runtime.watcher_memory``): the
 watcher's ledger reads each group as the teller's memory has it, through every way a
 message can be lost. Pure, with the in-memory watcher; the real child is tested in
 ``tests/e2e/test_watcher.py``."""
@@ -13,7 +13,11 @@ import time
 import pytest
 from prometheus_client import CollectorRegistry
 
-from spark_offset_sidecar.adapters.watcher.told import ToldRefused, decode_told, encode_told
+from spark_offset_sidecar.adapters.watcher.memory_update import (
+    MemoryUpdateRefused,
+    decode_memory_update,
+    encode_memory_update,
+)
 from spark_offset_sidecar.core.lag.figures import JobRates
 from spark_offset_sidecar.core.lag.report import FolderReport
 from spark_offset_sidecar.core.ledger.changes import CommitRequest
@@ -22,9 +26,9 @@ from spark_offset_sidecar.core.ledger.state import GroupState
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.http.state import Runtime
 from spark_offset_sidecar.observe.metrics import SidecarMetrics
-from spark_offset_sidecar.ports.watcher import Told
+from spark_offset_sidecar.ports.watcher import MemoryUpdate
 from spark_offset_sidecar.runtime.memory_relay import MemoryRelay
-from spark_offset_sidecar.runtime.told_memory import ToldMemory
+from spark_offset_sidecar.runtime.watcher_memory import WatcherMemory
 from spark_offset_sidecar.settings import Settings
 from spark_offset_sidecar.testing import InMemoryWatcher
 
@@ -87,19 +91,19 @@ def test_the_first_message_is_whole_then_only_what_changed_and_what_is_in_flight
     assert in_flight is not None
 
     assert asyncio.run(relay.tell())
-    (whole,) = watcher.told
+    (whole,) = watcher.updates
     assert whole.whole
     assert set(whole.groups) == {"a", "b", "c"}
     assert whole.folders == folders
-    told_a = whole.groups["a"]
-    assert told_a is not None
-    assert told_a.in_flight == in_flight
-    assert told_a.job == JOB
-    assert told_a.waiting == "coordinator unreachable"
+    sent_a = whole.groups["a"]
+    assert sent_a is not None
+    assert sent_a.in_flight == in_flight
+    assert sent_a.job == JOB
+    assert sent_a.waiting == "coordinator unreachable"
 
     progress(ledger, "b", 2, 11)
     assert asyncio.run(relay.tell())
-    second = watcher.told[-1]
+    second = watcher.updates[-1]
     # b changed; a has a commit in flight (what it waits for may change any time)
     assert not second.whole
     assert set(second.groups) == {"a", "b"}
@@ -109,7 +113,7 @@ def test_the_first_message_is_whole_then_only_what_changed_and_what_is_in_flight
     del ledger.groups["c"]  # gone (as a rolled-back registration leaves it)
     ledger.memory_changed = (ledger.memory_changed or set()) | {"c"}
     assert asyncio.run(relay.tell())
-    third = watcher.told[-1]
+    third = watcher.updates[-1]
     assert third.groups["c"] is None
     done = third.groups["a"]
     assert done is not None
@@ -118,7 +122,7 @@ def test_the_first_message_is_whole_then_only_what_changed_and_what_is_in_flight
     assert done.counters.succeeded == 1
 
     assert asyncio.run(relay.tell())  # nothing changed, nothing in flight: nothing sent
-    assert len(watcher.told) == 3
+    assert len(watcher.updates) == 3
 
 
 def test_a_message_not_taken_or_a_watcher_started_again_is_followed_by_a_whole_one() -> None:
@@ -134,11 +138,11 @@ def test_a_message_not_taken_or_a_watcher_started_again_is_followed_by_a_whole_o
     assert not asyncio.run(relay.tell())  # b's change is lost with the message...
     watcher.down = False
     assert asyncio.run(relay.tell())
-    assert watcher.told[-1].whole  # ...and told again with everything
+    assert watcher.updates[-1].whole  # ...and told again with everything
 
     watcher.started_again()
     assert asyncio.run(relay.tell())
-    (first,) = watcher.told
+    (first,) = watcher.updates
     assert first.whole
     assert set(first.groups) == {"a", "b"}
 
@@ -154,25 +158,25 @@ def test_the_watchers_ledger_reads_each_group_as_the_teller_has_it() -> None:
     # The watcher's ledger as its store has it: a's slot and query, no memory.
     mine = Ledger(groups=[GroupState("a", query_id="q-a", slot=request.checkpoint)])
     jobs: dict[str, JobRates] = {}
-    told = ToldMemory(mine, jobs.__setitem__)
-    message = decode_told(encode_told(watcher.told[-1]))  # over the wire
-    told.take(message)
+    memory = WatcherMemory(mine, jobs.__setitem__)
+    message = decode_memory_update(encode_memory_update(watcher.updates[-1]))  # over the wire
+    memory.take(message)
     group, original = mine.groups["a"], teller.groups["a"]
     assert group.failures == original.failures == 2
     assert group.last_failure == "group_has_members"
     assert group.retry_at == original.retry_at
     assert group.counters == original.counters
     assert jobs == {"a": JOB}
-    assert told.folder_reports() == {"a": (FOLDER,)}
+    assert memory.folder_reports() == {"a": (FOLDER,)}
 
     # A group new to the watcher's ledger takes what was told when the store brings it.
     progress(teller, "b", 1, 5)
     relay = relay_of(teller, watcher, {})
     assert asyncio.run(relay.tell())
-    told.take(decode_told(encode_told(watcher.told[-1])))
+    memory.take(decode_memory_update(encode_memory_update(watcher.updates[-1])))
     mine.groups["b"] = GroupState("b", query_id="q-b")
     assert mine.groups["b"].counters.events["accepted"] == 0
-    told.refreshed(["b"])
+    memory.refreshed(["b"])
     assert mine.groups["b"].counters.events["accepted"] == 1
 
 
@@ -185,20 +189,20 @@ def test_a_group_not_held_yet_wakes_the_follower_and_a_whole_message_forgets_the
     assert asyncio.run(relay_of(teller, watcher, {}).tell())
     mine = Ledger(groups=[GroupState("a", query_id="q-a")])
     wakes: list[None] = []
-    told = ToldMemory(mine, lambda _g, _j: None, lambda: wakes.append(None))
-    told.take(watcher.told[-1])
+    memory = WatcherMemory(mine, lambda _g, _j: None, lambda: wakes.append(None))
+    memory.take(watcher.updates[-1])
     assert (mine.groups["a"].in_flight, wakes) == (request, [])  # a is held: no wake
 
     progress(teller, "b", 1, 5)  # b: not in the watcher's store yet
     assert asyncio.run(relay_of(teller, watcher, {}).tell())
-    told.take(watcher.told[-1])
+    memory.take(watcher.updates[-1])
     assert wakes == [None], "told of b, not held: the store is read now"
 
     # The teller lost a (its query released); a whole message holds every group it has.
     teller.groups.pop("a")
-    told.take(Told({"b": watcher.told[-1].groups["b"]}, {}, True, ()))
+    memory.take(MemoryUpdate({"b": watcher.updates[-1].groups["b"]}, {}, True, ()))
     assert mine.groups["a"].in_flight is None, "a gone from the teller: nothing in flight"
-    assert "a" not in told.groups
+    assert "a" not in memory.groups
 
 
 def test_a_message_in_flight_round_trips_and_a_foreign_one_is_refused() -> None:
@@ -208,32 +212,32 @@ def test_a_message_in_flight_round_trips_and_a_foreign_one_is_refused() -> None:
     assert request is not None
     watcher = InMemoryWatcher()
     assert asyncio.run(relay_of(ledger, watcher, {"a": (FOLDER,)}).tell())
-    sent = watcher.told[-1]
-    assert decode_told(encode_told(sent)) == sent
+    sent = watcher.updates[-1]
+    assert decode_memory_update(encode_memory_update(sent)) == sent
     for body in (b"{", b'{"version": 99}', b'{"version": 1}', b"[]"):
-        with pytest.raises(ToldRefused, match="told"):
-            decode_told(body)
+        with pytest.raises(MemoryUpdateRefused, match="memory update"):
+            decode_memory_update(body)
 
 
 def test_the_services_problems_are_told_when_they_change_and_shown_beside_the_watchers() -> None:
     ledger, watcher, problems = Ledger(), InMemoryWatcher(), ["Kafka token: HTTP 401"]
     relay = relay_of(ledger, watcher, {}, problems)
     assert asyncio.run(relay.tell())
-    assert watcher.told[-1].problems == ("Kafka token: HTTP 401",)
+    assert watcher.updates[-1].problems == ("Kafka token: HTTP 401",)
     assert asyncio.run(relay.tell())
-    assert len(watcher.told) == 1  # unchanged: not told again
+    assert len(watcher.updates) == 1  # unchanged: not told again
     problems.clear()
     assert asyncio.run(relay.tell())
-    assert watcher.told[-1].problems == ()  # gone: told too
+    assert watcher.updates[-1].problems == ()  # gone: told too
 
-    told = ToldMemory(Ledger(), lambda _g, _r: None)
-    told.take(decode_told(encode_told(watcher.told[0])))
+    memory = WatcherMemory(Ledger(), lambda _g, _r: None)
+    memory.take(decode_memory_update(encode_memory_update(watcher.updates[0])))
     runtime = Runtime(Settings(), SidecarMetrics(CollectorRegistry()), time.time, None)  # type: ignore[arg-type]
     runtime.identity_problems.append(lambda: "Kafka token: HTTP 401")
     runtime.identity_problems.append(lambda: "jobs' token issuer: unreachable")
-    runtime.told_problems = lambda: told.problems
+    runtime.service_problems = lambda: memory.problems
     assert runtime.problems() == ["Kafka token: HTTP 401", "jobs' token issuer: unreachable"]
-    told.take(decode_told(encode_told(watcher.told[-1])))
+    memory.take(decode_memory_update(encode_memory_update(watcher.updates[-1])))
     runtime.identity_problems.clear()
     assert runtime.problems() == []
 
@@ -252,52 +256,52 @@ def test_a_replicas_groups_are_told_when_they_change_and_only_those_are_its_watc
     mine.commit_only(set())  # as a replica's watcher starts: nothing until told
     wakes: list[None] = []
     publishes_as: list[str] = []
-    told = ToldMemory(
+    memory = WatcherMemory(
         mine, lambda _g, _j: None, watch_more=lambda: wakes.append(None),
         publish_as=publishes_as.append,
     )  # fmt: skip
 
     assert asyncio.run(relay.tell())
-    told.take(decode_told(encode_told(watcher.told[-1])))  # over the wire
-    assert watcher.told[-1].owned == {"a"}
+    memory.take(decode_memory_update(encode_memory_update(watcher.updates[-1])))  # over the wire
+    assert watcher.updates[-1].owned == {"a"}
     assert [g for g in "abc" if mine.commits(g)] == ["a"]
     assert len(wakes) == 1, "a group taken: its log ends read now"
     assert publishes_as == ["host-1-abc"], "a whole message names the replica"
 
     assert asyncio.run(relay.tell())
-    assert len(watcher.told) == 1, "nothing changed: nothing told"
+    assert len(watcher.updates) == 1, "nothing changed: nothing told"
 
     teller.commit_only({"b", "c"})  # a's lease lost, b's and c's taken
     assert asyncio.run(relay.tell())
-    told.take(decode_told(encode_told(watcher.told[-1])))
-    assert watcher.told[-1].owned == {"b", "c"}
+    memory.take(decode_memory_update(encode_memory_update(watcher.updates[-1])))
+    assert watcher.updates[-1].owned == {"b", "c"}
     assert [g for g in "abc" if mine.commits(g)] == ["b", "c"]
     assert len(wakes) == 2
     teller.commit_only({"b"})  # c's lease lost: nothing new to read
     assert asyncio.run(relay.tell())
-    told.take(decode_told(encode_told(watcher.told[-1])))
+    memory.take(decode_memory_update(encode_memory_update(watcher.updates[-1])))
     assert [g for g in "abc" if mine.commits(g)] == ["b"]
     assert len(wakes) == 2
     assert publishes_as == ["host-1-abc"], "partial messages leave the replica as told"
     # Every message names it: a paired watcher takes none from another replica.
-    assert all(m.replica == "host-1-abc" for m in watcher.told[1:])
+    assert all(m.replica == "host-1-abc" for m in watcher.updates[1:])
     watcher.started_again()  # told everything, the replica too
     assert asyncio.run(relay.tell())
-    assert (watcher.told[-1].whole, watcher.told[-1].replica) == (True, "host-1-abc")
+    assert (watcher.updates[-1].whole, watcher.updates[-1].replica) == (True, "host-1-abc")
 
     alone = InMemoryWatcher()
     single = MemoryRelay(Ledger(), alone, waiting=lambda _g: None, job=lambda _g: None)
     assert asyncio.run(single.tell())  # one process: its watcher evaluates every group
-    assert (alone.told[-1].owned, alone.told[-1].replica) == (None, None)
+    assert (alone.updates[-1].owned, alone.updates[-1].replica) == (None, None)
     for body, named in (
         (b'{"owned": "abc"}', "owned"),
         (b'{"owned": [1]}', "owned"),
         (b'{"replica": ""}', "replica"),
         (b'{"replica": 7}', "replica"),
     ):
-        doc = {**json.loads(encode_told(watcher.told[-1])), **json.loads(body)}
-        with pytest.raises(ToldRefused, match=named):
-            decode_told(json.dumps(doc).encode())
+        doc = {**json.loads(encode_memory_update(watcher.updates[-1])), **json.loads(body)}
+        with pytest.raises(MemoryUpdateRefused, match=named):
+            decode_memory_update(json.dumps(doc).encode())
 
 
 def test_a_replicas_watcher_holding_only_its_groups_reads_a_taken_one_then_watches_it() -> None:
@@ -317,34 +321,34 @@ def test_a_replicas_watcher_holding_only_its_groups_reads_a_taken_one_then_watch
     mine = Ledger()  # holds nothing before told
     mine.commit_only(set())
     events: list[str] = []
-    told = ToldMemory(
+    memory = WatcherMemory(
         mine, lambda _g, _j: None, unknown=lambda: events.append("follower"),
         watch_more=lambda: events.append("lag monitor"), follows_owned=True,
     )  # fmt: skip
-    assert told.wanted() == frozenset()
+    assert memory.wanted() == frozenset()
 
     assert asyncio.run(relay.tell())  # a, b and c told of; a is the replica's
-    told.take(decode_told(encode_told(watcher.told[-1])))
-    assert told.wanted() == {"a"}
+    memory.take(decode_memory_update(encode_memory_update(watcher.updates[-1])))
+    assert memory.wanted() == {"a"}
     assert events == ["follower"], "a, not held yet: read it first (b and c: not wanted)"
-    told.refreshed(["b"])  # a step that did not read a yet
+    memory.refreshed(["b"])  # a step that did not read a yet
     assert events == ["follower"]
     mine.groups["a"] = GroupState("a", query_id="q-a")  # as the follower's step reads it
-    told.refreshed(["a"])
+    memory.refreshed(["a"])
     assert events == ["follower", "lag monitor"], "read: its log ends now"
-    told.refreshed(["a"])
+    memory.refreshed(["a"])
     assert events == ["follower", "lag monitor"], "once"
 
     progress(teller, "b", 2, 20)  # b's memory changes: told, still not wanted
     assert asyncio.run(relay.tell())
-    told.take(decode_told(encode_told(watcher.told[-1])))
+    memory.take(decode_memory_update(encode_memory_update(watcher.updates[-1])))
     assert events == ["follower", "lag monitor"]
 
     assert teller.take("a", 100.0) is not None  # a commit of a in flight, told with it
     teller.commit_only({"b"})  # a's lease lost, b's taken
     assert asyncio.run(relay.tell())
-    told.take(decode_told(encode_told(watcher.told[-1])))
-    assert told.wanted() == {"b"}
+    memory.take(decode_memory_update(encode_memory_update(watcher.updates[-1])))
+    assert memory.wanted() == {"b"}
     assert mine.groups["a"].in_flight is None, "a let go at the next step, not held"
     assert events == ["follower", "lag monitor", "follower"]
-    assert ToldMemory(Ledger(), lambda _g, _j: None).wanted() is None  # one process: all
+    assert WatcherMemory(Ledger(), lambda _g, _j: None).wanted() is None  # one process: all

@@ -132,18 +132,67 @@ def test_every_shell_command_names_the_test_that_runs_it(page: Path) -> None:
             )
 
 
+BENCH_HELPERS = {"__init__", "__main__", "bench_support", "figures", "bare_endpoint"}
+
+
 def test_make_bench_lists_every_scenario() -> None:
     listed = subprocess.run(
         [sys.executable, "-m", "bench"], cwd=ROOT, capture_output=True, text=True, check=True
     ).stdout
-    helpers = {"__init__", "__main__", "bench_support", "figures", "bare_endpoint"}
-    scenarios = {p.stem for p in (ROOT / "bench").glob("*.py")} - helpers
+    scenarios = {p.stem for p in (ROOT / "bench").glob("*.py")} - BENCH_HELPERS
     for name in scenarios:
         assert re.search(rf"^  {name} ", listed, re.M), f"python -m bench does not list {name}"
     results = (DOCS / "benchmarks" / "index.md").read_text()
     quoted = set(re.findall(r"\| `([a-z_]+) ", results))
     assert quoted <= scenarios, (
         f"the results page names scenarios that do not exist: {quoted - scenarios}"
+    )
+
+
+DECISIONS = DOCS / "decisions.md"
+# Code cites a decision by its heading: the page's name, a comma, the heading in double
+# quotes (a comment may wrap after the comma, never inside the heading).
+CITATION = re.compile(r'docs/decisions\.md,\s*(?:#\s*)?"([^"\n]+)"')
+CODE = [
+    *(p for part in ("service", "tests", "scripts", "harness", "jobs", "migrations")
+      for p in sorted((ROOT / part).rglob("*.py"))),
+    *sorted((ROOT / "bench").glob("*.py")),
+    ROOT / "Makefile",
+]  # fmt: skip
+
+
+def test_the_code_cites_decisions_by_their_headings_and_never_the_archive() -> None:
+    """The day-by-day record of the benchmarks' runs (bench/) is a frozen archive: a reason
+    is cited from docs/decisions.md, by a heading the page has."""
+    headings = set(re.findall(r"^## (.+)$", DECISIONS.read_text(), re.M))
+    archive = "RECORD" + ".md"  # named here without citing it
+    cited = set()
+    for path in CODE:
+        text, where = path.read_text(), path.relative_to(ROOT)
+        assert archive not in text, f"{where} cites bench/{archive}: cite docs/decisions.md"
+        for heading in CITATION.findall(text):
+            assert heading in headings, f"{where}: docs/decisions.md has no heading {heading!r}"
+            cited.add(heading)
+    assert len(cited) >= 5, cited
+
+
+def test_every_decision_says_why_and_how_to_measure_it_again() -> None:
+    """Each record has its context, decision, today's figure and a command; every
+    ``python -m bench`` command names a scenario there is."""
+    text = DECISIONS.read_text()
+    scenarios = {p.stem for p in (ROOT / "bench").glob("*.py")} - BENCH_HELPERS
+    records = re.split(r"^## ", text, flags=re.M)[1:]
+    assert len(records) > 10
+    for record in records:
+        heading = record.splitlines()[0]
+        if heading == "Tried and not kept":
+            continue
+        for part in ("**Context.**", "**Decision.**", "**Today", "**Measure.**"):
+            assert part in record, f"decisions.md, {heading!r}: no {part}"
+    named = set(re.findall(r"python -m\s+bench\s+([a-z_]+)", text))
+    assert named, "no python -m bench command"
+    assert named <= scenarios, (
+        f"decisions.md names scenarios that do not exist: {named - scenarios}"
     )
 
 

@@ -144,8 +144,9 @@ def _request(group_id: str) -> CommitRequest:
 
 
 def test_a_group_the_evaluation_kept_is_not_rendered_again() -> None:
-    """An idle caught-up group keeps its status and figures through reads (its stamp
-    stays): only the lagging group, evaluated again at each read, is rendered again."""
+    """An idle caught-up group keeps its status and figures through reads (its
+    ``evaluated_in`` stays): only the lagging group, evaluated again at each read, is
+    rendered again."""
     fleet, reader = idle_and_lagging()
     clock = [10_000.0]
     monitor = monitor_of(fleet, reader, clock)
@@ -158,7 +159,7 @@ def test_a_group_the_evaluation_kept_is_not_rendered_again() -> None:
         asyncio.run(monitor.poll())
         asyncio.run(exposition.render())
         assert exposition.renders == 2 + read  # the lagging group's, each read
-    assert monitor.stamps["idle"] == 1 < monitor.stamps["lagging"] == monitor.rounds
+    assert monitor.evaluated_in["idle"] == 1 < monitor.evaluated_in["lagging"] == monitor.rounds
 
 
 def samples(text: bytes) -> list[str]:

@@ -1,8 +1,8 @@
 """The layout's rules, read from the source (imports inside functions and under
 TYPE_CHECKING included), so that the tree keeps saying what may import what.
 
-Each module of ``spark_offset_sidecar`` is in a room (its first subpackage, or its own name
-for the modules at the top), and a room imports only the rooms of ``MAY_IMPORT``:
+Each module of ``spark_offset_sidecar`` is in a layer (its first subpackage, or its own name
+for the modules at the top), and a layer imports only the layers of ``MAY_IMPORT``:
 
     core -> ports -> adapters (kafka, sql) -> app
                   -> runtime (loops)  -> http (routes) -> app
@@ -83,7 +83,7 @@ def module_name(path: Path) -> str:
 MODULES = {module_name(path): path for path in sorted(SOURCE.rglob("*.py"))}
 
 
-def room(module: str) -> str:
+def layer(module: str) -> str:
     """``spark_offset_sidecar.adapters.sql.store`` -> ``adapters``."""
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else "__init__"
@@ -108,26 +108,26 @@ def own_imports(module: str) -> Iterator[str]:
             yield imported
 
 
-def test_every_module_is_in_a_room_with_rules() -> None:
-    rooms = {room(m) for m in MODULES} - {"__init__", "migrations"}
-    assert rooms == set(MAY_IMPORT), "a new room: give it rules in MAY_IMPORT"
+def test_every_module_is_in_a_layer_with_rules() -> None:
+    layers = {layer(m) for m in MODULES} - {"__init__", "migrations"}
+    assert layers == set(MAY_IMPORT), "a new layer: give it rules in MAY_IMPORT"
 
 
-def room_violations(module: str, imported: Iterable[str]) -> list[str]:
-    here = room(module)
+def layer_violations(module: str, imported: Iterable[str]) -> list[str]:
+    here = layer(module)
     return [
         f"{module} imports {i}"
         for i in imported
-        if i.split(".")[0] == PACKAGE and room(i) != here and room(i) not in MAY_IMPORT[here]
+        if i.split(".")[0] == PACKAGE and layer(i) != here and layer(i) not in MAY_IMPORT[here]
     ]
 
 
-@pytest.mark.parametrize("module", sorted(m for m in MODULES if room(m) in MAY_IMPORT))
-def test_each_room_imports_only_the_rooms_below_it(module: str) -> None:
-    assert room_violations(module, own_imports(module)) == []
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if layer(m) in MAY_IMPORT))
+def test_each_layer_imports_only_the_layers_below_it(module: str) -> None:
+    assert layer_violations(module, own_imports(module)) == []
 
 
-@pytest.mark.parametrize("module", sorted(m for m in MODULES if room(m) in STDLIB_ONLY))
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if layer(m) in STDLIB_ONLY))
 def test_the_core_the_ports_and_errors_import_only_the_standard_library(
     module: str,
 ) -> None:
@@ -136,7 +136,7 @@ def test_the_core_the_ports_and_errors_import_only_the_standard_library(
         assert top == PACKAGE or top in sys.stdlib_module_names, f"{module} imports {imported}"
 
 
-@pytest.mark.parametrize("module", sorted(m for m in MODULES if room(m) in NO_DRIVERS))
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if layer(m) in NO_DRIVERS))
 def test_loops_and_routes_reach_kafka_and_the_database_only_through_ports(module: str) -> None:
     for imported in imports_of(MODULES[module]):
         assert imported.split(".")[0] not in DRIVERS, f"{module} imports {imported}"
@@ -154,7 +154,7 @@ def test_the_kafka_and_the_sql_adapters_do_not_import_each_other() -> None:
         if module.startswith(f"{PACKAGE}.adapters."):
             family = module.split(".")[2]
             for imported in own_imports(module):
-                if room(imported) == "adapters" and not shared_adapter(imported):
+                if layer(imported) == "adapters" and not shared_adapter(imported):
                     mine = not shared_adapter(module) and imported.split(".")[2] == family
                     assert mine, f"{module} imports {imported}"
 
@@ -196,8 +196,8 @@ def test_no_import_cycle() -> None:
     assert find_cycle(graph) is None
 
 
-# The core's rooms (``core/__init__``): the shared modules at its top import no room; a
-# room imports the shared modules, and the lag room the ledger's state too.
+# The core's parts (``core/__init__``): the shared modules at its top import no part; a
+# part imports the shared modules, and the lag part the ledger's state too.
 CORE_MAY_IMPORT: dict[str, set[str]] = {
     "": set(),
     "ledger": set(),
@@ -206,29 +206,29 @@ CORE_MAY_IMPORT: dict[str, set[str]] = {
 }
 
 
-def core_room(module: str) -> str:
+def core_part(module: str) -> str:
     """``spark_offset_sidecar.core.ledger.rules`` -> ``ledger``; a shared module -> ``""``."""
     parts = module.split(".")
     return parts[2] if len(parts) > 3 else ""
 
 
 def core_violations(module: str, imported: Iterable[str]) -> list[str]:
-    here = core_room(module)
+    here = core_part(module)
     allowed = {"", here} if here else {""}
     return [
         f"{module} imports {i}"
         for i in imported
-        if room(i) == "core" and core_room(i) not in allowed | CORE_MAY_IMPORT[here]
+        if layer(i) == "core" and core_part(i) not in allowed | CORE_MAY_IMPORT[here]
     ]
 
 
-def test_the_core_rooms_are_the_ones_with_rules() -> None:
-    rooms = {core_room(m) for m in MODULES if room(m) == "core"}
-    assert rooms == set(CORE_MAY_IMPORT), "a new room of the core: give it rules"
+def test_the_core_parts_are_the_ones_with_rules() -> None:
+    parts = {core_part(m) for m in MODULES if layer(m) == "core"}
+    assert parts == set(CORE_MAY_IMPORT), "a new part of the core: give it rules"
 
 
-@pytest.mark.parametrize("module", sorted(m for m in MODULES if room(m) == "core"))
-def test_each_core_room_imports_only_the_shared_modules_and_its_rules(module: str) -> None:
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if layer(m) == "core"))
+def test_each_core_part_imports_only_the_shared_modules_and_its_rules(module: str) -> None:
     assert core_violations(module, own_imports(module)) == []
 
 
@@ -242,10 +242,10 @@ def test_the_checks_catch_what_they_forbid() -> None:
     """The issue's own examples: routes importing an adapter, a loop importing the app,
     the core importing the runtime, and the cycle access -> app -> routes -> access."""
     http, adapter = f"{PACKAGE}.http.event_routes", f"{PACKAGE}.adapters.kafka.committer"
-    assert room_violations(http, [adapter]) == [f"{http} imports {adapter}"]
-    assert room_violations(f"{PACKAGE}.runtime.commit_loop", [f"{PACKAGE}.app"])
-    assert room_violations(f"{PACKAGE}.core.ledger.rules", [f"{PACKAGE}.runtime.commit_loop"])
-    assert room_violations(f"{PACKAGE}.core.ledger.rules", [f"{PACKAGE}.core.offsets"]) == []
+    assert layer_violations(http, [adapter]) == [f"{http} imports {adapter}"]
+    assert layer_violations(f"{PACKAGE}.runtime.commit_loop", [f"{PACKAGE}.app"])
+    assert layer_violations(f"{PACKAGE}.core.ledger.rules", [f"{PACKAGE}.runtime.commit_loop"])
+    assert layer_violations(f"{PACKAGE}.core.ledger.rules", [f"{PACKAGE}.core.offsets"]) == []
     status, rules = f"{PACKAGE}.core.lag.status", f"{PACKAGE}.core.ledger.rules"
     assert core_violations(rules, [status]) == [f"{rules} imports {status}"]
     assert core_violations(status, [rules, f"{PACKAGE}.core.offsets"]) == []

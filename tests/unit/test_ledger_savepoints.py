@@ -68,7 +68,7 @@ def test_settling_a_batch_is_the_same_as_applying_it(
         savepoints.append(saved.savepoint(decision))
         saved.apply(decision)
     for savepoint in savepoints:
-        saved.settle(savepoint)
+        saved.keep(savepoint)
     assert picture(saved, now + 100) == picture(direct, now + 100)
 
 

@@ -328,7 +328,7 @@ class Start:
     def _commits(
         self, stack: AsyncExitStack, durable: DurableLedger, commit_loop: CommitLoop
     ) -> asyncio.Task[None]:
-        durable.on_settled = on_settled(commit_loop, self.metrics)
+        durable.on_batch_done = on_batch_done(commit_loop, self.metrics)
         task = asyncio.create_task(commit_loop.run(), name="commit loop")
         stack.push_async_callback(
             stop_commits, commit_loop, task, self.settings.commits.shutdown_grace_seconds
@@ -531,13 +531,13 @@ def resent(clients: list[KafkaOffsetCommitter | KafkaLogEndReader]) -> int:
     return sum(client.resent for client in clients)
 
 
-def on_settled(loop: CommitLoop, metrics: SidecarMetrics) -> Callable[[int, float], None]:
-    def settled(items: int, seconds: float) -> None:
+def on_batch_done(loop: CommitLoop, metrics: SidecarMetrics) -> Callable[[int, float], None]:
+    def done(items: int, seconds: float) -> None:
         metrics.store_batch_items.observe(items)
         metrics.store_write_duration.observe(seconds)
         loop.wake()  # the batch's groups are no longer held
 
-    return settled
+    return done
 
 
 def _no_commits(_group_id: str) -> None:

@@ -17,7 +17,7 @@ starting stops what had started (the exit stack).
 What the database does not hold (the memory of the process taking events: the counters,
 a commit in flight and what it waits for, consecutive failures, the jobs' rates from
 their progress events, how reading a followed folder goes) it is told by its service
-(``TOLD_MEMORY`` on its socket; ``runtime.told_memory``), and reads as that process would.
+(``MEMORY_UPDATES`` on its socket; ``runtime.watcher_memory``), and reads as that process would.
 
 A replica's watcher (``SIDECAR_REPLICATED=true``) watches that replica's share of the
 fleet: it is told which replica it watches for and which groups that replica holds the
@@ -39,7 +39,10 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from spark_offset_sidecar.adapters.sql.followed_folders import SqlFollowedFolders
 from spark_offset_sidecar.adapters.sql.store import SqlStore
-from spark_offset_sidecar.adapters.watcher.told import ToldRefused, decode_told
+from spark_offset_sidecar.adapters.watcher.memory_update import (
+    MemoryUpdateRefused,
+    decode_memory_update,
+)
 from spark_offset_sidecar.app.kafka_clients import KafkaClients
 from spark_offset_sidecar.app.parts import Parts
 from spark_offset_sidecar.app.shared import (
@@ -62,18 +65,18 @@ from spark_offset_sidecar.ports.checkpoints import FollowedFolders
 from spark_offset_sidecar.ports.group_reports import GroupReports
 from spark_offset_sidecar.ports.status_board import StatusBoard
 from spark_offset_sidecar.ports.store import LedgerRows
-from spark_offset_sidecar.ports.watcher import TOLD_MEMORY, WATCHED_METRICS
+from spark_offset_sidecar.ports.watcher import MEMORY_UPDATES, WATCHED_METRICS
 from spark_offset_sidecar.runtime.group_reports import LocalReports, PublishedReports
 from spark_offset_sidecar.runtime.lag_monitor import LagMonitor
 from spark_offset_sidecar.runtime.lag_monitors import LagMonitors
 from spark_offset_sidecar.runtime.store_follower import StoreFollower
-from spark_offset_sidecar.runtime.told_memory import ToldMemory
+from spark_offset_sidecar.runtime.watcher_memory import WatcherMemory
 from spark_offset_sidecar.settings import Settings
 from spark_offset_sidecar.topology import Topology
 
 log = logging.getLogger(__name__)
 
-UNTOLD = ""  # a replica's watcher's board before it is told which replica: owns nothing
+NO_REPLICA_YET = ""  # a replica's watcher's board before it is told which replica: owns nothing
 
 
 def create_watch_app(
@@ -119,7 +122,7 @@ def create_watch_app(
         lifespan=lifespan,
     )
     app.state.runtime = runtime
-    runtime.told_problems = lambda: start.memory.problems if start.memory is not None else ()
+    runtime.service_problems = lambda: start.memory.problems if start.memory is not None else ()
     answers = exception_answers(metrics)
     app.include_router(status_router)
     app.include_router(status_page_router)
@@ -138,15 +141,15 @@ def create_watch_app(
             )
         return Response(text, media_type=CONTENT_TYPE_LATEST)
 
-    @app.post(TOLD_MEMORY, include_in_schema=False, status_code=status.HTTP_204_NO_CONTENT)
-    async def take_told(request: Request) -> Response:
+    @app.post(MEMORY_UPDATES, include_in_schema=False, status_code=status.HTTP_204_NO_CONTENT)
+    async def take_memory_update(request: Request) -> Response:
         """What its service knows of the groups, on its socket."""
         memory = start.memory
         if memory is None:
             return PlainTextResponse("the watcher is starting\n", status_code=503)
         try:
-            message = decode_told(await request.body())
-        except ToldRefused as exc:
+            message = decode_memory_update(await request.body())
+        except MemoryUpdateRefused as exc:
             return PlainTextResponse(f"{exc}\n", status_code=400)
         if not memory.takes(message):
             return PlainTextResponse(
@@ -168,7 +171,7 @@ class WatchStart:
     parts: Parts
     rows: LedgerRows | None = None
     ledger: Ledger = field(default_factory=Ledger)
-    memory: ToldMemory | None = None  # what it was told, once ``run`` built it
+    memory: WatcherMemory | None = None  # what it was told, once ``run`` built it
     board: StatusBoard | None = None  # a replica's, once ``run`` built it
     monitor: LagMonitor | LagMonitors | None = None  # once ``run`` built it
     # Its share of its service's /metrics: the lag reads and the per-group series, none
@@ -224,7 +227,7 @@ class WatchStart:
             if self.replicated and board is None:
                 from spark_offset_sidecar.adapters.sql.status_board import SqlStatusBoard
 
-                board = SqlStatusBoard(sql.engine, UNTOLD)
+                board = SqlStatusBoard(sql.engine, NO_REPLICA_YET)
         else:
             rows = self.rows
         if self.replicated:
@@ -248,7 +251,7 @@ class WatchStart:
             wanted=self._wanted,
         )
         # A group told of but not read yet: the database now, not in a while.
-        memory = self.memory = ToldMemory(
+        memory = self.memory = WatcherMemory(
             ledger,
             lag_monitor.note_job,
             follower.wake,

@@ -1,10 +1,10 @@
 """The pure core: the rules, and everything they decide on. Standard library only, no
 I/O, no clock of its own (``tests/unit/test_layers.py`` keeps it so).
 
-Shared by every room: Kafka positions (``offsets``), the names the service accepts
+Shared by every part: Kafka positions (``offsets``), the names the service accepts
 (``names``, ``patterns``) and which Kafka cluster a group commits to (``clusters``).
 
-The rooms:
+The parts:
   - ``ledger``: Flink's commit-on-checkpoint rules (``rules``, its transition table), the
     state they keep (``state``), the changes they decide (``changes``), how a replica takes
     in a group as the shared database holds it (``merge``) and the lease rules (``leases``).

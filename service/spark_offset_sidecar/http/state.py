@@ -139,7 +139,7 @@ class Runtime:
     # jobs' token issuer): each says its problem, or None. Shown on /readyz and /ui.
     identity_problems: list[Callable[[], str | None]] = field(default_factory=list)
     # The watcher: the identity problems its service told it (shown with its own).
-    told_problems: Callable[[], Sequence[str]] = tuple
+    service_problems: Callable[[], Sequence[str]] = tuple
     # Set once every part has started, and kept until the process ends (events taken
     # while stopping are still recorded); ``ready`` is True only in between. ``running``
     # only in the process that takes events; ``started`` in every process.
@@ -160,7 +160,7 @@ class Runtime:
 
     def problems(self) -> list[str]:
         own = [problem for check in self.identity_problems if (problem := check())]
-        return own + [problem for problem in self.told_problems() if problem not in own]
+        return own + [problem for problem in self.service_problems() if problem not in own]
 
     def live_problem(self) -> str | None:
         if self.started is None:

@@ -1,4 +1,4 @@
-"""The readers' routes of a service whose watcher is its child (``topology``):
+"""The readers' routes of a service whose watcher is its child (``offset-sidecar serve``):
 ``/v1/status``, ``/v1/status/{group}`` and ``/ui`` answered by the watcher, through
 this process's port. The caller's token goes with the request (the watcher checks it as
 this process would); a watcher that does not answer now is a 503 the reader retries.

@@ -44,7 +44,7 @@ groups its build's CPU was mostly these).
 
 A group's series of the lag monitor's evaluation (status, lag, time lag, margin, lost,
 catch-up: most of a build's work) are kept from one build to the next until an evaluation
-computes its status and lag figures again (``LagMonitor.stamps``): builds between two
+computes its status and lag figures again (``LagMonitor.evaluated_in``): builds between two
 reads of the log ends render the ledger's series alone (at 10,000 groups x 32 partitions
 50 ms of CPU instead of 250 ms), and a group the evaluations keep (idle, caught up) is
 not rendered again at all. What is kept is strings and numbers, which the cyclic
@@ -88,7 +88,7 @@ class FleetView(Protocol):
     @property
     def lost(self) -> Mapping[str, Mapping[str, int]]: ...
     @property
-    def stamps(self) -> Mapping[str, int]: ...
+    def evaluated_in(self) -> Mapping[str, int]: ...
 
 
 @dataclass(frozen=True)
@@ -99,11 +99,11 @@ class _Tables:
     statuses: Mapping[str, GroupStatus]
     lags: Mapping[str, GroupLag]
     lost: Mapping[str, Mapping[str, int]]
-    stamps: Mapping[str, int]
+    evaluated_in: Mapping[str, int]
 
 
 def _tables(view: FleetView | None) -> _Tables | None:
-    return None if view is None else _Tables(view.statuses, view.lags, view.lost, view.stamps)
+    return None if view is None else _Tables(view.statuses, view.lags, view.lost, view.evaluated_in)
 
 
 MEMORY, STORED, EVALUATED = "memory", "stored", "evaluated"
@@ -172,7 +172,7 @@ class Family:
 _NONE_LOST: Mapping[str, int] = {}
 
 
-# A group's series of one evaluation: (its stamp, its labels, (family key, lines) ...).
+# A group's series of one evaluation: (its number, its labels, (family key, lines) ...).
 # Atomic values only: the collector stops tracking them after its first look.
 _Rendered = tuple[int | None, str, tuple[tuple[str, str], ...]]
 # A group's series of this process's memory: (the values they show, (family key, lines) ...).
@@ -354,14 +354,14 @@ class FleetExposition:
 
     def _evaluated(self, g: str, monitor: FleetView, group_id: str) -> tuple[tuple[str, str], ...]:
         """The group's series of the lag monitor's evaluation: rendered again only when an
-        evaluation computed its status and lag figures again (its stamp) or its labels
+        evaluation computed its status and lag figures again (``evaluated_in``) or its labels
         changed; kept from the last build otherwise."""
-        stamp = monitor.stamps.get(group_id)
+        evaluation = monitor.evaluated_in.get(group_id)
         kept = self._rendered.get(group_id)
-        if kept is None or kept[0] != stamp or kept[1] != g:
+        if kept is None or kept[0] != evaluation or kept[1] != g:
             status, lag = monitor.statuses.get(group_id), monitor.lags.get(group_id)
             lost = monitor.lost.get(group_id, _NONE_LOST)
-            kept = (stamp, g, self._render_evaluated(g, status, lag, lost))
+            kept = (evaluation, g, self._render_evaluated(g, status, lag, lost))
         self._rendering[group_id] = kept
         return kept[2]
 

@@ -1,6 +1,6 @@
 """The watcher as the process taking events reaches it (``app.topology``): the readers'
 requests it answers, its share of ``/metrics``, and what only this process's memory knows
-of the groups (``Told``).
+of the groups (``MemoryUpdate``).
 
 ``WatcherLink`` is the port; ``adapters.watcher.child.WatcherChild`` is the real one (a
 child process on a Unix socket of its own), ``testing.InMemoryWatcher`` the double.
@@ -31,7 +31,7 @@ from spark_offset_sidecar.core.lag.group_memory import GroupMemory
 from spark_offset_sidecar.core.lag.report import FolderReport
 
 WATCHED_METRICS = "/metrics/watched"  # the watcher's share of /metrics, without its own series
-TOLD_MEMORY = "/memory/told"  # where a child watcher is told (on its socket only)
+MEMORY_UPDATES = "/memory/told"  # where a child watcher takes them (on its socket only)
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ class Answer:
 
 
 @dataclass(frozen=True)
-class Told:
+class MemoryUpdate:
     """What the process taking events tells its watcher at once."""
 
     # Each group's memory (None: the group is gone from the ledger).
@@ -61,7 +61,7 @@ class Told:
 
 
 class WatcherLink(Protocol):
-    async def tell(self, told: Told) -> None: ...
+    async def tell(self, update: MemoryUpdate) -> None: ...
 
     @property
     def generation(self) -> int: ...

@@ -7,7 +7,7 @@ Invariants
     back newest first, as if they never happened.
   - One caller's event never fails another's: a batch holds many callers' events, so
     when one fails for any reason but ``StoreUnavailable`` (a value the database refused,
-    a bug in one decision's rows), its events are rolled back and settled again, each
+    a bug in one decision's rows), its events are rolled back and written again, each
     alone in a transaction of its own, in arrival order: only the event at fault hears
     the failure. (Deciding them after the batch's commit results is a legal order: the
     results stand whatever happens.) ``StoreUnavailable`` (the database cannot take
@@ -16,7 +16,7 @@ Invariants
     next batch, written in one transaction (one fsync). Batches grow with load on their
     own; at low load a batch is a single event and nothing waits for company.
   - A group touched by a batch being written is held: the committer does not take it
-    until the write is settled, so no commit carries offsets that a rollback took back.
+    until the write is done, so no commit carries offsets that a rollback took back.
   - Commit results go through the same queue (so they are applied in order with events)
     and are kept in memory even when their write fails: Kafka already holds the truth,
     and the store may lag Kafka in what is committed (after a restart the same offsets
@@ -70,7 +70,8 @@ log = logging.getLogger(__name__)
 # transaction in PostgreSQL's lock table, which every session shares: it holds
 # max_locks_per_transaction x max_connections, 64 x 100 = 6,400 by default, and a
 # transaction that needs more than is free fails "out of shared memory" (a replica taking
-# in the 10,000 groups it claimed did, every round, and never committed one).
+# in the 10,000 groups it claimed did, every round, and never committed one): see
+# docs/decisions.md, "At most 256 names locked a transaction".
 LOCKED_NAMES = 256
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -135,7 +136,7 @@ class DurableLedger:
         store: LedgerStore,
         worker: ThreadPoolExecutor | None = None,
         *,
-        on_settled: Callable[[int, float], None] = lambda items, seconds: None,
+        on_batch_done: Callable[[int, float], None] = lambda items, seconds: None,
         writer: BatchWriter | None = None,
     ) -> None:
         self.ledger = ledger
@@ -143,7 +144,7 @@ class DurableLedger:
         self.batch_writer = writer  # None: batches are persisted in the store's thread
         self._shared = isinstance(store, SharedLedgerStore)
         # Called after each batch with its size and write time; held groups are free.
-        self.on_settled = on_settled
+        self.on_batch_done = on_batch_done
         self.batches_written = 0
         self._queue: list[_Event | _Result | _Refresh] = []
         self._writer: asyncio.Task[None] | None = None
@@ -276,7 +277,7 @@ class DurableLedger:
         self, items: list[_Event | _Result | _Refresh], *, alone: bool = False
     ) -> None:
         """Decide ``items`` and write them as one transaction, then answer them; a batch
-        whose failure may be one event's is settled again event by event."""
+        whose failure may be one event's is written again event by event."""
         started = time.monotonic()
         failure = await self._begin(items) if self._shared else None
         batch = self._decide(items)
@@ -297,7 +298,7 @@ class DurableLedger:
             and not alone
         )
         if failure is None:
-            self._settle(batch)
+            self._keep(batch)
         elif isolate:
             self._roll_back(batch, failure, answer=False)
         else:
@@ -315,7 +316,7 @@ class DurableLedger:
                 refresh.done.set_result(None)
             else:
                 refresh.done.set_exception(failure)
-        self.on_settled(len(items), time.monotonic() - started)
+        self.on_batch_done(len(items), time.monotonic() - started)
         if isolate:
             log.warning(
                 "a batch of %d events failed (%s); settling each alone", len(batch.events), failure
@@ -386,9 +387,9 @@ class DurableLedger:
             batch.changes.extend(decision.changes)
         return batch
 
-    def _settle(self, batch: _Batch) -> None:
+    def _keep(self, batch: _Batch) -> None:
         for event, decision, savepoint in batch.events:
-            self.ledger.settle(savepoint)
+            self.ledger.keep(savepoint)
             if not event.answer.done():
                 event.answer.set_result(decision)
         for result in batch.results:
@@ -397,7 +398,7 @@ class DurableLedger:
 
     def _roll_back(self, batch: _Batch, failure: BaseException, *, answer: bool = True) -> None:
         """Undo ``batch``'s events in memory; answer them ``failure`` unless ``answer`` is
-        False (they are to be settled again). Its commit results stand either way."""
+        False (they are to be written again). Its commit results stand either way."""
         for _, _, savepoint in reversed(batch.events):
             self.ledger.rollback(savepoint)
         # Results stand (Kafka holds them). Those the rollback undid are redone on the

@@ -26,8 +26,8 @@ Invariants
   - A lost record (below the log start while the job had not read it) is counted once per
     group: each (group, partition) remembers up to which offset its losses were counted.
   - Every pass over the groups hands the event loop back every few milliseconds
-    (``turns``): at 10,000 groups of 32 partitions a full evaluation costs seconds of CPU
-    (bench/RECORD.md), and requests must not wait for it.
+    (``turns``): at 10,000 groups of 32 partitions a full evaluation costs seconds of CPU,
+    and requests must not wait for it (docs/decisions.md, "Long passes take turns").
   - With replicas (a ``board``): a group this replica starts to commit has its window
     seeded from the board (the previous owner's) before it is sampled here, and after
     each evaluation the reports and windows of this replica's groups are published, those
@@ -116,9 +116,9 @@ class LagMonitor:
     # changed in place (not even once replaced: readers hold them across their turns), and
     # only when it grows: what is derived from them holds until then.
     rounds: int = 0
-    # By group, the evaluation (``rounds``) that last computed its status and lag figures
-    # (a kept group keeps its stamp): what is rendered from them holds while it stands.
-    stamps: dict[str, int] = field(default_factory=dict)
+    # By group, the evaluation (its number in ``rounds``) that last computed its status and
+    # lag figures (a kept group keeps it): what is rendered from them holds while it stands.
+    evaluated_in: dict[str, int] = field(default_factory=dict)
     _inputs: dict[str, StatusInputs] = field(default_factory=dict)  # as last evaluated
     board: StatusBoard | None = None  # with replicas: where reports are published
     # By group, how reading its followed folders goes here (published with its report).
@@ -286,7 +286,7 @@ class LagMonitor:
             await self.seed_windows([g.group_id for g in groups])
         inputs: dict[str, StatusInputs] = {}
         statuses: dict[str, GroupStatus] = {}
-        stamps: dict[str, int] = {}
+        evaluated_in: dict[str, int] = {}
         changed: list[GroupState] = []
         fresh = self.read_at is not None and self.read_at > (self.evaluated_at or -1.0)
         lags: dict[str, GroupLag] = {}
@@ -305,7 +305,7 @@ class LagMonitor:
                 and timeless(kept)
             ):
                 statuses[group_id] = kept
-                stamps[group_id] = self.stamps.get(group_id, self.rounds + 1)  # no stamp: new
+                evaluated_in[group_id] = self.evaluated_in.get(group_id, self.rounds + 1)
                 if kept_lag is not None:
                     lags[group_id] = self._with_trend(kept_lag, group_id)
             else:
@@ -317,7 +317,7 @@ class LagMonitor:
         self.windows.keep_only(inputs)
         for group in changed:
             statuses[group.group_id] = status = self.status_of(group, now)
-            stamps[group.group_id] = self.rounds + 1
+            evaluated_in[group.group_id] = self.rounds + 1
             if group.committed is not None:  # no lag to speak of before a first commit
                 lags[group.group_id] = self.lag_of(group, status.total_lag, now)
             await turns.take()
@@ -325,7 +325,8 @@ class LagMonitor:
         # The previous evaluation's objects are freed a few at a time, from copies: a
         # reader may hold the old tables across its own turns, and they stay whole.
         old = (self._inputs, dict(self.statuses), dict(self.lags))
-        self._inputs, self.statuses, self.lags, self.stamps = inputs, statuses, lags, stamps
+        self._inputs, self.statuses, self.lags = inputs, statuses, lags
+        self.evaluated_in = evaluated_in
         self.rounds += 1
         self._forget_gone(inputs.keys())
         self.evaluated_at = now

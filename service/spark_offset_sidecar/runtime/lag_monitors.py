@@ -44,8 +44,8 @@ class LagMonitors:
         return ChainMap(*(m.lags for m in self.by_cluster.values()))
 
     @property
-    def stamps(self) -> Mapping[str, int]:
-        return ChainMap(*(m.stamps for m in self.by_cluster.values()))
+    def evaluated_in(self) -> Mapping[str, int]:
+        return ChainMap(*(m.evaluated_in for m in self.by_cluster.values()))
 
     @property
     def lost(self) -> Mapping[str, Mapping[str, int]]:

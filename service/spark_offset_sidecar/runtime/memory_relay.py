@@ -32,7 +32,7 @@ from spark_offset_sidecar.core.lag.group_memory import GroupMemory, memory_of
 from spark_offset_sidecar.core.lag.report import FolderReport
 from spark_offset_sidecar.core.ledger.rules import Ledger
 from spark_offset_sidecar.errors import WatcherUnavailable
-from spark_offset_sidecar.ports.watcher import Told, WatcherLink
+from spark_offset_sidecar.ports.watcher import MemoryUpdate, WatcherLink
 from spark_offset_sidecar.runtime.group_reports import FolderReports
 from spark_offset_sidecar.turns import Turns
 
@@ -63,14 +63,14 @@ class MemoryRelay:
         self._job = job
         self._folders = folders
         self._problems = problems
-        self._told_problems: tuple[str, ...] | None = None
+        self._sent_problems: tuple[str, ...] | None = None
         self._owned = owned
         self._replica = replica
-        self._told_owned: frozenset[str] | None = None
+        self._sent_owned: frozenset[str] | None = None
         self.interval = interval
-        self._told_to: int | None = None  # the watcher's generation that took the last
+        self._sent_to: int | None = None  # the watcher's generation that took the last
         self._flying: set[str] = set()  # groups told with a commit in flight
-        self._told_folders: Mapping[str, tuple[FolderReport, ...]] | None = None
+        self._sent_folders: Mapping[str, tuple[FolderReport, ...]] | None = None
         self.messages = 0  # taken by a watcher
         ledger.follow_memory()
 
@@ -87,7 +87,7 @@ class MemoryRelay:
         ledger = self._ledger
         changed = ledger.memory_changes()
         generation = self._link.generation
-        whole = generation != self._told_to
+        whole = generation != self._sent_to
         if whole and self._link.problem is not None:
             return False  # not ready to take the whole fleet yet (it loads the store)
         ids = list(ledger.groups) if whole else list(changed | self._flying)
@@ -104,23 +104,23 @@ class MemoryRelay:
                     flying.add(group_id)
             await turns.take()
         folders = dict(self._folders()) if self._folders is not None else None
-        new_folders = folders if whole or folders != self._told_folders else None
+        new_folders = folders if whole or folders != self._sent_folders else None
         problems = tuple(self._problems())
-        new_problems = problems if whole or problems != self._told_problems else None
+        new_problems = problems if whole or problems != self._sent_problems else None
         owned = self._owned()
-        new_owned = owned if whole or owned != self._told_owned else None
-        told = Told(groups, new_folders, whole, new_problems, new_owned, self._replica)
-        if not whole and told == Told({}, replica=self._replica):  # nothing to tell
+        new_owned = owned if whole or owned != self._sent_owned else None
+        update = MemoryUpdate(groups, new_folders, whole, new_problems, new_owned, self._replica)
+        if not whole and update == MemoryUpdate({}, replica=self._replica):  # nothing to tell
             return True
         try:
-            await self._link.tell(told)
+            await self._link.tell(update)
         except WatcherUnavailable as exc:
-            if self._told_to is not None:
+            if self._sent_to is not None:
                 log.info("the watcher took nothing (it is told everything next): %s", exc)
-            self._told_to = None
+            self._sent_to = None
             return False
-        self._told_to, self._flying = generation, flying
-        self._told_folders, self._told_problems = folders, problems
-        self._told_owned = owned
+        self._sent_to, self._flying = generation, flying
+        self._sent_folders, self._sent_problems = folders, problems
+        self._sent_owned = owned
         self.messages += 1
         return True

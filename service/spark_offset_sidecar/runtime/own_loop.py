@@ -4,9 +4,10 @@ The time lag's record-time read fetches one record batch or more per lagging par
 in one call (``adapters.kafka.record_times``); aiokafka parses what it fetched on the loop
 that awaits it, in one stretch: at 3,200 lagging partitions about 176,000 records, a hold
 of 200-290 ms in which no event is read. On a loop of its own, in its own thread, the
-parsing holds only that loop; the events' loop takes the GIL back at each switch
-interval (``TuningSettings.gil_switch_interval_seconds``) and goes on: 18-20 ms at most
-(``python -m bench record_time_cost --partitions 3200`` measures both side by side).
+parsing holds only that loop; the caller's loop takes the GIL back at each switch
+interval and goes on: 18-20 ms at most, measured at a 0.2 ms interval (docs/decisions.md,
+"Record reads on a loop of their own": ``python -m bench record_time_cost --partitions
+3200`` measures both side by side).
 
     reader = RecordTimesOnOwnLoop(KafkaRecordTimeReader(...), "record times")
     await reader.record_times({tp: offset})   # runs on the reader's loop, awaited here

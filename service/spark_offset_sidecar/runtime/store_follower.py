@@ -18,7 +18,7 @@ Invariants
     one step with no await inside (a reader never sees half a refresh).
   - Memory's own figures (counters of events and commits, a commit in flight, failures)
     are not in the store: a watcher's stay as they were, or as it was told them
-    (``runtime.told_memory``: ``refreshed`` hears of every group read again).
+    (``runtime.watcher_memory``: ``refreshed`` hears of every group read again).
   - ``wake`` starts the next step now instead of after the interval (a child watcher
     told of a group its ledger does not hold yet): steps never overlap.
   - ``wanted`` (a replica's watcher: the groups its replica holds the leases of; None:

@@ -3,11 +3,11 @@ hot path.
 
 aiokafka encodes requests and decodes responses through its generic ``Struct``/``Schema``
 machinery, one Python call per field: for one group's commit of 8 partitions that was most
-of the committer's CPU per commit (bench/RECORD.md, issue 18). The OffsetCommit
-request the committer sends has a fixed shape (generation -1, no member id, broker-default
-retention: v2 and v3 share it), so here it is packed with ``struct`` in one pass; its answer (per
-topic, each partition's error code; v3 adds a throttle time before them) is read the same
-way.
+of the committer's CPU per commit (docs/decisions.md, "OffsetCommit packed by hand"). The
+OffsetCommit request the committer sends has a fixed shape (generation -1, no member id,
+broker-default retention: v2 and v3 share it), so here it is packed with ``struct`` in one
+pass; its answer (per topic, each partition's error code; v3 adds a throttle time before
+them) is read the same way.
 
 Invariants
   - Byte for byte what aiokafka's ``OffsetCommitRequest`` encodes for the same arguments

@@ -53,7 +53,8 @@ from spark_offset_sidecar.ports.leases import Renewal
 
 groups_c, replicas_c = consumer_groups.c, replicas.c
 _DB_NOW: ColumnElement[float] = literal_column("EXTRACT(EPOCH FROM now())::float8", Float)
-# The most groups one renewal transaction holds the rows of (~4 ms of PostgreSQL's time).
+# The most groups one renewal transaction holds the rows of (~4 ms of PostgreSQL's time):
+# docs/decisions.md, "Lease renewals 256 groups a transaction".
 RENEWED_A_TRANSACTION = 256
 # Renew those of ``ids`` still this replica's and not being written (each looked up by its
 # key: the statement's cost follows the ids, not the table).

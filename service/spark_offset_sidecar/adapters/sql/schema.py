@@ -16,7 +16,8 @@ Offsets are stored as Spark-shaped JSON text: ``{"topic": {"0": 42}}``.
 On PostgreSQL, ``consumer_groups`` pages are filled to ``GROUP_ROWS_FILLFACTOR`` percent
 (migration 0007; metadata cannot say it in SQLAlchemy 2.0): a group's row is rewritten by
 each batch of its events and each lease renewal, and the room left keeps every new
-version on its page, with no new index entry (a heap-only update).
+version on its page, with no new index entry (a heap-only update; docs/decisions.md,
+"consumer_groups pages half full").
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ batches a child process writes with ``SqlStore.persist``, answering over a pipe.
 Why a process: the event loop and a store thread share one GIL, and a batch's write is
 many short steps (SQLite and the driver give the GIL up at each): every step waits for
 the loop to let go, and the batch's cycle through both threads, not either one's work,
-bounds the events a second (bench/RECORD.md, "Durable events: where a batch's time
-goes"). A child has a GIL of its own; the loop only pickles the batch and reads a reply.
+bounds the events a second (docs/decisions.md, "The writer is a child"). A child has a
+GIL of its own; the loop only pickles the batch and reads a reply.
 
     writer = ProcessWriter(store, command)  # the parent's SqlStore (migrated); the
                                             # program: ``child_command("writer", ...)``
@@ -19,7 +19,7 @@ Invariants
     ends the child, so no late reply is ever read as another batch's.
   - The child's errors come back as the kinds ``persist`` raises (``StoreUnavailable``,
     ``StoreRefused``, ``StoreError``; anything else as ``StoreError``), so the ledger
-    settles a batch as it would have in its own thread.
+    handles a batch as it would have in its own thread.
   - A child that ends with a batch unanswered may have committed it or not:
     ``WriteOutcomeUnknown`` carries the stored rows of the batch's queries and groups,
     read by the parent after the child is gone (None when they could not be read), and
@@ -198,7 +198,7 @@ def _persisted(store: SqlStore, changes: list[Change]) -> tuple[str, str] | None
         return "unavailable", str(exc)
     except StoreRefused as exc:
         return "refused", str(exc)
-    except StoreError as exc:  # a constraint broken: the ledger settles each event alone
+    except StoreError as exc:  # a constraint broken: the ledger writes each event alone
         return "error", str(exc)
     except Exception as exc:  # a bug in a batch's rows: that batch's alone, as in a thread
         log.exception("writing a batch failed")

@@ -1,1 +1,1 @@
-"""The watcher process the service starts as its child (``topology``)."""
+"""The watcher process this one starts: its child (docs/run/processes.md)."""

@@ -29,9 +29,9 @@ from collections.abc import Mapping, Sequence
 import httpx
 
 from spark_offset_sidecar.adapters.child_process import Supervisor, exit_status
-from spark_offset_sidecar.adapters.watcher.told import send_told
+from spark_offset_sidecar.adapters.watcher.memory_update import send_memory_update
 from spark_offset_sidecar.errors import WatcherUnavailable
-from spark_offset_sidecar.ports.watcher import WATCHED_METRICS, Answer, Told
+from spark_offset_sidecar.ports.watcher import WATCHED_METRICS, Answer, MemoryUpdate
 
 log = logging.getLogger(__name__)
 
@@ -140,9 +140,9 @@ class WatcherChild:
             raise WatcherUnavailable(f"the watcher answered {answer.status_code}")
         return body
 
-    async def tell(self, told: Told) -> None:
+    async def tell(self, update: MemoryUpdate) -> None:
         _, client = self._started()
-        await send_told(client, told)
+        await send_memory_update(client, update)
         self._problem = None
 
     async def stop(self) -> None:

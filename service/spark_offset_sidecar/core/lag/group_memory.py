@@ -3,11 +3,11 @@
 The store holds what events decided (ledger R10); the memory of the process that takes
 them holds the rest: the group's counters, its commit in flight, its consecutive failures
 and retry time, its last failure, what the commit in flight waits for, and the job's pace
-from its last progress event. Its watcher, the service's child, follows the store, and is
-told this memory
-(``runtime.memory_relay``), so that it evaluates and reports a group as the process
-taking events would: a failing group's status counts its failures (P-rules read
-``GroupState.failures``), its report shows its counters and its commit in flight.
+from its last progress event. A watcher started by that process (its child) follows the
+store, and is sent this memory (a memory update, ``runtime.memory_relay``), so that it
+evaluates and reports a group as the process taking events would: a failing group's status
+counts its failures (P-rules read ``GroupState.failures``), its report shows its counters
+and its commit in flight.
 
 Pure data, and the two steps on a ``GroupState``: ``memory_of`` (the teller's) and
 ``remember`` (the watcher's ledger takes it).

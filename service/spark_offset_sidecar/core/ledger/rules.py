@@ -32,7 +32,7 @@ Rules
                  after its last commit. A group with nothing to commit whose last commit is
                  ``refresh_after`` old commits the same offsets again (taken like a slot).
   R10 durability Changes are applied before they are durable only under a savepoint: until
-                 it is settled (written) or rolled back (the write failed; the ledger is
+                 it is kept (written) or rolled back (the write failed; the ledger is
                  as if the decision never happened), its group is *held* and not taken, so
                  no commit ever carries offsets that a failed write took back.
   R11 replicas   With several replicas on one database, stored rows are the truth for what
@@ -54,10 +54,10 @@ Rules
                  committed offsets (a late commit of the old owner landed) is ``repair``ed:
                  it commits its stored offsets again at once (taken like R9), unless a
                  commit follows anyway (a slot, or one in flight). Never persisted.
-  R15 told       When followed (``memory_changed`` not None), every group whose memory
+  R15 memory     When followed (``memory_changed`` not None), every group whose memory
                  (counters, commit in flight, failures, retry time) may have changed is
                  added to ``memory_changed`` until its reader empties it: what a watcher
-                 is told (``core.lag.group_memory``). Not followed: nothing is collected.
+                 is sent (``core.lag.group_memory``). Not followed: nothing is collected.
 
 A group's commit phase follows from (slot, in flight); the only transitions are:
 
@@ -429,7 +429,7 @@ class Ledger:
             entry = self._ready_heap[0]
             if not self._ready_valid(entry):
                 heapq.heappop(self._ready_heap)
-            elif entry[1] in self._held:  # R10: not before its savepoint settles
+            elif entry[1] in self._held:  # R10: not before its savepoint is kept
                 held.append(heapq.heappop(self._ready_heap))
             else:
                 waiting.append(entry[0])
@@ -656,7 +656,7 @@ class Ledger:
     # --- savepoints (R10) ---------------------------------------------------------------
 
     def savepoint(self, decision: Decision) -> Savepoint:
-        """Take before ``apply(decision)``; then ``settle`` or ``rollback`` it exactly once.
+        """Take before ``apply(decision)``; then ``keep`` or ``rollback`` it exactly once.
         Savepoints of one batch are rolled back newest first."""
         query_id = decision.query_id
         group_id = decision.group_id
@@ -677,7 +677,7 @@ class Ledger:
             counter_copy(self.unattributed),
         )
 
-    def settle(self, savepoint: Savepoint) -> None:
+    def keep(self, savepoint: Savepoint) -> None:
         """The decision's changes are durable: its group may be taken again."""
         self._release_hold(savepoint.group_id)
 

@@ -1,5 +1,6 @@
-"""``ports.watcher.Told`` as JSON, between a service and its watcher: sent by ``send_told``
-(for ``WatcherChild``), read by the watcher's ``TOLD_MEMORY`` route.
+"""``ports.watcher.MemoryUpdate`` as JSON, between a service and its watcher: sent by
+``send_memory_update`` (for ``WatcherChild``), read by the watcher's ``MEMORY_UPDATES``
+route.
 
 Both ends run the same installed release (the child is this process's program), but a
 message says its layout's version anyway, and a reader refuses any other rather than
@@ -26,57 +27,62 @@ from spark_offset_sidecar.core.lag.group_memory import GroupMemory
 from spark_offset_sidecar.core.ledger.changes import Checkpoint, CommitRequest
 from spark_offset_sidecar.core.offsets import from_json, shared_partition, to_json
 from spark_offset_sidecar.errors import WatcherUnavailable
-from spark_offset_sidecar.ports.watcher import TOLD_MEMORY, Told
+from spark_offset_sidecar.ports.watcher import MEMORY_UPDATES, MemoryUpdate
 
-TOLD_VERSION = 3  # 2: "owned" (a replica's groups); 3: "replica" (which replica tells)
-
-
-class ToldRefused(ValueError):
-    """A message that is not a ``Told`` of this layout."""
+MEMORY_UPDATE_VERSION = 3  # 2: "owned" (a replica's groups); 3: "replica" (which one sends)
 
 
-async def send_told(client: httpx.AsyncClient, told: Told, base: str = "") -> None:
-    """``told`` to the watcher ``client`` reaches (at ``base``, a URL, if ``client`` has
+class MemoryUpdateRefused(ValueError):
+    """A message that is not a ``MemoryUpdate`` of this layout."""
+
+
+async def send_memory_update(
+    client: httpx.AsyncClient, update: MemoryUpdate, base: str = ""
+) -> None:
+    """``update`` to the watcher ``client`` reaches (at ``base``, a URL, if ``client`` has
     none); ``WatcherUnavailable`` unless it took it."""
-    body = await asyncio.to_thread(encode_told, told)  # a whole fleet's: off the loop
+    body = await asyncio.to_thread(encode_memory_update, update)  # a whole fleet's: off the loop
     try:
         answer = await client.post(
-            base + TOLD_MEMORY, content=body, headers={"content-type": "application/json"}
+            base + MEMORY_UPDATES, content=body, headers={"content-type": "application/json"}
         )
     except httpx.HTTPError as exc:
         raise WatcherUnavailable(f"the watcher does not answer: {exc!r}") from None
     if answer.status_code != 204:
         raise WatcherUnavailable(
-            f"the watcher answered {answer.status_code} to what it was told: {answer.text[:200]}"
+            f"the watcher answered {answer.status_code} to a memory update: {answer.text[:200]}"
         )
 
 
-def encode_told(told: Told) -> bytes:
+def encode_memory_update(update: MemoryUpdate) -> bytes:
     doc = {
-        "version": TOLD_VERSION,
-        "whole": told.whole,
-        "groups": {g: _encode_memory(m) if m else None for g, m in told.groups.items()},
+        "version": MEMORY_UPDATE_VERSION,
+        "whole": update.whole,
+        "groups": {g: _encode_memory(m) if m else None for g, m in update.groups.items()},
         "folders": None
-        if told.folders is None
-        else {g: [encode_folder(f) for f in reports] for g, reports in told.folders.items()},
-        "problems": None if told.problems is None else list(told.problems),
-        "owned": None if told.owned is None else sorted(told.owned),
-        "replica": told.replica,
+        if update.folders is None
+        else {g: [encode_folder(f) for f in reports] for g, reports in update.folders.items()},
+        "problems": None if update.problems is None else list(update.problems),
+        "owned": None if update.owned is None else sorted(update.owned),
+        "replica": update.replica,
     }
     return json.dumps(doc, separators=(",", ":")).encode()
 
 
-def decode_told(body: bytes) -> Told:
+def decode_memory_update(body: bytes) -> MemoryUpdate:
     try:
         doc = json.loads(body)
-        if doc.get("version") != TOLD_VERSION:
-            raise ToldRefused(f"told version {doc.get('version')!r}; this one reads {TOLD_VERSION}")
+        if doc.get("version") != MEMORY_UPDATE_VERSION:
+            raise MemoryUpdateRefused(
+                f"memory update version {doc.get('version')!r}; this one reads "
+                f"{MEMORY_UPDATE_VERSION}"
+            )
         folders, problems, owned, replica = (
             doc["folders"], doc["problems"], doc["owned"], doc["replica"]
         )  # fmt: skip
         if replica is not None and not (isinstance(replica, str) and replica):
-            raise ToldRefused(f"replica is not a replica id: {replica!r:.80}")
-        return Told(
+            raise MemoryUpdateRefused(f"replica is not a replica id: {replica!r:.80}")
+        return MemoryUpdate(
             {g: _decode_memory(m) if m else None for g, m in doc["groups"].items()},
             None
             if folders is None
@@ -86,15 +92,15 @@ def decode_told(body: bytes) -> Told:
             None if owned is None else _names(owned),
             replica,
         )
-    except ToldRefused:
+    except MemoryUpdateRefused:
         raise
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise ToldRefused(f"not a told memory: {exc!r}") from None
+        raise MemoryUpdateRefused(f"not a memory update: {exc!r}") from None
 
 
 def _names(doc: Any) -> frozenset[str]:
     if not isinstance(doc, list) or not all(isinstance(name, str) for name in doc):
-        raise ToldRefused(f"owned is not a list of group names: {doc!r:.80}")
+        raise MemoryUpdateRefused(f"owned is not a list of group names: {doc!r:.80}")
     return frozenset(doc)
 
 

@@ -32,10 +32,10 @@ from spark_offset_sidecar.core.lag.figures import JobRates
 from spark_offset_sidecar.core.lag.group_memory import GroupMemory, remember
 from spark_offset_sidecar.core.lag.report import FolderReport
 from spark_offset_sidecar.core.ledger.rules import Ledger
-from spark_offset_sidecar.ports.watcher import Told
+from spark_offset_sidecar.ports.watcher import MemoryUpdate
 
 
-class ToldMemory:
+class WatcherMemory:
     def __init__(
         self,
         ledger: Ledger,
@@ -63,23 +63,23 @@ class ToldMemory:
         self.problems: tuple[str, ...] = ()  # the service's identity problems
         self.messages = 0
 
-    def takes(self, told: Told) -> bool:
-        """Whether ``told`` can be taken: a whole message first (one that tells only what
+    def takes(self, update: MemoryUpdate) -> bool:
+        """Whether ``update`` can be taken: a whole message first (one that tells only what
         changed since a message this watcher never took would leave groups untold)."""
-        return told.whole or self.messages > 0
+        return update.whole or self.messages > 0
 
-    def take(self, told: Told) -> None:
-        assert self.takes(told), "a partial message before a whole one"
+    def take(self, update: MemoryUpdate) -> None:
+        assert self.takes(update), "a partial message before a whole one"
         groups = self._ledger.groups
-        gone = [g for g, memory in told.groups.items() if memory is None]
-        if told.whole:  # every group the teller holds: one told before and not now is gone
-            gone.extend(self.groups.keys() - told.groups.keys())
+        gone = [g for g, memory in update.groups.items() if memory is None]
+        if update.whole:  # every group the teller holds: one told before and not now is gone
+            gone.extend(self.groups.keys() - update.groups.keys())
         self._forget(gone)
         if any(
-            m is not None and g not in groups and self._wants(g) for g, m in told.groups.items()
+            m is not None and g not in groups and self._wants(g) for g, m in update.groups.items()
         ):
             self._unknown()
-        for group_id, memory in told.groups.items():
+        for group_id, memory in update.groups.items():
             if memory is None:
                 continue
             self.groups[group_id] = memory
@@ -87,20 +87,20 @@ class ToldMemory:
                 remember(group, memory)
             if memory.job is not None:
                 self._note_job(group_id, memory.job)
-        if told.folders is not None:
-            self.folders = told.folders
-        if told.problems is not None:
-            self.problems = told.problems
-        self._own(told)
+        if update.folders is not None:
+            self.folders = update.folders
+        if update.problems is not None:
+            self.problems = update.problems
+        self._own(update)
         self.messages += 1
 
-    def _own(self, told: Told) -> None:
+    def _own(self, update: MemoryUpdate) -> None:
         """A replica's groups: evaluated and published here, as that replica; the new
         ones read now."""
-        if told.replica is not None and told.replica != self._teller:
-            self._teller = told.replica
-            self._publish_as(told.replica)
-        if (owned := told.owned) is None:
+        if update.replica is not None and update.replica != self._teller:
+            self._teller = update.replica
+            self._publish_as(update.replica)
+        if (owned := update.owned) is None:
             return
         self._ledger.commit_only(owned)
         taken, lost, self._owned = owned - self._owned, self._owned - owned, owned
