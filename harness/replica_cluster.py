@@ -26,7 +26,8 @@ class LoggedCommit:
 
 class ReplicaCluster:
     """``size`` replicas, each ``offset-sidecar serve`` (its watcher and writer its
-    children), on one PostgreSQL."""
+    children), on one PostgreSQL: this checkout's, or the one ``python``'s virtualenv has
+    (another release, ``harness.releases``); ``replace`` puts another in one's place."""
 
     def __init__(
         self,
@@ -34,20 +35,40 @@ class ReplicaCluster:
         bootstrap: str,
         database_url: str,
         size: int,
+        python: Path | str | None = None,
         **settings: Any,
     ) -> None:
         self.database_url = database_url
+        self.root, self.bootstrap = root, bootstrap
+        self.settings = {"database_url": database_url, "replicated": "true", **settings}
         self.replicas: dict[str, ServiceProcess] = {}
+        self.retired: list[tuple[str, ServiceProcess]] = []  # replaced, their logs kept
         for index in range(size):
-            name = f"r{index}"
-            workdir = root / name
-            workdir.mkdir(parents=True, exist_ok=True)
-            own = {"database_url": database_url, "replicated": "true", **settings}
-            self.replicas[name] = ServiceProcess(workdir, bootstrap, **own)
+            self.replicas[f"r{index}"] = self._replica(f"r{index}", python)
+
+    def _replica(self, name: str, python: Path | str | None) -> ServiceProcess:
+        workdir = self.root / (f"{name}.{len(self.retired)}" if self.retired else name)
+        workdir.mkdir(parents=True, exist_ok=True)
+        return ServiceProcess(workdir, self.bootstrap, python=python, **self.settings)
+
+    def replace(self, name: str, python: Path | str | None = None) -> ServiceProcess:
+        """A rolling upgrade's step: replica ``name`` stopped (SIGTERM: it hands its groups
+        back), and another started in its place on the same database, run by ``python``
+        (another release's virtualenv; this checkout's by default), once it is ready."""
+        self.replicas[name].stop()
+        self.retired.append((name, self.replicas[name]))
+        self.replicas[name] = self._replica(name, python)
+        return self.replicas[name].start()
 
     def start(self) -> ReplicaCluster:
-        for replica in self.replicas.values():
-            replica.start()
+        """Every replica, one after the other; if one cannot start, those started are
+        stopped (none is left writing to the database behind the failure)."""
+        try:
+            for replica in self.replicas.values():
+                replica.start()
+        except BaseException:
+            self.stop()
+            raise
         return self
 
     def stop(self) -> None:
@@ -95,7 +116,7 @@ class ReplicaCluster:
 
     def commits(self) -> list[LoggedCommit]:
         found: list[LoggedCommit] = []
-        for name, replica in self.replicas.items():
+        for name, replica in [*self.retired, *self.replicas.items()]:
             if not replica.log.exists():
                 continue
             for line in replica.log.read_text().splitlines():

@@ -1,5 +1,6 @@
 """The service as a real process (``offset-sidecar serve`` by default, its children with
-it), for tests that kill it."""
+it), for tests that kill it: this checkout's, or, given ``python``, the one installed in
+that virtualenv (another release: ``harness.releases``)."""
 
 from __future__ import annotations
 
@@ -14,21 +15,28 @@ from typing import Any
 
 import httpx
 
-from harness.machine import free_port
+from harness.machine import free_port, stop_process
 from harness.processes import children_running
 
 
 class ServiceProcess:
+    # Until /readyz answers 200: a start migrates, starts the watcher child (which waits for
+    # its own first load) and loads the ledger; on a 2-core machine shared by a whole test
+    # run, a replica's start was seen to take over 30 s.
+    READY_SECONDS = 90.0
+
     def __init__(
         self,
         workdir: Path,
         bootstrap: str,
         port: int | None = None,
         command: str = "serve",
+        python: Path | str | None = None,
         **settings: Any,
     ) -> None:
         self.workdir = workdir
         self.command = command
+        self.python = str(python or sys.executable)
         self.port = port or free_port()
         self.env = {
             **os.environ,
@@ -50,13 +58,13 @@ class ServiceProcess:
         self.env.update({f"SIDECAR_{k.upper()}": str(v) for k, v in overrides.items()})
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "spark_offset_sidecar.cli", self.command],
+                [self.python, "-m", "spark_offset_sidecar.cli", self.command],
                 cwd=self.workdir,
                 env=self.env,
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + self.READY_SECONDS
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"service exited: {self.log.read_text()[-2000:]}")
@@ -66,6 +74,7 @@ class ServiceProcess:
             except httpx.TransportError:
                 pass
             time.sleep(0.1)
+        stop_process(self.process)  # not left running behind the failure
         raise RuntimeError(f"service not ready: {self.log.read_text()[-2000:]}")
 
     def kill(self) -> None:

@@ -84,6 +84,18 @@ def _fetched(what: str, python: Path) -> list[str]:
     return sorted(str(jar) for jar in folder.glob("*.jar"))
 
 
+def jvm_listener_jar() -> Path:
+    """This checkout's JVM listener (``scripts/build-jvm-listener.sh``: built once per
+    machine for these sources)."""
+    done = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "build-jvm-listener.sh")],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return Path(done.stdout.strip().splitlines()[-1])
+
+
 if __name__ == "__main__":  # make them ahead of the tests: python -m harness.spark_drivers
     for each in sys.argv[1:] or VERSIONS:
         print(each, driver_python(each), len(connector_jars(driver_python(each))), "jars")

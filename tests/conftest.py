@@ -37,7 +37,7 @@ os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1")
 NEEDS = {
     "kafka": {"broker", "kafka_bootstrap", "new_topic", "private_broker", "cluster"},
     "spark": {"spark"},
-    "tools": {"postgres_server", "azurite_server", "stores", "release_folder"},
+    "tools": {"postgres_server", "azurite_server", "stores", "release_folder", "previous_release"},
     "container": {"release_folder"},  # make dist builds the image (podman), the chart (helm)
 }
 
@@ -125,6 +125,17 @@ def release_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from tests.support.release import make_release_folder
 
     return make_release_folder(tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def previous_release() -> object:
+    """The release before this tree's (``releases.toml``), built from git at its recorded
+    commit once per machine and installed in a virtualenv of its own (``harness.releases``):
+    its service (``python``), its Python listener and its JVM listener's jar."""
+    from harness.releases import built_release, previous_release
+
+    refuse_in_inner_loop("builds the previous release (git, uv, Maven)")
+    return built_release(previous_release())
 
 
 @pytest.fixture(scope="session")

@@ -61,9 +61,28 @@ def heap_keeper() -> Iterator[HeapKeeper]:
 def _serve(settings: Settings) -> int:
     from spark_offset_sidecar.app import Parts, create_app
 
+    _refuse_a_newer_database(settings)
     with heap_keeper() as heap:
         _run_http(settings, create_app(settings, Parts(children=True, heap=heap)))
     return 0
+
+
+def _refuse_a_newer_database(settings: Settings) -> None:
+    """A database migrated by a newer release ends serve here, in one line and exit 1
+    (``main``), before anything starts: the start's own migration refuses it too, but as a
+    traceback in the log and uvicorn's exit 3. A database not reachable now is left to the
+    start, which says so as before."""
+    import contextlib
+
+    from spark_offset_sidecar.adapters.sql.store import SqlStore
+    from spark_offset_sidecar.errors import StoreUnavailable
+
+    store = SqlStore(settings.database.url)
+    try:
+        with contextlib.suppress(StoreUnavailable):
+            store.refuse_newer_schema()
+    finally:
+        store.close()
 
 
 def watch() -> int:

@@ -12,9 +12,12 @@ SidecarError
 │   │   │                  callers get 503 and retry; nothing was half-written
 │   │   └── WriteOutcomeUnknown  the writer process ended before answering: the batch
 │   │                      was written or not; carries its rows as stored (or None)
-│   └── StoreRefused       the database cannot hold a value of the write (an event that
-│                          passed every check at the edge all the same): 422, only the
-│                          event at fault (``runtime.durable_ledger`` writes it alone)
+│   ├── StoreRefused       the database cannot hold a value of the write (an event that
+│   │                      passed every check at the edge all the same): 422, only the
+│   │                      event at fault (``runtime.durable_ledger`` writes it alone)
+│   └── SchemaFromNewerRelease  the database is at a migration this release does not
+│                          know (a newer release migrated it): refused at start, nothing
+│                          changed; names the migration, this release's newest, what to do
 ├── OffsetsNotFound        Kafka holds no committed offsets where some were needed
 ├── KafkaReadError         reading from Kafka failed (admin reads, log ends); says why
 ├── TokenUnavailable       no OAUTHBEARER token for Kafka (the token endpoint unreachable
@@ -119,6 +122,24 @@ class WriteOutcomeUnknown(StoreUnavailable):
 
 class StoreRefused(StoreError):
     pass
+
+
+class SchemaFromNewerRelease(StoreError):
+    """The database's migration is none of this release's: a newer release migrated it.
+    Starting would read and write a schema this release does not know, so it does not
+    start; nothing is changed (docs/run/upgrade.md, "Downgrades")."""
+
+    def __init__(self, database: str, revision: str, newest: str, release: str) -> None:
+        super().__init__(
+            f"database {database} is at migration {revision}, which release {release} does "
+            f"not know (its newest migration is {newest}): a newer release has migrated it. "
+            f"Nothing was changed. Run that newer release (or a later one) against this "
+            f"database, or, to go back to {release}, restore the backup taken before the "
+            "upgrade (docs/run/upgrade.md)"
+        )
+        self.revision = revision
+        self.newest = newest
+        self.release = release
 
 
 class OffsetsNotFound(SidecarError):

@@ -21,6 +21,7 @@ from spark_offset_sidecar.core.ledger.changes import (
     QueryRegistered,
 )
 from spark_offset_sidecar.core.offsets import TopicPartition
+from tests.support.service import wait_for
 
 TP = TopicPartition("t", 0)
 
@@ -85,6 +86,37 @@ def test_leaving_frees_every_group_for_the_others_at_once(stores: Any) -> None:
     leases_a.leave()
     assert set(leases_b.claim(10)) == {"g0", "g1", "g2", "g3"}
     assert leases_b.renew().replicas == 1
+
+
+def test_leaving_frees_a_group_whose_row_a_batch_was_writing_once_the_batch_ends(
+    stores: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under load, a batch of another replica holds a group's row as this one leaves: the
+    release skips it (SKIP LOCKED) and tries again, so that the group does not wait a
+    whole lease for its next owner."""
+    a, b = stores
+    leases_a, leases_b = LeaseStore(a.engine, "a", 30), LeaseStore(b.engine, "b", 30)
+    leases_a.claim(10)
+    releases: list[Any] = []
+    release = leases_a._release
+
+    def counted(conn: Any, which: Any) -> None:
+        releases.append(which)
+        release(conn, which)
+
+    monkeypatch.setattr(leases_a, "_release", counted)
+    with ThreadPoolExecutor(1) as pool, b.engine.connect() as batch, batch.begin():
+        batch.execute(  # as a batch writing g0 holds its row
+            select(consumer_groups.c.group_id)
+            .where(consumer_groups.c.group_id == "g0")
+            .with_for_update(key_share=True)
+        )
+        leaving = pool.submit(leases_a.leave)
+        wait_for(lambda: len(releases) >= 2, 10, "the release to try again")
+        assert not leaving.done()
+        batch.commit()
+        leaving.result(timeout=lease_store.LEAVE_SECONDS + 5)
+    assert set(leases_b.claim(10)) == {"g0", "g1", "g2", "g3"}
 
 
 def test_a_renewal_holds_a_few_groups_rows_at_a_time_and_renews_them_all(

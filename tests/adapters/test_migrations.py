@@ -12,10 +12,12 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import text
 
+from spark_offset_sidecar import __version__
 from spark_offset_sidecar.adapters.sql import migrate
 from spark_offset_sidecar.adapters.sql.schema import GROUP_ROWS_FILLFACTOR, metadata
 from spark_offset_sidecar.adapters.sql.store import SqlStore
-from spark_offset_sidecar.errors import StoreUnavailable
+from spark_offset_sidecar.errors import SchemaFromNewerRelease, StoreUnavailable
+from tests.support.databases import NEWER_REVISION, contents, migrated_by_a_newer_release
 
 
 def test_migrations_match_the_schema(database_url: str) -> None:
@@ -28,6 +30,30 @@ def test_migrations_match_the_schema(database_url: str) -> None:
     store.check()
     store.migrate()  # idempotent
     store.close()
+
+
+def test_a_database_a_newer_release_migrated_is_refused_and_left_as_it_was(
+    database_url: str,
+) -> None:
+    """What a downgrade must refuse: this release's migration (what serve runs as it starts)
+    stops at a revision it does not know, says which, its own newest and what to do, and
+    changes nothing (Alembic alone: "Can't locate revision", naming neither)."""
+    migrated_by_a_newer_release(database_url)
+    before = contents(database_url)
+    store = SqlStore(database_url)
+    try:
+        for attempt in (store.migrate, store.refuse_newer_schema):
+            with pytest.raises(SchemaFromNewerRelease) as refused:
+                attempt()
+            said = str(refused.value)
+            assert f"is at migration {NEWER_REVISION}, which release {__version__}" in said
+            assert f"its newest migration is {migrate.head_revision()}" in said
+            assert "Run that newer release" in said
+            assert "restore the backup taken before the upgrade" in said
+    finally:
+        store.close()
+    assert contents(database_url) == before
+    assert before["alembic_version"]["rows"] == [repr((NEWER_REVISION,))]
 
 
 def test_check_fails_on_a_database_without_the_schema(tmp_path: Path) -> None:

@@ -103,3 +103,41 @@ def test_a_tag_before_the_release_is_recorded_is_refused(tmp_path: Path) -> None
     _tag(repo, "v0.2.0")
     with pytest.raises(release.Refused, match="no date"):
         release.build(repo)
+
+
+def _releases_toml(root: Path, *entries: str) -> Path:
+    root.mkdir()
+    (root / "releases.toml").write_text("\n".join(f"[[release]]\n{e}\n" for e in entries))
+    return root
+
+
+def test_the_previous_release_is_the_newest_recorded_before_the_trees(tmp_path: Path) -> None:
+    """What the upgrade tests start from (``harness.releases``): the newest entry recorded
+    with its commit, other than the version the tree builds (released yet or not)."""
+    from harness.releases import Release, previous_release
+
+    recorded = [Release(e["version"], e["commit"]) for e in release.releases() if e.get("commit")]
+    assert previous_release() in recorded
+    assert previous_release().version != release.tree_version()
+    old, new = "a" * 40, "b" * 40
+    opened = _releases_toml(
+        tmp_path / "opened",
+        'version = "0.3.0"',
+        f'version = "0.2.0"\ndate = "2027-01-01"\ncommit = "{new}"',
+        f'version = "0.1.0"\ndate = "2026-11-29"\ncommit = "{old}"',
+    )
+    assert previous_release(opened) == Release("0.2.0", new)
+    released = _releases_toml(
+        tmp_path / "released",
+        f'version = "0.2.0"\ndate = "2027-01-01"\ncommit = "{new}"',
+        f'version = "0.1.0"\ndate = "2026-11-29"\ncommit = "{old}"',
+    )
+    assert previous_release(released) == Release("0.1.0", old)
+
+
+def test_a_clone_without_a_releases_commit_is_told_how_to_fetch_it(tmp_path: Path) -> None:
+    from harness.releases import Release, sources
+
+    with pytest.raises(RuntimeError, match=r"does not have.*git fetch origin f{40}"):
+        sources(Release("0.0.1", "f" * 40), tmp_path / "source")
+    assert not (tmp_path / "source").exists()

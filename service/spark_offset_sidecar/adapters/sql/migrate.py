@@ -12,7 +12,10 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, text
+from sqlalchemy import Connection, Engine, text
+
+from spark_offset_sidecar import __version__
+from spark_offset_sidecar.errors import SchemaFromNewerRelease
 
 
 def _migrations_dir() -> Path:
@@ -41,8 +44,28 @@ def upgrade(engine: Engine) -> None:
     with engine.begin() as connection:
         if connection.dialect.name == "postgresql":
             connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK})
+        refuse_unknown(connection)  # under the lock: what the upgrade would start from
         config.attributes["connection"] = connection
         command.upgrade(config, "head")
+
+
+def refuse_unknown(connection: Connection) -> None:
+    """``SchemaFromNewerRelease`` if the database is at a migration this release does not
+    have (a newer release's): before anything reads or writes it. Alembic alone would fail
+    on it with "Can't locate revision", naming neither release nor what to do."""
+    script = ScriptDirectory.from_config(alembic_config())
+    known = {revision.revision for revision in script.walk_revisions()}
+    for current in MigrationContext.configure(connection).get_current_heads():
+        if current not in known:
+            database = connection.engine.url.render_as_string(hide_password=True)
+            newest = script.get_current_head() or "none"
+            raise SchemaFromNewerRelease(database, current, newest, __version__)
+
+
+def check_known(engine: Engine) -> None:
+    """``refuse_unknown`` on a connection of its own (read only)."""
+    with engine.connect() as connection:
+        refuse_unknown(connection)
 
 
 def head_revision() -> str | None:

@@ -111,6 +111,11 @@ class SqlStore:
         with self._errors("migrating"):
             migrate.upgrade(self.engine)
 
+    def refuse_newer_schema(self) -> None:
+        """``SchemaFromNewerRelease`` if a newer release migrated the database (reads only)."""
+        with self._errors("checking"):
+            migrate.check_known(self.engine)
+
     def check(self) -> None:
         with self._errors("checking"):
             current = migrate.current_revision(self.engine)
