@@ -74,3 +74,34 @@ def test_a_group_with_a_member_is_refused_with_the_reason(
             await member.stop()
 
     run_sync(scenario())
+
+
+def test_a_coordinator_the_metadata_does_not_list_yet_is_reached_where_kafka_names_it(
+    kafka_bootstrap: str, new_topic: Callable[..., str]
+) -> None:
+    """In a rolling restart the groups move to a broker that has just come back (its
+    preferred leadership) before the client's metadata lists it again (a refresh may go to
+    the broker shutting down next and wait for its socket to close): the commit goes to the
+    address the coordinator look-up named, not after a refresh."""
+    topic, group = new_topic(1), unique_group("back")
+
+    async def scenario() -> None:
+        committer = KafkaOffsetCommitter({"bootstrap_servers": kafka_bootstrap}, timeout=3)
+        try:
+            await committer.commit(request(group, topic, 1, partitions=1))
+            client = committer._client
+            assert client is not None
+            # The coordinator moved (looked up again, on a new lane connection) to a broker
+            # the metadata does not list, and no refresh lists it yet.
+            committer._coordinators.clear()
+            for connection in committer._connections.values():
+                connection.close()
+            client.cluster.broker_metadata = lambda _node: None
+            client.force_metadata_update = asyncio.get_running_loop().create_future
+            await committer.commit(request(group, topic, 2, partitions=1))
+        finally:
+            await committer.close()
+
+    run_sync(scenario())
+    committed = run_sync(read_committed(kafka_bootstrap, group))
+    assert {tp: offset for tp, (offset, _) in committed.items()} == {(topic, 0): 20}

@@ -11,6 +11,11 @@ ISR (until the controller fences the broker, ``broker.session.timeout.ms``, 9 s 
 default) every commit to that partition waits, whichever broker coordinates it: that wait
 is Kafka's (a plain consumer's commit shows it in the same test). Groups on partitions the
 dead broker does not replicate must not wait at all.
+
+On 3 nodes (``__consumer_offsets`` with 3 replicas, as the issue measured) there is no such
+partition: every broker replicates every one, so a dead broker holds every group until Kafka
+fences it, whichever broker coordinates the group. The last test reads that cluster with
+Kafka's own Java clients (``harness.offset_witness``) beside what the service exports.
 """
 
 from __future__ import annotations
@@ -31,9 +36,16 @@ from aiokafka.client import AIOKafkaClient, CoordinationType
 
 from harness import kafka_cluster
 from harness.machine import ROOT
+from harness.offset_witness import OffsetWitness
 from harness.service_process import ServiceProcess
 from spark_offset_sidecar.adapters.kafka.offsets_topic import partition_for
-from tests.support.cluster_traffic import Checkpoints, CommitWitness, PlainCommit
+from tests.support.cluster_traffic import (
+    Checkpoints,
+    CommitWitness,
+    Export,
+    Exports,
+    PlainCommit,
+)
 from tests.support.kafka import create_topics, produce, run_sync, unique_group
 from tests.support.service import metric_sum, spark_progress, wait_for
 
@@ -357,3 +369,231 @@ def test_a_rolling_restart_pages_nobody_and_lag_is_read_while_leaders_move(
         "a routine roll must not fire SparkOffsetSidecarCommitFailuresRising"
     )
     assert set(statuses) <= {"OK", "WARN"}, f"a routine roll shows no group in trouble: {statuses}"
+
+
+# --- Three nodes, as the issue measured them: two witnesses side by side ----------------
+
+THREE = 3
+EVERY = 1.0  # s between a group's checkpoints, as the issue's jobs post them
+APART = 5.0  # s: the most a group goes without a commit in Kafka's view where Kafka allows
+# s: the most an export may trail Kafka's view: the /metrics build's max age or the watcher
+# being told (each 1 s), the reads' own period (0.5 s), and a second of a busy machine.
+TRAILS = 2.5
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """What was done to the cluster between ``start`` and ``end`` (Unix times): ``held``
+    when a broker was killed, ``back`` when Kafka took the control groups' commits again
+    (both None for a rolling restart, where Kafka never holds them)."""
+
+    name: str
+    start: float
+    end: float
+    held: float | None = None
+    back: float | None = None
+
+
+def _isr_full(bootstrap: str, topics: list[str]) -> bool:
+    """Whether every partition of ``topics`` has all its replicas in sync."""
+
+    async def full() -> bool:
+        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+        await admin.start()
+        try:
+            described = await admin.describe_topics(topics)
+        finally:
+            await admin.close()
+        return all(
+            t["error_code"] == 0
+            and all(len(p["isr"]) == len(p["replicas"]) for p in t["partitions"])
+            for t in described
+        )
+
+    try:
+        return run_sync(full())
+    except Exception:  # a broker starting or stopping: asked again
+        return False
+
+
+def _roll_and_kill(
+    cluster: kafka_cluster.LocalCluster,
+    witness: OffsetWitness,
+    groups: list[str],
+    topic: str,
+    victim: int,
+) -> list[Scenario]:
+    """Once every group commits: a rolling restart (each node SIGTERMed, started again and
+    back in every ISR before the next), ``victim`` SIGKILLed and started again at once (as
+    a supervisor does), then SIGKILLed for good; each followed by commits for a while."""
+    in_sync = ["__consumer_offsets", topic]
+    controls = list(witness.plain_groups)
+    witness.wait_for(
+        lambda: all(witness.batch(g) > 0 for g in [*groups, *controls]),
+        timeout=120,
+        what="every group's first commit",
+    )
+
+    def commits_for(seconds: float) -> None:
+        since = witness.now()
+        wait_for(lambda: witness.now() - since > seconds, timeout=seconds + 30, what="commits")
+
+    commits_for(5)
+    start, scenarios = witness.now(), []
+    for node in range(1, cluster.nodes + 1):
+        cluster.stop_node(node)
+        cluster.start_node(node)
+        wait_for(lambda: _isr_full(cluster.bootstrap, in_sync), timeout=120, what="the ISRs")
+    commits_for(5)
+    scenarios.append(Scenario("rolling restart", start, witness.now()))
+    for name, stays_down in (("SIGKILL, started again", False), ("SIGKILL, stays down", True)):
+        start = witness.now()
+        commits_for(3)
+        held = witness.now()
+        cluster.kill_node(victim)
+        if not stays_down:
+            cluster.start_node(victim)
+        witness.wait_for(
+            lambda: all(witness.plain_back(g, held) for g in controls),  # noqa: B023
+            timeout=120,
+            what="Kafka taking commits again",
+        )
+        back = max(at for g in controls if (at := witness.plain_back(g, held)) is not None)
+        commits_for(3 * APART)
+        if stays_down:
+            others = next(n for n in range(1, cluster.nodes + 1) if n != victim)
+            assert victim not in cluster.live_brokers(asking=others), "Kafka fenced it"
+        else:
+            wait_for(lambda: _isr_full(cluster.bootstrap, in_sync), timeout=120, what="the ISRs")
+        scenarios.append(Scenario(name, start, witness.now(), held, back))
+    return scenarios
+
+
+def _trailed(witness: OffsetWitness, exports: dict[str, list[Export]]) -> float:
+    """The longest any export trailed Kafka: how long before it was read Kafka had shown
+    a newer commit of the group than the one it exports."""
+    trailed = 0.0
+    for group, reads in exports.items():
+        for read in reads:
+            newer = witness.shown_beyond(group, read.batch) if read.batch else None
+            if newer is not None and newer < read.at:
+                trailed = max(trailed, read.at - newer)
+    return trailed
+
+
+@pytest.fixture
+def three_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[kafka_cluster.LocalCluster]:
+    local = kafka_cluster.brand_new(tmp_path_factory.mktemp("kafka-3-nodes"), THREE)
+    yield local
+    local.stop()
+
+
+def _controls(layout: dict[int, OffsetsPartition]) -> dict[int, str]:
+    """A new group for each broker, on a partition of ``__consumer_offsets`` it leads."""
+    found: dict[int, str] = {}
+    leaders = {p.leader for p in layout.values()}
+    while set(found) != leaders:
+        group = unique_group("plain")
+        found.setdefault(layout[partition_for(group, len(layout))].leader, group)
+    return found
+
+
+@pytest.mark.long
+def test_with_a_broker_lost_the_groups_commit_as_kafka_allows_and_exports_say_so_at_once(
+    three_nodes: kafka_cluster.LocalCluster, tmp_path: Path
+) -> None:
+    """The issue's cluster: 3 nodes, ``__consumer_offsets`` with 3 replicas, so every
+    partition has a replica on every broker and a killed one holds every group's commits
+    until Kafka fences it (or it is back in sync), whichever broker coordinates the group.
+    Kafka's own view is read by its Java Admin client (``OffsetWitness``); a plain Java
+    consumer of one more group per broker (on a partition that broker leads, so moved and
+    held as the service's groups there are) shows how long Kafka itself holds commits;
+    what the service exports is read beside it."""
+    cluster = three_nodes
+    bootstrap, topic = cluster.bootstrap, unique_group("orders")
+    run_sync(create_topics(bootstrap, [topic], PARTITIONS, replicas=3))
+    layout = run_sync(_offsets_layout(bootstrap))
+    assert all(len(p.replicas) == THREE for p in layout.values()), "every broker, every partition"
+    victim = Counter(p.leader for p in layout.values()).most_common(1)[0][0]
+    kinds = _groups_by_partition(layout, victim, {VICTIMS: 10, "replicated": 14})
+    groups = [g for names in kinds.values() for g in names]
+    controls = _controls(layout)  # by the broker leading its partition
+    leader = {g: layout[partition_for(g, len(layout))].leader for g in groups}
+    watched = [*kinds[VICTIMS][:2], *kinds["replicated"][:2]]
+    # Partition granularity: the exported committed offsets name the batch committed.
+    service = ServiceProcess(tmp_path, bootstrap, metrics_granularity="partition").start()
+    try:
+        with (
+            OffsetWitness(
+                bootstrap,
+                groups,
+                plain_groups=dict.fromkeys(controls.values(), topic),
+                log=tmp_path / "witness.jsonl",
+            ) as witness,
+            Exports(service.url, groups, watched) as exports,
+        ):
+            with Checkpoints(service.url, groups, topic, PARTITIONS, every=EVERY) as posts:
+                scenarios = _roll_and_kill(cluster, witness, groups, topic, victim)
+            witness.wait_for_newest(posts.batch)
+    finally:
+        service.stop()
+
+    def kafka_own(group: str, start: float, end: float) -> float:
+        """The longest Kafka held the commits of the plain consumer of the group's broker
+        within [start, end] (its own answers), then the group's next checkpoint (a commit
+        follows one) and the witness's next read (it reads Kafka's view every interval)."""
+        held = witness.plain_longest(controls[leader[group]], start, end)
+        return held + EVERY + witness.interval
+
+    lines = [f"\nbroker {victim} of 3 the victim; longest without a commit in Kafka's view"]
+    wrong = []  # what the issue does not allow, said after the figures
+    for s in scenarios:
+        begin = s.start if s.back is None else s.back
+        ours = {g: witness.longest_without_commit(g, begin, s.end) for g in groups}
+        held = (
+            ""
+            if s.back is None or s.held is None
+            else f", Kafka held commits {s.back - s.held:.1f} s"
+        )
+        lines.append(
+            f"  {s.name}{held}: the service's groups "
+            + ", ".join(f"{k} {max(ours[g] for g in names):.1f} s" for k, names in kinds.items())
+            + ("" if s.back is None else " (from then on)")
+            + "; plain Java consumers, by broker: "
+            + ", ".join(
+                f"{n} {witness.plain_longest(g, begin, s.end):.1f} s" for n, g in controls.items()
+            )
+        )
+        # Where Kafka takes commits no group waits longer than the issue allows, nor (on a
+        # busy machine) longer than Kafka held its broker's plain consumer, then a checkpoint.
+        wrong += [
+            f"{s.name}: {g} {ours[g]:.1f} s without a commit"
+            for g in groups
+            if ours[g] > max(APART, kafka_own(g, begin, s.end))
+        ]
+        if s.held is not None:
+            wrong += [
+                f"{s.name}: {g} {seconds:.1f} s without a commit before the kill"
+                for g in groups
+                if (seconds := witness.longest_without_commit(g, s.start, s.held))
+                > max(APART, kafka_own(g, s.start, s.held))
+            ]
+            # The premise: Kafka held the commits of groups the victim does not coordinate
+            # as it held its own groups' (its replica of every partition was in the ISR).
+            waited = {n: (witness.plain_back(g, s.held) or 0) - s.held for n, g in controls.items()}
+            if min(w for n, w in waited.items() if n != victim) <= waited[victim] / 2:
+                wrong.append(f"{s.name}: Kafka held commits, by broker, {waited}")
+    trailed = {
+        "/metrics": _trailed(witness, exports.metrics),
+        "/v1/status": _trailed(witness, exports.status),
+    }
+    lines.append(
+        "what the service exports trailed Kafka by at most "
+        + ", ".join(f"{k} {v:.1f} s" for k, v in trailed.items())
+        + f"; posts refused {posts.refused()}, the slowest answered in {posts.slowest:.1f} s"
+    )
+    print("\n".join(lines))
+    assert posts.refused() == {}, "every checkpoint was answered 200 throughout"
+    assert not wrong, "\n".join(wrong)
+    for where, seconds in trailed.items():
+        assert seconds <= TRAILS, f"{where} trailed Kafka's view by {seconds:.1f} s"

@@ -180,6 +180,35 @@ def test_the_watchers_ledger_reads_each_group_as_the_teller_has_it() -> None:
     assert mine.groups["b"].counters.events["accepted"] == 1
 
 
+def test_the_watcher_knows_a_commit_when_told_and_an_older_store_row_does_not_undo_it() -> None:
+    """The store has a commit once its batch is written and the watcher once it reads the
+    store again (lag_read_interval_seconds): told the teller's last commit, the watcher's
+    status says it within a message; a read of a row older than that keeps it (M2)."""
+    teller = Ledger()
+    progress(teller, "a", 1, 10)
+    first = teller.take("a", 100.0)
+    assert first is not None
+    teller.apply_change(teller.commit_result(first, now=101.0))
+    stored = teller.groups["a"].copy()  # the row as the watcher last read it
+    progress(teller, "a", 2, 20)
+    second = teller.take("a", 102.0)
+    assert second is not None
+    teller.apply_change(teller.commit_result(second, now=103.0))
+    watcher = InMemoryWatcher()
+    assert asyncio.run(relay_of(teller, watcher, {}).tell())
+
+    mine = Ledger(groups=[stored.copy()])
+    told = WatcherMemory(mine, lambda _g, _j: None)
+    told.take(decode_memory_update(encode_memory_update(watcher.updates[-1])))  # over the wire
+    assert mine.groups["a"].committed == teller.groups["a"].committed
+    committed = mine.groups["a"].committed
+    assert committed is not None
+    assert (committed.checkpoint_id, committed.at, committed.offsets[T0]) == (2, 103.0, 20)
+    mine.refresh([], ["a"], [], [stored])  # the store follower reads the older row
+    told.refreshed(["a"])
+    assert mine.groups["a"].committed == committed
+
+
 def test_a_group_not_held_yet_wakes_the_follower_and_a_whole_message_forgets_the_gone() -> None:
     teller = Ledger()
     progress(teller, "a", 1, 10)

@@ -4,11 +4,13 @@ groups at once, and each group's commits seen from outside, in Kafka, by when th
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import threading
 import time
 from collections import defaultdict
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 import httpx
 from aiokafka.admin import AIOKafkaAdminClient
@@ -22,7 +24,8 @@ def offsets_of(topic: str, batch: int, partitions: int) -> dict[str, dict[str, i
 
 
 class Checkpoints(InThread):
-    """Posts a checkpoint for every group in turn, each about every ``every`` s (a batch
+    """Posts a checkpoint for every group about every ``every`` s, each group on a schedule
+    of its own (as jobs do: a slow answer to one group delays none of the others; a batch
     number that grows, committed as every partition's offset); records each answer."""
 
     def __init__(
@@ -33,26 +36,53 @@ class Checkpoints(InThread):
         self.partitions, self.every = partitions, every
         self.batch = dict.fromkeys(groups, 0)
         self.answers: defaultdict[int, int] = defaultdict(int)  # status code -> count
+        self.silent = 0.0  # the longest time without an answer to any post, once answered
+        self._answered: float | None = None
+        # By group, (Unix time, batch) of each checkpoint answered 200.
+        self.answered: dict[str, list[tuple[float, int]]] = {g: [] for g in groups}
+        self.slowest = 0.0  # the longest a post waited for its answer
 
     def _loop(self) -> None:
-        pause = self.every / len(self.groups)
-        with httpx.Client(base_url=self.url, timeout=10) as http:
-            while not self._stop.is_set():
-                for group in self.groups:
-                    batch = self.batch[group] + 1
-                    progress = spark_progress(
-                        batch, offsets_of(self.topic, batch, self.partitions), query=f"q-{group}"
-                    )
-                    try:
-                        code = http.post(
-                            "/v1/progress", json={"group_id": group, "progress": progress}
-                        ).status_code
-                    except httpx.TransportError:
-                        code = 0
-                    self.answers[code] += 1
-                    if code == 200:
-                        self.batch[group] = batch
-                    time.sleep(pause)
+        asyncio.run(self._run())
+
+    async def _run(self) -> None:
+        await asyncio.gather(
+            *(self._post(g, i / len(self.groups)) for i, g in enumerate(self.groups))
+        )
+
+    async def _post(self, group: str, phase: float) -> None:
+        """The group's checkpoints, one every ``every`` s from ``phase`` of a period on, on
+        a connection of its own (as each job has)."""
+        async with httpx.AsyncClient(base_url=self.url, timeout=10) as http:
+            await self._posts(http, group, phase)
+
+    async def _posts(self, http: httpx.AsyncClient, group: str, phase: float) -> None:
+        loop = asyncio.get_running_loop()
+        due = loop.time() + phase * self.every
+        while not self._stop.is_set():
+            await asyncio.sleep(max(0.0, due - loop.time()))
+            due += self.every
+            batch = self.batch[group] + 1
+            progress = spark_progress(
+                batch, offsets_of(self.topic, batch, self.partitions), query=f"q-{group}"
+            )
+            sent = time.monotonic()
+            try:
+                answer = await http.post(
+                    "/v1/progress", json={"group_id": group, "progress": progress}
+                )
+                code = answer.status_code
+            except httpx.TransportError:
+                code = 0
+            self.answers[code] += 1
+            self.slowest = max(self.slowest, time.monotonic() - sent)
+            if code == 200:
+                self.batch[group] = batch
+                self.answered[group].append((time.time(), batch))
+                now = time.monotonic()
+                if self._answered is not None:
+                    self.silent = max(self.silent, now - self._answered)
+                self._answered = now
 
     def refused(self) -> dict[int, int]:
         return {code: n for code, n in self.answers.items() if code != 200}
@@ -176,3 +206,65 @@ class PlainCommit:
                 # Its coordinator's task, cancelled under it while a broker is down, can
                 # raise CancelledError from stop(): kept, not raised in the thread.
                 self.stop_error = exc
+
+
+@dataclass(frozen=True)
+class Export:
+    """A group's last commit as the service exported it in one read that started at
+    ``at`` (Unix time): the batch its committed offsets are (0: none or not one batch) and
+    the time it gives for that commit."""
+
+    at: float
+    batch: int
+    committed_at: float | None
+
+
+class Exports(InThread):
+    """Reads, every ``every`` s, each group's last commit as the service exports it: on
+    ``/metrics`` (``sidecar_committed_offset``, which needs partition granularity, and
+    ``sidecar_last_successful_commit_timestamp_seconds``) into ``metrics[group]``, and
+    for ``status_groups`` on ``/v1/status/{group}`` (its partitions' offsets and
+    ``last_commit_at``) into ``status[group]``."""
+
+    def __init__(self, url: str, groups: list[str], status_groups: list[str], every: float = 0.5):
+        super().__init__()
+        self.url, self.groups, self.status_groups, self.every = url, groups, status_groups, every
+        self.metrics: dict[str, list[Export]] = {g: [] for g in groups}
+        self.status: dict[str, list[Export]] = {g: [] for g in status_groups}
+
+    def _loop(self) -> None:
+        with httpx.Client(base_url=self.url, timeout=10) as http:
+            while not self._stop.is_set():
+                started = time.time()
+                with contextlib.suppress(httpx.HTTPError):  # read again at the next turn
+                    self._read(http)
+                self._stop.wait(max(0.0, self.every - (time.time() - started)))
+
+    def _read(self, http: httpx.Client) -> None:
+        from prometheus_client.parser import text_string_to_metric_families
+
+        at = time.time()
+        text = http.get("/metrics").text
+        offsets: defaultdict[str, set[int]] = defaultdict(set)
+        times: dict[str, float] = {}
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                group = sample.labels.get("consumergroup", "")
+                if sample.name == "sidecar_committed_offset":
+                    offsets[group].add(int(sample.value))
+                elif sample.name == "sidecar_last_successful_commit_timestamp_seconds":
+                    times[group] = sample.value
+        for group in self.groups:
+            batch = _one(offsets.get(group, set()))
+            self.metrics[group].append(Export(at, batch, times.get(group)))
+        for group in self.status_groups:
+            at = time.time()
+            answer = http.get(f"/v1/status/{group}")
+            if answer.status_code == 200:
+                said = answer.json()
+                batch = _one({p["current_offset"] for p in said["partitions"]})
+                self.status[group].append(Export(at, batch, said["last_commit_at"]))
+
+
+def _one(values: set[int]) -> int:
+    return next(iter(values)) if len(values) == 1 else 0

@@ -117,7 +117,19 @@ MEMORY_CHANGES: list[tuple[str, Callable[[GroupState], object]]] = [
     ("a commit taken", lambda g: setattr(g, "in_flight", _request(g.group_id))),
     ("its answer come", lambda g: setattr(g, "in_flight", None)),
     ("its cluster (a label)", lambda g: setattr(g, "cluster", "eu")),
+    ("a commit's answer", lambda g: setattr(g, "committed", _committed(g, 1, 9_000.0))),
+    ("a newer checkpoint waiting", lambda g: setattr(g, "slot", _checkpoint(g, 3))),
+    ("the next commit", lambda g: setattr(g, "committed", _committed(g, 2, 9_500.0))),
 ]
+
+
+def _checkpoint(group: GroupState, checkpoint_id: int) -> Checkpoint:
+    tp = TopicPartition("t0", 0)
+    return Checkpoint(f"q-{group.group_id}", group.group_id, checkpoint_id, None, {tp: 1}, 9_900.0)
+
+
+def _committed(group: GroupState, checkpoint_id: int, at: float) -> CommittedOffsets:
+    return CommittedOffsets(f"q-{group.group_id}", checkpoint_id, {TopicPartition("t0", 0): 5}, at)
 
 
 def test_a_groups_memory_series_are_rendered_again_when_a_value_they_show_changes() -> None:
@@ -126,13 +138,17 @@ def test_a_groups_memory_series_are_rendered_again_when_a_value_they_show_change
     fleet = Ledger()
     for g in ("a", "b", "c"):
         fleet.groups[g] = GroupState(g, f"q-{g}")
-    options = FleetOptions(series=frozenset({MEMORY}), max_age=0, cluster_names=str)
-    kept = FleetExposition(lambda: fleet, lambda: None, options)
+    options = FleetOptions(
+        series=frozenset({MEMORY}), max_age=0, cluster_names=str, granularity="partition"
+    )
+    clock = [10_000.0]
+    kept = FleetExposition(lambda: fleet, lambda: None, options, clock=lambda: clock[0])
     asyncio.run(kept.render())
     for what, change in MEMORY_CHANGES:
         before = kept.memory_renders
         change(fleet.groups["b"])
-        fresh = FleetExposition(lambda: fleet, lambda: None, options)
+        clock[0] += 1  # the time a checkpoint waits moves: written anew, not kept
+        fresh = FleetExposition(lambda: fleet, lambda: None, options, clock=lambda: clock[0])
         assert asyncio.run(kept.render()) == asyncio.run(fresh.render()), what
         assert kept.memory_renders == before + 1, what
 
@@ -193,3 +209,11 @@ def test_the_taker_and_the_watcher_export_every_series_of_one_process_once(
     assert any(s.startswith("sidecar_commits_succeeded_total") for s in taker)
     assert any(s.startswith("sidecar_consumergroup_lag") for s in watcher)
     assert any(s.startswith("sidecar_pending_checkpoints") for s in watcher)
+    # The commits' series are the committing process's, as Kafka answered it: the store
+    # the watcher reads has them a write and a read later.
+    commits = ["sidecar_last_successful_commit_timestamp_seconds"]
+    if granularity == "partition":
+        commits.append("sidecar_committed_offset")
+    for name in commits:
+        assert any(s.startswith(name + "{") for s in taker), name
+        assert not any(s.startswith(name + "{") for s in watcher), name

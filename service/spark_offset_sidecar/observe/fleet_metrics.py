@@ -31,16 +31,20 @@ What is exported per group (docs/operate/metrics.md lists every series):
     group's cluster; klag-exporter's label); with one, none.
 
 Which process exports what (``FleetOptions.series``): one process exports every series.
-With the watcher in a process of its own (``offset-sidecar watch``), the process taking
-events exports what only its memory knows (``MEMORY``: the counters, a commit in flight)
-and the watcher what it reads from the store (``STORED``: pending checkpoints, how far
-commits are behind, committed offsets) and what its lag monitor evaluates
-(``EVALUATED``); every series is exported by exactly one of them.
+With the watcher in a process of its own (``offset-sidecar watch``, or the child of
+``offset-sidecar serve``), the process taking events exports what its memory knows first
+(``MEMORY``: the counters, a commit in flight, and the series of its commits: the last
+commit's time and offsets, how far commits trail the newest checkpoint, as Kafka answered
+them, where the store has them a write and the watcher a read of it later: seconds); the
+watcher what it reads from the store and no commit changes (``STORED``: pending
+checkpoints) and what its lag monitor evaluates (``EVALUATED``); every series is exported
+by exactly one of them.
 
-A group's series of this process's memory (its counters, a commit in flight) are kept the
-same way, with the values they show, until one of them changes: the process taking events
-renders only the groups whose events or commits counted since its last build (at 10,000
-groups its build's CPU was mostly these).
+A group's series of this process's memory (its counters, a commit in flight, its last
+commit) are kept the same way, with the values they show, until one of them changes: the
+process taking events renders only the groups whose events or commits counted since its
+last build (at 10,000 groups its build's CPU was mostly these); the time a checkpoint has
+waited uncommitted moves with the clock and is written by every build.
 
 A group's series of the lag monitor's evaluation (status, lag, time lag, margin, lost,
 catch-up: most of a build's work) are kept from one build to the next until an evaluation
@@ -280,36 +284,44 @@ class FleetExposition:
         if self.options.cluster_names is not None:  # names are [a-z0-9-]: nothing to escape
             g += f',cluster_name="{self.options.cluster_names(group.cluster)}"'
         series = self.options.series
+        commits = ledger.commits(group_id)  # else another replica reports its commits
         if MEMORY in series:
-            for key, lines in self._remembered(g, group):
+            for key, lines in self._remembered(g, group, commits):
                 f[key].lines.append(lines)
-        if not ledger.commits(group_id):  # another replica reports the group's state
+            if commits and group.slot is not None and now > group.slot.created_at:
+                f["behind_seconds"].add(g, now - group.slot.created_at)  # the clock's: not kept
+        if not commits:
             return
         if STORED in series:
-            self._stored(f, g, group, ledger, now)
+            self._stored(f, g, group, ledger)
         if monitor is not None and EVALUATED in series:
             for key, lines in self._evaluated(g, monitor, group_id):
                 f[key].lines.append(lines)
 
-    def _remembered(self, g: str, group: GroupState) -> tuple[tuple[str, str], ...]:
+    def _remembered(self, g: str, group: GroupState, commits: bool) -> tuple[tuple[str, str], ...]:
         """The group's series of this process's memory: rendered again only when a value
-        they show changed (their labels, a count, a commit in flight), kept otherwise (at
-        10,000 groups most of a build's work where a watcher of its own reads the rest)."""
+        they show changed (their labels, a count, a commit in flight, the last commit),
+        kept otherwise (at 10,000 groups most of a build's work where a watcher of its own
+        reads the rest)."""
         c = group.counters
+        done = group.committed
         shown = (
             g, c.succeeded, c.skipped, c.pending_dropped, c.held_back, c.refreshed,
             group.in_flight is not None, tuple(c.failed.items()), tuple(c.events.items()),
+            commits, checkpoints_behind(group),
+            None if done is None else (done.at, done.query_id, done.checkpoint_id),
         )  # fmt: skip
         kept = self._remembered_then.get(group.group_id)
         if kept is None or kept[0] != shown:
             self.memory_renders += 1
-            self._memory(self._scratch, g, group)
+            self._memory(self._scratch, g, group, commits)
             kept = (shown, self._scratched())
         self._remembered_now[group.group_id] = kept
         return kept[1]
 
-    def _memory(self, f: dict[str, Family], g: str, group: GroupState) -> None:
-        """What only the memory of the process taking events knows."""
+    def _memory(self, f: dict[str, Family], g: str, group: GroupState, commits: bool) -> None:
+        """What the memory of the process taking events and making the commits knows first:
+        its counters, a commit in flight, and the commits of the groups it commits."""
         counters = group.counters
         f["succeeded"].add(g, counters.succeeded)
         f["failed"].add(g, sum(counters.failed.values()))
@@ -329,28 +341,29 @@ class FleetExposition:
                 f[key].add(g, count)
         if group.in_flight:
             f["in_flight"].add(g, 1)
+        if commits:
+            self._commits(f, g, group)
 
-    def _stored(
-        self, f: dict[str, Family], g: str, group: GroupState, ledger: Ledger, now: float
-    ) -> None:
-        """What the store holds (a watcher reads it there)."""
+    def _commits(self, f: dict[str, Family], g: str, group: GroupState) -> None:
+        """The group's last commit and how far it trails the newest checkpoint, as Kafka
+        answered it (the store, which a watcher reads, has them a write and a read later)."""
+        if behind := checkpoints_behind(group):
+            f["behind"].add(g, behind)
+        committed = group.committed
+        if committed is None:
+            return
+        f["last_success"].add(g, committed.at)
+        if self.options.granularity == "partition":
+            for tp, offset in sorted(committed.offsets.items()):
+                if self.options.topic_shown(tp.topic):
+                    f["committed"].add(
+                        f'{g},topic="{escape(tp.topic)}",partition="{tp.partition}"', offset
+                    )
+
+    def _stored(self, f: dict[str, Family], g: str, group: GroupState, ledger: Ledger) -> None:
+        """What the store holds and no commit changes (a watcher reads it there)."""
         query = ledger.queries.get(group.query_id or "")
         f["pending"].add(g, len(query.pending) if query else 0)
-        for key, value in (
-            ("behind", checkpoints_behind(group)),
-            ("behind_seconds", max(0.0, now - group.slot.created_at) if group.slot else 0),
-        ):
-            if value:
-                f[key].add(g, value)
-        committed = group.committed
-        if committed is not None:
-            f["last_success"].add(g, committed.at)
-            if self.options.granularity == "partition":
-                for tp, offset in sorted(committed.offsets.items()):
-                    if self.options.topic_shown(tp.topic):
-                        f["committed"].add(
-                            f'{g},topic="{escape(tp.topic)}",partition="{tp.partition}"', offset
-                        )
 
     def _evaluated(self, g: str, monitor: FleetView, group_id: str) -> tuple[tuple[str, str], ...]:
         """The group's series of the lag monitor's evaluation: rendered again only when an

@@ -11,9 +11,14 @@ answers a connection in order, so a lane shared with another partition would mak
 partition's groups wait too. Lanes are at most ``max(lanes, partitions)`` in all, spread
 over the coordinators (``lanes`` per coordinator while ``__consumer_offsets`` has one
 partition).
-One shared ``AIOKafkaClient`` finds coordinators. Broker connections therefore depend on
-the number of brokers, lanes and partitions, never on the number of groups. Facts this
-relies on (Kafka protocol and broker, aiokafka 0.14 read in source):
+One shared ``AIOKafkaClient`` finds coordinators (FindCoordinator to a random broker),
+and a lane connects to the address the answer names: the client's metadata lists a
+broker only from its next refresh on, and during a rolling restart the coordinators move
+to a broker that has just come back (its preferred leadership) before the metadata says
+it is back (a refresh sent to the broker shutting down next waits for its socket to
+close: seconds). Broker connections therefore depend on the number of brokers, lanes and
+partitions, never on the number of groups. Facts this relies on (Kafka protocol and
+broker, aiokafka 0.14 read in source):
   - A commit with generation -1 and an empty member id is what a consumer that never
     joins the group sends; the broker accepts it only while the group has no members,
     else answers UNKNOWN_MEMBER_ID / ILLEGAL_GENERATION / REBALANCE_IN_PROGRESS.
@@ -52,6 +57,7 @@ from typing import Any
 from aiokafka import errors as kafka_errors
 from aiokafka.client import AIOKafkaClient, CoordinationType
 from aiokafka.conn import AIOKafkaConnection, create_conn
+from aiokafka.protocol.coordination import FindCoordinatorRequest
 
 from spark_offset_sidecar.adapters.kafka import offsets_topic
 from spark_offset_sidecar.adapters.kafka.oauth import RESENDS
@@ -131,6 +137,7 @@ class KafkaOffsetCommitter:
         self.retry_backoff = 0.1
         self._client: AIOKafkaClient | None = None
         self._coordinators: dict[str, int] = {}  # group -> coordinator node id
+        self._found: dict[int, tuple[str, int]] = {}  # node id -> address, as last named
         # Partitions of __consumer_offsets: learnt once, before the first commit is sent
         # (a group's lane never changes, see above); 1 when Kafka does not tell.
         self._offsets_partitions: int | None = None
@@ -257,8 +264,14 @@ class KafkaOffsetCommitter:
         return offsets_topic.partition_for(group, partitions) * per_partition + spread
 
     def _address(self, node: int) -> str:
+        host, port = self._broker(node) or ("", 0)
+        return f"{host}:{port}" if host else ""
+
+    def _broker(self, node: int) -> tuple[str, int] | None:
+        """Where ``node`` listens: as the client's metadata has it, else as the look-up of a
+        coordinator last named it (None: neither knows it)."""
         broker = None if self._client is None else self._client.cluster.broker_metadata(node)
-        return "" if broker is None else f"{broker.host}:{broker.port}"
+        return (broker.host, broker.port) if broker is not None else self._found.get(node)
 
     async def _client_started(self) -> AIOKafkaClient:
         """The shared client, started on first use (and again after a failed start)."""
@@ -277,9 +290,22 @@ class KafkaOffsetCommitter:
     async def _coordinator(self, group: str) -> int:
         node = self._coordinators.get(group)
         if node is None:
-            client = await self._client_started()
-            node = int(await client.coordinator_lookup(CoordinationType.GROUP, group))
-            self._coordinators[group] = node
+            node = self._coordinators[group] = await self._find_coordinator(group)
+        return node
+
+    async def _find_coordinator(self, group: str) -> int:
+        """The group's coordinator, asked of a random broker (as aiokafka's look-up does),
+        its address kept from the answer."""
+        client = await self._client_started()
+        asked = client.get_random_node()
+        if asked is None:
+            raise kafka_errors.NodeNotReadyError("no broker is known")
+        answer = await client.send(asked, FindCoordinatorRequest(group, CoordinationType.GROUP))
+        error = kafka_errors.for_code(answer.error_code)
+        if error is not kafka_errors.NoError:
+            raise error()
+        node = int(answer.coordinator_id)
+        self._found[node] = (answer.host, int(answer.port))
         return node
 
     async def _connection(self, node: int, lane: int) -> AIOKafkaConnection:
@@ -294,7 +320,7 @@ class KafkaOffsetCommitter:
             if connection is not None and connection.connected():
                 return connection
             client = await self._client_started()
-            broker = client.cluster.broker_metadata(node)
+            broker = self._broker(node)
             if broker is None:
                 client.force_metadata_update()
                 raise kafka_errors.NodeNotReadyError(f"broker {node} is not in the metadata")
@@ -302,8 +328,7 @@ class KafkaOffsetCommitter:
                 k: self.client_options[k] for k in _CONNECTION_KEYS if k in self.client_options
             }
             connection = await create_conn(
-                broker.host,
-                broker.port,
+                *broker,
                 # Answers are awaited under the commit's own timeout; aiokafka's must not
                 # fire first (this connection is kept after a timeout, see above).
                 request_timeout_ms=int(self.timeout * 1000) * 10,

@@ -25,11 +25,14 @@ from spark_offset_sidecar.adapters.report_fields import (
 )
 from spark_offset_sidecar.core.lag.group_memory import GroupMemory
 from spark_offset_sidecar.core.ledger.changes import Checkpoint, CommitRequest
+from spark_offset_sidecar.core.ledger.state import CommittedOffsets
 from spark_offset_sidecar.core.offsets import from_json, shared_partition, to_json
 from spark_offset_sidecar.errors import WatcherUnavailable
 from spark_offset_sidecar.ports.watcher import MEMORY_UPDATES, MemoryUpdate
 
-MEMORY_UPDATE_VERSION = 3  # 2: "owned" (a replica's groups); 3: "replica" (which one sends)
+# 2: "owned" (a replica's groups); 3: "replica" (which one sends); 4: a group's last commit
+# ("committed")
+MEMORY_UPDATE_VERSION = 4
 
 
 class MemoryUpdateRefused(ValueError):
@@ -113,6 +116,7 @@ def _encode_memory(m: GroupMemory) -> dict[str, Any]:
         "in_flight": _encode_request(m.in_flight) if m.in_flight else None,
         "waiting": m.waiting,
         "job": encode_job(m.job),
+        "committed": _encode_committed(m.committed) if m.committed else None,
     }
 
 
@@ -126,7 +130,17 @@ def _decode_memory(doc: dict[str, Any]) -> GroupMemory:
         _decode_request(flight) if flight else None,
         doc["waiting"],
         decode_job(doc["job"]),
+        _decode_committed(doc["committed"]) if doc["committed"] else None,
     )
+
+
+def _encode_committed(c: CommittedOffsets) -> list[Any]:
+    return [c.query_id, c.checkpoint_id, to_json(c.offsets), c.at]
+
+
+def _decode_committed(doc: list[Any]) -> CommittedOffsets:
+    query_id, checkpoint_id, offsets, at = doc
+    return CommittedOffsets(str(query_id), int(checkpoint_id), from_json(offsets), float(at))
 
 
 def _encode_request(r: CommitRequest) -> dict[str, Any]:

@@ -3,8 +3,10 @@
 The store holds what events decided (ledger R10); the memory of the process that takes
 them holds the rest: the group's counters, its commit in flight, its consecutive failures
 and retry time, its last failure, what the commit in flight waits for, and the job's pace
-from its last progress event. A watcher started by that process (its child) follows the
-store, and is sent this memory (a memory update, ``runtime.memory_relay``), so that it
+from its last progress event. It also knows the group's last commit first, as Kafka
+answered it: the store has it once its batch is written, and a watcher once it reads the
+store again (seconds later), so it is sent too. Its watcher (the service's child) follows
+the store, and is sent this memory (a memory update, ``runtime.memory_relay``), so that it
 evaluates and reports a group as the process taking events would: a failing group's status
 counts its failures (P-rules read ``GroupState.failures``), its report shows its counters
 and its commit in flight.
@@ -14,9 +16,10 @@ Pure data, and the two steps on a ``GroupState``: ``memory_of`` (the teller's) a
 
 Invariants
   - A memory is a snapshot: nothing in it refers to the teller's living objects.
-  - ``remember`` sets only memory's fields: what the store holds of the group (its
-    query, slot, committed offsets, interval, cluster) stays as the store has it, and a
-    later refresh from the store keeps what was remembered (``core.ledger.merge``).
+  - ``remember`` sets only memory's fields, and the committed offsets when the sent ones
+    are newer (M2 of ``core.ledger.merge``): what the store holds of the group (its
+    query, slot, interval, cluster) stays as the store has it, and a later refresh from
+    the store keeps what was remembered (``core.ledger.merge``: the newer commit stands).
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ from dataclasses import dataclass
 
 from spark_offset_sidecar.core.lag.figures import JobRates
 from spark_offset_sidecar.core.ledger.changes import CommitRequest
-from spark_offset_sidecar.core.ledger.state import GroupCounters, GroupState
+from spark_offset_sidecar.core.ledger.merge import newer
+from spark_offset_sidecar.core.ledger.state import CommittedOffsets, GroupCounters, GroupState
 
 
 @dataclass(frozen=True)
@@ -37,6 +41,7 @@ class GroupMemory:
     in_flight: CommitRequest | None
     waiting: str | None = None  # what the commit in flight waits for (the committer's word)
     job: JobRates | None = None  # the job's last progress event's figures
+    committed: CommittedOffsets | None = None  # the last commit Kafka took, as it answered
 
 
 def memory_of(group: GroupState, waiting: str | None, job: JobRates | None) -> GroupMemory:
@@ -48,6 +53,7 @@ def memory_of(group: GroupState, waiting: str | None, job: JobRates | None) -> G
         group.in_flight,
         waiting if group.in_flight is not None else None,
         job,
+        group.committed,
     )
 
 
@@ -58,3 +64,4 @@ def remember(group: GroupState, memory: GroupMemory) -> None:
     group.last_failure = memory.last_failure
     group.counters = memory.counters.copy()
     group.in_flight = memory.in_flight
+    group.committed = newer(group.committed, memory.committed)

@@ -33,7 +33,7 @@ def merge_group(mine: GroupState | None, stored: GroupState) -> GroupState:
     merged.rewind_allowed = stored.rewind_allowed and not (flying is not None and flying.rewind)
     merged.commit_interval = stored.commit_interval
     merged.cluster = stored.cluster
-    merged.committed = _newer(mine.committed, stored.committed)  # M2
+    merged.committed = newer(mine.committed, stored.committed)  # M2
     slot = stored.slot  # M3
     in_flight = flying is not None and _same(slot, flying.checkpoint) if slot else False
     if slot is None or in_flight or _committed(slot, merged.committed):
@@ -57,7 +57,8 @@ def _committed(slot: Checkpoint, committed: CommittedOffsets | None) -> bool:
     )
 
 
-def _newer(a: CommittedOffsets | None, b: CommittedOffsets | None) -> CommittedOffsets | None:
+def newer(a: CommittedOffsets | None, b: CommittedOffsets | None) -> CommittedOffsets | None:
+    """M2: the later of two commits of a group (either when the other is None)."""
     if a is None or b is None:
         return a or b
     return a if a.at >= b.at else b
