@@ -1,0 +1,76 @@
+"""What the manual says that the code decides, checked against the code: figures and
+names a page quotes (the ledger's rules, a cluster name's rule, when a file setting is
+read, a refusal of the chart), the links that find a page, and the values an example
+shows. Each test reads the code's own definition, never a copy of the figure."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from harness.machine import ROOT
+from spark_offset_sidecar.core.names import CLUSTER
+
+DOCS = ROOT / "docs"
+CHART = ROOT / "helm" / "spark-offset-sidecar"
+# Every page a user reads: the manual, the front doors, the chart's README and values.
+PAGES = [
+    *sorted(DOCS.rglob("*.md")),
+    ROOT / "README.md",
+    ROOT / "CONTRIBUTING.md",
+    CHART / "README.template.md",
+    CHART / "values.yaml",
+]
+
+
+def _text(path: Path) -> str:
+    return path.read_text()
+
+
+def _links(page: Path) -> set[str]:
+    return set(re.findall(r"\]\(([^)#\s]+)", _text(page)))
+
+
+def test_every_page_on_running_the_service_is_linked_from_the_front_doors() -> None:
+    run = sorted(p.name for p in (DOCS / "run").glob("*.md"))
+    readme = {link.removeprefix("docs/run/") for link in _links(ROOT / "README.md")}
+    front = {link.removeprefix("run/") for link in _links(DOCS / "index.md")}
+    assert [p for p in run if p not in readme] == [], "pages the README does not link"
+    assert [p for p in run if p not in front] == [], "pages docs/index.md does not link"
+
+
+def test_the_clusters_page_states_the_names_rule_of_the_code() -> None:
+    page = _text(DOCS / "run" / "clusters.md")
+    assert f"1 to {CLUSTER.max_length} characters" in page
+    assert CLUSTER.characters == r"[a-z0-9-]", "the page's words say this set"
+    assert "lower-case ASCII letters, digits and `-`" in page
+
+
+def _subset(shown: Any, full: Any, where: str) -> None:
+    if isinstance(shown, dict):
+        assert isinstance(full, dict), where
+        for key, value in shown.items():
+            assert key in full, f"{where}.{key}"
+            _subset(value, full[key], f"{where}.{key}")
+    elif isinstance(shown, list):
+        assert isinstance(full, list), where
+        assert len(shown) <= len(full), where
+        for index, value in enumerate(shown):
+            _subset(value, full[index], f"{where}[{index}]")
+    elif isinstance(shown, str) and isinstance(full, str) and "," in full:
+        assert shown == full or set(shown.split(",")) <= set(full.split(",")), where
+    else:
+        assert shown == full, where
+
+
+def test_the_clusters_page_shows_values_of_its_complete_example() -> None:
+    """The page's values are the ones the chart's tests render (ci/clusters-values.yaml)."""
+    page = _text(DOCS / "run" / "clusters.md")
+    blocks = re.findall(r"^```yaml\n(.*?)^```", page, re.M | re.S)
+    assert blocks, "the page shows the chart's values"
+    full = yaml.safe_load(_text(CHART / "ci" / "clusters-values.yaml"))
+    for block in blocks:
+        _subset(yaml.safe_load(block), full, "values")
