@@ -13,6 +13,7 @@ import yaml
 
 from harness.machine import ROOT
 from spark_offset_sidecar.core.names import CLUSTER
+from spark_offset_sidecar.settings import Settings
 
 DOCS = ROOT / "docs"
 CHART = ROOT / "helm" / "spark-offset-sidecar"
@@ -47,6 +48,21 @@ def test_the_clusters_page_states_the_names_rule_of_the_code() -> None:
     assert f"1 to {CLUSTER.max_length} characters" in page
     assert CLUSTER.characters == r"[a-z0-9-]", "the page's words say this set"
     assert "lower-case ASCII letters, digits and `-`" in page
+
+
+def _setting_files() -> set[str]:
+    return {v for v in Settings.variables() if v.endswith("FILE")}
+
+
+def test_the_service_page_says_when_each_file_setting_is_read() -> None:
+    """Outside the generated tables, the page's list names each setting that names a file
+    once, under "once, at start" or "at each use" (a new one must be placed)."""
+    page = _text(DOCS / "run" / "service.md")
+    prose = re.sub(r"<!-- generated: .*?<!-- end of generated: [a-z]+ -->", "", page, flags=re.S)
+    start = prose.index("- once, at start:")
+    listed = prose[start : prose.index("\n\n", prose.index("- at each use", start))]
+    named = re.findall(r"`(SIDECAR_[A-Z_]+)`", listed)
+    assert sorted(named) == sorted(_setting_files()), "each file setting, once"
 
 
 def _subset(shown: Any, full: Any, where: str) -> None:
