@@ -5,11 +5,14 @@ CRD schemas; the alerts and the dashboard query only metrics the service really 
 
 from __future__ import annotations
 
+import ast
 import base64
+import inspect
 import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +24,7 @@ import pytest
 import yaml
 from fastapi.testclient import TestClient
 
+from spark_offset_listener.listener import OffsetCommitListener
 from spark_offset_sidecar.app import Parts, create_app
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.errors import BrokerUnavailable
@@ -629,3 +633,48 @@ def test_the_manuals_kubernetes_names_are_the_ones_the_chart_renders() -> None:
     assert "port-forward svc/spark-offset-sidecar 8000:8000" in manual
     other = render("--set", "fullnameOverride=offsets")
     assert by_kind(other)["Service"][0]["metadata"]["name"] == "offsets"
+
+
+def _notes(tmp_path: Path, *args: str) -> str:
+    """NOTES.txt as `helm install` prints it (helm template leaves it out: here it is
+    rendered by the same engine, from a copy of the chart, as a ConfigMap's value)."""
+    copy = tmp_path / "chart"
+    shutil.copytree(CHART, copy)
+    shutil.copy(copy / "templates" / "NOTES.txt", copy / "notes.txt")
+    (copy / "templates" / "zz-notes.yaml").write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: notes}\n"
+        'data:\n  notes: {{ tpl (.Files.Get "notes.txt") . | quote }}\n'
+    )
+    out = subprocess.run(
+        [helm(), "template", "r", str(copy), "--namespace", "data",
+         "--show-only", "templates/zz-notes.yaml", *args],
+        check=True, capture_output=True, text=True,
+    ).stdout  # fmt: skip
+    notes: str = yaml.safe_load(out)["data"]["notes"]
+    return notes
+
+
+@pytest.mark.parametrize("unauthenticated", [False, True])
+def test_the_notes_show_each_listener_as_the_service_will_take_it(
+    tmp_path: Path, unauthenticated: bool
+) -> None:
+    """Followed to the letter, the notes' listener lines reach the Service: with tokens
+    (the chart's default) they carry one, which the Python listener takes by name."""
+    args = ["--set", "auth.allowUnauthenticated=true"] if unauthenticated else []
+    notes = _notes(tmp_path, *args)
+    service = by_kind(render(*args))["Service"][0]
+    url = f"http://{service['metadata']['name']}.data.svc:{service['spec']['ports'][0]['port']}"
+    python = next(line for line in notes.splitlines() if "OffsetCommitListener(" in line)
+    call = ast.parse(python.split(":", 1)[1].strip(), mode="eval").body
+    assert isinstance(call, ast.Call)
+    assert ast.literal_eval(call.args[0]) == url
+    keywords = {k.arg for k in call.keywords}
+    assert keywords <= set(inspect.signature(OffsetCommitListener).parameters)
+    jvm = next(line for line in notes.splitlines() if "spark.offsetSidecar.url=" in line)
+    assert f"spark.offsetSidecar.url={url} " in jvm + " "
+    if unauthenticated:
+        assert "token" not in python + jvm
+    else:
+        assert "token_file" in keywords
+        assert "--conf spark.offsetSidecar.tokenFile=" in jvm
+        assert "401" in notes
