@@ -595,9 +595,10 @@ def _secrets_read(docs: list[dict[str, Any]]) -> dict[str, set[str]]:
 def test_the_secrets_a_page_creates_are_the_ones_the_values_read() -> None:
     """Followed to the letter, a page's Secrets are exactly those its install reads, with
     the keys it reads (a Secret named differently, or not created, fails the install)."""
-    checked = set()
+    checked, installed = set(), set()
     for page in INSTALL_PAGES:
         for commands, install in _installs(page):
+            installed |= {Path(w).name for w in shlex.split(install) if w.endswith(".yaml")}
             created: dict[str, set[str]] = {}
             for command in commands:
                 words = shlex.split(command)
@@ -611,6 +612,10 @@ def test_the_secrets_a_page_creates_are_the_ones_the_values_read() -> None:
             if created:
                 checked.add(page)
     assert checked == set(INSTALL_PAGES), "each page shows the install that needs Secrets"
+    # Every example that reads Secrets of yours is installed by a page that creates them.
+    for values in sorted((CHART / "ci").glob("*-values.yaml")):
+        if _secrets_read(render("-f", str(values))):
+            assert values.name in installed, f"no page creates the Secrets {values.name} reads"
 
 
 def test_the_manuals_kubernetes_names_are_the_ones_the_chart_renders() -> None:

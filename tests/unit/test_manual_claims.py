@@ -14,6 +14,7 @@ import yaml
 from harness.machine import ROOT
 from spark_offset_sidecar.core.names import CLUSTER
 from spark_offset_sidecar.settings import Settings
+from tests.support.manual import shell_blocks
 
 DOCS = ROOT / "docs"
 CHART = ROOT / "helm" / "spark-offset-sidecar"
@@ -90,3 +91,30 @@ def test_the_clusters_page_shows_values_of_its_complete_example() -> None:
     full = yaml.safe_load(_text(CHART / "ci" / "clusters-values.yaml"))
     for block in blocks:
         _subset(yaml.safe_load(block), full, "values")
+
+
+def test_the_charts_readme_quotes_the_refusals_its_templates_make() -> None:
+    helpers = _text(CHART / "templates" / "_helpers.tpl")
+    failures = re.findall(r'fail "([^"]+)"', helpers)
+    spans = re.findall(r"`([^`\n]+)`", _text(CHART / "README.template.md"))
+    quoted = [span for span in spans if " needs " in span]
+    assert quoted, "the README says what the chart refuses"
+    for refusal in quoted:
+        assert any(refusal in failure for failure in failures), refusal
+
+
+def test_a_page_that_runs_burrow_names_the_packages_it_needs() -> None:
+    script = _text(ROOT / "scripts" / "local-burrow.sh")
+    # Debian's package: what the script checks it by.
+    needed = {"burrow": "command -v Burrow", "zookeeper": "/usr/share/java/zookeeper.jar"}
+    assert all(check in script for check in needed.values()), "the script needs others"
+    pages = [
+        page
+        for page in PAGES
+        if page.suffix == ".md"
+        and any("local-burrow.sh start" in c for b in shell_blocks(page) for c in b.commands)
+    ]
+    assert pages
+    for page in pages:
+        for name in needed:
+            assert f"`{name}`" in _text(page), f"{page.name} does not name {name}"
