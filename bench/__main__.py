@@ -171,6 +171,11 @@ SCENARIOS: dict[str, Scenario] = {
             *("--idle-seconds", "2", "--split", "--child"),
         ),
     ),
+    "scrape_size": Scenario(
+        "one /metrics scrape at 5,000 groups: bytes a group in the text format and gzip-encoded "
+        "(in-process)",
+        quick=("--groups", "200", "--partitions", "4"),
+    ),
     "status_rounds": Scenario(
         "the lag monitor's CPU per read at 10,000 groups (in-process)", quick=("500", "8", "2")
     ),

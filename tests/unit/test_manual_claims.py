@@ -32,6 +32,18 @@ def _text(path: Path) -> str:
     return path.read_text()
 
 
+def test_the_pages_number_the_ledgers_rules_as_the_code_does() -> None:
+    rules = _text(ROOT / "service" / "spark_offset_sidecar" / "core" / "ledger" / "rules.py")
+    table = rules.split('"""', 2)[1]
+    newest = max(int(n) for n in re.findall(r"^  R(\d+) ", table, re.M))
+    quoted = 0
+    for page in PAGES:
+        for last in re.findall(r"\bR1-R(\d+)\b", _text(page)):
+            assert int(last) == newest, f"{page.name} says R1-R{last}; the code has R1-R{newest}"
+            quoted += 1
+    assert quoted, "no page names the rules' range"
+
+
 def _links(page: Path) -> set[str]:
     return set(re.findall(r"\]\(([^)#\s]+)", _text(page)))
 
@@ -118,3 +130,35 @@ def test_a_page_that_runs_burrow_names_the_packages_it_needs() -> None:
     for page in pages:
         for name in needed:
             assert f"`{name}`" in _text(page), f"{page.name} does not name {name}"
+
+
+# The budget of a scrape in the text format (docs/operate/metrics.md) and the benchmarks'
+# measurements (docs/benchmarks/index.md: scrape_cost's, scrape_size's): the only sizes a
+# page may quote.
+SCRAPE_SIZES = {"4.5 MB", "9 MB", "4.25 MB", "8.5 MB", "4.29 MB", "8.60 MB"}
+
+
+def test_every_page_quoting_a_scrapes_size_quotes_the_budget_or_a_measurement() -> None:
+    quoted = 0
+    for page in PAGES:
+        for line in _text(page).splitlines():
+            if "scrape" not in line.lower():
+                continue
+            for size in re.findall(r"(\d[\d.,]* MB)\b", line):
+                assert size in SCRAPE_SIZES, f"{page.name}: {line.strip()}"
+                quoted += 1
+    assert quoted
+
+
+def test_the_sizing_page_counts_the_processes_serve_runs() -> None:
+    from spark_offset_sidecar.topology import Topology
+
+    def processes(topology: Topology) -> str:
+        count = 1 + (topology.watcher == "child") + (topology.writer == "child")
+        return {2: "two", 3: "three"}[count]
+
+    alone = Topology.resolve(children=True, replicated=False, database="sqlite:///s.db")
+    replica = Topology.resolve(children=True, replicated=True, database="postgresql://h/s")
+    page = " ".join(_text(DOCS / "run" / "sizing.md").split())
+    assert f"`offset-sidecar serve` runs {processes(alone)}:" in page
+    assert f"A replica (PostgreSQL, as the chart runs it) runs {processes(replica)}," in page
