@@ -32,10 +32,13 @@ PROMETHEUS_OPERATOR := github.com/prometheus-operator/prometheus-operator@v0.78.
 
 .PHONY: test check demo docs dist bench fuzz lint typecheck venv jars tools system-deps kafka-start kafka-stop kafka-cluster-start kafka-cluster-stop clean
 
+# PYTHONWARNINGS: setuptools tells of every editable install in a nine-line UserWarning
+# that asks nothing of the reader.
 $(STAMP): pyproject.toml jobs/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[spark,dev,postgres,s3,azure,gcs,msk-iam,oidc]' -e ./jobs
+	PYTHONWARNINGS=ignore::UserWarning \
+		$(PY) -m pip install -q -e '.[spark,dev,postgres,s3,azure,gcs,msk-iam,oidc]' -e ./jobs
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -130,15 +133,16 @@ bench: jars tools
 DEMO_STAMP := $(VENV)/.demo-installed
 
 $(DEMO_STAMP): pyproject.toml jobs/pyproject.toml
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[spark]' -e ./jobs
-	touch $(DEMO_STAMP)
+	@echo "[demo] installing the service, PySpark and the listener into $(VENV) (once)"
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@$(PY) -m pip install -q --upgrade pip
+	@PYTHONWARNINGS=ignore::UserWarning $(PY) -m pip install -q -e '.[spark]' -e ./jobs
+	@touch $(DEMO_STAMP)
 
 demo: $(DEMO_STAMP)
-	scripts/fetch-jars.sh kafka >/dev/null
-	scripts/fetch-jars.sh spark $(PY) >/dev/null
-	$(PY) -m jobs.demo
+	@scripts/fetch-jars.sh kafka >/dev/null
+	@scripts/fetch-jars.sh spark $(PY) >/dev/null
+	@$(PY) -m jobs.demo
 
 # The fuzz tests, longer than in `make test` (120 examples a test there); prints figures.
 FUZZ_EXAMPLES ?= 2000

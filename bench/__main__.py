@@ -172,6 +172,11 @@ SCENARIOS: dict[str, Scenario] = {
             *("--before-variant", "metrics_max_scrapes_per_second=5"),
         ),
     ),
+    "scrape_size": Scenario(
+        "one /metrics scrape at 5,000 groups: bytes a group in the text format and gzip-encoded "
+        "(in-process)",
+        quick=("--groups", "200", "--partitions", "4"),
+    ),
     "status_rounds": Scenario(
         "the lag monitor's CPU per read at 10,000 groups (in-process)", quick=("500", "8", "2")
     ),

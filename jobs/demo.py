@@ -10,13 +10,16 @@ Starts what it needs and stops what it started:
 then prints, every 2 seconds, the topic's end offsets beside the group's committed offsets
 (read from Kafka, as any lag tool reads them) until the lag is zero. Exits 0 only then.
 
-DEMO_STATE_DIR (default .local/demo) holds the sidecar's database, log, the job's output
-and checkpoint; LOCAL_KAFKA_PORT / LOCAL_KAFKA_DIR choose the broker (scripts/local-kafka.sh).
+DEMO_STATE_DIR (default .local/demo) holds the sidecar's database and log, Spark's log, the
+job's output and checkpoint; LOCAL_KAFKA_PORT / LOCAL_KAFKA_DIR choose the broker
+(scripts/local-kafka.sh). What it prints is what a user follows: the demo's own lines and
+the group's table; the service's and Spark's own logs go to their files.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -25,6 +28,7 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -84,9 +88,16 @@ def _lag(bootstrap: str) -> tuple[int, bool]:
     if answer.returncode != 0:  # it already waited, with a bound; try again next tick
         say(f"could not read the group from Kafka yet: {answer.stderr.strip()[-300:]}")
         return -1, False
-    print("\n".join("  " + line for line in answer.stdout.splitlines()), flush=True)
-    # Rows: GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG ("-": none)
-    rows = [line.split() for line in answer.stdout.splitlines() if line.startswith(f"{GROUP} ")]
+    # Rows: GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG ("-": none). The group
+    # keeps its offsets of earlier runs' topics (on a broker that was reused): this run's
+    # topic only.
+    lines = [
+        line
+        for line in answer.stdout.splitlines()
+        if not line.startswith(f"{GROUP} ") or line.split()[1] == TOPIC
+    ]
+    print("\n".join("  " + line for line in lines), flush=True)
+    rows = [line.split() for line in lines if line.startswith(f"{GROUP} ")]
     if not rows or any(row[5] == "-" for row in rows):
         return -1, any(row[3] != "-" for row in rows)
     return sum(int(row[5]) for row in rows), any(row[3] != "-" for row in rows)
@@ -101,6 +112,26 @@ def _status(url: str) -> None:
         f"sidecar status of {GROUP}: {status['status']}, total lag {status['totallag']}, "
         f"time lag {'unknown' if late is None else f'{late:.1f} s'}"
     )
+
+
+@contextlib.contextmanager
+def _output_to(log: Path) -> Iterator[None]:
+    """This process's standard output and error go to ``log`` meanwhile: what it starts
+    then (Spark's JVM) keeps writing there, its warnings and its log, for good."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    with log.open("ab") as file:
+        os.dup2(file.fileno(), 1)
+        os.dup2(file.fileno(), 2)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        for fd, kept in zip((1, 2), saved, strict=True):
+            os.dup2(kept, fd)
+            os.close(kept)
 
 
 def _answers(bootstrap: str) -> bool:
@@ -182,8 +213,10 @@ def run_spark(
     from jobs.spark_session import kafka_spark_session
     from spark_offset_listener.listener import OffsetCommitListener
 
-    say("starting Spark (local[2]) with Spark's Kafka connector")
-    spark = kafka_spark_session("sidecar-demo")
+    spark_log = STATE / "spark.log"
+    say(f"starting Spark (local[2]) with Spark's Kafka connector (log {spark_log})")
+    with _output_to(spark_log):
+        spark = kafka_spark_session("sidecar-demo")
     listener = OffsetCommitListener(url, group_id=GROUP)
     spark.streams.addListener(listener)
     query = start_query(
@@ -196,18 +229,26 @@ def run_spark(
         max_offsets_per_trigger=3000,
         query_name="demo",
     )
-    say(f"Spark query {query.id} runs; its group {GROUP} is now visible to lag tools")
+    say(
+        f"Spark query {query.id} runs; its listener reports each batch to the sidecar, "
+        f"which commits the batch's offsets to the group {GROUP}"
+    )
     producer.start()
     say(f"producing {records} records to {TOPIC} at {rate:.0f}/s")
     deadline = time.monotonic() + float(os.environ.get("DEMO_TIMEOUT", "300"))
-    caught_up = False
+    caught_up = seen_commit = False
     try:
         while time.monotonic() < deadline:
             time.sleep(2)
             progress = query.lastProgress
-            batch = progress["batchId"] if progress else "-"
-            say(f"batch {batch}; committed offsets of {GROUP} read back from Kafka:")
+            if progress:
+                say(f"batch {progress['batchId']} done; {GROUP} read back from Kafka:")
+            else:
+                say(f"the first batch is running; {GROUP} read back from Kafka:")
             lag, committed = _lag(bootstrap)
+            if committed and not seen_commit:
+                seen_commit = True
+                say(f"offsets committed: every lag tool now sees {GROUP} and its lag")
             if lag == 0 and not producer.is_alive() and committed:
                 say("lag is zero: every record was processed and its offset committed")
                 time.sleep(float(LAG_READ_INTERVAL) + 0.5)  # the sidecar's next read
@@ -215,12 +256,14 @@ def run_spark(
                 caught_up = True
                 break
         else:
-            say("timed out before the lag reached zero")
+            say(
+                f"timed out before the lag reached zero; see {STATE / 'sidecar.log'} and "
+                f"{STATE / 'spark.log'}"
+            )
     finally:
         query.stop()
         spark.stop()
-        cost_ms = 1000 * listener.callback_seconds / max(1, listener.events)
-        say(f"Spark stopped; listener cost {cost_ms:.2f} ms per event ({listener.events} events)")
+        say(f"Spark stopped; its listener reported {listener.events} batches to the sidecar")
     return caught_up
 
 

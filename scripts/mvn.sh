@@ -6,8 +6,16 @@
 # Maven Central, looked up 2026-11-25: org.apache.maven:apache-maven 3.9.16, bin.tar.gz,
 # with its .sha512 (checked before unpacking).
 set -euo pipefail
+
+# Maven's output and errors, on its output, as plain text: Debian's Maven 3.8 writes colour
+# codes (ESC[0m) even in batch mode with -Dstyle.color=never. Maven's exit status stays.
+plain() {
+  "$@" 2>&1 | sed -u -e 's/\x1b\[[0-9;]*m//g' -e '/^$/d'
+}
+
 if command -v mvn >/dev/null; then
-  exec mvn "$@"
+  plain mvn "$@"
+  exit
 fi
 version=3.9.16
 cache=${SPARK_OFFSET_SIDECAR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/spark-offset-sidecar}/tools
@@ -36,4 +44,4 @@ PY
     fi
   ) 9>"$cache/maven.lock"
 fi
-exec "$home/bin/mvn" "$@"
+plain "$home/bin/mvn" "$@"

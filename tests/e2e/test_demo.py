@@ -6,6 +6,7 @@ only when the group's lag, read back from Kafka, reached zero."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -59,6 +60,22 @@ def test_the_demo_reaches_zero_lag_on_a_brand_new_broker(tmp_path: Path) -> None
     assert "sidecar status of demo-kafka-to-parquet: OK, total lag 0" in output, output[-4000:]
     assert (kafka_dir / "data" / "meta.properties").exists(), "the broker formatted the folder"
     assert "Kafka stopped" in output, "the demo stops the broker it started"
+    what_a_user_sees_reads_as_success(output)
+
+
+def what_a_user_sees_reads_as_success(output: str) -> None:
+    """The demo's output is its own lines and the group's tables: no warning of Spark, the
+    JVM or setuptools, no colour code, and the group is said to be seen by lag tools only
+    once a table showed an offset committed."""
+    assert "\x1b[" not in output, "a colour code"
+    assert not re.search(r"\bWARN(ING)?\b", output), "a warning"
+    assert "Editable installation" not in output, "setuptools' notice"
+    lines = output.splitlines()
+    said = next(i for i, line in enumerate(lines) if "every lag tool now sees" in line)
+    table = lines[max(i for i in range(said) if lines[i].startswith("[demo]")) + 1 : said]
+    committed = [row.split()[3] for row in table if row.startswith("  demo-kafka-to-parquet ")]
+    assert committed, "a table before"
+    assert any(offset.isdigit() for offset in committed), "said before any commit"
 
 
 DEMO_USER = "sidecar-demo"
@@ -147,6 +164,7 @@ def test_make_demo_from_a_fresh_clone_as_a_user_who_is_not_root() -> None:
         assert demo.returncode == 0, output[-4000:]
         assert "lag is zero" in output, output[-4000:]
         assert "please install" not in output
+        what_a_user_sees_reads_as_success(output)
         assert "fetching Apache Maven" in output, "mvn was not on PATH: Maven came from Central"
         assert not (clone / ".venv" / ".installed").exists(), "no test extras were installed"
         installed = subprocess.run(

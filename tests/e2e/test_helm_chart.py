@@ -5,11 +5,14 @@ CRD schemas; the alerts and the dashboard query only metrics the service really 
 
 from __future__ import annotations
 
+import ast
 import base64
+import inspect
 import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +24,7 @@ import pytest
 import yaml
 from fastapi.testclient import TestClient
 
+from spark_offset_listener.listener import OffsetCommitListener
 from spark_offset_sidecar.app import Parts, create_app
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.errors import BrokerUnavailable
@@ -307,6 +311,11 @@ def test_a_changed_setting_changes_the_pods_checksum() -> None:
         (["--set", "kafka.sasl.mechanism=GSSAPI"], "kafka.sasl.mechanism"),
         (["--set", "auth.identities[0].name=a", "--set", "auth.identities[0].subject=*"],
          "auth.oidc.issuer"),
+        (["--set", "extraSecretMounts[0].secretName=s",
+          "--set", "extraSecretMounts[0].mountPath=/etc/sidecar/kafka"], "extraSecretMounts"),
+        (["--set", "extraSecretMounts[0].secretName=s",
+          "--set", "extraSecretMounts[0].mountPath=etc/ca"], "extraSecretMounts"),
+        (["--set", "extraSecretMounts[0].mountPath=/etc/ca"], "extraSecretMounts"),
     ],
 )  # fmt: skip
 def test_bad_values_are_refused_naming_the_value(args: list[str], named: str) -> None:
@@ -386,23 +395,43 @@ def test_oauthbearer_msk_iam_and_jobs_identities_reach_the_service(tmp_path: Pat
 CLUSTERS = CHART / "ci" / "clusters-values.yaml"
 
 
-def test_several_clusters_reach_the_service_with_credentials_from_a_secret(tmp_path: Path) -> None:
+def test_several_clusters_reach_the_service_with_files_from_their_secrets(tmp_path: Path) -> None:
+    """Each more cluster's CA, client certificate and password are files of a Secret that
+    extraSecretMounts mounts in both containers (migrations read the settings too)."""
     kinds = by_kind(render("-f", str(CLUSTERS)))
     validate([doc for docs in kinds.values() for doc in docs])
-    container = kinds["Deployment"][0]["spec"]["template"]["spec"]["containers"][0]
-    assert {"secretRef": {"name": "sidecar-kafka-eu-west"}} in container["envFrom"]
-    config = kinds["ConfigMap"][0]["data"]
-    # What the pod's environment holds: the ConfigMap and the Secret's key.
-    environ = {
-        **_settings_of(config, tmp_path),
-        "SIDECAR_CLUSTER_EU_WEST_KAFKA_SASL_PASSWORD": "from-the-secret",
+    pod = kinds["Deployment"][0]["spec"]["template"]["spec"]
+    secrets = {
+        v["name"]: v["secret"]["secretName"]
+        for v in pod["volumes"]
+        if v["name"].startswith("extra-secret-")
     }
-    settings = Settings.from_env(environ)
-    assert settings.clusters.names == ("main", "eu-west")
+    for container in pod["containers"] + pod["initContainers"]:
+        mounted = {
+            secrets[m["name"]]: (m["mountPath"], m.get("readOnly"))
+            for m in container["volumeMounts"]
+            if m["name"] in secrets
+        }
+        assert mounted == {
+            "sidecar-kafka-eu-west": ("/etc/sidecar/kafka-eu-west", True),
+            "sidecar-kafka-analytics": ("/etc/sidecar/kafka-analytics", True),
+        }, container["name"]
+    config = kinds["ConfigMap"][0]["data"]
+    settings = Settings.from_env(_settings_of(config, tmp_path))
+    assert settings.clusters.names == ("main", "eu-west", "analytics")
     eu = settings.for_cluster("eu-west")
     assert (eu.security_protocol, eu.sasl_mechanism) == ("SASL_SSL", "SCRAM-SHA-512")
-    assert eu.sasl_secret() == "from-the-secret"
+    assert eu.sasl_secret() == "a-secret-from-a-volume"
+    assert eu.ssl_cafile == str(tmp_path / "kafka-eu-west" / "ca.crt")
+    analytics = settings.for_cluster("analytics")
+    assert analytics.security_protocol == "SSL"
+    assert analytics.ssl_certfile == str(tmp_path / "kafka-analytics" / "tls.crt")
+    assert analytics.ssl_keyfile == str(tmp_path / "kafka-analytics" / "tls.key")
     assert settings.clusters.choice().of("eu-orders").name == "eu-west"
+    # Variables from a Secret still come through extraEnvFrom.
+    env_from = by_kind(render("--set", "extraEnvFrom[0].secretRef.name=sidecar-kafka-eu"))
+    container = env_from["Deployment"][0]["spec"]["template"]["spec"]["containers"][0]
+    assert {"secretRef": {"name": "sidecar-kafka-eu"}} in container["envFrom"]
 
 
 def metric_names(text: str) -> set[str]:
@@ -517,6 +546,7 @@ def test_alerts_and_dashboard_query_only_metrics_the_service_exports(tmp_path: P
 # The pages that tell a user how to install the chart, and what they say to create.
 INSTALL_PAGES = [
     CHART.parent.parent / "docs" / "run" / "kubernetes.md",
+    CHART.parent.parent / "docs" / "run" / "clusters.md",
     CHART / "README.template.md",
 ]
 
@@ -565,9 +595,10 @@ def _secrets_read(docs: list[dict[str, Any]]) -> dict[str, set[str]]:
 def test_the_secrets_a_page_creates_are_the_ones_the_values_read() -> None:
     """Followed to the letter, a page's Secrets are exactly those its install reads, with
     the keys it reads (a Secret named differently, or not created, fails the install)."""
-    checked = 0
+    checked, installed = set(), set()
     for page in INSTALL_PAGES:
         for commands, install in _installs(page):
+            installed |= {Path(w).name for w in shlex.split(install) if w.endswith(".yaml")}
             created: dict[str, set[str]] = {}
             for command in commands:
                 words = shlex.split(command)
@@ -578,8 +609,13 @@ def test_the_secrets_a_page_creates_are_the_ones_the_values_read() -> None:
                                                                            "--from-file="))
                     }  # fmt: skip
             assert created == _secrets_read(render_as(install)), f"{page.name}: {install}"
-            checked += bool(created)
-    assert checked == len(INSTALL_PAGES), "each page shows the install that needs Secrets"
+            if created:
+                checked.add(page)
+    assert checked == set(INSTALL_PAGES), "each page shows the install that needs Secrets"
+    # Every example that reads Secrets of yours is installed by a page that creates them.
+    for values in sorted((CHART / "ci").glob("*-values.yaml")):
+        if _secrets_read(render("-f", str(values))):
+            assert values.name in installed, f"no page creates the Secrets {values.name} reads"
 
 
 def test_the_manuals_kubernetes_names_are_the_ones_the_chart_renders() -> None:
@@ -602,3 +638,48 @@ def test_the_manuals_kubernetes_names_are_the_ones_the_chart_renders() -> None:
     assert "port-forward svc/spark-offset-sidecar 8000:8000" in manual
     other = render("--set", "fullnameOverride=offsets")
     assert by_kind(other)["Service"][0]["metadata"]["name"] == "offsets"
+
+
+def _notes(tmp_path: Path, *args: str) -> str:
+    """NOTES.txt as `helm install` prints it (helm template leaves it out: here it is
+    rendered by the same engine, from a copy of the chart, as a ConfigMap's value)."""
+    copy = tmp_path / "chart"
+    shutil.copytree(CHART, copy)
+    shutil.copy(copy / "templates" / "NOTES.txt", copy / "notes.txt")
+    (copy / "templates" / "zz-notes.yaml").write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: notes}\n"
+        'data:\n  notes: {{ tpl (.Files.Get "notes.txt") . | quote }}\n'
+    )
+    out = subprocess.run(
+        [helm(), "template", "r", str(copy), "--namespace", "data",
+         "--show-only", "templates/zz-notes.yaml", *args],
+        check=True, capture_output=True, text=True,
+    ).stdout  # fmt: skip
+    notes: str = yaml.safe_load(out)["data"]["notes"]
+    return notes
+
+
+@pytest.mark.parametrize("unauthenticated", [False, True])
+def test_the_notes_show_each_listener_as_the_service_will_take_it(
+    tmp_path: Path, unauthenticated: bool
+) -> None:
+    """Followed to the letter, the notes' listener lines reach the Service: with tokens
+    (the chart's default) they carry one, which the Python listener takes by name."""
+    args = ["--set", "auth.allowUnauthenticated=true"] if unauthenticated else []
+    notes = _notes(tmp_path, *args)
+    service = by_kind(render(*args))["Service"][0]
+    url = f"http://{service['metadata']['name']}.data.svc:{service['spec']['ports'][0]['port']}"
+    python = next(line for line in notes.splitlines() if "OffsetCommitListener(" in line)
+    call = ast.parse(python.split(":", 1)[1].strip(), mode="eval").body
+    assert isinstance(call, ast.Call)
+    assert ast.literal_eval(call.args[0]) == url
+    keywords = {k.arg for k in call.keywords}
+    assert keywords <= set(inspect.signature(OffsetCommitListener).parameters)
+    jvm = next(line for line in notes.splitlines() if "spark.offsetSidecar.url=" in line)
+    assert f"spark.offsetSidecar.url={url} " in jvm + " "
+    if unauthenticated:
+        assert "token" not in python + jvm
+    else:
+        assert "token_file" in keywords
+        assert "--conf spark.offsetSidecar.tokenFile=" in jvm
+        assert "401" in notes

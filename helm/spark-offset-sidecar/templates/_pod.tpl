@@ -48,9 +48,12 @@ capabilities:
 {{- if and (include "sidecar.tls" .) .Values.kafka.tls.existingSecret }}
 - {name: kafka-tls, mountPath: /etc/sidecar/kafka-tls, readOnly: true}
 {{- end }}
+{{- range $index, $mount := .Values.extraSecretMounts }}
+- {name: extra-secret-{{ $index }}, mountPath: {{ $mount.mountPath | quote }}, readOnly: true}
+{{- end }}
 {{- end -}}
 
-{{/* The pod's volumes (tmp, the SQLite claim, the Secrets mounted above). */}}
+{{/* The pod's volumes (tmp, the SQLite claim, the Secrets mounted above, extraSecretMounts). */}}
 {{- define "sidecar.volumes" -}}
 {{- $fullname := include "sidecar.fullname" . -}}
 - name: tmp
@@ -85,5 +88,10 @@ capabilities:
 - name: kafka-tls
   secret:
     secretName: {{ .Values.kafka.tls.existingSecret }}
+{{- end }}
+{{- range $index, $mount := .Values.extraSecretMounts }}
+- name: extra-secret-{{ $index }}
+  secret:
+    secretName: {{ $mount.secretName }}
 {{- end }}
 {{- end -}}

@@ -36,7 +36,12 @@ from fsspec.core import split_protocol
 from fsspec.implementations.local import LocalFileSystem
 
 from spark_offset_sidecar.core.spark.checkpoint_log import batch_id_of
-from spark_offset_sidecar.errors import CheckpointReadError, ConfigError, UnreadableCheckpoint
+from spark_offset_sidecar.errors import (
+    CheckpointReadError,
+    ConfigError,
+    UnreadableCheckpoint,
+    install_extra,
+)
 
 T = TypeVar("T")
 # Spark's offset log of a query reading 100,000 partitions is about 3 MB.
@@ -93,7 +98,7 @@ def check_path(path: str) -> str | None:
         fsspec.get_filesystem_class(protocol)
     except ImportError:
         extra = _EXTRAS.get(protocol)
-        how = f" (pip install 'spark-offset-sidecar[{extra}]')" if extra else ""
+        how = f": {install_extra(extra)}" if extra else ""
         return f"{protocol}:// needs a package that is not installed{how}"
     except ValueError:
         return f"{protocol}:// is not a filesystem this service knows"
