@@ -21,7 +21,7 @@ EXTRAS = sorted(set(PYPROJECT["project"]["optional-dependencies"]) - {"spark", "
 # Refusals in the settings, whose code another change rewrites: they still send users to
 # an index. Drop a file from here when it names install_extra's way (the test fails until
 # then, so that the exemption does not outlive the refusal).
-STILL_TO_FIX = {"settings/sections.py", "settings/values.py"}
+STILL_TO_FIX: set[str] = set()
 TO_AN_INDEX = re.compile(r"pip install '?spark-offset-sidecar\[")
 
 

@@ -67,7 +67,8 @@ def test_the_wheel_in_a_clean_venv_migrates_serves_and_passes_the_healthcheck(
         )
         assert refused.returncode == 2, refused.stderr
         assert "SIDECAR_DATABASE_URL" in refused.stderr
-        assert "pip install 'spark-offset-sidecar[postgres]'" in refused.stderr
+        assert "install the postgres extra: pip install 'psycopg" in refused.stderr
+        assert "py3-none-any.whl[postgres]'" in refused.stderr
     data = tmp_path / "data"
     data.mkdir()
     workdir = tmp_path / "readonly"

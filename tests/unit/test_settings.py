@@ -92,7 +92,7 @@ def test_a_postgresql_url_whose_driver_is_missing_names_the_extra(
         Settings.from_env({"SIDECAR_DATABASE_URL": url})
     assert caught.value.variable == "SIDECAR_DATABASE_URL"
     assert f"the {driver} driver, which is not installed" in str(caught.value)
-    assert "spark-offset-sidecar[postgres]" in str(caught.value)
+    assert "install the postgres extra: pip install 'psycopg" in str(caught.value)
     assert "postgresql+psycopg://" in str(caught.value)
 
 
@@ -199,7 +199,10 @@ def test_msk_iam_without_the_signer_names_the_extra(monkeypatch: pytest.MonkeyPa
         "find_spec",
         lambda name, *a: None if name == "aws_msk_iam_sasl_signer" else real(name, *a),
     )
-    with pytest.raises(ConfigError, match=r"spark-offset-sidecar\[msk-iam\]"):
+    with pytest.raises(
+        ConfigError,
+        match=r"the msk-iam extra: pip install .aws-msk-iam-sasl-signer-python.*whl\[msk-iam\]",
+    ):
         Settings.from_env(
             {**SASL, "SIDECAR_KAFKA_SASL_MECHANISM": "AWS_MSK_IAM", "SIDECAR_KAFKA_AWS_REGION": "x"}
         )
@@ -229,7 +232,9 @@ def test_jobs_identities_need_issuer_audience_and_a_tokens_file(
     monkeypatch.setattr(
         importlib.util, "find_spec", lambda name, *a: None if name == "jwt" else real(name, *a)
     )
-    with pytest.raises(ConfigError, match=r"spark-offset-sidecar\[oidc\]"):
+    with pytest.raises(
+        ConfigError, match=r"install the oidc extra: pip install .pyjwt.*whl\[oidc\]"
+    ):
         Settings.from_env({**both, "SIDECAR_TOKENS_FILE": str(tokens)})
 
 

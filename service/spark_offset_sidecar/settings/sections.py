@@ -15,7 +15,7 @@ from typing import Self
 from pydantic import Field, model_validator
 
 from spark_offset_sidecar.core.clusters import Clusters
-from spark_offset_sidecar.errors import ConfigError
+from spark_offset_sidecar.errors import ConfigError, install_extra
 from spark_offset_sidecar.settings.section import Section
 from spark_offset_sidecar.settings.values import (
     Bootstrap,
@@ -147,8 +147,8 @@ class OidcSettings(Section):
         if importlib.util.find_spec("jwt") is None:
             raise ConfigError(
                 self.variable("issuer"),
-                "jobs' JWTs are checked with PyJWT, which is not installed: install the oidc "
-                "extra (pip install 'spark-offset-sidecar[oidc]')",
+                "jobs' JWTs are checked with PyJWT, which is not installed: "
+                + install_extra("oidc"),
             )
         return self
 
@@ -315,8 +315,8 @@ class ReplicaSettings(Section):
         if self.replicated and importlib.util.find_spec("psycopg") is None:
             raise ConfigError(
                 self.variable("replicated"),
-                "replicas hear each other through psycopg 3, which is not installed: install "
-                "the postgres extra (pip install 'spark-offset-sidecar[postgres]')",
+                "replicas hear each other through psycopg 3, which is not installed: "
+                + install_extra("postgres"),
             )
         return self
 
@@ -446,8 +446,7 @@ class KafkaSettings(Section):
             raise ConfigError(
                 self.variable("sasl_mechanism"),
                 "AWS_MSK_IAM signs with aws-msk-iam-sasl-signer-python, which is not "
-                "installed: install the msk-iam extra "
-                "(pip install 'spark-offset-sidecar[msk-iam]')",
+                "installed: " + install_extra("msk-iam"),
             )
         if not self.region():
             raise ConfigError(

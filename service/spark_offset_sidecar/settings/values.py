@@ -20,6 +20,7 @@ from typing import Annotated, Any, TypeVar
 from pydantic import BeforeValidator
 
 from spark_offset_sidecar.core.names import CLUSTER
+from spark_offset_sidecar.errors import install_extra
 
 T = TypeVar("T")
 
@@ -80,9 +81,8 @@ def database_url(value: str) -> str:
         driver = url.get_driver_name()  # SQLAlchemy's default for postgresql:// is psycopg2
         if importlib.util.find_spec(driver) is None:
             raise ValueError(
-                f"PostgreSQL through the {driver} driver, which is not installed: install "
-                "the postgres extra (pip install 'spark-offset-sidecar[postgres]', psycopg 3) "
-                "and write the URL as postgresql+psycopg://..."
+                f"PostgreSQL through the {driver} driver, which is not installed: "
+                f"{install_extra('postgres')}; and write the URL as postgresql+psycopg://..."
             )
     return value
 
