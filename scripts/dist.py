@@ -38,7 +38,7 @@ from harness.machine import machine_lock  # noqa: E402
 from harness.pod import build_image, podman  # noqa: E402
 
 BIN = Path(sys.executable).parent  # the project's virtualenv: uv, cyclonedx-py
-TOOLS = ROOT / ".local" / "bin"  # make tools: helm, syft
+TOOLS = ROOT / ".local" / "bin"  # make tools: helm; syft on first use (below)
 IMAGE = "localhost/spark-offset-sidecar"
 LISTENER_JAR = "spark-offset-sidecar-listener"
 
@@ -131,6 +131,8 @@ def image(source: Path, out: Path, build: release.Build, keep: bool) -> None:
         "SYFT_CHECK_FOR_APP_UPDATE": "false",
         "SYFT_FILE_METADATA_SELECTION": "none",
     }
+    if not (TOOLS / "syft").exists():  # built on first use: minutes of compiling, once
+        run("make", "-C", str(ROOT), ".local/bin/syft")
     run(TOOLS / "syft", "scan", "-q", f"oci-archive:{archive}",
         "--source-name", "spark-offset-sidecar", "--source-version", build.version,
         "-o", f"cyclonedx-json={out / f'spark-offset-sidecar-image-{build.version}.cdx.json'}",

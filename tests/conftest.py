@@ -62,8 +62,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # The long tests first (a minute and more: marked ``long``), then the Spark tests (each
     # 10-60 s): pytest-xdist hands tests out in this order, so the long ones start early
     # and the short ones fill the workers' ends.
+    # One test that needs the release folder goes first of all: its worker builds the
+    # folder (make dist, syft built first on a new machine: minutes) while the others run.
+    builds = next((i for i in items if "release_folder" in getattr(i, "fixturenames", ())), None)
     items.sort(
         key=lambda item: (
+            item is not builds,
             item.get_closest_marker("long") is None,
             item.get_closest_marker("spark") is None,
         )
