@@ -30,15 +30,14 @@ What is exported per group (docs/operate/metrics.md lists every series):
   - With several Kafka clusters, every per-group series also has ``cluster_name`` (the
     group's cluster; klag-exporter's label); with one, none.
 
-Which process exports what (``FleetOptions.series``): one process exports every series.
-With the watcher in a process of its own (``offset-sidecar watch``, or the child of
-``offset-sidecar serve``), the process taking events exports what its memory knows first
-(``MEMORY``: the counters, a commit in flight, and the series of its commits: the last
-commit's time and offsets, how far commits trail the newest checkpoint, as Kafka answered
-them, where the store has them a write and the watcher a read of it later: seconds); the
-watcher what it reads from the store and no commit changes (``STORED``: pending
-checkpoints) and what its lag monitor evaluates (``EVALUATED``); every series is exported
-by exactly one of them.
+Which process exports what (``FleetOptions.series``): an app built in code exports every
+series. With its watcher a child (``offset-sidecar serve``), the process taking events
+exports what its memory knows first (``MEMORY``: the counters, a commit in flight, and
+its commits: the last commit's time and offsets, how far commits trail the newest
+checkpoint, as Kafka answered them, which the store has a write and the watcher a read of
+it later: seconds); the watcher what it reads from the store and no commit changes
+(``STORED``: pending checkpoints) and what its lag monitor evaluates (``EVALUATED``);
+every series is exported by exactly one of them.
 
 A group's series of this process's memory (its counters, a commit in flight, its last
 commit) are kept the same way, with the values they show, until one of them changes: the
@@ -112,7 +111,7 @@ def _tables(view: FleetView | None) -> _Tables | None:
 
 MEMORY, STORED, EVALUATED = "memory", "stored", "evaluated"
 ALL_SERIES = frozenset({MEMORY, STORED, EVALUATED})  # one process
-MEMORY_SERIES = frozenset({MEMORY})  # the process taking events, with a watcher of its own
+MEMORY_SERIES = frozenset({MEMORY})  # the process taking events, its watcher a child
 WATCHER_SERIES = frozenset({STORED, EVALUATED})  # the watcher
 
 
@@ -301,8 +300,8 @@ class FleetExposition:
     def _remembered(self, g: str, group: GroupState, commits: bool) -> tuple[tuple[str, str], ...]:
         """The group's series of this process's memory: rendered again only when a value
         they show changed (their labels, a count, a commit in flight, the last commit),
-        kept otherwise (at 10,000 groups most of a build's work where a watcher of its own
-        reads the rest)."""
+        kept otherwise (at 10,000 groups most of a build's work where its watcher renders
+        the rest)."""
         c = group.counters
         done = group.committed
         shown = (

@@ -1,8 +1,8 @@
 """The ledger as the store holds it, for a process that takes no events (the watcher).
 
-The process that takes events writes every accepted change to the store. A watcher
-(``offset-sidecar watch``: the lag monitor, ``/ui`` and the status API in a process of
-their own) keeps a ledger that follows the store: at each step it reads every row's mark
+The process that takes events writes every accepted change to the store. Its watcher
+(its child: the lag monitor, ``/ui`` and the status API in a process of their own) keeps
+a ledger that follows the store: at each step it reads every row's mark
 (``ports.store.LedgerRows``: a few small columns per row), reads again only the rows
 whose marks are new, changed or gone, and refreshes its ledger with them (ledger R11).
 At 200 events a second and one step per lag read, a step reads again a few hundred
