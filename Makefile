@@ -16,7 +16,8 @@ export SPARK_OFFSET_SIDECAR_CACHE := $(CACHE)
 # newest), for the follower's abfs:// tests.
 AZURITE_VERSION := 3.37.0
 AZURITE := .local/bin/azurite-blob
-AZURITE_CACHED := $(CACHE)/tools/azurite-$(AZURITE_VERSION)/node_modules/.bin/azurite-blob
+AZURITE_HOME := $(CACHE)/tools/azurite-$(AZURITE_VERSION)
+AZURITE_CACHED := $(AZURITE_HOME)/node_modules/.bin/azurite-blob
 
 HELM_VERSION := v3.16.4
 HELM := .local/bin/helm
@@ -69,10 +70,18 @@ $(SYFT): $(SYFT_CACHED)
 	mkdir -p .local/bin
 	ln -sf $(SYFT_CACHED) $(SYFT)
 
-$(AZURITE_CACHED):
-	npm install --silent --no-audit --no-fund --prefix $(CACHE)/tools/azurite-$(AZURITE_VERSION) azurite@$(AZURITE_VERSION)
+# Installed into a folder of its own, run once, then moved into place: an install cut short
+# (or two at once into one cache) left modules missing and every Azure test red. The
+# `installed` mark is written only by a whole install; a folder without it is replaced.
+$(AZURITE_HOME)/installed:
+	rm -rf $(AZURITE_HOME).partial.$$$$ && mkdir -p $(AZURITE_HOME).partial.$$$$ && \
+	npm install --silent --no-audit --no-fund --prefix $(AZURITE_HOME).partial.$$$$ \
+	  azurite@$(AZURITE_VERSION) && \
+	$(AZURITE_HOME).partial.$$$$/node_modules/.bin/azurite-blob --version >/dev/null && \
+	touch $(AZURITE_HOME).partial.$$$$/installed && \
+	rm -rf $(AZURITE_HOME) && mv $(AZURITE_HOME).partial.$$$$ $(AZURITE_HOME)
 
-$(AZURITE): $(AZURITE_CACHED)
+$(AZURITE): | $(AZURITE_HOME)/installed
 	mkdir -p .local/bin
 	ln -sf $(AZURITE_CACHED) $(AZURITE)
 

@@ -456,7 +456,8 @@ def test_a_healthy_service_exports_every_name_the_alerts_and_panels_query(
     """A healthy group (committed at the log end, nothing deleted, commits succeeding)
     is in every series an alert or a panel reads, failures and skips at 0. Only a gauge
     the reference says has no value then may be absent, and a panel that shows it says so
-    instead of "No data"."""
+    instead of "No data"; or a counter by reason, whose series appears with its first
+    failure, when every alert reading it counts that appearance ("unless ... offset")."""
     from spark_offset_sidecar.observe.reference import series
 
     rules, panels = _rules_and_panels()
@@ -483,8 +484,15 @@ def test_a_healthy_service_exports_every_name_the_alerts_and_panels_query(
     assert metric(text, "sidecar_consumergroup_messages_lost_total", topic="orders", **group) == 0
     assert metric(text, "sidecar_consumergroup_lag", topic="orders", **group) == 0
     no_value = {s.name for s in series() if "has no value" in s.absent}
+    first_failure = {s.name for s in series() if "first failure" in s.absent}
     missing = set().union(*(_names(r["expr"]) for r in rules)) - metric_names(text)
-    assert missing <= no_value, f"alerts query what a healthy service lacks: {missing}"
+    assert missing <= no_value | first_failure, (
+        f"alerts query what a healthy service lacks: {missing}"
+    )
+    for name in missing & first_failure:
+        for rule in (r for r in rules if name in _names(r["expr"])):
+            appears = re.search(rf"unless\s+{name}\s+offset", rule["expr"])
+            assert appears, f"{rule['alert']} misses {name}'s first failure"
     for panel in panels:
         lacking = set().union(*(_names(t["expr"]) for t in panel["targets"])) - metric_names(text)
         assert lacking <= no_value, f"{panel['title']!r}: not exported: {lacking}"
