@@ -5,6 +5,7 @@ for a service with tokens carries one."""
 from __future__ import annotations
 
 import re
+import textwrap
 from typing import Any
 
 from harness.machine import ROOT
@@ -28,11 +29,12 @@ class Spark:
 
 def test_the_pages_listeners_are_made_as_shown_and_one_carries_a_token() -> None:
     text = PAGE.read_text()
-    blocks = re.findall(r"^```python\n(.*?)^```", text, re.M | re.S)
+    # At the margin, or indented in a numbered step (its fence's indent on every line).
+    blocks = re.findall(r"^( *)```python\n(.*?)^\1```", text, re.M | re.S)
     spark = Spark()
     scope: dict[str, Any] = {"spark": spark}
-    for block in blocks:
-        exec(compile(block, str(PAGE), "exec"), scope)
+    for _, block in blocks:
+        exec(compile(textwrap.dedent(block), str(PAGE), "exec"), scope)
     made = spark.streams.listeners
     assert made
     assert all(isinstance(listener, OffsetCommitListener) for listener in made)
