@@ -1,5 +1,6 @@
 """The manual's shell commands, run as the manual shows them, on a real broker and a real
-service: the getting-started path, the API example and every runbook's check. Only the
+service: the getting-started path, the API example and the operating pages (every
+runbook's check, the status and metrics pages, a lost checkpoint's offsets). Only the
 addresses, names and token are put in (the manual's ``sidecar:8000`` and ``GROUP`` are
 the reader's own); a line whose program cannot run here is named, never skipped quietly.
 ``tests/unit/test_docs.py`` holds every shell block of the manual to naming its test."""
@@ -32,6 +33,7 @@ TOKEN = "docs-test-token-0123456789abcdefghijkl"
 # How the runbooks run a command in the chart's pod (tests/e2e/test_helm_chart.py checks
 # that the chart names its Deployment so).
 IN_THE_POD = "kubectl -n platform exec deploy/spark-offset-sidecar -- "
+RUNBOOKS_TEST = "test_the_runbooks_commands_answer_on_a_real_service"
 
 
 def shell_blocks(page: Path) -> list[list[str]]:
@@ -83,14 +85,22 @@ def test_the_runbooks_commands_answer_on_a_real_service(
         lambda: service.http.get(f"/v1/status/{group}", headers=headers).status_code == 200,
         what="the group's status",
     )
+    wait_for(
+        lambda: f'consumergroup="{group}"' in service.http.get("/metrics").text,
+        what="the group's series",
+    )
     query = answer.json()["query_id"]
     env = shell_env(TOKEN=TOKEN, SIDECAR_KAFKA_BOOTSTRAP_SERVERS=kafka_bootstrap)
-    runbooks = sorted((DOCS / "operate" / "runbooks").glob("*.md"))
-    pages = [*runbooks, DOCS / "operate" / "lost-checkpoint.md"]
     ran: list[str] = []
-    for page in pages:
-        for block in shell_blocks(page):
-            for command in block:
+    # Every block of the operating pages that names this test (a block that changes the
+    # service, such as releasing a query, says why it is not run here).
+    for page in sorted((DOCS / "operate").rglob("*.md")):
+        for block in manual.shell_blocks(page):
+            if RUNBOOKS_TEST not in block.above:
+                continue
+            for command in block.commands:
+                # A line continued by a trailing backslash is one line to the shell.
+                command = re.sub(r"\s*\n\s*", " ", command)
                 # In the pod (kubectl exec) is here: this service's settings in the env.
                 command = command.removeprefix(IN_THE_POD)
                 program = command.split()[0]
@@ -106,6 +116,10 @@ def test_the_runbooks_commands_answer_on_a_real_service(
                 out = run(line, env)
                 if "/readyz" in line:
                     assert out.startswith("ok"), out
+                elif line.endswith("| wc -c"):  # a scrape's size, in bytes
+                    assert int(out) > 0, f"{page.name}: {line} -> {out}"
+                elif "/metrics" in line:
+                    assert f'consumergroup="{group}"' in out, f"{page.name}: {line} -> {out}"
                 elif program == "curl":
                     body = json.loads(out)
                     assert "outcome" not in body, f"{page.name}: {line} -> {out}"
