@@ -97,7 +97,7 @@ class CheckpointEvent(BaseModel):
 
 
 class CommitIntervalRequest(BaseModel):
-    """A group's own minimum time between commits (ledger R13)."""
+    """A group's own minimum time between commits."""
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={"example": {"seconds": 1.0}})
     seconds: float | None = Field(
