@@ -1,8 +1,9 @@
 """The scrape's budget (docs/operate/metrics.md): at the default granularity each group adds
 at most about 900 bytes to ``/metrics`` in the text format, and what goes over the wire
 with gzip, which Prometheus always asks for, is a small fraction of that. Measured as
-``python -m bench scrape_size`` measures it (every group lagging, with a time lag, its
-counters at 0 from its first event), at a fleet small enough for the inner loop."""
+``python -m bench scrape_size`` measures it (every group lagging and falling behind, with
+a time lag, its counters at 0 from its first event), at a fleet small enough for the inner
+loop."""
 
 from __future__ import annotations
 
