@@ -2,10 +2,11 @@
 that is a clean environment with only pyspark and, for the listener, the listener's wheel
 (Spark's Kafka connector of that version from Maven Central), reads a real topic, and the
 service commits the group exactly to the topic's end, then again after the job restarts
-on the same checkpoint: once reported by the listener, once followed through the
-checkpoint folder with no listener at all. With the listener, the job first runs with the
-service down (its address refuses connections): Spark finishes every batch all the same,
-and the next run, with the service up, is committed to the end.
+on the same checkpoint. Each run is seen both ways at once, by two services, each with a
+group of its own: one the job's listener reports to, one that follows the job's
+checkpoint folder (for it, the job has no listener at all). The job first runs with the
+listener's service down (its address refuses connections): Spark finishes every batch
+all the same, and the next run, with the service up, is committed to the end.
 
 The cases, one per cell of the compatibility table in docs/versions.md:
   - classic PySpark 3.5.7, 4.0.0 and 4.1.1 on the suite's Kafka 4.4.0 (the project's own
@@ -72,17 +73,15 @@ def old_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     broker.stop()
 
 
-@pytest.mark.parametrize("attach", ["listener", "follower"])
 @pytest.mark.parametrize(("version", "mode"), CASES)
 def test_a_job_on_this_spark_is_committed(
     version: str,
     mode: str,
-    attach: str,
     wheel: Path,
     tmp_path: Path,
     kafka_bootstrap: str,
 ) -> None:
-    job_is_committed(version, mode, attach, wheel, tmp_path, kafka_bootstrap)
+    job_is_committed(version, mode, wheel, tmp_path, kafka_bootstrap)
 
 
 @pytest.mark.parametrize("version", [*VERSIONS, "4.2.0"])
@@ -90,15 +89,14 @@ def test_a_job_on_this_spark_is_committed_on_kafka_3_9(
     version: str, wheel: Path, tmp_path: Path, old_kafka: str
 ) -> None:
     # What the broker's version can change: the connector reading it, our commits and
-    # reads of it. One run shows it; the service down and the restart are the same on
-    # every broker and run above for every version.
-    job_is_committed(version, "classic", "listener", wheel, tmp_path, old_kafka, once=True)
+    # reads of it. One run shows it; the service down, the restart and the followed folder
+    # are the same on every broker and run above for every version.
+    job_is_committed(version, "classic", wheel, tmp_path, old_kafka, once=True)
 
 
 def job_is_committed(
     version: str,
     mode: str,
-    attach: str,
     wheel: Path,
     tmp_path: Path,
     bootstrap: str,
@@ -118,26 +116,32 @@ def job_is_committed(
     )  # fmt: skip
     assert installed.returncode == 0, installed.stderr
     jars = ",".join(connector_jars(python, connect=mode == "connect"))
-    topic, group = f"spark-{version}-{free_port()}", unique_group(f"v{version}")
+    topic = f"spark-{version}-{free_port()}"
     run_sync(create_topics(bootstrap, [topic], 2))
     run_sync(produce(bootstrap, topic, 300))
     ends = log_ends(bootstrap, [topic])
     checkpoint = tmp_path / "checkpoint"
-    service = ServiceProcess(tmp_path, bootstrap, follow_interval_seconds=0.3).start()
+    services: dict[str, ServiceProcess] = {}  # by the group it commits
     try:
-        url = service.url if attach == "listener" else "-"
-        if attach == "follower":
-            followed = service.http.post(
-                "/v1/followed-folders", json={"path": str(checkpoint), "group_id": group}
-            )
-            assert followed.status_code == 201, followed.text
+        for attach in ("listener",) if once else ("listener", "follower"):
+            folder = tmp_path / attach
+            folder.mkdir()
+            group = unique_group(f"v{version}-{attach}")
+            services[group] = ServiceProcess(folder, bootstrap, follow_interval_seconds=0.3)
+            services[group].start()
+            if attach == "follower":
+                followed = services[group].http.post(
+                    "/v1/followed-folders", json={"path": str(checkpoint), "group_id": group}
+                )
+                assert followed.status_code == 201, followed.text
+        listened, listener = next(iter(services.items()))
         (tmp_path / "job.py").write_text(JOB)
 
-        def run_job(to: str = url) -> dict[str, Any]:
+        def run_job(to: str = listener.url) -> dict[str, Any]:
             port_15002 = machine_lock("spark-connect-15002")
             with port_15002 if mode == "connect" else contextlib.nullcontext():
                 job = subprocess.run(
-                    [str(python), str(tmp_path / "job.py"), to, group, bootstrap, topic,
+                    [str(python), str(tmp_path / "job.py"), to, listened, bootstrap, topic,
                      str(checkpoint), jars, mode],
                     capture_output=True, text=True, timeout=300,
                     # the Python a Connect 3.5 server runs the unpickled listener in
@@ -148,18 +152,22 @@ def job_is_committed(
             assert ran["spark"] == version
             return ran
 
-        if attach == "listener" and not once:  # the service down: not slowed or broken
+        def committed_to_the_end(run: dict[str, Any], what: str) -> None:
+            for group, service in services.items():
+                wait_for(lambda: committed_offsets(bootstrap, group) == ends, 30, what)  # noqa: B023
+                view = service.http.get(f"/v1/queries/{run['id']}").json()
+                assert view["group_id"] == group
+                assert view["last_completed_checkpoint"] == run["batch"], group
+
+        if not once:  # the listener's service down: not slowed or broken
             down = run_job(f"http://127.0.0.1:{free_port()}")
             assert down["batch"] >= 4, "every batch of the 300 records, 60 a batch"
-            assert committed_offsets(bootstrap, group) == {}
+            assert committed_offsets(bootstrap, listened) == {}
             run_sync(produce(bootstrap, topic, 120, start=300))
             ends = log_ends(bootstrap, [topic])
         first = run_job()
         assert first["batch"] >= 2, "several batches"
-        wait_for(lambda: committed_offsets(bootstrap, group) == ends, 30, "the commit")
-        view = service.http.get(f"/v1/queries/{first['id']}").json()
-        assert view["group_id"] == group
-        assert view["last_completed_checkpoint"] == first["batch"]
+        committed_to_the_end(first, "the commit")
         if once:
             return
 
@@ -169,8 +177,7 @@ def job_is_committed(
         second = run_job()
         assert second["id"] == first["id"]
         assert second["batch"] > first["batch"]
-        wait_for(lambda: committed_offsets(bootstrap, group) == ends, 30, "the restart")
-        view = service.http.get(f"/v1/queries/{second['id']}").json()
-        assert view["last_completed_checkpoint"] == second["batch"]
+        committed_to_the_end(second, "the restart")
     finally:
-        service.stop()
+        for service in services.values():
+            service.stop()
