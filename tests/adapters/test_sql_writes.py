@@ -12,6 +12,7 @@ from spark_offset_sidecar.adapters.sql.store import SqlStore
 from spark_offset_sidecar.core.ledger.changes import Change
 from spark_offset_sidecar.core.ledger.rules import Ledger
 from spark_offset_sidecar.ports.store import StoredState
+from tests.support.fuzz import examples
 from tests.support.ledger_histories import Step, commit_patterns, histories, run
 
 
@@ -43,7 +44,7 @@ def same(a: StoredState, b: StoredState) -> bool:
     return key(a) == key(b)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(history=histories(max_size=40), commits=commit_patterns)
 def test_a_batch_equals_its_changes_one_by_one(history: list[Step], commits: list[bool]) -> None:
     changes = changes_of(history, commits)

@@ -26,7 +26,14 @@ from schemathesis import GenerationMode
 
 from harness.machine import free_port
 from harness.service_process import ServiceProcess
-from tests.support.fuzz import FUZZ_EXAMPLES, FUZZ_SEED, HOSTILE_TEXT, KAFKA_OFFSETS, NAMES
+from tests.support.fuzz import (
+    FUZZ_EXAMPLES,
+    FUZZ_SEED,
+    HOSTILE_TEXT,
+    KAFKA_OFFSETS,
+    NAMES,
+    examples,
+)
 from tests.support.kafka import unique_group, wait_for_committed
 from tests.support.service import assert_state_reads_answer, spark_progress
 
@@ -70,7 +77,7 @@ def _outcome(response: Any) -> str | None:
 
 
 @schema.parametrize()
-@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=list(HealthCheck))
 def test_no_5xx_and_refused_requests_change_nothing(
     case: Any, fuzzed_service: ServiceProcess
 ) -> None:

@@ -23,6 +23,7 @@ from spark_offset_sidecar.core.spark.progress import kafka_offsets
 from spark_offset_sidecar.errors import InvalidEvent
 from spark_offset_sidecar.settings import DatabaseSettings, Settings
 from spark_offset_sidecar.testing import InMemoryCommitter, InMemoryLogEnds
+from tests.support.fuzz import examples
 from tests.support.service import spark_progress
 
 # The whole range, with the edges of both bounds drawn often.
@@ -84,7 +85,9 @@ ROUTES = ["progress", "progress (endOffset as a string)", "checkpoints"]
 
 @pytest.mark.parametrize("route", ROUTES)
 @settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(40),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(partition=INTEGERS, offset=INTEGERS)
 def test_every_route_that_takes_offsets_refuses_outside_kafkas_ranges(
@@ -109,7 +112,9 @@ def test_every_route_that_takes_offsets_refuses_outside_kafkas_ranges(
 
 @pytest.mark.parametrize("route", [*ROUTES, "complete"])
 @settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(25),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(batch=INTEGERS)
 def test_checkpoint_and_batch_ids_are_int64s(client: TestClient, route: str, batch: int) -> None:

@@ -12,6 +12,13 @@ from hypothesis import strategies as st
 FUZZ_EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "120"))
 FUZZ_SEED = int(os.environ.get("FUZZ_SEED", "30"))
 
+
+def examples(budget: int) -> int:
+    """A property test's ``budget`` of examples in ``make test``, scaled as ``FUZZ_EXAMPLES``
+    is (a quarter on the other Pythons' suites, more under ``make fuzz``)."""
+    return max(10, budget * FUZZ_EXAMPLES // 120)
+
+
 # Values no store can hold or no rule allows: a lone surrogate (valid JSON text, not
 # Unicode text), NUL and other control characters, over-long names; and any code point.
 UNSTORABLE = ["evil-\ud800", "\udfff", "\x00", "a\x00b", "line\nbreak", "e" * 5000, "é" * 300]

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from spark_offset_sidecar.core.ledger.rules import Ledger
 from spark_offset_sidecar.core.offsets import TopicPartition
+from tests.support.fuzz import examples
 from tests.support.ledger_histories import GROUPS, QUERIES, Step, event, histories
 
 T0 = TopicPartition("t", 0)
@@ -47,7 +48,7 @@ def scan_next(ledger: Ledger, held: set[str]) -> float | None:
     )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     interval=st.sampled_from([0.0, 1.0]),
     history=histories(max_size=12),

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 
 from spark_offset_sidecar.core.ledger.rules import Ledger
 from spark_offset_sidecar.core.offsets import TopicPartition
+from tests.support.fuzz import examples
 from tests.support.ledger_histories import Step, commit_patterns, event, histories, run
 
 steps = histories(max_size=30)
@@ -26,7 +27,7 @@ def picture(ledger: Ledger, now: float) -> dict[str, Any]:
     }
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(history=steps, batch=steps, commits=commit_patterns)
 def test_rolling_back_a_batch_restores_everything(
     history: list[Step],
@@ -50,7 +51,7 @@ def test_rolling_back_a_batch_restores_everything(
     assert picture(ledger, now + 100) == before
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(history=steps, batch=steps, commits=commit_patterns)
 def test_settling_a_batch_is_the_same_as_applying_it(
     history: list[Step],
@@ -72,7 +73,7 @@ def test_settling_a_batch_is_the_same_as_applying_it(
     assert picture(saved, now + 100) == picture(direct, now + 100)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(history=steps, commits=commit_patterns)
 def test_the_refresh_index_agrees_with_a_scan(history: list[Step], commits: list[bool]) -> None:
     ledger = Ledger(refresh_after=3.0)

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from spark_offset_sidecar.core.ledger.rules import Ledger
 from spark_offset_sidecar.core.offsets import TopicPartition
 from tests.support.flink_reference import FlinkConsumer
+from tests.support.fuzz import examples
 
 QUERY, GROUP = "q-1", "g-1"
 PARTITIONS = [TopicPartition("t", 0), TopicPartition("t", 1), TopicPartition("u", 0)]
@@ -146,7 +147,7 @@ def _assert_same(harness: Harness, flink: FlinkConsumer) -> None:
     assert unknown == flink.unknown_completions
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(events=monotonic_streams(), max_pending=st.integers(1, 8))
 def test_matches_flink_step_by_step_on_flinks_own_usage(events, max_pending) -> None:  # type: ignore[no-untyped-def]
     harness, flink = Harness(max_pending), FlinkConsumer(max_pending=max_pending)
@@ -167,7 +168,7 @@ def test_matches_flink_step_by_step_on_flinks_own_usage(events, max_pending) -> 
         _assert_same(harness, flink)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(events=monotonic_streams(), failures=st.lists(st.booleans(), min_size=80, max_size=80))
 def test_idle_retry_is_the_only_difference_when_commits_fail(events, failures) -> None:  # type: ignore[no-untyped-def]
     """IDLE_RETRY: after a failure with nothing newer, ours holds the failed offsets in the
@@ -245,7 +246,7 @@ def chaotic_streams(draw):  # type: ignore[no-untyped-def]
     return events
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(events=chaotic_streams())
 def test_stale_guard_and_no_rewind_under_replays_and_reordering(events) -> None:  # type: ignore[no-untyped-def]
     """STALE_GUARD and NO_REWIND, and nothing newest is lost: once drained, the committed
