@@ -45,17 +45,26 @@ def main() -> None:
         help="a setting of both services, as SIDECAR_<SETTING> (min_commit_interval_seconds=1:"
         " commit_interval's durable side); repeatable",
     )  # fmt: skip
+    parser.add_argument(
+        "--before-set", action="append", default=[], metavar="SETTING=VALUE",
+        help="a setting of BEFORE's side only (BEFORE this checkout: what one setting is "
+        "worth, e.g. log_level=INFO); repeatable",
+    )  # fmt: skip
     args = parser.parse_args()
     settings = dict(item.split("=", 1) for item in args.set)
+    before_settings = settings | dict(item.split("=", 1) for item in args.before_set)
     if not (args.before / "service" / "spark_offset_sidecar").is_dir():
         parser.error(f"{args.before} has no service/spark_offset_sidecar: not a checkout")
 
     topic = f"bench-ab-{uuid.uuid4().hex[:8]}"
     asyncio.run(create_topic(args.bootstrap, topic, 8))
-    services = {"before": Sidecar(args.bootstrap, source=args.before, **settings)}
+    services = {"before": Sidecar(args.bootstrap, source=args.before, **before_settings)}
     services["after"] = Sidecar(args.bootstrap, source=ROOT, **settings)
     results: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    table = Table(f"before: {args.before}, after: this checkout", *COLUMNS, cpu=SIDES)
+    table = Table(
+        f"before: {args.before} {' '.join(args.before_set)}, after: this checkout",
+        *COLUMNS, cpu=SIDES,
+    )  # fmt: skip
     try:
         for round_ in range(args.rounds):
             for mode, load in MODES.items():
