@@ -30,6 +30,7 @@ from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.errors import BrokerUnavailable
 from spark_offset_sidecar.http.auth import TokenRegistry
 from spark_offset_sidecar.settings import Settings
+from spark_offset_sidecar.settings.service_settings import REMOVED
 from spark_offset_sidecar.testing import (
     InMemoryCommitter,
     InMemoryLogEnds,
@@ -152,19 +153,6 @@ def test_default_values_sqlite_on_a_volume_one_pod_and_a_generated_token(tmp_pat
     assert "PrometheusRule" not in kinds
 
 
-# The variables of the ways of running that are gone: `offset-sidecar serve` always runs
-# its watcher as its child, and the service refuses an unknown SIDECAR_* at start.
-REMOVED_VARIABLES = (
-    "SIDECAR_WATCHER",
-    "SIDECAR_WATCHER_URL",
-    "SIDECAR_WATCHER_TOKEN_FILE",
-    "SIDECAR_WATCHER_ADVERTISED_URL",
-    "SIDECAR_DATABASE_WRITER",
-    "SIDECAR_GIL_SWITCH_INTERVAL_SECONDS",
-    "SIDECAR_GC_THAW_SECONDS",
-)
-
-
 @pytest.mark.parametrize("values", ["default", "production"])
 def test_one_container_answers_every_route_on_the_services_one_port(
     values: str, tmp_path: Path
@@ -190,7 +178,7 @@ def test_one_container_answers_every_route_on_the_services_one_port(
     ]
     for monitor in kinds.get("ServiceMonitor", []):
         assert [e["port"] for e in monitor["spec"]["endpoints"]] == ["http"]
-    for variable in REMOVED_VARIABLES:
+    for variable in REMOVED:  # the variables of the ways of running that are gone
         assert variable not in text, variable
     config = next(c for c in kinds["ConfigMap"] if "SIDECAR_PORT" in c["data"])["data"]
     environ = _settings_of(config, tmp_path)
