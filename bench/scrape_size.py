@@ -106,12 +106,15 @@ async def measure(groups: int, partitions: int, granularity: str = "topic") -> S
                 answer = await client.post("/v1/progress", json=body)
                 assert answer.status_code == 200, answer.text
 
-            for group in range(groups):
-                await post(group, 0, start)
-            for _ in range(MOVES if groups else 0):  # the monitor sees the log ends move
+            def move_ends() -> None:
                 for tp in ends.ends:
                     ends.ends[tp] += 20_000 + rng.randrange(5_000)
                     times.stamp(tp, ends.ends[tp] - 1, time.time())
+
+            for group in range(groups):
+                await post(group, 0, start)
+            for _ in range(MOVES if groups else 0):  # the monitor sees the log ends move
+                move_ends()
                 await asyncio.sleep(READ_INTERVAL * 1.1)
             # A record the history cannot place costs a read of its timestamp (one a
             # partition a read): a few offsets a partition, in every combination.
@@ -140,9 +143,7 @@ async def measure(groups: int, partitions: int, granularity: str = "topic") -> S
                     break
                 if time.monotonic() > deadline:
                     raise SystemExit(f"not every group fell behind in {TIMEOUT:.0f} s")
-                for tp in ends.ends:
-                    ends.ends[tp] += 20_000 + rng.randrange(5_000)
-                    times.stamp(tp, ends.ends[tp] - 1, time.time())
+                move_ends()
                 await asyncio.sleep(READ_INTERVAL)
     series = sum(1 for line in text.splitlines() if line and not line.startswith(b"#"))
     return Scrape(groups, series, len(text), len(wire))
