@@ -81,12 +81,6 @@ SCENARIOS: dict[str, Scenario] = {
         own_broker=True,
         quick=("--groups", "5", "--seconds", "3"),
     ),
-    "commit_latency": Scenario(
-        "Spark batch end -> offsets committed in Kafka",
-        broker=True,
-        needs="Spark jars",
-        quick=("--seconds", "15", "--rate", "200"),
-    ),
     "follow_latency": Scenario(
         "batch end -> committed, for the three ways of attaching a job, side by side",
         broker=True,
@@ -169,7 +163,6 @@ SCENARIOS: dict[str, Scenario] = {
             *("--groups", "200", "--seconds", "5", "--scrapes", "2", "--rate", "50"),
             *("--rounds", "1", "--topics", "4", "--move-ends", "100", "--ui"),
             *("--idle-seconds", "2", "--before", "HEAD"),
-            *("--before-variant", "metrics_max_scrapes_per_second=5"),
         ),
     ),
     "scrape_size": Scenario(

@@ -27,6 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.batch_commits import batch_end, wait_committed, watch_commits
 from bench.bench_support import (
     Sidecar,
     create_topic,
@@ -34,7 +35,6 @@ from bench.bench_support import (
     produce_in_background,
     spark_pid,
 )
-from bench.commit_latency import batch_end, wait_committed, watch_commits
 from bench.figures import CpuMeter, Table, broker_pid, ratio
 from harness.machine import ROOT
 from jobs.spark_session import kafka_connector_jars, kafka_spark_session

@@ -31,8 +31,8 @@ from typing import Any, ClassVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.batch_commits import batch_end, run_while_producing, watch_commits
 from bench.bench_support import Sidecar, create_topic, percentiles, spark_pid
-from bench.commit_latency import batch_end, run_while_producing, watch_commits
 from bench.figures import CpuMeter, Table, broker_pid
 from bench.listener_cost import TimedOurs
 from jobs.spark_session import kafka_spark_session

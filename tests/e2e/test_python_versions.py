@@ -2,7 +2,9 @@
 the project's own environment, where every test runs; for 3.12, 3.13 and 3.14, a clean
 virtualenv of that interpreter gets the project's dependencies (every extra, as ``make
 venv`` installs them, here by uv) and the wheel built as the Dockerfile builds it, and runs
-the suite that needs no broker, Spark, container or tool (what ``make check`` runs).
+the suite that needs no broker, Spark, container or tool (what ``make check`` runs): the
+whole of it on the newest, its layers below HTTP (``BETWEEN``) on the versions between
+(docs/decisions.md, "Every Python, the whole suite on the ends").
 Interpreters are taken from pyenv (``~/.pyenv/versions/3.12.*``) or PATH (``python3.12``);
 one that the machine lacks, from Debian's package of it, in a container of the Debian
 suite that has it (``DEBIAN_SUITES``), with the checkout mounted at its own path.
@@ -36,6 +38,10 @@ VERSIONS = ["3.12", "3.13", "3.14"]
 # looked up 2026-11-28, unstable had python3.14 3.14.10.
 DEBIAN_SUITES = {"3.14": "sid"}
 IN_PROCESS = "not kafka and not spark and not container and not tools"
+# What runs on a Python between 3.11 (every test) and the newest (the in-process suite): the
+# pure core, the runtime and the listener. Each difference found so far on a version
+# between (3.13's reason phrases and json depth) shows on the newest too.
+BETWEEN = ("tests/unit", "tests/runtime", "tests/listener")
 # Of that suite, what this test already proves on the interpreter (the wheel installed in
 # a clean virtualenv of it), the benchmarks' small runs and the test harness's own port
 # ledger (the project's tools, run on its own Python): 40 s of the suite's 335 s on one
@@ -92,7 +98,7 @@ def test_the_in_process_suite_passes_on_this_python(version: str, tmp_path: Path
     python = interpreter(version)
     wheel = service_wheel(tmp_path / "wheel")
     if python is not None:
-        ran = _on_this_machine(python, wheel, tmp_path)
+        ran = _on_this_machine(version, python, wheel, tmp_path)
     elif version in DEBIAN_SUITES:
         python = Path(f"/usr/bin/python{version}")
         ran = _in_debian(version, wheel, tmp_path)
@@ -104,20 +110,23 @@ def test_the_in_process_suite_passes_on_this_python(version: str, tmp_path: Path
     assert " passed" in summary
 
 
-def _suite(python: str, tmp_path: Path) -> list[str]:
-    """The in-process suite, run by ``python`` from the checkout."""
+def _suite(version: str, python: str, tmp_path: Path) -> list[str]:
+    """The in-process suite for ``version``, run by ``python`` from the checkout."""
     return [
         *(python, "-m", "pytest", "-q", "-p", "no:cacheprovider"),
         *("-m", IN_PROCESS, "-x", "--basetemp", str(tmp_path / "pytest")),
         *(f"--deselect={node}" for node in ALREADY_PROVEN),
+        *(() if version == VERSIONS[-1] else BETWEEN),
     ]
 
 
-def _on_this_machine(python: Path, wheel: Path, tmp_path: Path) -> CompletedProcess[str]:
+def _on_this_machine(
+    version: str, python: Path, wheel: Path, tmp_path: Path
+) -> CompletedProcess[str]:
     env_dir = tmp_path / "venv"
     subprocess.run([str(python), "-m", "venv", str(env_dir)], check=True)
     # uv, not pip: the same requirements from PyPI in under half of pip's time (the
-    # dependencies here: pip 133 s and 90 s of CPU, uv 57 s and 25 s).
+    # dependencies here: pip 133 s and 90 s of CPU, uv 57 s and 25 s; from uv's cache, 2 s).
     install = [find_uv_bin(), "pip", "install", "-q", "--python", str(env_dir / "bin" / "python")]
     install += ["--find-links", str(wheelhouse(requirements()))]
     for step in (requirements(), [str(wheel), str(ROOT / "jobs")]):
@@ -125,7 +134,7 @@ def _on_this_machine(python: Path, wheel: Path, tmp_path: Path) -> CompletedProc
         assert installed.returncode == 0, installed.stderr[-3000:]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "VIRTUAL_ENV"))}
     return subprocess.run(
-        _suite(str(env_dir / "bin" / "python"), tmp_path),
+        _suite(version, str(env_dir / "bin" / "python"), tmp_path),
         cwd=ROOT,
         env={**env, "INNER_LOOP": "1", "FUZZ_EXAMPLES": VERSION_FUZZ_EXAMPLES},
         capture_output=True,
@@ -147,7 +156,7 @@ def _in_debian(version: str, wheel: Path, tmp_path: Path) -> CompletedProcess[st
         f"python{version} -m venv {env_dir}",
         f"{install} -r {tmp_path / 'requirements.txt'}",
         f"{install} {wheel} {ROOT / 'jobs'}",
-        shlex.join(_suite(python, tmp_path)),
+        shlex.join(_suite(version, python, tmp_path)),
     ]
     return podman(
         "run", "--rm", "--network", "host", "-e", "INNER_LOOP=1",

@@ -132,7 +132,9 @@ def test_every_shell_command_names_the_test_that_runs_it(page: Path) -> None:
             )
 
 
-BENCH_HELPERS = {"__init__", "__main__", "bench_support", "figures", "bare_endpoint"}
+BENCH_HELPERS = {
+    *("__init__", "__main__", "bench_support", "figures", "bare_endpoint", "batch_commits"),
+}
 
 
 def test_make_bench_lists_every_scenario() -> None:

@@ -1,26 +1,21 @@
-"""Time from the end of a Spark batch to its offsets being committed in Kafka.
+"""When each Spark batch ends and when its offsets show committed in Kafka, for the
+benchmarks that time one from the other (``follow_latency``, ``peers``).
 
 A real streaming query (Spark's Kafka connector, a 1-second trigger) reads a topic that a
-producer fills continuously; the listener reports each batch to the sidecar, which
-commits. A poller reads the group's committed offsets from the broker every 5 ms and notes
-when each batch id (from the commit metadata) first appears there. Batch end = the
-progress's timestamp (trigger start) + its ``triggerExecution`` duration.
-
-    .venv/bin/python -m bench commit_latency [--seconds 60]
-
-A brand-new broker from `python -m bench` (or ``--bootstrap``).
+producer fills continuously (``run_while_producing``). A poller reads a group's committed
+offsets from the broker every 5 ms and notes when each batch id (from the commit
+metadata) first appears there (``watch_commits``). Batch end = the progress's timestamp
+(trigger start) + its ``triggerExecution`` duration (``batch_end``).
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import sys
 import tempfile
 import threading
 import time
-import uuid
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
@@ -28,16 +23,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bench_support import (
-    Sidecar,
-    create_topic,
-    percentiles,
-    produce_in_background,
-    spark_pid,
-)
-from bench.figures import CpuMeter, Table, broker_pid
-from jobs.spark_session import kafka_spark_session
-from spark_offset_listener.listener import OffsetCommitListener
+from bench.bench_support import produce_in_background
 
 
 def watch_commits(
@@ -119,51 +105,3 @@ def wait_committed(
         if done or time.monotonic() > deadline:
             return progresses
         time.sleep(0.2)
-
-
-def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--bootstrap", default="127.0.0.1:9092")
-    parser.add_argument("--seconds", type=float, default=60)
-    parser.add_argument("--rate", type=float, default=2000)
-    args = parser.parse_args()
-
-    topic, group = f"bench-latency-{uuid.uuid4().hex[:8]}", f"bench-{uuid.uuid4().hex[:8]}"
-    asyncio.run(create_topic(args.bootstrap, topic, 4))
-    sidecar = Sidecar(args.bootstrap)
-    spark = kafka_spark_session("bench-commit-latency")
-    spark.streams.addListener(OffsetCommitListener(sidecar.url, group_id=group))
-    seen: dict[int, float] = {}
-    stop = threading.Event()
-    watcher = watch_commits(args.bootstrap, group, seen, stop)
-    sides = {"service": sidecar.process.pid, "spark": spark_pid(spark), "broker": broker_pid()}
-    with CpuMeter(**sides) as meter:
-        progresses = run_while_producing(
-            spark, args.bootstrap, topic, args.rate, args.seconds, [seen]
-        )
-    stop.set()
-    watcher.join(10)
-    spark.stop()
-    sidecar.stop()
-
-    latencies = [
-        (seen[p["batchId"]] - batch_end(p)) * 1000
-        for p in progresses
-        if p["batchId"] in seen and p["numInputRows"] > 0
-    ]
-    if not latencies:
-        raise SystemExit(f"no batch with records was seen committed ({len(progresses)} events)")
-    p50, p99, mean = percentiles(latencies)
-    table = Table(
-        f"batch end -> offsets committed in Kafka ({len(progresses)} progress events, "
-        f"{args.rate:g} records/s, Kafka polled every 5 ms)",
-        "batches", "p50 ms", "p99 ms", "mean ms", "max ms",
-        cpu=("service", "spark", "broker", "bench"),
-    )  # fmt: skip
-    table.add(len(latencies), p50, p99, mean, max(latencies), meter=meter)
-    table.print()
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
