@@ -1,8 +1,8 @@
 """Both ways of attaching a job, on every Spark that users run. A real job, in a driver
 that is a clean environment with only pyspark and, for the listener, the listener's wheel
 (Spark's Kafka connector of that version from Maven Central), reads a real topic, and the
-service commits the group exactly to the topic's end, then again after the job restarts
-on the same checkpoint. Each run is seen both ways at once, by two services, each with a
+service commits the group exactly to the topic's end once the job restarts on the same
+checkpoint. Each run is seen both ways at once, by two services, each with a
 group of its own: one the job's listener reports to, one that follows the job's
 checkpoint folder (for it, the job has no listener at all). The job first runs with the
 listener's service down (its address refuses connections): Spark finishes every batch
