@@ -39,8 +39,7 @@ VERSIONS = ["3.12", "3.13", "3.14"]
 DEBIAN_SUITES = {"3.14": "sid"}
 IN_PROCESS = "not kafka and not spark and not container and not tools"
 # What runs on a Python between 3.11 (every test) and the newest (the in-process suite): the
-# pure core, the runtime and the listener. Each difference found so far on a version
-# between (3.13's reason phrases and json depth) shows on the newest too.
+# pure core, the runtime and the listener (why: the decision the docstring names).
 BETWEEN = ("tests/unit", "tests/runtime", "tests/listener")
 # Of that suite, what this test already proves on the interpreter (the wheel installed in
 # a clean virtualenv of it), the benchmarks' small runs and the test harness's own port
