@@ -124,16 +124,13 @@ SCENARIOS: dict[str, Scenario] = {
     ),
     # Replicas
     "replicas": Scenario(
-        "events/s with 1, 2 and 3 replicas on PostgreSQL, and failover time",
+        "CPU an event and events/s with 1, 2 and 3 replicas on PostgreSQL, and failover time",
         broker=True,
-        needs="PostgreSQL, go (loadgen)",
-        quick=("--rounds", "1", "--seconds", "3", "--queries", "30", "--lease", "3"),
-    ),
-    "replicas_cpu": Scenario(
-        "CPU per event with 1, 2 and 3 replicas on PostgreSQL",
-        broker=True,
-        needs="PostgreSQL, wrk",
-        quick=("--rounds", "1", "--seconds", "3", "--queries", "60", "--idle-seconds", "1"),
+        needs="PostgreSQL, wrk, go (loadgen)",
+        quick=(
+            *("--rounds", "1", "--seconds", "3", "--queries", "60", "--idle-seconds", "1"),
+            *("--lease", "3"),
+        ),
     ),
     "board_publish": Scenario(
         "a replica's watcher publishing 10,000 groups' reports to the status board, before/after",

@@ -26,6 +26,7 @@ from typing import Any
 
 from bench.figures import run_child, run_children
 from harness.machine import ROOT, free_port
+from harness.service_process import ServiceProcess
 
 
 def percentiles(values: list[float]) -> tuple[float, float, float]:
@@ -170,8 +171,10 @@ class Sidecar:
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
+        # As long as the tests' services are given: a start from an earlier commit's tree
+        # compiles its modules first, and took over 30 s beside a whole test run.
+        deadline = time.monotonic() + ServiceProcess.READY_SECONDS
+        while time.monotonic() < deadline and self.process.poll() is None:
             try:
                 with urllib.request.urlopen(self.url + "/readyz", timeout=1):
                     return

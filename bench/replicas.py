@@ -1,19 +1,29 @@
-"""Callback throughput with 1, 2 and 3 replicas on one PostgreSQL, and failover time, in
-one run.
+"""CPU and events/s with 1, 2 and 3 replicas on one PostgreSQL, side by side in one run,
+and failover time.
 
     .venv/bin/python -m bench replicas --rounds 2 --seconds 10
 
 Each replica is a real ``offset-sidecar serve`` process with ``SIDECAR_REPLICATED=true``
-on one real PostgreSQL (started here, ``fsync=on``), committing to the real broker. The
-load is ``bench/loadgen`` (closed loop, as fast as answers come), its requests spread
-round robin over the replicas as a Kubernetes Service would. Rounds alternate 1, 2, 3
-replicas so that all see the same noise; a single process on SQLite runs beside them as
-the baseline. Beside every row (``bench.figures``): the CPU of the service's processes,
-of PostgreSQL, the broker, the load generator and this process.
+on one real PostgreSQL (started here, ``fsync=on``), committing to the real broker.
+Load: one ``wrk`` per replica (``bench/wrk/progress.lua``, ``-t1``, 32/N connections
+each, closed loop), each sending its own queries: a listener's keep-alive connection
+stays with one replica, as behind a Kubernetes Service. A group's owner is whichever
+replica claimed it first, so with N replicas about (N-1)/N of the events reach a replica
+that does not own their group: it records them, and the owner hears of it (``NOTIFY``)
+and takes the change in. Rounds alternate 1, 2, 3 replicas so that all see the same
+noise; each round starts from an empty database and is warmed up before it is measured.
 
-Failover: three replicas take load; the one holding the most groups is killed with
-SIGKILL while events keep coming to the two others; for each of its groups, the time
-from the kill to the first commit by a survivor (from the replicas' JSON commit logs).
+CPU from /proc over the measured seconds (``bench.figures``): every replica, every
+PostgreSQL process (the postmaster's), every wrk (the load generator's own share), the
+broker and this process, and the share of the host's time that other tenants took
+(steal, from /proc/stat: it moves these figures from one day to the next). CPU per
+event = (replicas + PostgreSQL) / accepted events. A replica's CPU counts its watcher
+child's.
+
+Failover: three replicas take load (``bench/loadgen`` at 200 events/s, round robin over
+them); the one holding the most groups is killed with SIGKILL while events keep coming
+to the two others; for each of its groups, the time from the kill to the first commit
+by a survivor (from the replicas' JSON commit logs).
 """
 
 from __future__ import annotations
@@ -22,6 +32,7 @@ import argparse
 import asyncio
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -30,10 +41,12 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bench_support import Sidecar, build_loadgen, create_topic, load
-from bench.figures import CpuMeter, Table, broker_pid, ratio
+from bench.bench_support import build_loadgen, create_topic, load, wrk
+from bench.figures import CpuMeter, Table, broker_pid, main_thread_cpu, ratio
 from harness.postgres_server import PostgresServer
 from harness.replica_cluster import ReplicaCluster, overlapping_owners
 
@@ -56,39 +69,97 @@ def measured_load(
     return result, meter
 
 
-def throughput(args: argparse.Namespace, server: PostgresServer, table: Table) -> None:
-    rates: dict[str, list[float]] = {}
-    batch = 0
-    for _ in range(args.rounds):
-        for size in (0, 1, 2, 3):  # 0: the SQLite baseline
-            batch += 1_000_000
-            name = "sqlite, 1 process" if size == 0 else f"postgresql, {size} replicas"
-            with tempfile.TemporaryDirectory() as folder:
-                if size == 0:
-                    single = Sidecar(args.bootstrap)
-                    urls, pids, stop = [single.url], [single.process.pid], single.stop
-                    database = None
-                else:
-                    server.reset()
-                    cluster = ReplicaCluster(
-                        Path(folder), args.bootstrap, server.url, size, log_level="WARNING"
-                    ).start()
-                    urls, stop = [r.url for r in cluster.replicas.values()], cluster.stop
-                    pids = [r.process.pid for r in cluster.replicas.values() if r.process]
-                    database = server
-                try:
-                    result, meter = measured_load(
-                        pids, database, ",".join(urls), args, batch, seconds=args.seconds,
-                        topic=args.topic,
-                    )  # fmt: skip
-                finally:
-                    stop()
-            rates.setdefault(name, []).append(result["events_per_second"])
-            table.add(*cells(name, result), meter=meter)
-    table.print()
-    base = statistics.median(rates["postgresql, 1 replicas"])
-    for name, values in rates.items():
-        ratio(f"median events/s, {name} / 1 replica", statistics.median(values), base)
+STEPS = ("reach", "lock", "load", "fence", "write", "notify", "commit")
+
+
+def batches(bases: list[str]) -> tuple[float, float, dict[str, float]]:
+    """The replicas' store batches so far: how many, the items (events, commit results,
+    refreshes) they held (``sidecar_store_batch_items``), and the store threads' CPU
+    seconds in each step of a batch (``sidecar_store_step_cpu_seconds``)."""
+    count = items = 0.0
+    steps = dict.fromkeys(STEPS, 0.0)
+    for base in bases:
+        for line in httpx.get(f"{base}/metrics").text.splitlines():
+            if line.startswith("sidecar_store_batch_items_count"):
+                count += float(line.split()[-1])
+            elif line.startswith("sidecar_store_batch_items_sum"):
+                items += float(line.split()[-1])
+            elif line.startswith("sidecar_store_step_cpu_seconds_total{"):
+                step = line.split('step="', 1)[1].split('"', 1)[0]
+                steps[step] = steps.get(step, 0.0) + float(line.split()[-1])
+    return count, items, steps
+
+
+def spy(pid: int, out: Path, seconds: float) -> list[str]:
+    """py-spy sampling ``pid`` 50 times a second without stopping it, collapsed stacks."""
+    return [
+        "py-spy", "record", "--nonblocking", "--rate", "50", "--format", "raw",
+        "--duration", str(round(seconds)), "--pid", str(pid), "--output", str(out),
+    ]  # fmt: skip
+
+
+def measure(
+    args: argparse.Namespace,
+    server: PostgresServer,
+    size: int,
+    folder: Path,
+    profile: Path | None = None,
+) -> Any:
+    """One round of ``size`` replicas; with ``profile``, py-spy
+    samples every replica through the measured seconds into ``profile/r<i>.txt``
+    (collapsed stacks)."""
+    server.reset()
+    cluster = ReplicaCluster(folder, args.bootstrap, server.url, size, log_level="WARNING")
+    cluster.start()
+    try:
+        bases = [r.url for r in cluster.replicas.values()]
+        pids = [r.process.pid for r in cluster.replicas.values() if r.process is not None]
+        run = uuid.uuid4().hex[:6]
+        common = {"topic": args.topic, "queries": args.queries, "partitions": args.partitions}
+        wrk(bases, seconds=3, run=run, **common)  # warm-up: queries known, groups owned
+        sides = {"replicas": pids, "postgres": server.pid(), "broker": broker_pid()}
+        with CpuMeter(**sides) as idle:
+            time.sleep(args.idle_seconds)  # no load: what the replicas spend on their own
+        spies = (
+            []
+            if profile is None
+            else [
+                subprocess.Popen(spy(pid, profile / f"r{i}.txt", args.seconds))
+                for i, pid in enumerate(pids)
+            ]
+        )
+        loops_before = sum(main_thread_cpu(p) for p in pids)
+        batches_before = batches(bases)
+        with CpuMeter(**sides) as meter:
+            result = wrk(bases, seconds=args.seconds, run=run, **common)
+        meter.add("wrk", result["wrk_cpu_s"])
+        batches_after = batches(bases)
+        for sampler in spies:
+            sampler.wait()
+        result["idle_cpu_per_s"] = (
+            (idle.seconds("replicas") or 0.0) + (idle.seconds("postgres") or 0.0)
+        ) / args.idle_seconds
+        result["loops_cpu_s"] = sum(main_thread_cpu(p) for p in pids) - loops_before
+        result["replicas_cpu_s"] = meter.seconds("replicas") or 0.0
+        result["postgres_cpu_s"] = meter.seconds("postgres") or 0.0
+        result["meter"] = meter
+    finally:
+        cluster.stop()
+    events = max(1, result["accepted"])
+    made = batches_after[0] - batches_before[0]
+    result["items_per_batch"] = (batches_after[1] - batches_before[1]) / max(1, made)
+    result["batches_per_event"] = made / events
+    result["step_ms_per_batch"] = {
+        step: 1000 * (batches_after[2][step] - batches_before[2].get(step, 0.0)) / max(1, made)
+        for step in batches_after[2]
+    }
+    result["events_per_s"] = result["requests"] / result["seconds"]
+    result["replica_ms"] = 1000 * result["replicas_cpu_s"] / events
+    result["postgres_ms"] = 1000 * result["postgres_cpu_s"] / events
+    result["loop_ms"] = 1000 * result["loops_cpu_s"] / events
+    result["threads_ms"] = result["replica_ms"] - result["loop_ms"]
+    result["total_ms"] = result["replica_ms"] + result["postgres_ms"]
+    return result
 
 
 def failover(args: argparse.Namespace, server: PostgresServer, table: Table) -> list[str]:
@@ -157,23 +228,89 @@ def failover(args: argparse.Namespace, server: PostgresServer, table: Table) -> 
     ]
 
 
+def summary(per_event: dict[int, list[dict[str, Any]]]) -> None:
+    """The store threads' steps and the ratios to one replica, medians of the rounds."""
+    print("The store threads' CPU in each step of a batch, ms per batch (medians of the rounds):")
+    print("| replicas | " + " | ".join(STEPS) + " | all steps | items/batch |")
+    print("|---|" + "---|" * (len(STEPS) + 2))
+    for n, rs in sorted(per_event.items()):
+        step_ms = {
+            s: statistics.median(r["step_ms_per_batch"].get(s, 0.0) for r in rs) for s in STEPS
+        }
+        items = statistics.median(r["items_per_batch"] for r in rs)
+        print(
+            f"| {n} | "
+            + " | ".join(f"{step_ms[s]:.2f}" for s in STEPS)
+            + f" | {sum(step_ms.values()):.2f} | {items:.1f} |"
+        )
+    medians = {n: statistics.median(r["total_ms"] for r in rs) for n, rs in per_event.items()}
+    replica_only = {
+        n: statistics.median(r["replica_ms"] for r in rs) for n, rs in per_event.items()
+    }
+    print()
+    for n in sorted(medians):
+        ratio(f"median CPU ms/event, {n} replicas / 1 replica", medians[n], medians[1])
+        ratio(f"  replicas alone, {n} / 1", replica_only[n], replica_only[1])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--bootstrap", default="127.0.0.1:9092")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--seconds", type=float, default=10)
-    parser.add_argument("--queries", type=int, default=100)
+    parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--partitions", type=int, default=8)
-    parser.add_argument("--workers", type=int, default=32)
-    parser.add_argument("--lease", type=float, default=6.0)
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        help="after the rounds, one more round with py-spy (on PATH) sampling each replica "
+        "into this folder (not counted in the figures: py-spy takes CPU too)",
+    )
+    parser.add_argument(
+        "--idle-seconds",
+        type=float,
+        default=5,
+        help="after the warm-up, seconds without load whose CPU (replicas + PostgreSQL) is "
+        "the replicas' own background work (leases, status, notices)",
+    )
+    parser.add_argument(
+        "--profile-replicas", type=int, default=3, help="how many replicas the profiled round has"
+    )
+    parser.add_argument("--workers", type=int, default=32, help="failover: loadgen's workers")
+    parser.add_argument("--lease", type=float, default=6.0, help="failover: the lease, seconds")
     args = parser.parse_args()
     args.topic = f"bench-replicas-{uuid.uuid4().hex[:8]}"  # commits need a real topic
     asyncio.run(create_topic(args.bootstrap, args.topic, args.partitions))
     build_loadgen()
     server = PostgresServer().start()
     shape = f"{os.cpu_count()} cores; {args.queries} queries x {args.partitions} partitions"
+    table = Table(
+        f"CPU per event, {shape}",
+        "replicas", "round", "events accepted", "events/s", "errors",
+        "replicas ms/event", "of which event loops", "of which threads", "PostgreSQL ms/event",
+        "total ms/event", "store batches/event", "items/batch", "CPU without load",
+        cpu=("replicas", "postgres", "broker", "wrk", "bench"),
+    )  # fmt: skip
+    per_event: dict[int, list[dict[str, Any]]] = {}
     try:
-        throughput(args, server, Table(f"Throughput, {shape}", *COLUMNS, cpu=SIDES))
+        for round_ in range(args.rounds):
+            for size in (1, 2, 3):
+                with tempfile.TemporaryDirectory() as folder:
+                    r = measure(args, server, size, Path(folder))
+                per_event.setdefault(size, []).append(r)
+                table.add(
+                    size, round_, r["accepted"], round(r["events_per_s"]), r["errors"],
+                    r["replica_ms"], r["loop_ms"], r["threads_ms"], r["postgres_ms"],
+                    r["total_ms"], r["batches_per_event"], f"{r['items_per_batch']:.1f}",
+                    f"{100 * r['idle_cpu_per_s']:.0f} %", meter=r["meter"],
+                )  # fmt: skip
+        if args.profile is not None:
+            args.profile.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryDirectory() as folder:
+                measure(args, server, args.profile_replicas, Path(folder), profile=args.profile)
+            print(f"profiles of {args.profile_replicas} replicas in {args.profile}", flush=True)
+        table.print()
+        summary(per_event)
         tail = failover(args, server, Table(f"Failover, {shape}", *COLUMNS, cpu=SIDES))
     finally:
         server.stop()

@@ -4,7 +4,7 @@ CPU of each side. Its figures are not judged here (machines are shared and noisy
 runs end to end and prints them is. One scenario gets the brand-new broker the runner
 starts when given none (``make bench``); the others are given this worker's broker
 (``--bootstrap``, its pid for the broker's CPU column): a broker's start and stop is 8-10 s
-of CPU, paid sixteen times over on 2 cores otherwise."""
+of CPU, paid by every scenario that takes one otherwise."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def _marks(name: str) -> list[pytest.MarkDecorator]:
 
 
 # Quick runs of a minute or more on 2 cores (several sides, each loading its fleet).
-LONG = {"scrape_cost", "replicas", "replicas_cpu", "follow_latency", "peers"}
+LONG = {"scrape_cost", "replicas", "follow_latency", "peers"}
 
 
 # The scenario run on the runner's own brand-new broker (what ``make bench`` does).
