@@ -399,9 +399,8 @@ def _roll_and_kill(
     """Once every group commits: ``STEADY``, 10 s with every broker up (the pace of the
     service's commits on this machine now), a rolling restart (each node SIGTERMed,
     ``roll`` checked while it is down, started again and back in every ISR before the
-    next), ``victim`` SIGKILLed and started
-    again at once (as a supervisor does), then SIGKILLed for good; each followed by commits
-    for a while."""
+    next), ``victim`` SIGKILLed and started again at once (as a supervisor does), then
+    SIGKILLed for good; each followed by commits for a while."""
     in_sync = ["__consumer_offsets", topic]
     controls = list(witness.plain_groups)
     witness.wait_for(
