@@ -10,6 +10,7 @@ import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from sqlalchemy import text
 
 from spark_offset_sidecar import __version__
@@ -25,8 +26,11 @@ def test_migrations_match_the_schema(database_url: str) -> None:
     store.migrate()
     with store.engine.connect() as connection:
         diff = compare_metadata(MigrationContext.configure(connection), metadata)
+        alembic_reads = MigrationContext.configure(connection).get_current_revision()
     assert diff == []
-    assert migrate.current_revision(store.engine) == migrate.head_revision() == "0008"
+    # HEAD, which checks compare with alembic unloaded, is the newest of migrations/versions/
+    newest = ScriptDirectory.from_config(migrate.alembic_config()).get_current_head()
+    assert migrate.current_revision(store.engine) == alembic_reads == migrate.HEAD == newest
     store.check()
     store.migrate()  # idempotent
     store.close()
@@ -50,6 +54,8 @@ def test_a_database_a_newer_release_migrated_is_refused_and_left_as_it_was(
             assert f"its newest migration is {migrate.head_revision()}" in said
             assert "Run that newer release" in said
             assert "restore the backup taken before the upgrade" in said
+        with pytest.raises(StoreUnavailable, match=f"at {NEWER_REVISION}, not at {migrate.HEAD}"):
+            store.check()  # a watcher's start and /readyz, with alembic unloaded
     finally:
         store.close()
     assert contents(database_url) == before
