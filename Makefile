@@ -105,7 +105,10 @@ TEST_WORKERS ?= 3
 CHECK_WORKERS ?= 2
 
 # --durations: the slowest tests close every run's output (where a cold run's time goes).
+# compileall: the checkout's modules compiled once, before the hundreds of services and
+# children the suite starts import them (docs/decisions.md, "The checkout compiled once").
 test: jars tools lint typecheck docs
+	$(PY) -m compileall -q service migrations harness tests bench jobs scripts
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=30 $(PYTEST_ARGS)
 
 # The inner loop needs the virtualenv alone: every test that needs no broker, Spark,

@@ -238,7 +238,9 @@ logger.kafka.level = warn
 logger.apache.name = org.apache.kafka
 logger.apache.level = warn
 CONF
-  local java_cmd=(java "-Xmx$heap" "-Xms128m" -XX:+UseG1GC -Djava.awt.headless=true
+  # No collector named: the JVM's own choice (G1 on 2 cores and 2 GB or more), or the one
+  # JAVA_TOOL_OPTIONS names (the suite's serial collector; naming two fails the start).
+  local java_cmd=(java "-Xmx$heap" "-Xms128m" -Djava.awt.headless=true
     "-Dlog4j2.configurationFile=$dir/log4j2.properties" -cp "$jars/*")
   # Kafka 4 fetches no OAuth URL it was not allowed to (empty list by default).
   [ -z "${LOCAL_KAFKA_OAUTH_JWKS_URL:-}" ] \

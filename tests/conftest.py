@@ -21,13 +21,13 @@ settings.register_profile("shared-machine", deadline=None)
 settings.load_profile("shared-machine")
 
 # Every JVM the suite starts (brokers, Spark drivers, spark-shell, Spark Connect servers)
-# compiles with the JIT's first tier only: a test's JVM lives seconds to minutes, where the
-# second tier's compilations are much of its CPU, and the suite's workers share two
-# cores. Measured on this machine: a Spark session's driver 20 -> 10-12 s of CPU, a
-# broker's start 4.1-4.9 -> 2.4-2.6 s (docs/decisions.md, "The JIT's first tier in tests").
-# What a test proves does not depend on the tier; the benchmarks (python -m bench, outside
-# pytest) keep both tiers. A value already set wins.
-os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1")
+# compiles with the JIT's first tier only and collects with the serial collector: a test's
+# JVM lives seconds to minutes on a small heap, where the second tier's compilations and
+# G1's concurrent threads are much of its CPU, and the suite's workers share two cores
+# (docs/decisions.md, "Test JVMs: the JIT's first tier, the serial collector"). What a
+# test proves depends on neither; the benchmarks (python -m bench, outside pytest) keep
+# the JVM's defaults. A value already set wins.
+os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 
 # What a test needs, read from the fixtures it uses: ``make check`` deselects these
 # markers (``-m "not kafka and not spark and not container and not tools"``), so a test
