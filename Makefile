@@ -28,11 +28,31 @@ HELM_CACHED := $(CACHE)/tools/helm-$(HELM_VERSION)/helm
 SYFT_VERSION := v1.57.2
 SYFT := .local/bin/syft
 SYFT_CACHED := $(CACHE)/tools/syft-$(SYFT_VERSION)/syft
+# go-containerregistry's crane (from the Go module proxy; looked up 2026-12-06: v0.22.1 is
+# the newest): `crane registry serve`, an OCI registry in one process on a loopback
+# address, its blobs in a folder, for the tests that publish the release's image and
+# chart and install them from it (tests/e2e/test_registries.py).
+CRANE_VERSION := v0.22.1
+CRANE := .local/bin/crane
+CRANE_CACHED := $(CACHE)/tools/crane-$(CRANE_VERSION)/crane
+# Kubernetes for the chart's tests on a real API server and node (tests/e2e/test_kubernetes.py,
+# test_kubernetes_node.py; harness/kube_api.py, kube_node.py): kube-apiserver,
+# kube-controller-manager, kubectl, kube-scheduler and the kubelet of one release, built
+# from the Go module proxy (scripts/build-kubernetes.sh: about 5 minutes of 2 idle cores,
+# figures there), and
+# kine, etcd's API over SQLite, as their store (224 s of CPU; 20 minutes on the busy cores
+# of 2026-12-06). v1.34.4: the release tried here first (v1.34.0 to v1.37.2 are served).
+KUBERNETES_VERSION := v1.34.4
+KUBERNETES_HOME := $(CACHE)/tools/kubernetes-$(KUBERNETES_VERSION)
+KUBERNETES_BINARIES := kube-apiserver kube-controller-manager kubectl kube-scheduler kubelet
+KINE_VERSION := v0.17.5
+KINE := .local/bin/kine
+KINE_CACHED := $(CACHE)/tools/kine-$(KINE_VERSION)/kine
 # Prometheus Operator's CRDs (ServiceMonitor, PrometheusRule) for the chart's tests, from the
 # Go module proxy (GitHub is not reachable from everywhere).
 PROMETHEUS_OPERATOR := github.com/prometheus-operator/prometheus-operator@v0.78.2
 
-.PHONY: test check demo docs dist bench fuzz lint typecheck venv jars tools system-deps kafka-start kafka-stop kafka-cluster-start kafka-cluster-stop clean
+.PHONY: test check demo docs dist bench fuzz lint typecheck venv jars tools system-deps dist-deps kafka-start kafka-stop kafka-cluster-start kafka-cluster-stop clean
 
 # PYTHONWARNINGS: setuptools tells of every editable install in a nine-line UserWarning
 # that asks nothing of the reader.
@@ -45,8 +65,13 @@ $(STAMP): pyproject.toml jobs/pyproject.toml
 
 venv: $(STAMP)
 
+# Debian packages: every one the tests use, or (dist-deps) only those make dist uses, a subset
+# (scripts/install-system-deps.sh lists both).
 system-deps:
 	scripts/install-system-deps.sh
+
+dist-deps:
+	scripts/install-system-deps.sh dist
 
 jars: venv system-deps
 	scripts/fetch-jars.sh kafka >/dev/null
@@ -70,6 +95,15 @@ $(SYFT): $(SYFT_CACHED)
 	mkdir -p .local/bin
 	ln -sf $(SYFT_CACHED) $(SYFT)
 
+$(CRANE_CACHED):
+	mkdir -p $(dir $@)
+	GOBIN=$(dir $@) GOFLAGS=-mod=mod go install \
+	  github.com/google/go-containerregistry/cmd/crane@$(CRANE_VERSION)
+
+$(CRANE): $(CRANE_CACHED)
+	mkdir -p .local/bin
+	ln -sf $(CRANE_CACHED) $(CRANE)
+
 # Installed into a folder of its own, run once, then moved into place: an install cut short
 # (or two at once into one cache) left modules missing and every Azure test red. The
 # `installed` mark is written only by a whole install; a folder without it is replaced.
@@ -85,7 +119,30 @@ $(AZURITE): | $(AZURITE_HOME)/installed
 	mkdir -p .local/bin
 	ln -sf $(AZURITE_CACHED) $(AZURITE)
 
-tools: system-deps $(HELM) $(AZURITE)
+# One build per machine: a second checkout (or a second make) waits on the lock and
+# finds the folder made.
+# The kubelet, built last, marks a whole folder.
+$(KUBERNETES_HOME)/kubelet:
+	mkdir -p $(CACHE)/tools
+	flock $(KUBERNETES_HOME).lock sh -c 'test -x $@ || \
+	  scripts/build-kubernetes.sh $(KUBERNETES_VERSION) $(KUBERNETES_HOME)'
+
+$(addprefix .local/bin/,$(KUBERNETES_BINARIES)): $(KUBERNETES_HOME)/kubelet
+	mkdir -p .local/bin
+	ln -sf $(KUBERNETES_HOME)/$(notdir $@) $@
+
+# CGO: kine's SQLite is the C library (mattn/go-sqlite3).
+$(KINE_CACHED):
+	mkdir -p $(dir $@)
+	flock $(dir $@).lock sh -c 'test -x $@ || GOBIN=$(dir $@) GOFLAGS=-mod=mod CGO_ENABLED=1 \
+	  go install -ldflags "-X github.com/k3s-io/kine/pkg/version.Version=$(KINE_VERSION)" \
+	  github.com/k3s-io/kine@$(KINE_VERSION)'
+
+$(KINE): $(KINE_CACHED)
+	mkdir -p .local/bin
+	ln -sf $(KINE_CACHED) $(KINE)
+
+tools: system-deps $(HELM) $(AZURITE) $(CRANE) $(addprefix .local/bin/,$(KUBERNETES_BINARIES)) $(KINE)
 	go mod download -json $(PROMETHEUS_OPERATOR) >/dev/null
 
 lint: venv
@@ -132,7 +189,7 @@ docs: venv
 # wheels, sdist, the JVM listener's jars and POM, the chart, the image as an OCI archive,
 # an SBOM of each, SHA256SUMS. Not on a clean tree tagged v<version> (releases.toml), it is
 # a development build, <version>-dev<N>; RELEASE=1 refuses that instead.
-dist: venv system-deps $(HELM) $(SYFT)
+dist: venv dist-deps $(HELM) $(SYFT)
 	$(PY) scripts/dist.py $(if $(RELEASE),--release)
 
 # The benchmarks (bench/__main__.py): `make bench` lists them, `make bench SCENARIO=name

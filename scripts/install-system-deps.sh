@@ -1,6 +1,11 @@
 #!/usr/bin/env bash
-# Debian packages the tests use (`make test`, `make check`; `make demo` needs none of
-# them), installed when missing:
+# Debian packages, installed when missing: with no argument, every one below, what the tests
+# use (`make test`, `make check`); with `dist`, only those marked dist, what `make dist` uses
+# (`make dist-deps`). `make demo` needs none of them.
+#   podman, runc, mmdebstrap                                                         (dist)
+#               build the project's image (scripts/dist.py, harness/pod.py) and run the
+#               chart's pod (tests/e2e/test_container.py); mmdebstrap makes the image's
+#               bases from Debian packages (no registry needed)
 #   kcat        a real Kafka client (librdkafka) to check what the broker holds
 #   postgresql  a real PostgreSQL server for the store's tests (the tests start their own)
 #   burrow      LinkedIn's Burrow, the lag tool the tests check the product against
@@ -10,26 +15,49 @@
 #   wrk         a light HTTP load generator in C, for bench/http_throughput.py
 #   npm         Node's package manager (and Node): Azurite, the Azure Storage emulator of the
 #               follower's abfs:// tests, comes from npm (make tools)
-#   podman, runc, mmdebstrap
-#               build the project's image and run the chart's pod (tests/e2e/test_container.py);
-#               mmdebstrap makes the base image from Debian packages (no registry needed)
-# Java 17+ must already be there (it runs the Kafka and Spark jars). Maven is installed
-# when missing; without root, scripts/mvn.sh fetches it from Maven Central instead.
+#   maven       builds the JVM listener; without it (and for make dist, which does not
+#               install it), scripts/mvn.sh fetches Maven from Maven Central instead
+#   gnupg       gpg and its agent: a maintainer's signing of the JVM listener, as
+#               docs/versions.md says, run with a key of the test's (tests/e2e/test_dist.py)
+#   containerd, containernetworking-plugins, gcc, libc6-dev
+#               the Kubernetes node of the chart's test (harness/kube_node.py): the runtime
+#               the kubelet drives, the pod network (bridge), the pause image's static binary
+# Java 17+ must already be there (it runs Maven, and the Kafka and Spark jars).
 set -euo pipefail
+mode=${1:-test}
+case "$mode" in
+  test | dist) ;;
+  *) echo "usage: $0 [dist]   (no argument: every package the tests use)" >&2; exit 2 ;;
+esac
 missing=()
+# need FOR PACKAGE CHECK...: PACKAGE is missing when CHECK fails; FOR is dist (make dist and
+# the tests) or test (the tests alone)
+need() {
+  local for=$1 package=$2
+  shift 2
+  [ "$for" = dist ] || [ "$mode" = test ] || return 0
+  "$@" >/dev/null 2>&1 || missing+=("$package")
+}
+runc_present() { command -v runc || [ -x /usr/sbin/runc ]; }
+gpg_present() { command -v gpg && command -v gpg-agent; }
 command -v java >/dev/null || { echo "java (17 or newer) is required" >&2; exit 1; }
-command -v mvn >/dev/null || missing+=(maven)
-command -v kcat >/dev/null || missing+=(kcat)
-compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql)
-command -v Burrow >/dev/null || missing+=(burrow)
-[ -f /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
-command -v promtool >/dev/null || missing+=(prometheus)
-command -v chromium >/dev/null || missing+=(chromium)
-command -v wrk >/dev/null || missing+=(wrk)
-command -v npm >/dev/null || missing+=(npm)
-command -v podman >/dev/null || missing+=(podman)
-command -v runc >/dev/null || [ -x /usr/sbin/runc ] || missing+=(runc)
-command -v mmdebstrap >/dev/null || missing+=(mmdebstrap)
+need dist podman command -v podman
+need dist runc runc_present
+need dist mmdebstrap command -v mmdebstrap
+need test maven command -v mvn
+need test kcat command -v kcat
+need test postgresql compgen -G "/usr/lib/postgresql/*/bin/initdb"
+need test burrow command -v Burrow
+need test zookeeper test -f /usr/share/java/zookeeper.jar
+need test prometheus command -v promtool
+need test chromium command -v chromium
+need test wrk command -v wrk
+need test npm command -v npm
+need test gnupg gpg_present
+need test containerd command -v containerd
+need test containernetworking-plugins test -x /usr/lib/cni/bridge
+need test gcc command -v gcc
+need test libc6-dev compgen -G "/usr/lib/*/libc.a"
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ] && ! command -v sudo >/dev/null; then
   echo "please install these Debian packages: ${missing[*]}" >&2

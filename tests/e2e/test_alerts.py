@@ -9,11 +9,15 @@ installed by ``make system-deps``).
    stops committing while records keep arriving, a group whose commits fail, and a
    healthy group. The right alerts go pending or firing; the healthy group never alerts;
    every query of the dashboard returns series from that Prometheus.
+3. promtool's cases of the critical SparkOffsetSidecarNoSuccessfulCommit fed the series a
+   real service exports (scraped, names and labels) for a group that never committed and
+   one that did.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import threading
@@ -26,16 +30,23 @@ from typing import Any
 import httpx
 import pytest
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from harness.machine import free_port, refuse_in_inner_loop
 from harness.service_process import ServiceProcess
 from tests.support.helm import by_kind, render
 from tests.support.kafka import delete_records, produce, run_sync, unique_group
 from tests.support.scenarios import three_groups
-from tests.support.service import spark_progress, wait_for
+from tests.support.service import metric, spark_progress, wait_for
 
 HERE = Path(__file__).parent
 NAMESPACE = "data"  # the label Kubernetes' service discovery would give the series
+NO_COMMIT = "SparkOffsetSidecarNoSuccessfulCommit"
+NEVER_SUMMARY = "no successful offset commit for 900 s, and commits are failing"
+NO_COMMIT_DESCRIPTION = (
+    "Lag tools see this Spark job's group frozen. Reasons are in "
+    "sidecar_commits_failed_by_reason_total; GET /v1/status/<group> shows the group."
+)
 
 pytestmark = pytest.mark.tools  # helm, promtool and Prometheus
 
@@ -84,6 +95,118 @@ def test_promtool_checks_and_unit_tests_every_rule_of_the_chart(tmp_path: Path) 
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "SUCCESS" in result.stdout
+
+
+def run_promtool_cases(folder: Path, cases: dict[str, Any]) -> None:
+    """``promtool test rules`` on ``cases`` (a test file's content) and folder/rules.yaml."""
+    (folder / "cases.yaml").write_text(yaml.safe_dump(cases, sort_keys=False))
+    result = subprocess.run(
+        [tool("promtool"), "test", "rules", str(folder / "cases.yaml")],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+# The values of each series a real service exports for the two groups of the test below,
+# by the group's part and the series' name, one sample a minute: "never" fails a commit a
+# minute from its first event and never commits; "recent" fails as often but commits too,
+# every minute. The scrape decides which series there are: a series the service does not
+# export for such a group cannot be fed, and one it exports cannot be left out.
+NEVER_AND_RECENT = {
+    ("never", "sidecar_commits_failed_total"): "0+1x40",
+    ("recent", "sidecar_commits_failed_total"): "0+1x40",
+    ("recent", "sidecar_last_successful_commit_timestamp_seconds"): "0+60x40",
+}
+
+
+def test_the_no_commit_alert_on_a_real_services_series_pages_for_a_group_never_committed(
+    tmp_path: Path, kafka_bootstrap: str, new_topic: Any
+) -> None:
+    """promtool's cases of SparkOffsetSidecarNoSuccessfulCommit fed the series a real
+    service exports, names and labels as scraped: a group whose every commit Kafka refuses
+    (its event names a partition the topic lacks) has failures and no
+    sidecar_last_successful_commit_timestamp_seconds at all; it pages once the service has
+    known it for noCommitForSeconds (900 s) and 5 minutes more. A group that committed
+    within the window does not, though its commits fail as often."""
+    spec = rendered_rules(tmp_path)
+    (rule,) = [r for g in spec["groups"] for r in g["rules"] if r.get("alert") == NO_COMMIT]
+    read = set(re.findall(r"\bsidecar_[a-z_]+\b", rule["expr"]))
+    service = ServiceProcess(
+        tmp_path, kafka_bootstrap, retry_initial_seconds=0.5, retry_max_seconds=1
+    ).start()
+    topic = new_topic(1)
+    run_sync(produce(kafka_bootstrap, topic, 10))
+    parts = {unique_group("never"): "never", unique_group("recent"): "recent"}
+    never, recent = parts
+    try:
+        for group, offsets in ((recent, {"0": 10}), (never, {"0": 10, "7": 1})):
+            answer = service.post_progress(group, spark_progress(0, {topic: offsets}, query=group))
+            assert answer.status_code == 200, answer.text
+        text = wait_for(
+            lambda: (
+                (t := service.metrics())
+                and (metric(t, "sidecar_commits_failed_total", consumergroup=never) or 0) >= 2
+                and metric(
+                    t, "sidecar_last_successful_commit_timestamp_seconds", consumergroup=recent
+                )
+                and t
+            ),
+            timeout=60,
+            what="the never-committed group's failures and the other's commit",
+        )
+    finally:
+        service.stop()
+    scraped = [
+        (parts[sample.labels["consumergroup"]], sample.name, sample.labels)
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name in read and sample.labels.get("consumergroup") in parts
+    ]
+    assert {(part, name) for part, name, _ in scraped} == set(NEVER_AND_RECENT), scraped
+    input_series = []
+    for part, name, labels in scraped:
+        fed = {
+            **labels,
+            "consumergroup": part,
+            "namespace": NAMESPACE,
+            "job": "sidecar",
+            "instance": "a",
+        }
+        selector = ",".join(f'{k}="{v}"' for k, v in sorted(fed.items()))
+        input_series.append(
+            {"series": f"{name}{{{selector}}}", "values": NEVER_AND_RECENT[part, name]}
+        )
+    page = {
+        "severity": "critical",
+        "namespace": NAMESPACE,
+        "consumergroup": "never",
+        **{k: v for k, v in scraped[0][2].items() if k == "cluster_name"},
+    }
+    runbook = f"operate/runbooks/{NO_COMMIT}"
+    annotations = {
+        "runbook": f"the manual's page {runbook} (docs/{runbook}.md)",
+        "summary": f"Group never: {NEVER_SUMMARY}",
+        "description": NO_COMMIT_DESCRIPTION,
+    }
+    checks = [
+        # Known for 900 s from 15m; pending for 5m; "recent" never.
+        {"eval_time": "14m", "alertname": NO_COMMIT, "exp_alerts": []},
+        {"eval_time": "19m", "alertname": NO_COMMIT, "exp_alerts": []},
+        {
+            "eval_time": "21m",
+            "alertname": NO_COMMIT,
+            "exp_alerts": [{"exp_labels": page, "exp_annotations": annotations}],
+        },
+    ]
+    run_promtool_cases(
+        tmp_path,
+        {
+            "rule_files": ["rules.yaml"],
+            "evaluation_interval": "1m",
+            "tests": [{"interval": "1m", "input_series": input_series, "alert_rule_test": checks}],
+        },
+    )
 
 
 class Prometheus:

@@ -44,6 +44,7 @@ from tests.support.helm import (
     PRODUCTION,
     by_kind,
     helm,
+    prometheus_operator_crds,
     refused,
     render,
     render_as,
@@ -51,17 +52,11 @@ from tests.support.helm import (
 from tests.support.manual import shell_blocks
 from tests.support.service import QUERY, metric, wait_for
 
-PROMETHEUS_OPERATOR = "github.com/prometheus-operator/prometheus-operator@v0.78.2"
-
 pytestmark = pytest.mark.tools  # helm (make tools)
 
 
 def crd_schemas() -> dict[str, dict[str, Any]]:
-    found = subprocess.run(
-        ["go", "mod", "download", "-json", PROMETHEUS_OPERATOR],
-        check=True, capture_output=True, text=True, cwd="/tmp",
-    )  # fmt: skip
-    crds = Path(json.loads(found.stdout)["Dir"]) / "example" / "prometheus-operator-crd"
+    crds = prometheus_operator_crds()
     schemas = {}
     for kind, file in [
         ("ServiceMonitor", "monitoring.coreos.com_servicemonitors.yaml"),
@@ -99,16 +94,17 @@ def validate(docs: list[dict[str, Any]]) -> None:
             kubernetes_validate.validate(doc, KUBERNETES, strict=True)
 
 
-@pytest.mark.parametrize("values", ["default", "production", "identities", "msk-iam", "clusters"])
+EXAMPLES = sorted(p.name.removesuffix("-values.yaml") for p in (CHART / "ci").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("values", ["default", *EXAMPLES])
 def test_chart_lints_renders_and_validates(values: str) -> None:
-    files = {
-        "production": PRODUCTION,
-        "identities": CHART / "ci" / "identities-values.yaml",
-        "msk-iam": CHART / "ci" / "msk-iam-values.yaml",
-        "clusters": CLUSTERS,
-    }
-    args = ["-f", str(files[values])] if values in files else []
-    lint = subprocess.run([helm(), "lint", str(CHART), *args], capture_output=True, text=True)
+    """The default values and every example the chart ships (ci/), linted as strictly as
+    Helm lints (warnings fail too: what a chart repository's checks refuse)."""
+    args = ["-f", str(CHART / "ci" / f"{values}-values.yaml")] if values != "default" else []
+    lint = subprocess.run(
+        [helm(), "lint", "--strict", str(CHART), *args], capture_output=True, text=True
+    )
     assert lint.returncode == 0, lint.stdout + lint.stderr
     docs = render(*args)
     validate(docs)
@@ -133,6 +129,7 @@ def test_default_values_sqlite_on_a_volume_one_pod_and_a_generated_token(tmp_pat
         assert container["securityContext"]["capabilities"]["drop"] == ["ALL"]
         assert {m["mountPath"] for m in container["volumeMounts"]} >= {"/data", "/tmp"}
     assert spec["securityContext"]["runAsNonRoot"] is True
+    assert spec["enableServiceLinks"] is False  # no SIDECAR_* from the namespace's Services
     assert server["livenessProbe"]["httpGet"]["path"] == "/livez"
     assert server["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert kinds["PersistentVolumeClaim"][0]["spec"]["resources"]["requests"]["storage"] == "1Gi"
@@ -285,6 +282,37 @@ def test_a_changed_setting_changes_the_pods_checksum() -> None:
     assert checksum() != checksum("--set", "settings.logLevel=DEBUG")
 
 
+def test_a_render_without_a_cluster_is_stable_only_with_an_existing_secret() -> None:
+    """``helm template`` (Argo CD) twice: the generated token, which Helm's lookup cannot
+    read back without a cluster, and so the pods' checksum/secret differ at each render;
+    with auth.existingSecret, as docs/run/kubernetes.md says for GitOps, the chart renders
+    no token Secret, mounts that one, and two renders are the same."""
+
+    def rendered(*args: str) -> tuple[str | None, str, list[dict[str, Any]]]:
+        docs = render(*args)
+        kinds = by_kind(docs)
+        secrets = {s["metadata"]["name"]: s for s in kinds.get("Secret", [])}
+        token = secrets.get("r-spark-offset-sidecar-tokens")
+        value = None
+        if token is not None:
+            value = json.loads(base64.b64decode(token["data"]["tokens.json"]))["tokens"][0]["token"]
+        pod = kinds["Deployment"][0]["spec"]["template"]
+        return value, pod["metadata"]["annotations"]["checksum/secret"], docs
+
+    first, second = rendered(), rendered()
+    assert first[0]
+    assert second[0]
+    assert first[0] != second[0]  # a new token at each render
+    assert first[1] != second[1]  # and the pods roll at each sync
+    gitops = ("--set", "auth.existingSecret=sidecar-tokens")
+    one, two = rendered(*gitops), rendered(*gitops)
+    assert one[0] is None  # no token Secret of the chart's
+    assert one[2] == two[2]  # every object the same, the checksum included
+    pod = by_kind(one[2])["Deployment"][0]["spec"]["template"]["spec"]
+    (tokens,) = [v for v in pod["volumes"] if v["name"] == "tokens"]
+    assert tokens["secret"]["secretName"] == "sidecar-tokens"
+
+
 @pytest.mark.parametrize(
     ("args", "named"),
     [
@@ -378,6 +406,33 @@ def test_oauthbearer_msk_iam_and_jobs_identities_reach_the_service(tmp_path: Pat
     }
     annotations = msk["ServiceAccount"][0]["metadata"]["annotations"]
     assert annotations == {"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/x"}
+
+
+@pytest.mark.parametrize(
+    "issuer",
+    [
+        "",  # a cluster of your own: the in-cluster default
+        "https://oidc.eks.eu-west-1.amazonaws.com/id/EXAMPLED539D4633E53DE1B71EXAMPLE",
+        "https://container.googleapis.com/v1/projects/p/locations/europe-west1/clusters/c",
+        "https://westeurope.oic.prod-aks.azure.com/00000000-0000-0000-0000-000000000000/"
+        "11111111-1111-1111-1111-111111111111/",
+    ],
+)
+def test_a_managed_clusters_issuer_reaches_the_service(issuer: str, tmp_path: Path) -> None:
+    """auth.oidc.issuer (docs/secure/workload-identity.md: EKS, GKE, AKS) is the issuer the
+    pod's service checks tokens against, character for character, its keys still read from
+    the API server with inCluster; without it, the in-cluster default."""
+    kinds = by_kind(render(
+        "-f", str(CHART / "ci" / "identities-values.yaml"),
+        "--set", f"auth.oidc.issuer={issuer}",
+    ))  # fmt: skip
+    validate([doc for docs in kinds.values() for doc in docs])
+    config = kinds["ConfigMap"][0]["data"]
+    settings = Settings.from_env(_settings_of(config, tmp_path))
+    assert settings.oidc.issuer == (issuer or "https://kubernetes.default.svc.cluster.local")
+    assert settings.oidc.jwks_url == "https://kubernetes.default.svc/openid/v1/jwks"
+    assert settings.oidc.ca_file is not None
+    assert settings.oidc.bearer_token_file is not None
 
 
 CLUSTERS = CHART / "ci" / "clusters-values.yaml"

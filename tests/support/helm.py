@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,6 +17,17 @@ from harness.machine import ROOT, refuse_in_inner_loop
 CHART = ROOT / "helm" / "spark-offset-sidecar"
 PRODUCTION = CHART / "ci" / "production-values.yaml"
 KUBERNETES = "1.30.0"
+PROMETHEUS_OPERATOR = "github.com/prometheus-operator/prometheus-operator@v0.78.2"
+
+
+def prometheus_operator_crds() -> Path:
+    """The folder of the Prometheus Operator's CRDs (ServiceMonitor, PrometheusRule, ...),
+    from the Go module proxy's copy of its module (``make tools`` downloads it)."""
+    found = subprocess.run(
+        ["go", "mod", "download", "-json", PROMETHEUS_OPERATOR],
+        check=True, capture_output=True, text=True, cwd="/tmp",
+    )  # fmt: skip
+    return Path(json.loads(found.stdout)["Dir"]) / "example" / "prometheus-operator-crd"
 
 
 def helm() -> str:
@@ -66,10 +79,10 @@ def render_as(install: str) -> list[dict[str, Any]]:
     words = shlex.split(install)
     assert words[:2] == ["helm", "install"], install
     release, chart, *args = words[2:]
-    # the release's archive (``make dist``: this chart, packaged) or the chart's folder
-    archive = chart == "./spark-offset-sidecar-$CHART_VERSION.tgz"
-    assert archive or (ROOT / chart).resolve() == CHART, install
-    args = [a for a in args if a != "--create-namespace"]  # the cluster's, not the chart's
+    # the release's chart from its registry, by version: this chart, as it is published
+    assert chart == "oci://$OCI_REGISTRY/charts/spark-offset-sidecar", install
+    assert args[:2] == ["--version", "$CHART_VERSION"], install
+    args = [a for a in args[2:] if a != "--create-namespace"]  # the cluster's, not the chart's
 
     def values(path: str) -> str:  # a values file of the repository, or of the archive
         return str(ROOT / path if (ROOT / path).exists() else CHART.parent / path)

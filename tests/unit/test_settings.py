@@ -20,6 +20,8 @@ from spark_offset_sidecar.settings import (
     Settings,
 )
 from spark_offset_sidecar.settings.section import Section
+from spark_offset_sidecar.settings.service_links import is_service_link, service_links
+from tests.support.kubernetes import service_link_variables
 
 
 def test_defaults_and_explicit_values() -> None:
@@ -92,7 +94,9 @@ def test_a_postgresql_url_whose_driver_is_missing_names_the_extra(
         Settings.from_env({"SIDECAR_DATABASE_URL": url})
     assert caught.value.variable == "SIDECAR_DATABASE_URL"
     assert f"the {driver} driver, which is not installed" in str(caught.value)
-    assert "install the postgres extra: pip install 'psycopg" in str(caught.value)
+    assert "install the postgres extra: pip install 'spark-offset-sidecar[postgres]==" in str(
+        caught.value
+    )
     assert "postgresql+psycopg://" in str(caught.value)
 
 
@@ -201,7 +205,7 @@ def test_msk_iam_without_the_signer_names_the_extra(monkeypatch: pytest.MonkeyPa
     )
     with pytest.raises(
         ConfigError,
-        match=r"the msk-iam extra: pip install .aws-msk-iam-sasl-signer-python.*whl\[msk-iam\]",
+        match=r"the msk-iam extra: pip install .spark-offset-sidecar\[msk-iam\]==.*whl\[msk-iam\]",
     ):
         Settings.from_env(
             {**SASL, "SIDECAR_KAFKA_SASL_MECHANISM": "AWS_MSK_IAM", "SIDECAR_KAFKA_AWS_REGION": "x"}
@@ -233,7 +237,8 @@ def test_jobs_identities_need_issuer_audience_and_a_tokens_file(
         importlib.util, "find_spec", lambda name, *a: None if name == "jwt" else real(name, *a)
     )
     with pytest.raises(
-        ConfigError, match=r"install the oidc extra: pip install .pyjwt.*whl\[oidc\]"
+        ConfigError,
+        match=r"install the oidc extra: pip install .spark-offset-sidecar\[oidc\]==.*whl\[oidc\]",
     ):
         Settings.from_env({**both, "SIDECAR_TOKENS_FILE": str(tokens)})
 
@@ -395,3 +400,46 @@ def test_the_projects_own_variables_are_not_under_the_settings_prefix() -> None:
     }
     assert found, "the scan finds the settings the tools set"
     assert sorted((path, name) for path, name in found if name not in Settings.variables()) == []
+
+
+def test_kubernetes_service_links_are_left_out_and_real_settings_kept() -> None:
+    """The exact variables a kubelet sets for Services named ``sidecar-spark-offset-sidecar``
+    (``helm install sidecar``), ``sidecar`` (whose ``SIDECAR_PORT=tcp://...`` is not the
+    setting) and an IPv6 one are no settings; a real setting beside them is read."""
+    links = service_link_variables()
+    assert service_links(links) == sorted(links)
+    assert Settings.from_env(links).http.port == 8000  # the default, not tcp://...
+    settings = Settings.from_env({**links, "SIDECAR_LOG_LEVEL": "DEBUG"})
+    assert (settings.log.level, settings.http.port) == ("DEBUG", 8000)
+    # The chart sets SIDECAR_PORT itself: a container's own variable wins over the link.
+    assert Settings.from_env({**links, "SIDECAR_PORT": "9000"}).http.port == 9000
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("SIDECAR_KAFKA_BOOTSTRAP", "a:1"),  # misspelled
+        ("SIDECAR_SERVICE_HOST", "sidecar.example"),  # a link's name, not an IP
+        ("SIDECAR_SERVICE_PORT_HTTP", "http"),
+        ("SIDECAR_PORT_8000_TCP", "tcp://10.96.0.13:9000"),  # another port than its name's
+        ("SIDECAR_PORT_8000_TCP_PROTO", "udp"),
+        ("SIDECAR_PORT_8000_TCP_PORT", "9000"),
+        ("SIDECAR_V6_PORT", "tcp://fd00:10:96::1c:8000"),  # IPv6 without brackets
+        ("SIDECAR_SPARK_PORT", "http://10.96.0.12:8000"),  # not a kubelet's protocol
+    ],
+)
+def test_unknown_variables_beside_service_links_are_still_refused(
+    variable: str, value: str
+) -> None:
+    with pytest.raises(ConfigError, match="unknown setting") as caught:
+        Settings.from_env({**service_link_variables(), variable: value})
+    assert caught.value.variable == variable
+
+
+def test_no_setting_but_sidecar_port_has_a_service_links_shape() -> None:
+    """A setting named like a link would be left out for a link's value: only SIDECAR_PORT
+    is (its number is the setting, a URL Kubernetes')."""
+    values = set(service_link_variables().values())
+    named = {v for v in Settings.variables() for value in values if is_service_link(v, value)}
+    assert named == {"SIDECAR_PORT"}
+    assert not is_service_link("SIDECAR_PORT", "8000")

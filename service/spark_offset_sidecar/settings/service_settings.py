@@ -3,7 +3,9 @@
 Read once from ``SIDECAR_*`` environment variables (``Settings.from_env``) and checked at
 start-up; built in code (tests, benchmarks) they are checked the same way. A value that
 does not parse, a check that fails, or an unknown ``SIDECAR_`` variable (a typo would
-otherwise be silently ignored) raises ``ConfigError`` naming the variable.
+otherwise be silently ignored) raises ``ConfigError`` naming the variable. Kubernetes'
+service-link variables (``service_links``: ``SIDECAR_SERVICE_HOST``, ``SIDECAR_PORT=tcp://...``
+for a Service named ``sidecar``) are not settings: they are left out, not refused.
 
 Several Kafka clusters: ``kafka`` describes the cluster ``clusters.name``; each name of
 ``clusters.more`` has its own ``KafkaSettings`` in ``more_kafka``, read from the same
@@ -37,6 +39,7 @@ from spark_offset_sidecar.settings.sections import (
     ReplicaSettings,
     StatusSettings,
 )
+from spark_offset_sidecar.settings.service_links import service_links
 from spark_offset_sidecar.settings.values import is_loopback
 
 
@@ -66,9 +69,11 @@ class Settings(BaseModel):
 
         With ``only`` (section names), for a command that serves nothing: those sections
         are read (and ``clusters``), the others keep their defaults, and the checks across
-        sections, which are about serving, are not made."""
+        sections, which are about serving, are not made. Kubernetes' service-link
+        variables are left out (``service_links``: whoever reads them says so)."""
         environ = os.environ if environ is None else environ
-        given = {k: v for k, v in environ.items() if k.startswith(PREFIX)}
+        links = set(service_links(environ))
+        given = {k: v for k, v in environ.items() if k.startswith(PREFIX) and k not in links}
         clusters = ClusterSettings.from_environ(given)
         _refuse_unknown(given, clusters)
         read: dict[str, Any] = {"clusters": clusters}
