@@ -3,11 +3,19 @@
 # Multi-stage: build a wheel, install it into a virtualenv, copy only that into a slim
 # runtime that runs as a non-root user and writes only to /data (SQLite) and /tmp.
 
-# The base image: Python 3.11 on Debian. The tests build from one made of Debian packages
-# (mmdebstrap, tests/support/image.py) where no registry is reachable: --build-arg BASE=...
+# The base image: Python 3.11 on Debian. make dist and the tests build on ones made of Debian
+# packages (mmdebstrap, harness/pod.py) where no registry is reachable: --build-arg BASE=...
+# for the runtime, with Debian's CA certificates alone, and BUILD_BASE=... for the build
+# stage, which adds the build machine's own CA certificates to reach the package index:
+# the image trusts none of them (docs/decisions.md, "The image's build trusts the machine,
+# the image does not").
 ARG BASE=python:3.11-slim
+ARG BUILD_BASE=${BASE}
 
-FROM ${BASE} AS build
+FROM ${BUILD_BASE} AS build
+# make dist gives the commit's time: pip then compiles the image's .pyc files by their
+# sources' hashes, not their times (PEP 552), so the same commit builds the same files.
+ARG SOURCE_DATE_EPOCH
 # The optional extras installed: PostgreSQL, S3, MSK IAM and jobs' OIDC tokens by default;
 # add azure (abfs://, abfss://) and gcs (gs://) for followed folders there:
 # --build-arg EXTRAS=postgres,s3,msk-iam,oidc,azure,gcs
@@ -28,6 +36,7 @@ FROM ${BASE}
 # development build's version and the commit; scripts/release.py writes the default).
 ARG VERSION=0.2.0
 ARG REVISION=unknown
+ARG SOURCE_DATE_EPOCH
 LABEL org.opencontainers.image.title="spark-offset-sidecar" \
       org.opencontainers.image.description="Commits Spark Structured Streaming's Kafka offsets to consumer groups on every checkpoint." \
       org.opencontainers.image.licenses="Apache-2.0" \

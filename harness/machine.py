@@ -10,7 +10,9 @@ import socket
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent  # the checkout
@@ -42,6 +44,30 @@ def answers(port: int) -> bool:
     except OSError:
         return False
     return True
+
+
+def answers_http(url: str) -> bool:
+    """Whether an HTTP GET of ``url`` succeeds now (2xx, or a redirect followed to one)."""
+    try:
+        urllib.request.urlopen(url, timeout=1).close()
+    except OSError:
+        return False
+    return True
+
+
+def wait_answering(
+    answering: Callable[[], bool], process: subprocess.Popen[bytes], what: str, timeout: float
+) -> None:
+    """Until ``answering()`` says the server ``process`` started is up; ``RuntimeError``
+    naming ``what`` if the process exits first or ``timeout`` seconds pass."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{what} exited with {process.returncode}")
+        if answering():
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"{what} did not answer within {timeout:.0f} s")
 
 
 def stop_process(process: subprocess.Popen[bytes] | None, grace: float = 10.0) -> None:

@@ -17,11 +17,17 @@ from __future__ import annotations
 import shutil
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
-from harness.machine import ROOT, answers, free_port, refuse_in_inner_loop, stop_process
+from harness.machine import (
+    ROOT,
+    answers,
+    free_port,
+    refuse_in_inner_loop,
+    stop_process,
+    wait_answering,
+)
 
 # Azurite's documented development account (public, the same in every Azurite).
 AZURE_ACCOUNT = "devstoreaccount1"
@@ -42,14 +48,8 @@ class _Server:
         self.process = subprocess.Popen(
             command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=self.folder
         )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"{command[0]} exited with {self.process.returncode}")
-            if answers(self.port):
-                return
-            time.sleep(0.1)
-        raise RuntimeError(f"{command[0]} did not answer on port {self.port}")
+        what = f"{command[0]} on port {self.port}"
+        wait_answering(lambda: answers(self.port), self.process, what, timeout)
 
     def stop(self) -> None:
         stop_process(self.process)

@@ -1,12 +1,16 @@
 """The project's container image and the chart's pod, run the way Kubernetes would run
 them, with podman (Debian's package; no registry needed).
 
-``build_image`` makes a base image of Debian packages (mmdebstrap: Python 3.11 of Debian
-12, the machine's CA certificates, ``PIP_CERT`` pointing at them) and builds the project's
-own Dockerfile on it (``--build-arg BASE=...``; ``--format docker`` keeps HEALTHCHECK,
-which the OCI format drops). Users build the same Dockerfile on ``python:3.11-slim``.
-``build_base`` also makes, for a Python that this machine lacks, a base of the Debian suite
-that packages it (``tests/e2e/test_python_versions.py``).
+``build_image`` builds the project's own Dockerfile on two base images of Debian packages
+(mmdebstrap: Python 3.11 of Debian 12): the runtime's, with Debian's CA certificates
+alone (``--build-arg BASE=...``), and the build stage's, that one with the machine's own
+CA certificates added and ``PIP_CERT`` pointing at them (``BUILD_BASE``), for pip to reach
+the package index through this machine's network; the released image holds none of them
+(docs/decisions.md, "The image's build trusts the machine, the image does not").
+``--format docker`` keeps HEALTHCHECK, which the OCI format drops. Users build the same
+Dockerfile on ``python:3.11-slim``. ``build_base`` also makes, for a Python that this
+machine lacks, a base of the Debian suite that packages it
+(``tests/e2e/test_python_versions.py``).
 
 ``Pod`` takes the documents ``helm template`` renders and runs one replica of the
 Deployment as the kubelet would: the init containers first, each to its end; the
@@ -58,6 +62,7 @@ def podman(
 
 
 def _certificates() -> list[Path]:
+    """The machine's own CA certificates (Debian's ``update-ca-certificates`` adds them)."""
     return sorted(Path("/usr/local/share/ca-certificates").glob("*.crt"))
 
 
@@ -65,29 +70,43 @@ def _certificates() -> list[Path]:
 IMAGE_SUITE = "bookworm"
 IMAGE_PACKAGES = ("python3", "python3-venv", "python-is-python3")
 
-
-# The image's settings: pip and uv trust the CA certificates the image was given.
-_SETTINGS = (
+# The bases' settings; one that builds or installs also has pip and uv trust the CA
+# certificates it was given (_TRUSTING).
+_SETTINGS = ('CMD ["/bin/bash"]',)
+_TRUSTING = (
     "ENV PIP_CERT=/etc/ssl/certs/ca-certificates.crt",
     "ENV SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt",
-    'CMD ["/bin/bash"]',
 )
 
 
-def build_base(suite: str = IMAGE_SUITE, packages: tuple[str, ...] = IMAGE_PACKAGES) -> str:
-    """A Debian base image of ``suite`` with ``packages`` (and CA certificates), made once
-    per content (its tag carries a hash of what it is made of: the suite, the packages,
-    the machine's extra CA certificates)."""
+def _hash(*made_of: str) -> str:
+    return hashlib.sha256("\n".join(made_of).encode()).hexdigest()[:12]
+
+
+def build_base(
+    suite: str = IMAGE_SUITE,
+    packages: tuple[str, ...] = IMAGE_PACKAGES,
+    *,
+    machine_ca: bool = True,
+) -> str:
+    """A Debian base image of ``suite`` with ``packages`` and Debian's ``ca-certificates``;
+    with ``machine_ca``, the machine's own CA certificates added on top (a base that builds
+    or installs, for pip to reach the package index), without, Debian's alone (the
+    released image's). Each is made once per content: its tag carries a hash of what it
+    is made of (the suite and packages; the Debian base's image and the certificates)."""
     included = ",".join([*packages, "ca-certificates"])
-    made_of = "\n".join([suite, included, *_SETTINGS]) + "".join(
-        p.read_text() for p in _certificates()
-    )
-    tag = f"{BASE_TAG}:{hashlib.sha256(made_of.encode()).hexdigest()[:12]}"
+    debian = f"{BASE_TAG}:{_hash(suite, included, *_SETTINGS)}"
     with machine_lock("podman-base"):
-        if podman("image", "exists", tag, check=False).returncode == 0:
-            return tag
-        _make_base(suite, included, tag)
-    return tag
+        if _image_id(debian) is None:
+            _make_base(suite, included, debian)
+        certificates = _certificates()
+        if not machine_ca or not certificates:
+            return debian
+        made_of = [str(_image_id(debian)), *_TRUSTING, *(c.read_text() for c in certificates)]
+        trusting = f"{BASE_TAG}:{_hash(*made_of)}"
+        if _image_id(trusting) is None:
+            _add_certificates(debian, certificates, trusting)
+    return trusting
 
 
 def _make_base(suite: str, included: str, tag: str) -> None:
@@ -98,28 +117,46 @@ def _make_base(suite: str, included: str, tag: str) -> None:
              # A suite's Release file expires (unstable's within days) while a mirror
              # that serves a snapshot of it keeps it: apt then refuses the whole suite.
              "--aptopt=Acquire::Check-Valid-Until \"false\"",
-             "--customize-hook=mkdir -p \"$1/usr/local/share/ca-certificates\"",
-             *[f"--customize-hook=cp {c} \"$1/usr/local/share/ca-certificates/\""
-               for c in _certificates()],
-             "--customize-hook=chroot \"$1\" update-ca-certificates",
              "--format=tar", suite, str(tar)],
             check=True, capture_output=True, text=True, timeout=900,
         )  # fmt: skip
         podman("import", *(f"--change={c}" for c in _SETTINGS), str(tar), tag)
 
 
+def _add_certificates(base: str, certificates: list[Path], tag: str) -> None:
+    """``base`` with ``certificates`` in its bundle (``update-ca-certificates``), and pip
+    and OpenSSL pointed at it."""
+    with tempfile.TemporaryDirectory() as work:
+        for certificate in certificates:
+            shutil.copy(certificate, work)
+        steps = [
+            f"FROM {base}",
+            "COPY *.crt /usr/local/share/ca-certificates/",
+            "RUN update-ca-certificates",
+            *_TRUSTING,
+        ]
+        (Path(work) / "Containerfile").write_text("\n".join(steps) + "\n")
+        podman("build", "--layers=false", "--network", "none", "-t", tag, work)
+
+
 def build_image(
     context: Path = ROOT, tag: str = IMAGE_TAG, build_args: dict[str, str] | None = None
 ) -> tuple[str, int]:
-    """The project's Dockerfile in ``context`` built on the Debian base: (tag, size in
-    bytes). Each build leaves nothing behind but the image: no stage or layer images
+    """The project's Dockerfile in ``context`` built on the Debian bases (the build stage
+    on the one that trusts the machine's CA certificates): (tag, size in bytes). Each
+    build leaves nothing behind but the image: no stage or layer images
     (``--layers=false``), and the tag's previous image removed (each run left 0.8 GB,
-    5.5 GB in all here). ``make dist`` builds its image so (``scripts/dist.py``)."""
+    5.5 GB in all here). ``make dist`` builds its image so (``scripts/dist.py``), with
+    ``SOURCE_DATE_EPOCH`` among ``build_args``: every layer's files, and the image, dated
+    then (``--timestamp``), so that the same inputs build the same image."""
     refuse_in_inner_loop("builds the container image")
-    arguments = {"BASE": build_base(), **(build_args or {})}
+    bases = {"BASE": build_base(machine_ca=False), "BUILD_BASE": build_base()}
+    arguments = {**bases, **(build_args or {})}
+    epoch = arguments.get("SOURCE_DATE_EPOCH")
     previous = _image_id(tag)
     podman(
         "build", "--format", "docker", "--layers=false", "--network", "host",
+        *([f"--timestamp={epoch}"] if epoch else []),
         *(f"--build-arg={k}={v}" for k, v in arguments.items()), "-t", tag, str(context),
     )  # fmt: skip
     if previous and previous != _image_id(tag):

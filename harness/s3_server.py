@@ -14,11 +14,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
-from harness.machine import free_port, stop_process
+from harness.machine import answers_http, free_port, stop_process, wait_answering
 
 ACCESS = {"AWS_ACCESS_KEY_ID": "sidecar", "AWS_SECRET_ACCESS_KEY": "sidecar-secret"}
 
@@ -36,16 +34,13 @@ class S3Server:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"moto_server exited with {self.process.returncode}")
-            try:
-                urllib.request.urlopen(self.endpoint, timeout=1).close()
-                return self
-            except OSError:
-                time.sleep(0.1)
-        raise RuntimeError(f"moto_server did not answer on {self.endpoint}")
+        wait_answering(
+            lambda: answers_http(self.endpoint),
+            self.process,
+            f"moto_server on {self.endpoint}",
+            timeout,
+        )
+        return self
 
     def stop(self) -> None:
         stop_process(self.process)

@@ -2,24 +2,35 @@
 first entry is the version this tree builds, undated until it is released).
 
     python scripts/release.py version        the tree's version
-    python scripts/release.py stamp [--check] write it into every file that carries it
-                                             (exit 1 with --check if one does not)
+    python scripts/release.py stamp [--check] write the versions into every file that
+                                             carries one, and the project's addresses (its
+                                             [project]) (exit 1 with --check if one does not)
     python scripts/release.py build [--release]
                                              what ``make dist`` would build, as JSON: a
                                              release, a development build, or a refusal
+    python scripts/release.py record FOLDER NEXT NEXT_CHART
+                                             after the cut: record the release FOLDER holds
+                                             (its commit and checksums) and open NEXT
+    python scripts/release.py verify FOLDER  a rebuild against the recorded checksums (exit 1
+                                             if a file made of the commit alone differs)
 
-A build is a release only from a clean tree whose HEAD is tagged ``v<version>``, the
-version's entry dated. Anything else is a development build: every artifact's version
-is ``<version>.dev<N>`` (N: commits since the previous release; PEP 440's form, which
-Python's tools keep as it is), the chart's ``<chart>-dev<N>`` (SemVer, which Helm
-requires), so that it can never be taken for the release. A tag of another version, or
-a dated (released) first entry built from anywhere but its tag, is refused, saying what
-to do; ``--release`` refuses a development build too. Standard library only.
+The artifacts carry the tree's version; the manual's procedures (``VERSION=``,
+``CHART_VERSION=``) carry the newest released one, the version a reader can install.
+
+A build is a release when releases.toml's first entry is dated and the tree is clean: the
+commit that dates it is the release's commit, recorded in the entry by the commit after it
+(a tag is optional: tags do not travel with every clone). Once recorded, only that commit
+builds it. Anything else is a development build: every artifact's version is
+``<version>.dev<N>`` (N: commits since the previous release; PEP 440's form, which Python's
+tools keep as it is), the chart's ``<chart>-dev<N>`` (SemVer, which Helm requires), so that
+it can never be taken for the release. ``--release`` refuses a development build.
+Standard library only.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import re
 import subprocess
@@ -36,8 +47,8 @@ RELEASES = "releases.toml"
 
 @dataclass(frozen=True)
 class Place:
-    """A file that carries the version (or, ``field="chart"``, the chart's), and where:
-    each match's group 1 is it."""
+    """A file that carries the version (or, ``field="chart"``, the chart's; ``"home"`` or
+    ``"manual"``, the project's address), and where: each match's group 1 is it."""
 
     path: str
     pattern: str
@@ -57,12 +68,65 @@ PLACES = (
     Place("helm/spark-offset-sidecar/Chart.yaml", r"^version: (\S+)$", "chart"),
     Place("helm/spark-offset-sidecar/Chart.yaml", r'^appVersion: "([^"]*)"$'),
     Place("Dockerfile", r"^ARG VERSION=(\S+)$"),
+    # the image Artifact Hub lists: the chart's default, the release's
+    Place("helm/spark-offset-sidecar/Chart.yaml", r"^      image: spark-offset-sidecar:(\S+)$"),
+    # The project's addresses, as the registries show them.
+    *(
+        Place(path, pattern, field)
+        for path in ("pyproject.toml", "jobs/pyproject.toml")
+        for pattern, field in (
+            (r'^(?:Homepage|Source) = "([^"]*)"$', "home"),
+            (r'^Documentation = "([^"]*)"$', "manual"),
+        )
+    ),
+    Place("jobs/README.md", r"\[spark-offset-sidecar\]\(([^)\s]*)\)", "home"),
+    Place("jobs/README.md", r"\]\(([^)\s]*)attach/python-listener/\)", "manual"),
+    *(
+        Place("jobs/jvm-listener/pom.xml", pattern, "home")
+        for pattern in (
+            r"^  <url>([^<]*)</url>$",
+            r"^    <url>([^<]*)</url>$",  # the scm's
+            r"<organizationUrl>([^<]*)</organizationUrl>",
+            r"<(?:connection|developerConnection)>scm:git:([^<]*)\.git</",
+        )
+    ),
+    *(
+        Place("helm/spark-offset-sidecar/Chart.yaml", pattern, field)
+        for pattern, field in (
+            (r"^home: (\S+)$", "home"),
+            (r"^sources:\n  - (\S+)$", "home"),
+            (r"^    url: (\S+)$", "home"),  # the maintainers'
+            (r"- name: source\n      url: (\S+)$", "home"),
+            (r"- name: documentation\n      url: (\S+)$", "manual"),
+        )
+    ),
 )
-# The manual's install procedures set VERSION=... (and CHART_VERSION=...) for the reader.
+ADDRESSES = ("home", "manual")  # releases.toml's [project]
+# The manual's install procedures set VERSION=... (and CHART_VERSION=...) for the reader,
+# and name the release's files and what they print: all of it the newest release's,
+# whatever the tree builds.
 DOCS_VERSIONS = {
-    "version": re.compile(r"^(VERSION=)(\S+)", re.MULTILINE),
-    "chart": re.compile(r"^(CHART_VERSION=)(\S+)", re.MULTILINE),
+    "version": re.compile(r"^(\s*VERSION=)(\S+)()", re.MULTILINE),
+    "chart": re.compile(r"^(\s*CHART_VERSION=)(\S+)()", re.MULTILINE),
 }
+_RELEASED_NAMES = (
+    "spark-offset-sidecar-listener-",
+    "spark-offset-sidecar-listener:",  # Maven coordinates: --packages, spark.jars.packages
+    "spark_offset_sidecar-",
+    "spark_offset_listener-",
+    "spark-offset-sidecar-image-",
+    "spark-offset-sidecar:",
+    "offset-sidecar ",
+    "spark-offset-listener/",
+    "spark-offset-sidecar-listener/",
+    "Implementation-Version: ",
+    "prints `",
+)
+RELEASED_NAMES = re.compile(
+    "(" + "|".join(map(re.escape, _RELEASED_NAMES)) + r"|For (?=\S+ \(chart ))"
+    r"(\d+\.\d+\.\d+)(?![\d.]*dev)()"
+)
+CHART_NAMES = re.compile(r"(spark-offset-sidecar-|\(chart )(\d+\.\d+\.\d+)(\.tgz|\))")
 VERSIONS_PAGE = "docs/versions.md"
 
 
@@ -79,10 +143,26 @@ def tree_version(root: Path = ROOT) -> str:
     return releases(root)[0]["version"]
 
 
+def addresses(root: Path = ROOT) -> dict[str, str]:
+    """The project's addresses: releases.toml's ``[project]`` ``home`` and ``manual``."""
+    project = tomllib.loads((root / RELEASES).read_text()).get("project", {})
+    missing = [key for key in ADDRESSES if not project.get(key)]
+    if missing:
+        raise Refused(f"{RELEASES}: [project] has no {', '.join(missing)}")
+    return {key: project[key] for key in ADDRESSES}
+
+
 def tree_versions(root: Path = ROOT) -> dict[str, str]:
-    """The first entry's ``version`` and ``chart``."""
+    """The first entry's ``version`` and ``chart``, and the project's addresses: what
+    ``stamp`` writes."""
     first = releases(root)[0]
-    return {"version": first["version"], "chart": first["chart"]}
+    return {"version": first["version"], "chart": first["chart"], **addresses(root)}
+
+
+def released_versions(root: Path = ROOT) -> dict[str, str]:
+    """The newest dated entry's ``version`` and ``chart``: what a reader can install."""
+    newest = next(e for e in releases(root) if e.get("date"))
+    return {"version": newest["version"], "chart": newest["chart"]}
 
 
 def _replace(text: str, place: Place, version: str) -> str:
@@ -96,9 +176,14 @@ def _replace(text: str, place: Place, version: str) -> str:
 
 def _docs(root: Path) -> list[Path]:
     """The pages whose procedures set VERSION=... (the chart's README is made from its
-    template: both are written alike)."""
+    template: both are written alike; the listener's is its long description)."""
     chart = root / "helm" / "spark-offset-sidecar"
-    pages = [root / "README.md", chart / "README.template.md", chart / "README.md"]
+    pages = [
+        root / "README.md",
+        root / "jobs" / "README.md",
+        chart / "README.template.md",
+        chart / "README.md",
+    ]
     return sorted((root / "docs").rglob("*.md")) + [p for p in pages if p.exists()]
 
 
@@ -113,8 +198,10 @@ def releases_table(root: Path = ROOT) -> str:
 
 
 def stamped(root: Path, versions: dict[str, str]) -> dict[Path, str]:
-    """Every file that carries a version, as it should read (``{path: text}``), for
-    ``versions``: ``{"version": ..., "chart": ...}``."""
+    """Every file that carries a version, as it should read (``{path: text}``): the
+    artifacts' files at ``versions`` (``{"version": ..., "chart": ...}``; the addresses:
+    ``root``'s, unless given), the manual's procedures at the newest release's."""
+    versions = {**addresses(root), **versions}
     texts: dict[Path, str] = {}
     for place in PLACES:
         path = root / place.path
@@ -122,10 +209,7 @@ def stamped(root: Path, versions: dict[str, str]) -> dict[Path, str]:
         if not place.regex().search(text):
             raise Refused(f"{place.path}: no version where {place.pattern!r} should find one")
         texts[path] = _replace(text, place, versions[place.field])
-    for page in _docs(root):
-        text = texts.get(page, page.read_text())
-        for field, pattern in DOCS_VERSIONS.items():
-            text = pattern.sub(lambda m, v=versions[field]: m.group(1) + v, text)  # type: ignore[misc]
+    for page, text in pages_stamped(root, texts).items():
         texts[page] = text
     versions_page = root / VERSIONS_PAGE
     if versions_page.exists():
@@ -133,6 +217,19 @@ def stamped(root: Path, versions: dict[str, str]) -> dict[Path, str]:
             texts[versions_page], "releases", releases_table(root), "scripts/release.py"
         )
     return texts
+
+
+def pages_stamped(root: Path, texts: dict[Path, str] | None = None) -> dict[Path, str]:
+    """The manual's pages with their procedures' ``VERSION=`` and ``CHART_VERSION=`` at
+    the newest release's (``texts``: pages already changed, read from there)."""
+    released, done = released_versions(root), dict(texts or {})
+    for page in _docs(root):
+        text = done.get(page, page.read_text())
+        for field, pattern in [*DOCS_VERSIONS.items(), ("version", RELEASED_NAMES)]:
+            text = pattern.sub(lambda m, v=released[field]: m.group(1) + v + m.group(3), text)  # type: ignore[misc]
+        text = CHART_NAMES.sub(lambda m: m.group(1) + released["chart"] + m.group(3), text)
+        done[page] = text
+    return {page: done[page] for page in _docs(root)}
 
 
 def stamp(root: Path, versions: dict[str, str], *, check: bool = False) -> list[Path]:
@@ -166,7 +263,7 @@ class Build:
     tree_version: str  # releases.toml's first entry
     commit: str | None
     dirty: bool
-    why: str  # why it is a development build, or "tagged v<version>"
+    why: str  # why it is a development build, or "dated" for a release
 
 
 def build(root: Path = ROOT, *, release_only: bool = False) -> Build:
@@ -176,34 +273,27 @@ def build(root: Path = ROOT, *, release_only: bool = False) -> Build:
     commit = _git(root, "rev-parse", "HEAD")
     status = _git(root, "status", "--porcelain", "--untracked-files=normal")
     dirty = bool(status)
-    tags = set((_git(root, "tag", "--points-at", "HEAD") or "").split())
-    wanted = f"v{version}"
-    others = sorted(t for t in tags if re.fullmatch(r"v\d+\.\d+\.\d+\S*", t) and t != wanted)
-    if others and wanted not in tags:
-        raise Refused(
-            f"HEAD is tagged {others[0]}, but releases.toml's first version is {version}: "
-            f"make {others[0][1:]} the first entry of releases.toml (with its date), or "
-            "build from another commit"
-        )
-    if wanted in tags and not dirty:
-        if not entry.get("date"):
-            raise Refused(
-                f"HEAD is tagged {wanted}, but releases.toml gives {version} no date: "
-                "record the release (its date) in the tagged commit"
-            )
-        return Build(version, entry["chart"], True, version, commit, False, f"tagged {wanted}")
     if entry.get("date"):
-        raise Refused(
-            f"releases.toml's first version, {version}, is released ({entry['date']}), "
-            f"and this is not its tag {wanted} on a clean tree: open the next version (a "
-            "new first entry without a date) before building anything else"
-        )
-    why = "uncommitted changes" if dirty else f"HEAD is not tagged {wanted}"
+        if commit is None or dirty:
+            raise Refused(
+                f"releases.toml dates {version} ({entry['date']}): a release is built from "
+                "a clean git checkout of its commit; commit or remove the changes "
+                "(git status), or open the next version (a new first entry without a date)"
+            )
+        recorded = entry.get("commit")
+        if recorded and recorded != commit:
+            raise Refused(
+                f"{version} was released from commit {recorded} (releases.toml), not "
+                f"{commit}: check that commit out to rebuild it, or open the next version"
+            )
+        return Build(version, entry["chart"], True, version, commit, False, "dated")
+    why = "uncommitted changes" if dirty else f"releases.toml gives {version} no date"
     if commit is None:
         why = "not a git checkout"
     if release_only:
         raise Refused(
-            f"not a release ({why}): a release is built from a clean tree tagged {wanted}"
+            f"not a release ({why}): a release is built from the clean commit that gives "
+            f"{version} its date in releases.toml"
         )
     previous = next((e["commit"] for e in entries[1:] if e.get("commit")), None)
     count = _git(root, "rev-list", "--count", f"{previous}..HEAD") if previous else None
@@ -211,6 +301,73 @@ def build(root: Path = ROOT, *, release_only: bool = False) -> Build:
     return Build(
         f"{version}.dev{dev}", f"{entry['chart']}-dev{dev}", False, version, commit, dirty, why
     )
+
+
+def checksums(folder: Path) -> dict[str, str]:
+    """``{name: sha256}`` of every file of a release folder but ``SHA256SUMS``."""
+    return {
+        path.name: hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(folder.iterdir())
+        if path.is_file() and path.name != "SHA256SUMS"
+    }
+
+
+def record(root: Path, folder: Path, next_version: str, next_chart: str) -> None:
+    """Write into releases.toml, for the release ``folder`` holds (built with
+    ``--release``), its commit and checksums, and open ``next_version`` above it."""
+    built = json.loads((folder / "build.json").read_text())
+    first = releases(root)[0]
+    if not built["release"] or built["version"] != first["version"] or first.get("commit"):
+        raise Refused(
+            f"{folder} holds {built['version']} (release: {built['release']}); releases.toml's "
+            f"first entry is {first['version']}, recorded: {bool(first.get('commit'))}: record "
+            "the folder `make dist RELEASE=1` built from the commit that dates the first entry"
+        )
+    text = (root / RELEASES).read_text()
+    header = "[[release]]\n"
+    head, rest = text.split(header, 1)
+    entry, sep, later = rest.partition("\n" + header)
+    sums = "".join(f'"{name}" = "{digest}"\n' for name, digest in checksums(folder).items())
+    recorded = (
+        f'{entry.rstrip()}\ncommit = "{built["commit"]}"\n\n'
+        f"# what make dist RELEASE=1 built from that commit when it was cut\n"
+        f"[release.sha256]\n{sums}"
+    )
+    opened = f'{header}version = "{next_version}"\nchart = "{next_chart}"\n\n'
+    (root / RELEASES).write_text(head + opened + header + recorded + sep + later)
+
+
+# The files a build resolves from registries as it runs: the image (Debian's packages, and
+# the Python packages within the ranges the service declares) and the service's SBOM (the
+# same resolution). Rebuilt later, they differ as soon as a registry serves a newer package;
+# every other file is made of the commit alone and must come out byte for byte the same.
+RESOLVED = re.compile(r"spark-offset-sidecar-image-.*|spark_offset_sidecar-[^-]+\.cdx\.json")
+
+
+def compared(root: Path, folder: Path) -> dict[str, str]:
+    """How a rebuilt release folder differs from the checksums recorded at its cut:
+    ``{file: "differs" | "missing" | "not recorded"}`` (``{}``: byte for byte the same)."""
+    version = json.loads((folder / "build.json").read_text())["version"]
+    entry = next((e for e in releases(root) if e["version"] == version), None)
+    if entry is None or "sha256" not in entry:
+        return {RELEASES: f"records no checksums for {version}"}
+    recorded: dict[str, str] = dict(entry["sha256"])  # type: ignore[arg-type]
+    found = checksums(folder)
+    return {
+        name: "missing"
+        if name not in found
+        else "not recorded"
+        if name not in recorded
+        else "differs"
+        for name in sorted(set(recorded) | set(found))
+        if recorded.get(name) != found.get(name)
+    }
+
+
+def verify(root: Path, folder: Path) -> list[str]:
+    """The differences (``compared``) of the files made of the commit alone: ``[]`` when
+    the rebuild is the release."""
+    return [f"{n}: {how}" for n, how in compared(root, folder).items() if not RESOLVED.fullmatch(n)]
 
 
 def main() -> int:
@@ -221,6 +378,12 @@ def main() -> int:
     stamp_parser.add_argument("--check", action="store_true", help="exit 1 if one does not")
     build_parser = commands.add_parser("build", help="what make dist builds, as JSON")
     build_parser.add_argument("--release", action="store_true", help="refuse a dev build")
+    record_parser = commands.add_parser("record", help="record a cut release, open the next")
+    record_parser.add_argument("folder", type=Path)
+    record_parser.add_argument("next_version")
+    record_parser.add_argument("next_chart")
+    verify_parser = commands.add_parser("verify", help="a rebuild against its checksums")
+    verify_parser.add_argument("folder", type=Path)
     args = parser.parse_args()
     try:
         if args.command == "version":
@@ -232,6 +395,17 @@ def main() -> int:
                 print(f"not at releases.toml's version: {names}: run python {sys.argv[0]} "
                       "stamp", file=sys.stderr)  # fmt: skip
                 return 1
+        elif args.command == "record":
+            record(ROOT, args.folder, args.next_version, args.next_chart)
+        elif args.command == "verify":
+            for name, how in compared(ROOT, args.folder).items():
+                moved = (
+                    " (resolved from registries at build time)" if RESOLVED.fullmatch(name) else ""
+                )
+                print(f"{name}: {how}{moved}")
+            wrong = verify(ROOT, args.folder)
+            print(f"{args.folder}: " + ("not the release" if wrong else "the release"))
+            return 1 if wrong else 0
         else:
             print(json.dumps(asdict(build(release_only=args.release))))
     except Refused as refused:

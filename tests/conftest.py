@@ -37,8 +37,19 @@ os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSeri
 NEEDS = {
     "kafka": {"broker", "kafka_bootstrap", "new_topic", "private_broker", "cluster"},
     "spark": {"spark"},
-    "tools": {"postgres_server", "azurite_server", "stores", "release_folder", "previous_release"},
-    "container": {"release_folder"},  # make dist builds the image (podman), the chart (helm)
+    "tools": {
+        "postgres_server",
+        "azurite_server",
+        "stores",
+        "release_folder",
+        "published_release",
+        "previous_release",
+        "package_index",
+        "maven_repository",
+        "oci_registry",
+    },
+    # make dist builds the image (podman), the chart (helm); the OCI registry takes them
+    "container": {"release_folder", "published_release", "oci_registry"},
 }
 
 TOOL_PARAMS = {"postgresql", "postgres", "abfs", "abfss"}
@@ -54,7 +65,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         # by request.getfixturevalue, out of fixturenames' sight).
         # The first test to ask for the release folder builds it (make dist: minutes on a
         # machine whose caches are empty), and others wait for it: beyond one test's bound.
-        if "release_folder" in used:
+        if used & {"release_folder", "published_release"}:
             item.add_marker(pytest.mark.timeout(1800))
         callspec = getattr(item, "callspec", None)
         if callspec is not None and TOOL_PARAMS & {str(v) for v in callspec.params.values()}:
@@ -132,6 +143,16 @@ def release_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def published_release(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The newest release's folder, the version the manual's procedures name: this tree's
+    when it is that release, else rebuilt from its recorded commit and held to its recorded
+    checksums (``tests.support.release``)."""
+    from tests.support.release import newest_release_folder
+
+    return newest_release_folder(tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
 def previous_release() -> object:
     """The release before this tree's (``releases.toml``), built from git at its recorded
     commit once per machine and installed in a virtualenv of its own (``harness.releases``):
@@ -190,3 +211,57 @@ def gcs_server() -> Iterator[object]:
     server = FakeGcsServer().start()
     yield server
     server.stop()
+
+
+# The release published to registry servers of this session (each started, and the
+# release published to it, the first time a test asks: tests/support/registries.py).
+
+
+@pytest.fixture(scope="session")
+def package_index(
+    published_release: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[object]:
+    """A package index (pypiserver) holding the release's wheels and sdist, uploaded by
+    twine; what it does not hold it takes from PyPI."""
+    from harness.registries import PackageIndex
+    from tests.support.registries import publish_python
+
+    index = PackageIndex(tmp_path_factory.mktemp("pypi") / "packages").start()
+    try:
+        publish_python(published_release, index)
+        yield index
+    finally:
+        index.stop()
+
+
+@pytest.fixture(scope="session")
+def maven_repository(
+    published_release: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[object]:
+    """A Maven repository over HTTP holding the JVM listener, deployed by Maven."""
+    from harness.registries import MavenRepository
+    from tests.support.registries import publish_jvm
+
+    repository = MavenRepository(tmp_path_factory.mktemp("maven") / "repository")
+    publish_jvm(published_release, repository)
+    repository.start()
+    yield repository
+    repository.stop()
+
+
+@pytest.fixture(scope="session")
+def oci_registry(
+    published_release: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[object]:
+    """An OCI registry (crane's) holding the release's image (crane push) and chart
+    (helm push)."""
+    from harness.registries import OciRegistry
+    from tests.support.registries import publish_oci
+
+    folder = tmp_path_factory.mktemp("oci")
+    registry = OciRegistry(folder / "blobs").start()
+    try:
+        publish_oci(published_release, registry, folder)
+        yield registry
+    finally:
+        registry.stop()

@@ -450,6 +450,21 @@ def read_settings(reads: tuple[str, ...]) -> Settings:
     )
 
 
+def _warn_of_service_links() -> None:
+    """One warning naming the Kubernetes service-link variables the settings left out."""
+    import os
+
+    from spark_offset_sidecar.settings.service_links import service_links
+
+    if links := service_links(os.environ):
+        log.warning(
+            "ignored %d variables Kubernetes sets for Services whose names begin with "
+            "'sidecar' (not settings; the chart's pod sets enableServiceLinks: false): %s",
+            len(links),
+            ", ".join(links),
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     command = COMMANDS[args.command]
@@ -459,6 +474,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"offset-sidecar: invalid setting {exc}", file=sys.stderr)
         return 2
     configure_logging(settings.log.level, settings.log.format)
+    _warn_of_service_links()
     try:
         return command.run(settings, args)
     except (StoreError, OffsetsNotFound, KafkaReadError, ServiceRefused) as exc:

@@ -53,35 +53,25 @@ answered as JSON, logged and stored whatever the input held.
 
 from __future__ import annotations
 
-import re
 from importlib import metadata
 
 DISTRIBUTION = "spark-offset-sidecar"
 
 
 def install_extra(extra: str) -> str:
-    """How to get the service's extra ``extra`` from what a user has (no package index
-    publishes the service): the packages it names, as the installed service's metadata
-    says, or the service's wheel with the extra. For a refusal that needs the extra:
-    ``install the oidc extra: pip install 'pyjwt[crypto]<3,>=2.8' (or the service's wheel
-    with it: pip install 'spark_offset_sidecar-0.2.0-py3-none-any.whl[oidc]')``."""
+    """How to get the service's extra ``extra``, at the installed service's version: from
+    the package index the service came from, or, air-gapped, the release folder's wheel.
+    For a refusal that needs the extra: ``install the oidc extra: pip install
+    'spark-offset-sidecar[oidc]==0.2.0' (air-gapped, the release folder's wheel: pip
+    install 'spark_offset_sidecar-0.2.0-py3-none-any.whl[oidc]')``."""
     try:
         version = metadata.version(DISTRIBUTION)
-        requires = metadata.requires(DISTRIBUTION) or []
     except metadata.PackageNotFoundError:  # run from a source tree that was not installed
-        version, requires = "<version>", []
-    marker = re.compile(rf"""\bextra\s*==\s*["']{re.escape(extra)}["']""")
-    packages = [
-        "'" + requirement.split(";")[0].strip().replace(" ", "") + "'"
-        for requirement in requires
-        if ";" in requirement and marker.search(requirement.split(";", 1)[1])
-    ]
-    wheel = f"pip install 'spark_offset_sidecar-{version}-py3-none-any.whl[{extra}]'"
-    if not packages:
-        return f"install the service's wheel with the {extra} extra: {wheel}"
+        version = "<version>"
     return (
-        f"install the {extra} extra: pip install {' '.join(packages)} (or the service's "
-        f"wheel with it: {wheel})"
+        f"install the {extra} extra: pip install '{DISTRIBUTION}[{extra}]=={version}' "
+        f"(air-gapped, the release folder's wheel: pip install "
+        f"'spark_offset_sidecar-{version}-py3-none-any.whl[{extra}]')"
     )
 
 

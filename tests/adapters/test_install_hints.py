@@ -1,11 +1,10 @@
-"""A refusal that needs an extra says how to get it from what users have: no package index
-publishes the service, so it names the extra's packages (from the installed service's
-own metadata) and the service's wheel with the extra, never ``pip install
-'spark-offset-sidecar[...]'``."""
+"""A refusal that needs an extra says how to get it, at the installed service's version:
+``pip install 'spark-offset-sidecar[extra]==V'`` from the index the service came from (a
+release is published to one: docs/versions.md), or, air-gapped, the release folder's
+wheel with the extra. No refusal writes an install line of its own."""
 
 from __future__ import annotations
 
-import re
 import tomllib
 from importlib import metadata
 
@@ -18,33 +17,27 @@ from spark_offset_sidecar.errors import install_extra
 
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 EXTRAS = sorted(set(PYPROJECT["project"]["optional-dependencies"]) - {"spark", "dev"})
-# Refusals in the settings, whose code another change rewrites: they still send users to
-# an index. Drop a file from here when it names install_extra's way (the test fails until
-# then, so that the exemption does not outlive the refusal).
-STILL_TO_FIX: set[str] = set()
-TO_AN_INDEX = re.compile(r"pip install '?spark-offset-sidecar\[")
 
 
 @pytest.mark.parametrize("extra", EXTRAS)
-def test_the_hint_names_the_extras_packages_and_the_services_wheel(extra: str) -> None:
+def test_the_hint_names_the_extra_by_version_and_the_release_folders_wheel(extra: str) -> None:
     hint = install_extra(extra)
     version = metadata.version("spark-offset-sidecar")
+    assert hint.startswith(f"install the {extra} extra: ")
+    assert f"pip install 'spark-offset-sidecar[{extra}]=={version}'" in hint
     assert f"pip install 'spark_offset_sidecar-{version}-py3-none-any.whl[{extra}]'" in hint
-    for requirement in PYPROJECT["project"]["optional-dependencies"][extra]:
-        name = re.split(r"[\[<>=!~ ]", requirement, maxsplit=1)[0]
-        assert f"pip install '{name}" in hint or f" '{name}" in hint, (hint, requirement)
-    assert not TO_AN_INDEX.search(hint)
 
 
-def test_no_refusal_sends_users_to_a_package_index() -> None:
+def test_no_refusal_writes_an_install_line_of_its_own() -> None:
+    """Every way to install an extra comes from ``install_extra``, so that one change
+    keeps them all true."""
     source = ROOT / "service" / "spark_offset_sidecar"
     found = {
         str(path.relative_to(source))
         for path in source.rglob("*.py")
-        if TO_AN_INDEX.search(path.read_text())
+        if "pip install" in path.read_text()
     }
-    assert found - STILL_TO_FIX == set(), "refusals that name an index: use install_extra"
-    assert found >= STILL_TO_FIX, f"fixed: drop {sorted(STILL_TO_FIX - found)} from STILL_TO_FIX"
+    assert found == {"errors.py"}, "refusals that write their own install line: use install_extra"
 
 
 def test_a_folder_whose_package_is_missing_is_refused_with_the_way_to_get_it(
@@ -56,5 +49,5 @@ def test_a_folder_whose_package_is_missing_is_refused_with_the_way_to_get_it(
     monkeypatch.setattr(fsspec, "get_filesystem_class", missing)
     refusal = check_path("s3a://bucket/checkpoints/orders") or ""
     assert refusal.startswith("s3:// needs a package that is not installed: ")
-    assert "pip install 's3fs" in refusal
+    assert "pip install 'spark-offset-sidecar[s3]==" in refusal
     assert "py3-none-any.whl[s3]'" in refusal

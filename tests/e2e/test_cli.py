@@ -15,6 +15,7 @@ from harness.machine import free_port
 from harness.service_process import ServiceProcess
 from spark_offset_sidecar import cli
 from spark_offset_sidecar.settings import Settings
+from tests.support.kubernetes import service_link_variables
 
 KNOWN = {variable for variable, _default, _meaning in Settings.describe()}
 
@@ -123,5 +124,23 @@ def test_follow_with_a_token_and_url_as_the_manual_shows(
         )  # fmt: skip
         assert unknown.returncode == 1
         assert "no Kafka cluster is named 'us'" in unknown.stderr, unknown.stderr
+    finally:
+        service.stop()
+
+
+def test_serve_starts_beside_kubernetes_service_links(tmp_path: Path, kafka_bootstrap: str) -> None:
+    """``helm install sidecar`` in a namespace with a Service named ``sidecar``: the kubelet
+    gives the pod the exact variables of tests/fixtures/kubernetes (but ``SIDECAR_PORT``, which
+    the chart's ConfigMap sets and which wins over the link's); serve starts, is ready, and
+    says once which variables it ignored."""
+    service = ServiceProcess(tmp_path, kafka_bootstrap)
+    links = {k: v for k, v in service_link_variables().items() if k != "SIDECAR_PORT"}
+    service.env.update(links)
+    service.start()
+    try:
+        assert service.http.get("/readyz").status_code == 200
+        warnings = [line for line in service.log.read_text().splitlines() if "ignored" in line]
+        assert len(warnings) == 1, warnings
+        assert all(name in warnings[0] for name in links)
     finally:
         service.stop()

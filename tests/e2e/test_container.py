@@ -171,9 +171,10 @@ def test_two_replicas_on_postgresql_one_killed_the_other_takes_over(
 
 
 def test_the_image_is_built_from_the_dockerfile_users_build() -> None:
-    """The tests build on a Debian base through ``--build-arg BASE``; without it the
-    Dockerfile is what users build: python:3.11-slim."""
+    """The tests build on Debian bases through ``--build-arg BASE`` and ``BUILD_BASE``;
+    without them the Dockerfile is what users build: both stages on python:3.11-slim."""
     text = (Path(__file__).resolve().parents[2] / "Dockerfile").read_text()
-    assert "ARG BASE=python:3.11-slim" in text
-    assert text.count("FROM ${BASE}") == 2
+    assert "ARG BASE=python:3.11-slim\nARG BUILD_BASE=${BASE}\n" in text
+    assert text.count("FROM ${BUILD_BASE} AS build") == 1
+    assert text.count("FROM ${BASE}") == 1
     assert subprocess.run(["podman", "--version"], capture_output=True).returncode == 0

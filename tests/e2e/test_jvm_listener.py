@@ -4,15 +4,19 @@ line of the job changed. One jar, built with Maven against Spark 3.5, on the cla
 configures it. Real Spark reads a real topic, the real service commits, and the committed
 offsets are read back from Kafka:
 
-  - a PySpark job with no listener code, under ``spark-submit``, on Spark 3.5.7 (Scala
-    2.12) and 4.2.0 (Scala 2.13): the same jar;
-  - a Scala job run by ``spark-shell -i`` (3.5.7 and 4.2.0);
+  - a PySpark job with no listener code, under ``spark-submit``, on Spark 4.2.0: the
+    release's jar, taken by Spark's ``--packages`` and ``--repositories`` alone from a
+    Maven repository it was deployed to (the ``maven_repository`` fixture), as the page
+    attaches it;
+  - a Scala job run by ``spark-shell -i`` (3.5.7, Scala 2.12, and 4.2.0, Scala 2.13: the
+    same jar, the tree's, by ``--jars``);
   - a SQL-only job: a Spark Declarative Pipeline of one SQL file, ``spark-pipelines run``
     on a Connect server started with the configuration (4.2.0: Spark 3.5 cannot start a
     stream from SQL, and 4.1.1's pipelines drop the read's options, so its stream fails
     with "One of the following options must be specified for Kafka source");
-  - a Spark Connect server started with the configuration, with two Connect clients whose
-    queries land in their own groups (the group template on the query's name);
+  - a Spark Connect server started with the configuration (the release's jar by
+    ``--packages`` too), with two Connect clients whose queries land in their own groups
+    (the group template on the query's name);
   - the Python and the JVM listener in one job send the same bytes for the same progress;
   - a bad setting is one clear line in the driver's log, and the job runs on.
 """
@@ -26,6 +30,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -33,6 +38,7 @@ from typing import Any
 import pytest
 
 from harness.machine import ROOT, answers, free_port
+from harness.registries import MavenRepository
 from harness.service_process import ServiceProcess
 from harness.spark_drivers import connector_jars, driver_python
 from spark_offset_listener import __version__
@@ -44,6 +50,7 @@ from tests.support.kafka import (
     run_sync,
     unique_group,
 )
+from tests.support.release import build_info
 from tests.support.service import wait_for
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
@@ -134,6 +141,46 @@ def jars_with(python: Path, listener_jar: str, *, connect: bool = False) -> str:
     return ",".join([*connector_jars(python, connect=connect), listener_jar])
 
 
+@dataclass(frozen=True)
+class Package:
+    """The JVM listener as Maven coordinates in a repository: what ``--packages`` takes."""
+
+    version: str
+    repository: str
+    home: Path  # the driver's user.home: no Ivy cache, no ~/.m2 of this machine's
+
+    def arguments(self) -> list[str]:
+        coordinates = f"dev.sparkoffsetsidecar:spark-offset-sidecar-listener:{self.version}"
+        return ["--packages", coordinates, "--repositories", self.repository]
+
+    def env(self) -> dict[str, str]:
+        tool = os.environ.get("JAVA_TOOL_OPTIONS", "")
+        return {"JAVA_TOOL_OPTIONS": f"{tool} -Duser.home={self.home}".strip()}
+
+
+@pytest.fixture
+def package(published_release: Path, maven_repository: MavenRepository, tmp_path: Path) -> Package:
+    """The release's JVM listener, deployed to this session's Maven repository."""
+    version = build_info(published_release)["version"]
+    return Package(version, maven_repository.url, tmp_path / "home")
+
+
+def attach(python: Path, listener: str | Package, *, connect: bool = False) -> list[str]:
+    """spark-submit's arguments that put the listener on the classpath: a jar of the
+    tree's by ``--jars``, or the release's by ``--packages`` (the Kafka connector by
+    ``--jars`` either way)."""
+    if isinstance(listener, Package):
+        return ["--jars", ",".join(connector_jars(python, connect=connect)), *listener.arguments()]
+    return ["--jars", jars_with(python, listener, connect=connect)]
+
+
+def resolved_from(log: str, package: Package) -> None:
+    """Spark's Ivy took the listener's jar from the package's repository."""
+    path = f"dev/sparkoffsetsidecar/spark-offset-sidecar-listener/{package.version}"
+    jar = f"{path}/spark-offset-sidecar-listener-{package.version}.jar"
+    assert f"downloading {package.repository}{jar}" in log, log[-4000:]
+
+
 def assert_committed(
     service: ServiceProcess,
     bootstrap: str,
@@ -171,10 +218,13 @@ def submit(
     return done
 
 
-@pytest.mark.parametrize("version", ["3.5.7", "4.2.0"])
+# 4.2.0 only: on 3.5.7 the Scala job below attaches by configuration alone, and the Connect
+# server takes the release by --packages (the time this case took pays for
+# tests/e2e/test_registries.py).
+@pytest.mark.parametrize("version", ["4.2.0"])
 def test_a_pyspark_job_without_listener_code_is_committed_by_configuration_alone(
     version: str,
-    listener_jar: str,
+    package: Package,
     service: ServiceProcess,
     kafka_bootstrap: str,
     tmp_path: Path,
@@ -184,13 +234,14 @@ def test_a_pyspark_job_without_listener_code_is_committed_by_configuration_alone
     name = unique_group(f"plain{version.replace('.', '')}")
     (tmp_path / "job.py").write_text(PLAIN_JOB)
     ends = log_ends(kafka_bootstrap, [topic])
-    jars = jars_with(python, listener_jar)
     done = submit(
         python,
-        ["--jars", jars, *attach_conf(service.url, "jvm-{queryName}"),
+        [*attach(python, package), *attach_conf(service.url, "jvm-{queryName}"),
          str(tmp_path / "job.py"), kafka_bootstrap, topic, str(tmp_path / "checkpoint"), name],
         tmp_path,
+        **package.env(),
     )  # fmt: skip
+    resolved_from(done.stderr, package)
     ran = json.loads(done.stdout.strip().splitlines()[-1])
     assert ran["spark"] == version
     assert ran["batch"] >= 3  # 200 records, 60 a batch
@@ -232,28 +283,31 @@ CONNECT_JOB = PLAIN_JOB.replace(
 
 @contextlib.contextmanager
 def connect_server(
-    version: str, jar: str, service_url: str, folder: Path, *more_conf: str
+    version: str, listener: str | Package, service_url: str, folder: Path, *more_conf: str
 ) -> Iterator[str]:
-    """A Spark Connect server of ``version`` started with the listener's configuration
-    (and ``more_conf``, spark-submit arguments), in ``folder``: every client session gets
-    the listener, none of them knows it. (4.x wheels ship the server's jar; 3.5's comes
-    from Maven Central.)"""
+    """A Spark Connect server of ``version`` started with the listener (``attach``) and
+    its configuration (and ``more_conf``, spark-submit arguments), in ``folder``: every
+    client session gets the listener, none of them knows it. (4.x wheels ship the
+    server's jar; 3.5's comes from Maven Central.)"""
     python = driver(version)
     port = free_port()
-    jars = jars_with(python, jar, connect=True)
+    more_env = listener.env() if isinstance(listener, Package) else {}
     log_path = folder / "connect-server.log"
     with log_path.open("w") as log:
         server = subprocess.Popen(
             [spark_bin(python, "spark-submit"), "--master", "local[2]",
              "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
-             "--conf", f"spark.connect.grpc.binding.port={port}", "--jars", jars,
+             "--conf", f"spark.connect.grpc.binding.port={port}",
+             *attach(python, listener, connect=True),
              *attach_conf(service_url, "connect-{queryName}"), *more_conf, "spark-internal"],
             cwd=folder, stdout=log, stderr=subprocess.STDOUT,
-            env={**os.environ, "PYSPARK_PYTHON": str(python)},
+            env={**os.environ, "PYSPARK_PYTHON": str(python), **more_env},
         )  # fmt: skip
         try:
             wait_for(lambda: answers(port) or server.poll() is not None, 180, "Connect server")
             assert server.poll() is None, log_path.read_text()[-3000:]
+            if isinstance(listener, Package):
+                resolved_from(log_path.read_text(), listener)
             yield f"sc://127.0.0.1:{port}"
         finally:
             server.terminate()
@@ -263,7 +317,7 @@ def connect_server(
 @pytest.mark.parametrize("version", ["3.5.7", "4.2.0"])
 def test_a_connect_server_started_with_the_configuration_commits_each_clients_group(
     version: str,
-    listener_jar: str,
+    package: Package,
     service: ServiceProcess,
     kafka_bootstrap: str,
     tmp_path: Path,
@@ -273,7 +327,7 @@ def test_a_connect_server_started_with_the_configuration_commits_each_clients_gr
     lands in its own group."""
     client = driver_python(version, "connect")
     (tmp_path / "job.py").write_text(CONNECT_JOB)
-    with connect_server(version, listener_jar, service.url, tmp_path) as remote:
+    with connect_server(version, package, service.url, tmp_path) as remote:
         runs = []
         for which in ("a", "b"):
             topic = topic_with_records(

@@ -29,46 +29,56 @@ def wheel(release_folder: Path) -> Path:
     return one(release_folder, "spark_offset_sidecar-*.whl")
 
 
-@pytest.mark.parametrize("extra", ["", "postgres"], ids=["plain install", "[postgres]"])
 def test_the_wheel_in_a_clean_venv_migrates_serves_and_passes_the_healthcheck(
-    tmp_path: Path, wheel: Path, extra: str, request: pytest.FixtureRequest, release_folder: Path
+    tmp_path: Path, wheel: Path, request: pytest.FixtureRequest, release_folder: Path
 ) -> None:
+    """Installed plain, then with the ``postgres`` extra added, in one virtualenv (one
+    install of the dependencies for both)."""
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True)
     python = env_dir / "bin" / "python"
     subprocess.run(
-        [str(python), "-m", "pip", "install", "-q", f"{wheel}[{extra}]" if extra else str(wheel)],
-        check=True,
-        capture_output=True,
+        [str(python), "-m", "pip", "install", "-q", str(wheel)], check=True, capture_output=True
     )
     command = str(env_dir / "bin" / "offset-sidecar")
     bare_env = {"PATH": f"{env_dir / 'bin'}:/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1"}
     said = subprocess.run([command, "--version"], env=bare_env, capture_output=True, text=True)
     assert said.stdout == f"offset-sidecar {build_info(release_folder)['version']}\n", said
-    has_psycopg = subprocess.run([str(python), "-c", "import psycopg"], capture_output=True)
-    assert (has_psycopg.returncode == 0) == bool(extra), "the extra alone brings psycopg"
-    if extra:  # the extra serves PostgreSQL: migrate a real server
-        database = request.getfixturevalue("postgres_server")
-        database.reset()
-        migrated = subprocess.run(
-            [command, "migrate"],
-            env={**bare_env, "SIDECAR_DATABASE_URL": str(database.url)},
-            capture_output=True,
-            text=True,
-        )
-        assert migrated.returncode == 0, migrated.stderr
-    else:  # without it, PostgreSQL is refused at start, naming the extra to install
-        refused = subprocess.run(
-            [command, "serve"],
-            env={**bare_env, "SIDECAR_DATABASE_URL": "postgresql+psycopg://u:p@127.0.0.1:1/db"},
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        assert refused.returncode == 2, refused.stderr
-        assert "SIDECAR_DATABASE_URL" in refused.stderr
-        assert "install the postgres extra: pip install 'psycopg" in refused.stderr
-        assert "py3-none-any.whl[postgres]'" in refused.stderr
+
+    def has_psycopg() -> bool:
+        probe = subprocess.run([str(python), "-c", "import psycopg"], capture_output=True)
+        return probe.returncode == 0
+
+    # without the extra, PostgreSQL is refused at start, naming the extra to install
+    assert not has_psycopg(), "the plain install brings psycopg"
+    refused = subprocess.run(
+        [command, "serve"],
+        env={**bare_env, "SIDECAR_DATABASE_URL": "postgresql+psycopg://u:p@127.0.0.1:1/db"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert refused.returncode == 2, refused.stderr
+    assert "SIDECAR_DATABASE_URL" in refused.stderr
+    version = build_info(release_folder)["version"]
+    assert f"pip install 'spark-offset-sidecar[postgres]=={version}'" in refused.stderr
+    assert "py3-none-any.whl[postgres]'" in refused.stderr
+    # the extra alone brings psycopg, and serves PostgreSQL: migrate a real server
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "-q", f"{wheel}[postgres]"],
+        check=True,
+        capture_output=True,
+    )
+    assert has_psycopg(), "the postgres extra brings no psycopg"
+    database = request.getfixturevalue("postgres_server")
+    database.reset()
+    migrated = subprocess.run(
+        [command, "migrate"],
+        env={**bare_env, "SIDECAR_DATABASE_URL": str(database.url)},
+        capture_output=True,
+        text=True,
+    )
+    assert migrated.returncode == 0, migrated.stderr
     data = tmp_path / "data"
     data.mkdir()
     workdir = tmp_path / "readonly"

@@ -19,7 +19,13 @@ from tests.support.manual import shell_blocks
 
 DOCS = ROOT / "docs"
 CHART_TEMPLATE = ROOT / "helm" / "spark-offset-sidecar" / "README.template.md"
-PAGES = [*sorted(DOCS.rglob("*.md")), ROOT / "README.md", CHART_TEMPLATE]
+# with the Python listener's README: its long description on PyPI
+PAGES = [
+    *sorted(DOCS.rglob("*.md")),
+    ROOT / "README.md",
+    CHART_TEMPLATE,
+    ROOT / "jobs" / "README.md",
+]
 MARK = re.compile(r"^<!-- (run by (?P<test>\S+)( .+)?|not run here: .+) -->$")
 
 
@@ -235,12 +241,26 @@ def test_every_offset_sidecar_command_a_page_shows_exists_with_its_options() -> 
     assert shown > 10
 
 
-def test_no_page_installs_from_a_package_index_that_does_not_have_it() -> None:
-    """No index publishes spark-offset-sidecar: a page installs from the checkout."""
+def test_every_install_from_a_registry_names_the_version() -> None:
+    """A page installs a release by version (what the registries publish, and the pages'
+    test installs: tests/e2e/test_registries.py), never whatever is newest: every pip
+    install of the service or the listener pins ``==$VERSION``, every chart taken from
+    the registry ``--version $CHART_VERSION``."""
+    pip = re.compile(r"pip install [\"']?(spark-offset-(?:sidecar|listener))(\[[\w,]+\])?(\S*)")
+    chart = re.compile(r"oci://\$OCI_REGISTRY/charts/spark-offset-sidecar(\s+\\?\s*\S+\s+\S+)?")
+    pinned = 0
     for page in PAGES:
         text = page.read_text()
-        assert not re.search(r"pip install '?spark-offset-sidecar\b", text), page.name
-        assert not re.search(r"pip install '?spark-offset-listener\b", text), page.name
+        for match in pip.finditer(text):
+            assert match[3].startswith("==$VERSION"), f"{page.name}: {match[0]}"
+            pinned += 1
+        for match in chart.finditer(text):
+            if match[0].endswith("charts/spark-offset-sidecar") and "`" in text[match.end()]:
+                continue  # a name in prose
+            words = [w.rstrip("`).,") for w in (match[1] or "").replace("\\", " ").split()]
+            assert words == ["--version", "$CHART_VERSION"], f"{page.name}: {match[0]}"
+            pinned += 1
+    assert pinned >= 8
 
 
 def test_every_image_build_a_page_shows_keeps_the_default_extras() -> None:
