@@ -34,7 +34,7 @@ RUN /opt/sidecar/bin/pip install --no-cache-dir --upgrade pip \
 FROM ${BASE}
 # The image says what it is (OCI annotations): the release (releases.toml; make dist gives a
 # development build's version and the commit; scripts/release.py writes the default).
-ARG VERSION=0.2.0
+ARG VERSION=0.3.0
 ARG REVISION=unknown
 ARG SOURCE_DATE_EPOCH
 LABEL org.opencontainers.image.title="spark-offset-sidecar" \

@@ -6,4 +6,4 @@ Its own distribution, ``spark-offset-listener``: the standard library only (the 
 brings pyspark), nothing of the service's dependencies."""
 
 # The release this is (releases.toml; python scripts/release.py stamp writes it here).
-__version__ = "0.2.0"
+__version__ = "0.3.0"

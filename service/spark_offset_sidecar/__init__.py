@@ -19,4 +19,4 @@ The layers, each allowed to import only what is to its left (``tests/unit/test_l
 """
 
 # The release this is (releases.toml; python scripts/release.py stamp writes it here).
-__version__ = "0.2.0"
+__version__ = "0.3.0"
