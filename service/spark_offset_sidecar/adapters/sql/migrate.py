@@ -152,7 +152,10 @@ def bootstrap(connection: Connection) -> None:
 
 
 def mark(connection: Connection, serves: str | None) -> None:
-    """Set the marker (``serves``: None for a database migrated down to nothing)."""
+    """Set the marker (``serves``: None for a database migrated down to nothing); a start
+    that migrated nothing writes nothing (a read-only database still starts)."""
+    if _read(connection, MARKER_TABLE) == serves:
+        return
     table = _version_table(MARKER_TABLE)
     table.create(connection, checkfirst=True)
     connection.execute(table.delete())
