@@ -141,9 +141,8 @@ def unready(connection: Connection) -> str | None:
 def bootstrap(connection: Connection) -> None:
     """Give a database migrated by 0.2.0 or older a ``VERSION_TABLE``, at the revision its
     marker table holds (then Alembic goes on from there)."""
-    if not inspect(connection).has_table(MARKER_TABLE) or inspect(connection).has_table(
-        VERSION_TABLE
-    ):
+    tables = inspect(connection)
+    if not tables.has_table(MARKER_TABLE) or tables.has_table(VERSION_TABLE):
         return
     table = _version_table(VERSION_TABLE)
     table.create(connection)
