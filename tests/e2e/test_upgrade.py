@@ -6,18 +6,22 @@ broker, jobs posting every group's batches at a bounded rate to whichever replic
 Service would route to, retrying as the listeners do (the retriable statuses of
 ``spark_offset_listener.sender``, connection errors, the same backoff); each replica
 replaced in turn by this release (SIGTERM, this release started on the same database,
-which it migrates, ready on ``/readyz``), then each put back to the previous release (the
-downgrade this release allows: it adds no migration). A client of the test's own reads
-every group's committed offsets from Kafka every 200 ms. Held: no acknowledged (2xx)
-checkpoint lost, no partition ever moved backwards, no group committed by two replicas
-at once, every group at its newest checkpoint at the end, nothing counted invalid, each
-replica's watcher its child in both releases and gone with it. Measured and printed, per
-phase: the longest time a group went without a commit, every answer other than 2xx by
-status, and the connection errors.
+which its first replica migrates, ready on ``/readyz``), then each put back to the
+previous release (the rollback the window allows: this release's migration 0009 still
+serves the previous release, ``adapters.sql.migrate``). A client of the test's own reads
+every group's committed offsets from Kafka every 200 ms, and another every replica's
+``/readyz`` every 100 ms. Held: no acknowledged (2xx) checkpoint lost, no partition ever
+moved backwards, no group committed by two replicas at once, every group at its newest
+checkpoint at the end, nothing counted invalid, each replica's watcher its child in both
+releases and gone with it, a replica always ready and, while replicas of the release
+being replaced serve, one of them ready (the new schema serves them). Measured and
+printed, per phase: each group's longest time without a commit, the fewest replicas
+ready at once, every answer other than 2xx by status, and the connection errors.
 
-And what must be refused is: serve and migrate on a database a newer release migrated
-stop at once, saying so, and leave it as it was; the backup taken before the upgrade,
-restored as the manual says, is the way back."""
+And what must be refused is: serve and migrate on a database a release two ahead
+migrated stop at once, saying so, and leave it as it was (the previous release too, on
+one the release after this one migrated); the backup taken before the upgrade, restored
+as the manual says, is the way back."""
 
 from __future__ import annotations
 
@@ -29,7 +33,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,7 +51,9 @@ from spark_offset_sidecar import __version__
 from spark_offset_sidecar.adapters.sql import migrate
 from tests.support.databases import (
     NEWER_REVISION,
+    NEXT_REVISION,
     as_a_newer_release_would,
+    as_the_next_release_would,
     contents,
     migrated_by_a_newer_release,
     with_a_group,
@@ -173,24 +179,78 @@ def _version(replica: ServiceProcess) -> str:
     raise AssertionError("no sidecar_build_info")
 
 
+class Readiness(InThread):
+    """Every replica's ``/readyz``, every ``INTERVAL`` s, as a Service's probe sees it (an
+    answer other than 200 in ``TIMEOUT`` s, or none: not ready). ``releases`` names each
+    place's replica by its release, or ``STOPPING`` from its SIGTERM until the one in its
+    place is ready (the roll keeps it); ``samples``: (time, {place: (release, ready)})."""
+
+    INTERVAL = 0.1
+    TIMEOUT = 2.0
+    STOPPING = "stopping"
+
+    def __init__(self, cluster: ReplicaCluster, release: str) -> None:
+        self.cluster = cluster
+        self.releases = dict.fromkeys(REPLICAS, release)
+        self.samples: list[tuple[float, dict[str, tuple[str, bool]]]] = []
+        super().__init__()
+
+    def _loop(self) -> None:
+        with httpx.Client(timeout=self.TIMEOUT) as http:
+            while not self._stop.is_set():
+                at = time.monotonic()
+                self.samples.append((at, {name: self._seen(http, name) for name in REPLICAS}))
+                self._stop.wait(max(0.0, at + self.INTERVAL - time.monotonic()))
+
+    def _seen(self, http: httpx.Client, name: str) -> tuple[str, bool]:
+        """The place's release and readiness; its release read after the answer (set to
+        ``STOPPING`` before the SIGTERM: an answer after it is never taken for the old
+        release's)."""
+        try:
+            ready = http.get(f"{self.cluster.replicas[name].url}/readyz").status_code == 200
+        except httpx.TransportError:
+            ready = False
+        return self.releases[name], ready
+
+    def between(self, start: float, end: float, old: str) -> tuple[int, int | None, int]:
+        """The fewest replicas ready at once in [``start``, ``end``]; the fewest of
+        release ``old`` ready at once while one of it served (None: never); samples."""
+        ready, old_ready, count = len(REPLICAS), None, 0
+        for at, seen in list(self.samples):
+            if start <= at <= end:
+                count += 1
+                ready = min(ready, sum(up for _release, up in seen.values()))
+                olds = [up for release, up in seen.values() if release == old]
+                if olds:
+                    old_ready = min(sum(olds), len(olds) if old_ready is None else old_ready)
+        return ready, old_ready, count
+
+
 @dataclass
 class Phase:
     """One pass over the replicas, and what it measured."""
 
     name: str
+    old: str  # the release replaced
     started: float = 0.0
     ended: float = 0.0
     steps: list[tuple[float, float]] = field(default_factory=list)  # s to exit, to ready
     answers: dict[str, int] = field(default_factory=dict)
     longest: tuple[float, str] = (0.0, "")  # without a commit, and which group
+    gaps: dict[str, float] = field(default_factory=dict)  # each group's longest
+    ready: tuple[int, int | None, int] = (0, None, 0)  # Readiness.between
 
     def report(self) -> str:
         steps = ", ".join(f"{exited:.1f} + {ready:.1f}" for exited, ready in self.steps)
+        gaps = ", ".join(f"{gap:.1f}" for gap in sorted(self.gaps.values()))
+        ready, old_ready, samples = self.ready
         return (
             f"{self.name}: {self.ended - self.started:.1f} s; each replica's SIGTERM to its "
             f"exit + the next one's start to ready: {steps} s; "
-            f"longest without a commit {self.longest[0]:.2f} s ({self.longest[1]}); "
-            f"answers other than 2xx: {self.answers or 'none'}"
+            f"longest without a commit {self.longest[0]:.2f} s ({self.longest[1]}), "
+            f"each group's: {gaps} s; ready replicas at least {ready} of {len(REPLICAS)}, "
+            f"of {self.old} at least {old_ready} while one served ({samples} samples of "
+            f"/readyz); answers other than 2xx: {self.answers or 'none'}"
         )
 
 
@@ -203,6 +263,7 @@ class Rolling:
     jobs: list[Job]
     watch: GroupsWatch
     answers: Answers
+    readiness: Readiness
     invalid: float = 0.0  # events counted invalid by replicas stopped so far
 
     def roll(self, phase: Phase, python: Path | str, release: str) -> None:
@@ -220,12 +281,14 @@ class Rolling:
             self.invalid += metric_sum(old.metrics(), "sidecar_events_invalid_total")
             acknowledged = {job.group: job.acknowledged for job in self.jobs}
             began = time.monotonic()
+            self.readiness.releases[name] = Readiness.STOPPING
             old.process.send_signal(signal.SIGTERM)
             old.process.wait(60)
             exited = time.monotonic()
             self.endpoints.remove(old.url)
             assert not any(alive(pid) for pid in watchers), "the watcher outlived its replica"
             new = self.cluster.replace(name, python)
+            self.readiness.releases[name] = release
             self.endpoints.add(new.url)
             phase.steps.append((exited - began, time.monotonic() - exited))
             assert _version(new) == release
@@ -233,10 +296,12 @@ class Rolling:
             self.committed_at_least(acknowledged, f"after {name} became {release}")
         phase.ended = time.monotonic()
         phase.answers = self.answers.since(before)
-        phase.longest = max(
-            (timeline.longest_without_change(phase.started, phase.ended), group)
+        phase.gaps = {
+            group: timeline.longest_without_change(phase.started, phase.ended)
             for group, timeline in self.watch.timelines.items()
-        )
+        }
+        phase.longest = max((gap, group) for group, gap in phase.gaps.items())
+        phase.ready = self.readiness.between(phase.started, phase.ended, phase.old)
 
     def committed_at_least(self, acknowledged: dict[str, int], what: str) -> None:
         for job in self.jobs:
@@ -271,11 +336,12 @@ def rolling(
         answers = Answers()
         jobs = [Job(group, i, topic, endpoints, answers) for i, group in enumerate(groups)]
         watch = GroupsWatch(kafka_bootstrap, groups, interval=0.2)
-        with watch:
+        readiness = Readiness(cluster, previous_release.release.version)
+        with watch, readiness:
             for job in jobs:
                 job.__enter__()
             try:
-                yield Rolling(cluster, endpoints, jobs, watch, answers)
+                yield Rolling(cluster, endpoints, jobs, watch, answers, readiness)
             finally:
                 for job in jobs:
                     job.__exit__(None, None, None)
@@ -293,8 +359,9 @@ def test_a_rolling_upgrade_of_three_replicas_under_load_and_back_loses_nothing(
     assert {_version(r) for r in cluster.replicas.values()} == {previous}
     rolling.committed_at_least({job.group: 0 for job in jobs}, "at the start")
 
-    upgrade = Phase(f"upgrade {previous} -> {__version__}")
+    upgrade = Phase(f"upgrade {previous} -> {__version__}", previous)
     rolling.roll(upgrade, sys.executable, __version__)
+    _served_throughout(upgrade)
     for replica in cluster.replicas.values():
         service = replica.http.get("/v1/service").json()
         assert (service["version"], service["watcher"], service["replicated"]) == (
@@ -302,8 +369,9 @@ def test_a_rolling_upgrade_of_three_replicas_under_load_and_back_loses_nothing(
             "child",
             True,
         )
-    downgrade = Phase(f"downgrade {__version__} -> {previous}")
+    downgrade = Phase(f"downgrade {__version__} -> {previous}", __version__)
     rolling.roll(downgrade, previous_release.python, previous)
+    _served_throughout(downgrade)
 
     for job in jobs:
         job.__exit__(None, None, None)  # each delivers the batch in hand, then stops
@@ -318,7 +386,6 @@ def test_a_rolling_upgrade_of_three_replicas_under_load_and_back_loses_nothing(
         for replica in cluster.replicas.values():
             view = replica.query(job.query)
             assert view["last_completed_checkpoint"] == job.acknowledged, view
-    print(f"\n{upgrade.report()}\n{downgrade.report()}")
     assert rolling.answers.rejected == []
     assert {g: t.regressions for g, t in watch.timelines.items() if t.regressions} == {}
     invalid = rolling.invalid + sum(
@@ -335,6 +402,16 @@ def test_a_rolling_upgrade_of_three_replicas_under_load_and_back_loses_nothing(
         f"acknowledged: {sum(job.acknowledged + 1 for job in jobs)} batches of {len(jobs)} "
         "groups, every group committed at its newest; lost: none"
     )
+
+
+def _served_throughout(phase: Phase) -> None:
+    """The window, as ``/readyz`` showed it through ``phase`` (printed): a replica always
+    ready, and one of the release replaced ready while any of it served."""
+    print(f"\n{phase.report()}")
+    ready, old_ready, samples = phase.ready
+    assert samples > 0, phase.report()
+    assert ready >= 1, phase.report()
+    assert (old_ready or 0) >= 1, phase.report()
 
 
 def _offset_sidecar(
@@ -359,9 +436,10 @@ def _offset_sidecar(
 def test_serve_and_migrate_refuse_a_database_a_newer_release_migrated_and_change_nothing(
     command: str, database_url: str, tmp_path: Path
 ) -> None:
-    """The downgrade that is not allowed: this release on a database at a migration it does
-    not know. It exits non-zero at once, naming the migration, its own newest and what to
-    do, and the database (its schema, its rows, ``alembic_version``) is as it was."""
+    """The downgrade that is not allowed: this release on a database a release two ahead
+    migrated (its marker a migration this release does not know). It exits non-zero at
+    once, naming the migration, its own newest and what to do, and the database (its
+    schema, its rows, both version tables) is as it was."""
     migrated_by_a_newer_release(database_url)
     before = contents(database_url)
     done = _offset_sidecar(sys.executable, command, database_url, tmp_path)
@@ -375,20 +453,28 @@ def test_serve_and_migrate_refuse_a_database_a_newer_release_migrated_and_change
     assert contents(database_url) == before
 
 
-def test_the_previous_release_refuses_it_too_and_changes_nothing(
-    database_url: str, tmp_path: Path, previous_release: BuiltRelease
+@pytest.mark.parametrize(
+    ("migrated_by", "marker"),
+    [(as_the_next_release_would, migrate.HEAD), (as_a_newer_release_would, NEXT_REVISION)],
+    ids=["the-next-release", "a-release-two-ahead"],
+)
+def test_the_previous_release_refuses_a_database_two_releases_ahead_of_it(
+    migrated_by: Callable[[str], None],
+    marker: str,
+    database_url: str,
+    tmp_path: Path,
+    previous_release: BuiltRelease,
 ) -> None:
-    """The release before this one on such a database: refused in its own words, naming
-    the migration, and nothing changed either (docs/run/upgrade.md; 0.1.0, older than that
-    check, said it in Alembic's words, "Can't locate revision")."""
-    migrated_by_a_newer_release(database_url)
+    """The release before this one, as released, on a database the release after this one
+    migrated (two ahead of it: the marker at this release's head), or a later one: refused
+    in its own words, naming the marker, and nothing changed (docs/run/upgrade.md)."""
+    with_a_group(database_url)
+    migrated_by(database_url)
     before = contents(database_url)
     done = _offset_sidecar(previous_release.python, "migrate", database_url, tmp_path)
     assert done.returncode == 1, done.stderr[-3000:]
     version = previous_release.release.version
-    assert f"is at migration {NEWER_REVISION}, which release {version} does not know" in (
-        done.stderr
-    )
+    assert f"is at migration {marker}, which release {version} does not know" in done.stderr
     assert contents(database_url) == before
 
 

@@ -91,12 +91,6 @@ replicas = Table(
     Column("replica_id", String(200), primary_key=True),
     Column("started_at", Float, nullable=False),
     Column("expires_at", Float, nullable=False),
-    # Unused since 0.2.0 (0.1.0 paired watchers run on their own with replicas here): kept
-    # while replicas of 0.1.0 may run beside this release in a rolling upgrade, as their
-    # lease renewal reads them (docs/decisions.md, "Watchers are children").
-    Column("watcher_id", String(200), nullable=True),
-    Column("watcher_url", String(2048), nullable=True),
-    Column("watcher_expires_at", Float, nullable=True),
 )
 
 followed_folders = Table(

@@ -117,11 +117,12 @@ class SqlStore:
             migrate.check_known(self.engine)
 
     def check(self) -> None:
-        with self._errors("checking"):
-            current = migrate.current_revision(self.engine)
-        head = migrate.head_revision()
-        if current != head:
-            raise StoreUnavailable(f"database schema is at {current}, not at {head}")
+        """``StoreUnavailable`` unless this release can read and write the database (at
+        its newest migration, or within a newer release's window: ``migrate.unready``)."""
+        with self._errors("checking"), self.engine.connect() as connection:
+            problem = migrate.unready(connection)
+        if problem is not None:
+            raise StoreUnavailable(problem)
 
     def close(self) -> None:
         self.engine.dispose()
