@@ -4,7 +4,9 @@ harness/kube_node.py), the release's image imported into containerd from its OCI
 (nothing pulled). Installed as the manual installs it, in a namespace that enforces
 PodSecurity ``restricted``: the kubelet runs the migrate init container, then the server,
 gives it the variables a cluster gives (the Service's, the kubernetes Service's) and
-answers its probes through the pod network until the pod is Ready."""
+answers its probes through the pod network until the pod is Ready. On that pod, the
+upgrade page's SQLite backup and restore, as written (kubectl exec through the API server
+and the kubelet, a restore pod, helm upgrade and rollback)."""
 
 from __future__ import annotations
 
