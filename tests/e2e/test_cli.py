@@ -157,8 +157,8 @@ def test_the_upgrade_pages_sqlite_backup_and_restore_as_written(tmp_path: Path) 
     home = tmp_path / "var-lib-sidecar"
     home.mkdir()
     backup, restore = (
-        script.replace("/var/lib/sidecar", str(home))
-        for script in page_blocks(
+        [command.replace("/var/lib/sidecar", str(home)) for command in block]
+        for block in page_blocks(
             "tests/e2e/test_cli.py::test_the_upgrade_pages_sqlite_backup_and_restore_as_written"
         )
     )

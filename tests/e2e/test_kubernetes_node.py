@@ -142,7 +142,7 @@ def test_the_charts_sqlite_is_backed_up_and_restored_as_the_upgrade_page_says(
     backup holds and nothing it took in after."""
     kube = node.api
     test = f"{THIS}::test_the_charts_sqlite_is_backed_up_and_restored_as_the_upgrade_page_says"
-    backup, *restore = page_blocks(test)
+    backup, older, *restore = page_blocks(test)
     env = {
         "PATH": f"{ROOT / '.local' / 'bin'}:/usr/bin:/bin",  # kubectl, helm; sqlite3
         "HOME": str(tmp_path),
@@ -158,14 +158,20 @@ def test_the_charts_sqlite_is_backed_up_and_restored_as_the_upgrade_page_says(
         return f"http://{ready_pod(kube)['status']['podIP']}:8000"
 
     started = time.monotonic()
+    copy = tmp_path / "sidecar-before-upgrade.db"
     with Checkpoints(service(), token) as writer:
         wait_for(lambda: len(writer.answered) >= 20, what="20 checkpoints stored")
+        # the way of a pod of 0.2.0 (no backup command): its one command, then the others
+        earlier = set(writer.answered)
+        run_script([*older, *backup[1:]], tmp_path, env)
+        copy.rename(tmp_path / "with-python.db")
         before = set(writer.answered)
         printed = run_script(backup, tmp_path, env)
         wait_for(lambda: len(writer.answered) >= len(before) + 20, what="20 more")
     backed_up = time.monotonic()
+    assert earlier <= queries_in(tmp_path / "with-python.db") <= before
     assert printed.splitlines()[-1] == "ok", printed  # PRAGMA integrity_check
-    held = queries_in(tmp_path / "sidecar-before-upgrade.db")
+    held = queries_in(copy)
     assert before <= held <= set(writer.answered), "a checkpoint answered is not in the copy"
     after = set(writer.answered) - held
     assert after, "nothing stored after the backup"

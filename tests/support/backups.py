@@ -20,28 +20,31 @@ from tests.support.manual import shell_blocks
 PAGE = ROOT / "docs" / "run" / "upgrade.md"
 
 
-def page_blocks(test: str) -> list[str]:
-    """The blocks of the page marked ``<!-- run by TEST ... -->``, in the page's order, each
-    a bash script of its commands as written (a command continued over a backslash is one
-    line again; a here-document's lines stay lines)."""
+def page_blocks(test: str) -> list[list[str]]:
+    """The commands of each block of the page marked ``<!-- run by TEST ... -->``, in the
+    page's order, as written (a command continued over a backslash is one line again; a
+    here-document's lines stay lines: ``script``)."""
     marked = [
-        block
+        [command.replace("\n", " ") for command in block.commands]
         for block in shell_blocks(PAGE)
         if re.match(rf"<!-- run by {re.escape(test)}( .*)? -->$", block.above)
     ]
     assert marked, f"{PAGE.name} has no block run by {test}"
-    return [
-        "set -euo pipefail\n" + "\n".join(c.replace("\n", " ") for c in block.commands)
-        for block in marked
-    ]
+    return marked
 
 
-def run_script(script: str, cwd: Path, env: dict[str, str]) -> str:
-    """Run a block; it must succeed. Its output (stdout)."""
+def script(commands: list[str]) -> str:
+    """Commands as one bash script that stops at the first failing one."""
+    return "set -euo pipefail\n" + "\n".join(commands)
+
+
+def run_script(commands: list[str], cwd: Path, env: dict[str, str]) -> str:
+    """Run a block's commands (``script``); they must succeed. Their output (stdout)."""
+    text = script(commands)
     done = subprocess.run(
-        ["bash", "-c", script], cwd=cwd, env=env, capture_output=True, text=True, timeout=600
+        ["bash", "-c", text], cwd=cwd, env=env, capture_output=True, text=True, timeout=600
     )
-    assert done.returncode == 0, f"{script}\n{done.stdout}{done.stderr}"
+    assert done.returncode == 0, f"{text}\n{done.stdout}{done.stderr}"
     return done.stdout
 
 
