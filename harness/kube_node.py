@@ -37,7 +37,10 @@ BRIDGE = "cni-sidecar0"
 NETWORK = "sidecar-test"
 SUBNET = "10.244.0.0/24"
 PAUSE = "localhost/pause:sidecar-test"
-NODE = "node-1"
+# The node's name is its Hostname address, the one the API server dials for logs, exec and
+# port-forward: "localhost" reaches the kubelet, which listens on loopback only (a name
+# such as node-1 resolves nowhere: "dial tcp: lookup node-1 ...: no such host").
+NODE = "localhost"
 CNI_BIN = Path("/usr/lib/cni")  # Debian's containernetworking-plugins
 CHAINS = {  # what the kubelet adds to the machine's tables
     "filter": ["KUBE-FIREWALL", "KUBE-KUBELET-CANARY"],
@@ -47,7 +50,7 @@ CHAINS = {  # what the kubelet adds to the machine's tables
 
 
 class KubeNode:
-    """One node, ``node-1``, of ``api``'s cluster."""
+    """One node, ``localhost``, of ``api``'s cluster."""
 
     def __init__(self, api: KubeApi) -> None:
         self.api = api

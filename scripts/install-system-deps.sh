@@ -22,6 +22,8 @@
 #   containerd, containernetworking-plugins, gcc, libc6-dev
 #               the Kubernetes node of the chart's test (harness/kube_node.py): the runtime
 #               the kubelet drives, the pod network (bridge), the pause image's static binary
+#   sqlite3     the SQLite shell the upgrade page checks a backup with (docs/run/upgrade.md,
+#               run by tests/e2e/test_kubernetes_node.py)
 # Java 17+ must already be there (it runs Maven, and the Kafka and Spark jars).
 set -euo pipefail
 mode=${1:-test}
@@ -58,6 +60,7 @@ need test containerd command -v containerd
 need test containernetworking-plugins test -x /usr/lib/cni/bridge
 need test gcc command -v gcc
 need test libc6-dev compgen -G "/usr/lib/*/libc.a"
+need test sqlite3 command -v sqlite3
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ] && ! command -v sudo >/dev/null; then
   echo "please install these Debian packages: ${missing[*]}" >&2

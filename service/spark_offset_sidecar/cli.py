@@ -2,6 +2,7 @@
 
 offset-sidecar serve       apply migrations, then serve HTTP (settings: SIDECAR_*)
 offset-sidecar migrate     apply migrations and exit
+offset-sidecar backup FILE a consistent copy of the SQLite database, taken while it serves
 offset-sidecar settings    list every SIDECAR_* variable with its default
 offset-sidecar starting-offsets GROUP [--topic T]
                            the startingOffsets that restart a query where GROUP stands
@@ -152,6 +153,19 @@ def _migrate(settings: Settings) -> int:
     finally:
         store.close()
     print(f"database at the newest migration ({migrate.head_revision()})")
+    return 0
+
+
+def _backup(settings: Settings, args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from spark_offset_sidecar.adapters.sql.backup import backup_sqlite
+
+    done = backup_sqlite(settings.database.url, Path(args.file))
+    print(
+        f"backed up {done.source} to {done.target}: {done.pages} pages of "
+        f"{done.page_size} bytes, integrity ok"
+    )
     return 0
 
 
@@ -319,6 +333,12 @@ def _folder_arguments(sub: argparse.ArgumentParser, *, path: bool, group: bool) 
     )
 
 
+def _backup_arguments(sub: argparse.ArgumentParser) -> None:
+    sub.add_argument(
+        "file", metavar="FILE", help="the copy to make (a new file: an existing one is refused)"
+    )
+
+
 @dataclass(frozen=True)
 class Command:
     run: Callable[[Settings, argparse.Namespace], int]
@@ -339,6 +359,13 @@ COMMANDS: dict[str, Command] = {
         lambda settings, _args: _migrate(settings),
         "apply database migrations and exit",
         (DatabaseSettings.variable("url"), *LOG_SETTINGS),
+    ),
+    "backup": Command(
+        _backup,
+        "copy the SQLite database into a new FILE while the service runs (SQLite's online "
+        "backup: one consistent file); PostgreSQL: use pg_dump",
+        (DatabaseSettings.variable("url"), *LOG_SETTINGS),
+        arguments=_backup_arguments,
     ),
     "settings": Command(
         lambda settings, _args: _settings(settings),

@@ -16,6 +16,7 @@ from harness.service_process import ServiceProcess
 from spark_offset_sidecar import cli
 from spark_offset_sidecar.settings import Settings
 from tests.support.kubernetes import service_link_variables
+from tests.support.service import wait_for
 
 KNOWN = {variable for variable, _default, _meaning in Settings.describe()}
 
@@ -144,3 +145,43 @@ def test_serve_starts_beside_kubernetes_service_links(tmp_path: Path, kafka_boot
         assert all(name in warnings[0] for name in links)
     finally:
         service.stop()
+
+
+def test_the_upgrade_pages_sqlite_backup_and_restore_as_written(tmp_path: Path) -> None:
+    """docs/run/upgrade.md's SQLite steps, /var/lib/sidecar a folder here: the backup taken
+    while the service stores checkpoints holds every one it answered before (and no half
+    transaction); put back with the service stopped, the service starts on it and holds
+    what the backup holds, not what it took in after."""
+    from tests.support.backups import Checkpoints, page_blocks, queries_in, run_script
+
+    home = tmp_path / "var-lib-sidecar"
+    home.mkdir()
+    backup, restore = (
+        [command.replace("/var/lib/sidecar", str(home)) for command in block]
+        for block in page_blocks(
+            "tests/e2e/test_cli.py::test_the_upgrade_pages_sqlite_backup_and_restore_as_written"
+        )
+    )
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    service = ServiceProcess(home, "broker.invalid:9092").start()
+    try:
+        with Checkpoints(service.url) as writer:
+            wait_for(lambda: len(writer.answered) >= 20, what="20 checkpoints stored")
+            before = set(writer.answered)
+            said = run_script(backup, tmp_path, env)
+            wait_for(lambda: len(writer.answered) >= len(before) + 20, what="20 more")
+        copy = home / "sidecar-before-upgrade.db"
+        assert said == f"backed up {home / 'sidecar.db'} to {copy}: " + said.split(": ", 1)[1]
+        assert said.endswith("integrity ok\n"), said
+        held = queries_in(copy)
+        assert before <= held <= set(writer.answered), "a stored checkpoint missing"
+        after = set(writer.answered) - held
+        assert after, "nothing stored after the backup"
+        service.stop()
+        run_script(restore, tmp_path, env)
+        service.start()
+        listed = {q["query_id"] for q in service.http.get("/v1/queries").json()}
+        assert listed == held
+    finally:
+        service.stop()
+    print(f"the backup held {len(held)} queries; {len(after)} stored after it, gone once restored")
