@@ -8,9 +8,9 @@ from __future__ import annotations
 import asyncio
 import threading
 
+from spark_offset_sidecar.core.backoff import Backoff
 from spark_offset_sidecar.core.clusters import Clusters
 from spark_offset_sidecar.core.ledger.changes import Outcome
-from spark_offset_sidecar.core.ledger.rules import Backoff
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.errors import CheckpointReadError, StoreUnavailable
 from spark_offset_sidecar.ports.checkpoints import FollowedFolder

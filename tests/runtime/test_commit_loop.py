@@ -10,8 +10,9 @@ from collections import Counter
 import pytest
 from prometheus_client import CollectorRegistry
 
+from spark_offset_sidecar.core.backoff import Backoff
 from spark_offset_sidecar.core.ledger.changes import CommitRequest
-from spark_offset_sidecar.core.ledger.rules import Backoff, Ledger
+from spark_offset_sidecar.core.ledger.rules import Ledger
 from spark_offset_sidecar.core.offsets import OffsetMap, TopicPartition, describe
 from spark_offset_sidecar.errors import BrokerUnavailable
 from spark_offset_sidecar.observe.metrics import SidecarMetrics
@@ -97,7 +98,7 @@ async def test_groups_commit_concurrently_but_each_one_at_a_time() -> None:
 
 async def test_failed_commit_is_retried_without_a_new_event() -> None:
     committer = RecordingCommitter(delay=0.0, failures=3)
-    durable, loop, task = await running(committer, backoff=Backoff(initial=0.01, maximum=0.05))
+    durable, loop, task = await running(committer, backoff=Backoff(initial=0.01, cap=0.05))
     await progress(durable, loop, "g", 1)
     await drained(durable)
     group = durable.ledger.groups["g"]
