@@ -34,11 +34,13 @@ class RecordingCommitter:
         self.max_active_per_group = 0
         self.max_active = 0
         self.done: list[CommitRequest] = []
+        self.started = asyncio.Event()  # a commit has begun
 
     async def commit(self, request: CommitRequest) -> None:
         self.active[request.group_id] += 1
         self.max_active_per_group = max(self.max_active_per_group, self.active[request.group_id])
         self.max_active = max(self.max_active, sum(self.active.values()))
+        self.started.set()
         try:
             await asyncio.sleep(self.delay)
             if self.failures > 0:
@@ -110,15 +112,13 @@ async def test_failed_commit_is_retried_without_a_new_event() -> None:
 
 
 async def test_stop_cancels_commits_past_the_grace_and_keeps_their_offsets() -> None:
-    committer = RecordingCommitter(delay=10.0)
+    committer = RecordingCommitter(delay=3600.0)
     durable, loop, task = await running(committer)
     await progress(durable, loop, "g", 1)
-    for _ in range(100):
-        if durable.ledger.groups["g"].in_flight is not None:
-            break
-        await asyncio.sleep(0.01)
-    await loop.stop(grace=0.05)
-    await asyncio.wait_for(task, 1)
+    await asyncio.wait_for(committer.started.wait(), 10)
+    assert durable.ledger.groups["g"].in_flight is not None
+    await asyncio.wait_for(loop.stop(grace=0.05), 10)  # not the commit's hour
+    await asyncio.wait_for(task, 10)
     assert committer.done == []
     persisted = durable.store.persisted  # type: ignore[attr-defined]
     assert not any(type(c).__name__ == "CommitSucceeded" for c in persisted)
