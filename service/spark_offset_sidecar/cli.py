@@ -211,7 +211,7 @@ def _service_call(
 
     import httpx
 
-    from spark_offset_sidecar.adapters.http_client import fetch, succeeded
+    from spark_offset_sidecar.adapters.http_client import fetch
 
     http = settings.http
     host = "127.0.0.1" if http.host in ("0.0.0.0", "::") else http.host
@@ -231,7 +231,7 @@ def _service_call(
         )
     except httpx.HTTPError as exc:
         raise ServiceRefused(f"cannot reach the service at {base}: {exc}") from None
-    if succeeded(status):
+    if httpx.codes.is_success(status):
         return json.loads(answer or b"null")
     hint = ""
     if status == 401:

@@ -41,7 +41,3 @@ def fetch(
             if len(body) >= limit:
                 break
         return answer.status_code, bytes(body[:limit])
-
-
-def succeeded(status: int) -> bool:
-    return 200 <= status < 300

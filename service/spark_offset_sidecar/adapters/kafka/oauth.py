@@ -43,7 +43,7 @@ from aiokafka.abc import AbstractTokenProvider
 from aiokafka.conn import OAuthAuthenticator
 from aiokafka.errors import SaslAuthenticationFailed
 
-from spark_offset_sidecar.adapters.http_client import fetch, succeeded
+from spark_offset_sidecar.adapters.http_client import fetch
 from spark_offset_sidecar.errors import TokenUnavailable, shown
 
 log = logging.getLogger(__name__)
@@ -180,7 +180,7 @@ class ClientCredentialsTokens(RenewedTokens):
             raise TokenUnavailable(
                 f"cannot reach the token endpoint {self.token_url}: {exc}"
             ) from None
-        if not succeeded(status):
+        if not httpx.codes.is_success(status):
             raise TokenUnavailable(
                 f"the token endpoint answered HTTP {status}{_oauth_error(body)} to "
                 f"{self.describe()}"

@@ -43,7 +43,7 @@ from typing import Any
 import httpx
 import jwt
 
-from spark_offset_sidecar.adapters.http_client import fetch, succeeded
+from spark_offset_sidecar.adapters.http_client import fetch
 from spark_offset_sidecar.errors import IdentityUnavailable, Unauthenticated, shown
 from spark_offset_sidecar.ports.identity import VerifiedIdentity
 
@@ -219,7 +219,7 @@ class JwksVerifier:
             )
         except httpx.HTTPError as exc:
             raise IdentityUnavailable(f"cannot reach {url}: {exc}") from None
-        if not succeeded(status):
+        if not httpx.codes.is_success(status):
             raise IdentityUnavailable(f"{url} answered HTTP {status}")
         try:
             document = json.loads(body)
