@@ -222,37 +222,41 @@ def _service_call(
     """One call to the running service's API; prints its refusal and exits 1 on an error."""
     import json
     import os
-    import urllib.error
-    import urllib.request
+
+    import httpx
+
+    from spark_offset_sidecar.adapters.http_client import fetch
 
     http = settings.http
     host = "127.0.0.1" if http.host in ("0.0.0.0", "::") else http.host
     scheme = "https" if http.tls_certfile else "http"
     base = args.url or f"{scheme}://{host}:{http.port}"
-    request = urllib.request.Request(
-        base.rstrip("/") + path,
-        method=method,
-        data=None if body is None else json.dumps(body).encode(),
-        headers={"content-type": "application/json"},
-    )
+    headers = {"content-type": "application/json"}
     if token := os.environ.get(TOKEN_ENV):
-        request.add_header("authorization", f"Bearer {token}")
+        headers["authorization"] = f"Bearer {token}"
     try:
-        with urllib.request.urlopen(request, timeout=30) as answer:
-            return json.loads(answer.read() or b"null")
-    except urllib.error.HTTPError as refused:
-        detail = refused.read().decode(errors="replace")
-        hint = ""
-        if refused.code == 401:
-            hint = (
-                f" (the service has tokens: set {TOKEN_ENV} to one that may "
-                f"{'read' if method == 'GET' else 'write'} this group)"
-                if not os.environ.get(TOKEN_ENV)
-                else f" ({TOKEN_ENV} holds a token the service does not know)"
-            )
-        raise ServiceRefused(f"{method} {path}: HTTP {refused.code}{hint}: {detail}") from None
-    except OSError as exc:
+        status, answer = fetch(
+            method,
+            base.rstrip("/") + path,
+            timeout=30,
+            limit=1 << 30,
+            headers=headers,
+            content=None if body is None else json.dumps(body).encode(),
+        )
+    except httpx.HTTPError as exc:
         raise ServiceRefused(f"cannot reach the service at {base}: {exc}") from None
+    if httpx.codes.is_success(status):
+        return json.loads(answer or b"null")
+    hint = ""
+    if status == 401:
+        hint = (
+            f" (the service has tokens: set {TOKEN_ENV} to one that may "
+            f"{'read' if method == 'GET' else 'write'} this group)"
+            if not os.environ.get(TOKEN_ENV)
+            else f" ({TOKEN_ENV} holds a token the service does not know)"
+        )
+    detail = answer.decode(errors="replace")
+    raise ServiceRefused(f"{method} {path}: HTTP {status}{hint}: {detail}")
 
 
 class ServiceRefused(Exception):

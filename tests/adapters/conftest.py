@@ -10,6 +10,7 @@ import pytest
 from spark_offset_sidecar.adapters.sql.shared_store import SharedSqlStore
 from spark_offset_sidecar.adapters.sql.store import SqlStore
 from spark_offset_sidecar.core.ledger.changes import QueryRegistered
+from tests.support.lease_clock import LeaseClock
 
 
 @pytest.fixture
@@ -33,3 +34,8 @@ def stores(postgres_server: Any) -> Iterator[tuple[SharedSqlStore, SharedSqlStor
     yield a, b
     a.close()
     b.close()
+
+
+@pytest.fixture
+def lease_clock() -> LeaseClock:
+    return LeaseClock()

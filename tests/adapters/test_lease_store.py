@@ -21,6 +21,7 @@ from spark_offset_sidecar.core.ledger.changes import (
     QueryRegistered,
 )
 from spark_offset_sidecar.core.offsets import TopicPartition
+from tests.support.lease_clock import LeaseClock
 from tests.support.service import wait_for
 
 TP = TopicPartition("t", 0)
@@ -58,14 +59,18 @@ def test_two_replicas_claim_disjoint_groups(stores: Any) -> None:
     assert leases_a.renew().held == mine
 
 
-def test_an_expired_owner_loses_its_groups_and_its_late_success_is_fenced(stores: Any) -> None:
+def test_an_expired_owner_loses_its_groups_and_its_late_success_is_fenced(
+    stores: Any, lease_clock: LeaseClock
+) -> None:
     a, b = stores
     fenced: list[int] = []
     a.on_fenced = fenced.append
-    leases_a, leases_b = LeaseStore(a.engine, "a", 0.3), LeaseStore(b.engine, "b", 30)
+    leases_a = LeaseStore(a.engine, "a", 10, now=lease_clock.sql)
+    leases_b = LeaseStore(b.engine, "b", 30, now=lease_clock.sql)
     epoch_a = leases_a.claim(1)["g0"]
+    lease_clock.advance(9.9)
     assert leases_b.claim(10).keys() == {"g1", "g2", "g3"}  # g0's lease still holds
-    time.sleep(0.5)
+    lease_clock.advance(0.2)
     assert leases_b.claim(10) == {"g0": epoch_a + 1}
     assert leases_a.renew().held == {}  # a renewal does not take it back
 

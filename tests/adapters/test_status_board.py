@@ -5,7 +5,6 @@ query ids list what every replica registered."""
 from __future__ import annotations
 
 import json
-import time
 from array import array
 from collections import Counter
 from typing import Any
@@ -46,6 +45,7 @@ from spark_offset_sidecar.core.ledger.state import GroupCounters
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.errors import StoreUnavailable
 from spark_offset_sidecar.ports.status_board import BoardEntry
+from tests.support.lease_clock import LeaseClock
 
 TP0, TP1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
 
@@ -181,17 +181,17 @@ def test_a_report_of_a_newer_version_is_left_out_and_said_once(
     assert f"version {REPORT_VERSION + 1} (this replica reads up to {REPORT_VERSION})" in said[0]
 
 
-def test_only_the_owner_writes_a_groups_report(stores: Any) -> None:
+def test_only_the_owner_writes_a_groups_report(stores: Any, lease_clock: LeaseClock) -> None:
     a, b = stores
-    leases_a = LeaseStore(a.engine, "a", 0.3)
+    leases_a = LeaseStore(a.engine, "a", 10, now=lease_clock.sql)
     leases_a.renew()
     leases_a.claim(4)
     board_a, board_b = SqlStatusBoard(a.engine, "a"), SqlStatusBoard(b.engine, "b")
     assert board_b.publish([entry("g0", "b")]) == 0  # b does not own g0
     assert board_a.publish([entry("g0", "a"), entry("g9", "a")]) == 1  # g9 is no group
     # a's lease runs out and b takes the groups: a's late reports are not written.
-    time.sleep(0.5)
-    leases_b = LeaseStore(b.engine, "b", 30)
+    lease_clock.advance(10.1)
+    leases_b = LeaseStore(b.engine, "b", 30, now=lease_clock.sql)
     leases_b.renew()
     assert set(leases_b.claim(4)) == {"g0", "g1", "g2", "g3"}
     assert board_a.publish([entry("g0", "a", at=300.0)]) == 0

@@ -20,13 +20,14 @@ from harness.processes import alive
 from spark_offset_sidecar.adapters.child_process import child_command
 from spark_offset_sidecar.adapters.sql.store import SqlStore
 from spark_offset_sidecar.adapters.sql.writer_process import ProcessWriter
+from spark_offset_sidecar.core.backoff import Backoff
 from spark_offset_sidecar.core.ledger.changes import (
     CheckpointCompleted,
     Decision,
     Outcome,
     QueryRegistered,
 )
-from spark_offset_sidecar.core.ledger.rules import Backoff, Ledger
+from spark_offset_sidecar.core.ledger.rules import Ledger
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.errors import StoreError, StoreUnavailable, WriteOutcomeUnknown
 from spark_offset_sidecar.ports.store import LoadedRows

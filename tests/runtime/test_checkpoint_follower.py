@@ -8,9 +8,9 @@ from __future__ import annotations
 import asyncio
 import threading
 
+from spark_offset_sidecar.core.backoff import Backoff
 from spark_offset_sidecar.core.clusters import Clusters
 from spark_offset_sidecar.core.ledger.changes import Outcome
-from spark_offset_sidecar.core.ledger.rules import Backoff
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.errors import CheckpointReadError, StoreUnavailable
 from spark_offset_sidecar.ports.checkpoints import FollowedFolder
@@ -332,7 +332,9 @@ async def test_a_read_that_never_returns_fails_its_poll_and_the_others_go_on() -
         assert len(reads) == 1, "one stuck read, not one a round"
     finally:
         hung.set()
-    await asyncio.sleep(0.1)  # the stuck read returns; the next poll reads again
+    stuck = follower.states[PATH].reading
+    assert stuck is not None
+    await asyncio.wait_for(asyncio.wait({stuck}), 10)  # it returns; the next poll reads again
     await follower.poll_all()
     assert recorded(follower)[0] == 0
 

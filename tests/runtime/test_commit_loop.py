@@ -10,8 +10,9 @@ from collections import Counter
 import pytest
 from prometheus_client import CollectorRegistry
 
+from spark_offset_sidecar.core.backoff import Backoff
 from spark_offset_sidecar.core.ledger.changes import CommitRequest
-from spark_offset_sidecar.core.ledger.rules import Backoff, Ledger
+from spark_offset_sidecar.core.ledger.rules import Ledger
 from spark_offset_sidecar.core.offsets import OffsetMap, TopicPartition, describe
 from spark_offset_sidecar.errors import BrokerUnavailable
 from spark_offset_sidecar.observe.metrics import SidecarMetrics
@@ -33,11 +34,13 @@ class RecordingCommitter:
         self.max_active_per_group = 0
         self.max_active = 0
         self.done: list[CommitRequest] = []
+        self.started = asyncio.Event()  # a commit has begun
 
     async def commit(self, request: CommitRequest) -> None:
         self.active[request.group_id] += 1
         self.max_active_per_group = max(self.max_active_per_group, self.active[request.group_id])
         self.max_active = max(self.max_active, sum(self.active.values()))
+        self.started.set()
         try:
             await asyncio.sleep(self.delay)
             if self.failures > 0:
@@ -97,7 +100,7 @@ async def test_groups_commit_concurrently_but_each_one_at_a_time() -> None:
 
 async def test_failed_commit_is_retried_without_a_new_event() -> None:
     committer = RecordingCommitter(delay=0.0, failures=3)
-    durable, loop, task = await running(committer, backoff=Backoff(initial=0.01, maximum=0.05))
+    durable, loop, task = await running(committer, backoff=Backoff(initial=0.01, cap=0.05))
     await progress(durable, loop, "g", 1)
     await drained(durable)
     group = durable.ledger.groups["g"]
@@ -109,15 +112,13 @@ async def test_failed_commit_is_retried_without_a_new_event() -> None:
 
 
 async def test_stop_cancels_commits_past_the_grace_and_keeps_their_offsets() -> None:
-    committer = RecordingCommitter(delay=10.0)
+    committer = RecordingCommitter(delay=3600.0)
     durable, loop, task = await running(committer)
     await progress(durable, loop, "g", 1)
-    for _ in range(100):
-        if durable.ledger.groups["g"].in_flight is not None:
-            break
-        await asyncio.sleep(0.01)
-    await loop.stop(grace=0.05)
-    await asyncio.wait_for(task, 1)
+    await asyncio.wait_for(committer.started.wait(), 10)
+    assert durable.ledger.groups["g"].in_flight is not None
+    await asyncio.wait_for(loop.stop(grace=0.05), 10)  # not the commit's hour
+    await asyncio.wait_for(task, 10)
     assert committer.done == []
     persisted = durable.store.persisted  # type: ignore[attr-defined]
     assert not any(type(c).__name__ == "CommitSucceeded" for c in persisted)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import random
 from dataclasses import replace
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -110,28 +110,37 @@ def test_the_tables_a_reader_holds_stay_whole_through_the_next_evaluation() -> N
 
 def test_a_woken_monitor_reads_now_not_at_its_next_interval() -> None:
     """``wake`` (a replica's watcher told the groups its replica took): the next read
-    starts at once, though the interval (an hour here) has not passed."""
+    starts at once, though the interval (an hour here) has not passed; before the wake,
+    the monitor waits, having read once."""
     fleet, reader = idle_and_lagging()
-    reads: asyncio.Queue[None] = asyncio.Queue()
+    steps: list[str] = []  # what the monitor did, in order
+    parked: asyncio.Queue[None] = asyncio.Queue()
     ends = reader.log_ends
 
     async def counted(wanted: Any) -> Any:
         answer = await ends(wanted)
-        reads.put_nowait(None)
+        steps.append("read")
         return answer
+
+    class Waits(asyncio.Event):
+        async def wait(self) -> Literal[True]:
+            steps.append("waits")
+            parked.put_nowait(None)
+            return await super().wait()
 
     reader.log_ends = counted  # type: ignore[method-assign]
     monitor = monitor_of(fleet, reader, [10_000.0])
     monitor.interval = 3600
 
     async def scenario() -> None:
+        monitor._woken = Waits()
         task = asyncio.create_task(monitor.run())
         try:
-            await asyncio.wait_for(reads.get(), 60)  # the first read, then an hour's wait
-            await asyncio.sleep(0.05)
-            assert reads.empty()
+            await asyncio.wait_for(parked.get(), 60)  # the first read, then an hour's wait
+            steps.append("wake")
             monitor.wake()
-            await asyncio.wait_for(reads.get(), 60)  # the hour is not what ends this wait
+            await asyncio.wait_for(parked.get(), 60)  # the hour is not what ends this wait
+            assert steps == ["read", "waits", "wake", "read", "waits"]
         finally:
             task.cancel()
 

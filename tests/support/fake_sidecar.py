@@ -5,19 +5,23 @@ listener against the real service and Kafka: ``tests/e2e``.)"""
 from __future__ import annotations
 
 import json
-import time
+import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 
 class FakeSidecar(ThreadingHTTPServer):
-    """Answers each POST with the next status in ``statuses`` (then 200); records bodies."""
+    """Answers each POST with the next status in ``statuses`` (then 200); records bodies.
+    A test that clears ``answering`` holds every answer until it sets it again; ``arrived``
+    is set once a POST has been read."""
 
     def __init__(self) -> None:
         self.received: list[dict[str, Any]] = []
         self.headers_seen: list[dict[str, str]] = []
         self.statuses: list[int] = []
-        self.delay = 0.0
+        self.answering = threading.Event()
+        self.answering.set()
+        self.arrived = threading.Event()
         super().__init__(("127.0.0.1", 0), _Handler)
 
     @property
@@ -30,7 +34,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers["Content-Length"]))
-        time.sleep(self.server.delay)
+        self.server.arrived.set()
+        self.server.answering.wait(30)
         status = self.server.statuses.pop(0) if self.server.statuses else 200
         if status == 200:
             self.server.received.append(json.loads(body))

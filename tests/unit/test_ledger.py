@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from spark_offset_sidecar.core.backoff import Backoff
 from spark_offset_sidecar.core.ledger.changes import CommitRequest, Outcome
-from spark_offset_sidecar.core.ledger.rules import Backoff, GroupPhase, Ledger
+from spark_offset_sidecar.core.ledger.rules import GroupPhase, Ledger
 from spark_offset_sidecar.core.offsets import TopicPartition
 
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
@@ -248,7 +249,7 @@ def test_partitions_are_held_at_the_committed_offset_unless_a_rewind_is_allowed(
 
 
 def test_failure_is_retried_after_backoff_when_nothing_newer_arrives() -> None:
-    ledger = Ledger(backoff=Backoff(initial=1.0, maximum=4.0))
+    ledger = Ledger(backoff=Backoff(initial=1.0, cap=4.0))
     progress(ledger, 1, 10, 10)
     attempt = take(ledger, now=0.0)
     delays = []
@@ -272,7 +273,7 @@ def test_failure_is_retried_after_backoff_when_nothing_newer_arrives() -> None:
 
 
 def test_a_new_completion_ends_the_backoff() -> None:
-    ledger = Ledger(backoff=Backoff(initial=30.0))
+    ledger = Ledger(backoff=Backoff(initial=30.0, cap=30.0))
     progress(ledger, 1, 10, 10)
     attempt = take(ledger)
     assert attempt is not None
@@ -351,7 +352,7 @@ def test_no_refresh_while_there_is_something_newer_or_no_owner() -> None:
 
 
 def test_a_failed_refresh_is_retried_like_any_commit() -> None:
-    ledger = Ledger(refresh_after=10.0, backoff=Backoff(initial=1.0))
+    ledger = Ledger(refresh_after=10.0, backoff=Backoff(initial=1.0, cap=30.0))
     progress(ledger, 1, 10, 10)
     first = take(ledger)
     assert first is not None
@@ -390,7 +391,7 @@ def test_a_repaired_group_commits_its_stored_offsets_again_at_once_then_no_more(
 
 
 def test_a_failed_repair_is_retried_until_it_succeeds() -> None:
-    ledger = Ledger(backoff=Backoff(initial=1.0))
+    ledger = Ledger(backoff=Backoff(initial=1.0, cap=30.0))
     committed_once(ledger)
     assert ledger.repair("g")
     attempt = take(ledger, now=3.0)

@@ -16,7 +16,7 @@ the back of the service's successor); the watcher SIGTERM (it stops as it would)
 Invariants
   - At most one process per supervisor runs at a time; ``start`` while one runs raises.
   - The backoff: no wait for the first start, nor after a child that lived ``healthy``
-    seconds; after one that died younger, ``first_delay`` doubling up to ``max_delay``.
+    seconds; after one that died younger, ``backoff``'s (1 s doubling up to 30 s).
   - A child's output goes where the service's goes (one log stream, as a container wants).
 """
 
@@ -31,12 +31,15 @@ import signal
 import sys
 from collections.abc import Mapping, Sequence
 
+from spark_offset_sidecar.core.backoff import Backoff
+
 log = logging.getLogger(__name__)
 
 PARENT_ENV = "OFFSET_SIDECAR_PARENT"  # the pid whose end ends the child (not a setting)
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 PROGRAM = "spark_offset_sidecar.child"  # the children's program (run as __main__)
 ROLES = ("writer", "watcher")
+RESTART_BACKOFF = Backoff(initial=1.0, cap=30.0)  # docs/run/processes.md
 
 
 def child_command(role: str, level: str, log_format: str) -> tuple[str, ...]:
@@ -68,8 +71,7 @@ class Supervisor:
         env: Mapping[str, str] | None = None,
         pipes: bool = False,
         stop_grace: float = 10.0,
-        first_delay: float = 1.0,
-        max_delay: float = 30.0,
+        backoff: Backoff = RESTART_BACKOFF,
         healthy: float = 60.0,
     ) -> None:
         """``pipes``: the child's standard input and output are pipes to this process
@@ -81,12 +83,11 @@ class Supervisor:
         self._env = dict(os.environ if env is None else env)
         self._pipes = pipes
         self._stop_grace = stop_grace
-        self._first_delay = first_delay
-        self._max_delay = max_delay
+        self._backoff = backoff
         self._healthy = healthy
         self.process: asyncio.subprocess.Process | None = None
         self.starts = 0
-        self._delay = 0.0
+        self._young_deaths = 0  # in a row
         self._started_at = 0.0
         self._seen_end: asyncio.subprocess.Process | None = None
         self._stopping = False
@@ -102,9 +103,10 @@ class Supervisor:
     async def start(self) -> asyncio.subprocess.Process:
         if self.running:
             raise RuntimeError(f"the {self.name} is running")
-        if self._delay > 0:
-            log.info("starting the %s again in %.0f s", self.name, self._delay)
-            await asyncio.sleep(self._delay)
+        if self._young_deaths:
+            delay = self._backoff.delay(self._young_deaths)
+            log.info("starting the %s again in %.0f s", self.name, delay)
+            await asyncio.sleep(delay)
         env = {**self._env, PARENT_ENV: f"{os.getpid()}:{int(self.death_signal)}"}
         pipe = asyncio.subprocess.PIPE if self._pipes else None
         self.process = await asyncio.create_subprocess_exec(
@@ -124,8 +126,7 @@ class Supervisor:
         if self._seen_end is not process:
             self._seen_end = process
             lived = asyncio.get_running_loop().time() - self._started_at
-            grew = min(self._max_delay, max(self._first_delay, 2 * self._delay))
-            self._delay = 0.0 if lived >= self._healthy else grew
+            self._young_deaths = 0 if lived >= self._healthy else self._young_deaths + 1
             level = logging.INFO if self._stopping else logging.WARNING
             log.log(level, "%s (pid %d) %s", self.name, process.pid, exit_status(code))
         return code

@@ -39,10 +39,11 @@ from spark_offset_sidecar.adapters.watcher.child import FIRST_READY, PROBLEM, Wa
 from spark_offset_sidecar.app.kafka_clients import GroupCluster, KafkaClients, Key, problem_of
 from spark_offset_sidecar.app.parts import Parts
 from spark_offset_sidecar.app.shared import fleet_options
+from spark_offset_sidecar.core.backoff import Backoff
 from spark_offset_sidecar.core.clusters import Clusters
 from spark_offset_sidecar.core.lag.status import CommitWindows
 from spark_offset_sidecar.core.ledger.leases import Ownership
-from spark_offset_sidecar.core.ledger.rules import Backoff, Ledger
+from spark_offset_sidecar.core.ledger.rules import Ledger
 from spark_offset_sidecar.http.state import Running, Runtime
 from spark_offset_sidecar.http.watcher_routes import watcher_share
 from spark_offset_sidecar.observe.fleet_metrics import (
@@ -233,7 +234,7 @@ class Start:
         durable = await DurableLedger.open(
             store,
             max_pending=commits.max_pending_checkpoints,
-            backoff=Backoff(commits.retry_initial_seconds, commits.retry_max_seconds),
+            backoff=Backoff(initial=commits.retry_initial_seconds, cap=commits.retry_max_seconds),
             refresh_after=commits.recommit_idle_after_seconds,
             commit_interval=commits.min_commit_interval_seconds,
             writer=writer,

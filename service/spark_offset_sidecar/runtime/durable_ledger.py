@@ -47,6 +47,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import ParamSpec, TypeVar
 
+from spark_offset_sidecar.core.backoff import Backoff
 from spark_offset_sidecar.core.ledger.changes import (
     Change,
     CommitFailed,
@@ -54,7 +55,7 @@ from spark_offset_sidecar.core.ledger.changes import (
     CommitSucceeded,
     Decision,
 )
-from spark_offset_sidecar.core.ledger.rules import Backoff, Ledger, Savepoint
+from spark_offset_sidecar.core.ledger.rules import Ledger, Savepoint
 from spark_offset_sidecar.errors import StoreUnavailable, WriteOutcomeUnknown
 from spark_offset_sidecar.ports.store import (
     BatchWriter,

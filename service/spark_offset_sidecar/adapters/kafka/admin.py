@@ -42,6 +42,7 @@ from aiokafka.protocol.commit import OffsetFetchRequest
 
 from spark_offset_sidecar.adapters.kafka.oauth import RESENDS
 from spark_offset_sidecar.adapters.kafka.topic_metadata import metadata_request, partition_leaders
+from spark_offset_sidecar.core.backoff import Backoff
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.errors import KafkaReadError
 from spark_offset_sidecar.ports.kafka import Committed
@@ -53,8 +54,7 @@ NOT_YET: tuple[type[KafkaError], ...] = (
     GroupLoadInProgressError,
     NotCoordinatorForGroupError,
 )
-FIRST_BACKOFF = 0.1
-MAX_BACKOFF = 1.0
+NOT_YET_BACKOFF = Backoff(initial=0.1, cap=1.0)
 
 
 @dataclass(frozen=True)
@@ -160,7 +160,7 @@ class GroupAdmin:
         """``request(coordinator node)``, asked again while Kafka answers "not yet", until
         ``wait_seconds`` have passed."""
         deadline = time.monotonic() + self.wait_seconds
-        backoff = FIRST_BACKOFF
+        not_yet = 0  # answers so far
         resends = RESENDS
         while True:
             try:
@@ -175,6 +175,8 @@ class GroupAdmin:
                     ) from exc
                 resends -= 1
             except NOT_YET as exc:
+                not_yet += 1
+                backoff = NOT_YET_BACKOFF.delay(not_yet)
                 if time.monotonic() + backoff >= deadline:
                     raise KafkaReadError(
                         f"{what} group {group_id!r} from Kafka failed: its coordinator was not "
@@ -183,7 +185,6 @@ class GroupAdmin:
                         "first); try again"
                     ) from exc
                 await asyncio.sleep(backoff)
-                backoff = min(MAX_BACKOFF, 2 * backoff)
             except TimeoutError as exc:
                 raise KafkaReadError(
                     f"{what} group {group_id!r} from Kafka failed: no answer within "

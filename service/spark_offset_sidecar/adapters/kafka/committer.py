@@ -63,6 +63,7 @@ from spark_offset_sidecar.adapters.kafka import offsets_topic
 from spark_offset_sidecar.adapters.kafka.oauth import RESENDS
 from spark_offset_sidecar.adapters.kafka.offset_commit_wire import OffsetCommit
 from spark_offset_sidecar.adapters.kafka.unreachable_brokers import UnreachableBrokers
+from spark_offset_sidecar.core.backoff import Backoff
 from spark_offset_sidecar.core.ledger.changes import CommitRequest
 from spark_offset_sidecar.errors import (
     AuthenticationFailed,
@@ -86,7 +87,9 @@ _ASK_AGAIN = (
 )
 # The coordinator, or the broker asked for it, cannot be reached: look it up again.
 _UNREACHABLE = (ConnectionError, kafka_errors.NodeNotReadyError)
-UNREACHABLE_BACKOFF_MAX = 0.5  # seconds between look-ups of a dead broker's groups
+# Seconds between look-ups of a dead broker's groups, and after an "ask again" answer.
+UNREACHABLE_BACKOFF = Backoff(initial=0.1, cap=0.5)
+ASK_AGAIN_WAIT = 0.1
 _CONNECTION_KEYS = (
     "client_id",
     "ssl_context",
@@ -134,7 +137,6 @@ class KafkaOffsetCommitter:
         self.replica_id = replica_id
         self.timeout = timeout
         self.lanes = lanes
-        self.retry_backoff = 0.1
         self._client: AIOKafkaClient | None = None
         self._coordinators: dict[str, int] = {}  # group -> coordinator node id
         self._found: dict[int, tuple[str, int]] = {}  # node id -> address, as last named
@@ -164,7 +166,7 @@ class KafkaOffsetCommitter:
         for tp, offset in sorted(request.offsets.items()):
             by_topic[tp.topic].append((tp.partition, offset, metadata))
         message = OffsetCommit(group, list(by_topic.items()))
-        tries = _Tries(backoff=self.retry_backoff)
+        tries = _Tries()
         try:
             async with asyncio.timeout(self.timeout):
                 while not await self._try(group, message, tries):
@@ -194,7 +196,7 @@ class KafkaOffsetCommitter:
         except _ASK_AGAIN as exc:
             tries.asked_again = exc
             self._coordinators.pop(group, None)
-            await asyncio.sleep(self.retry_backoff)
+            await asyncio.sleep(ASK_AGAIN_WAIT)
         except _UNREACHABLE as exc:
             tries.unreachable = exc
             self._coordinators.pop(group, None)
@@ -205,8 +207,8 @@ class KafkaOffsetCommitter:
                 self._client.force_metadata_update()
             # Short steps: the group's new coordinator is taken as soon as Kafka names one
             # (once it has fenced the dead broker).
-            await asyncio.sleep(tries.backoff)
-            tries.backoff = min(2 * tries.backoff, UNREACHABLE_BACKOFF_MAX)
+            tries.missed += 1
+            await asyncio.sleep(UNREACHABLE_BACKOFF.delay(tries.missed))
         except kafka_errors.KafkaConnectionError:
             # The broker closed the connection under the request: with OAUTHBEARER it does
             # so once the token has expired. Again on a new connection (a new token); the
@@ -370,7 +372,7 @@ class KafkaOffsetCommitter:
 class _Tries:
     """What the tries of one commit have met so far."""
 
-    backoff: float  # the wait before the next look-up of an unreachable coordinator
+    missed: int = 0  # tries that could not reach the coordinator
     node: int | None = None  # the coordinator of the current try, once known
     asked_again: kafka_errors.KafkaError | None = None  # the last "not yet" answer
     unreachable: BaseException | None = None  # the last broker that could not be reached

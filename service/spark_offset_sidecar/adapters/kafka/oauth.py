@@ -34,16 +34,16 @@ import binascii
 import json
 import logging
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import httpx
 from aiokafka.abc import AbstractTokenProvider
 from aiokafka.conn import OAuthAuthenticator
 from aiokafka.errors import SaslAuthenticationFailed
 
+from spark_offset_sidecar.adapters.http_client import fetch
 from spark_offset_sidecar.errors import TokenUnavailable, shown
 
 log = logging.getLogger(__name__)
@@ -163,29 +163,28 @@ class ClientCredentialsTokens(RenewedTokens):
         if self.audience:
             form["audience"] = self.audience
         basic = base64.b64encode(f"{self.client_id}:{secret}".encode()).decode()
-        request = urllib.request.Request(
-            self.token_url,
-            data=urllib.parse.urlencode(form).encode(),
-            headers={
-                "Authorization": f"Basic {basic}",
-                "Content-Type": "application/x-www-form-urlencoded",
-                "Accept": "application/json",
-            },
-            method="POST",
-        )
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as answer:
-                body = answer.read(1 << 20)
-        except urllib.error.HTTPError as exc:
+            status, body = fetch(
+                "POST",
+                self.token_url,
+                timeout=self.timeout,
+                limit=1 << 20,
+                content=urllib.parse.urlencode(form).encode(),
+                headers={
+                    "Authorization": f"Basic {basic}",
+                    "Content-Type": "application/x-www-form-urlencoded",
+                    "Accept": "application/json",
+                },
+            )
+        except httpx.HTTPError as exc:
             raise TokenUnavailable(
-                f"the token endpoint answered HTTP {exc.code}{_oauth_error(exc)} to "
+                f"cannot reach the token endpoint {self.token_url}: {exc}"
+            ) from None
+        if not httpx.codes.is_success(status):
+            raise TokenUnavailable(
+                f"the token endpoint answered HTTP {status}{_oauth_error(body)} to "
                 f"{self.describe()}"
-            ) from None
-        except (urllib.error.URLError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise TokenUnavailable(
-                f"cannot reach the token endpoint {self.token_url}: {reason}"
-            ) from None
+            )
         return _access_token(body, self.token_url, self._clock())
 
 
@@ -229,11 +228,11 @@ class MskIamTokens(RenewedTokens):
         return str(token), int(expiry_ms) / 1000 - self._clock()
 
 
-def _oauth_error(exc: urllib.error.HTTPError) -> str:
+def _oauth_error(body: bytes) -> str:
     """``: invalid_client (Client authentication failed)`` from an RFC 6749 error answer."""
     try:
-        document = json.loads(exc.read(1 << 16))
-    except (ValueError, OSError):
+        document = json.loads(body)
+    except ValueError:
         return ""
     if not isinstance(document, dict) or not isinstance(document.get("error"), str):
         return ""

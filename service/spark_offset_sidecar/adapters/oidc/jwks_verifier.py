@@ -34,17 +34,16 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import ssl
 import time
-import urllib.error
-import urllib.request
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
 import jwt
 
+from spark_offset_sidecar.adapters.http_client import fetch
 from spark_offset_sidecar.errors import IdentityUnavailable, Unauthenticated, shown
 from spark_offset_sidecar.ports.identity import VerifiedIdentity
 
@@ -200,7 +199,7 @@ class JwksVerifier:
         return {key.key_id: key for key in keys}, json.dumps(document["keys"], sort_keys=True)
 
     def _get(self, url: str) -> dict[str, Any]:
-        request = urllib.request.Request(url, headers={"Accept": "application/json"})
+        headers = {"Accept": "application/json"}
         if self.bearer_file:
             try:
                 bearer = Path(self.bearer_file).read_text().strip()
@@ -208,17 +207,20 @@ class JwksVerifier:
                 raise IdentityUnavailable(
                     f"cannot read {self.bearer_file} for {url}: {exc.strerror}"
                 ) from None
-            request.add_header("Authorization", f"Bearer {bearer}")
-        context = ssl.create_default_context(cafile=self.ca_file) if self.ca_file else None
+            headers["Authorization"] = f"Bearer {bearer}"
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout, context=context) as answer:
-                body = answer.read(MAX_DOCUMENT)
-        except urllib.error.HTTPError as exc:
-            raise IdentityUnavailable(f"{url} answered HTTP {exc.code}") from None
-        except (urllib.error.URLError, OSError) as exc:
-            raise IdentityUnavailable(
-                f"cannot reach {url}: {getattr(exc, 'reason', exc)}"
-            ) from None
+            status, body = fetch(
+                "GET",
+                url,
+                timeout=self.timeout,
+                limit=MAX_DOCUMENT,
+                headers=headers,
+                ca_file=self.ca_file,
+            )
+        except httpx.HTTPError as exc:
+            raise IdentityUnavailable(f"cannot reach {url}: {exc}") from None
+        if not httpx.codes.is_success(status):
+            raise IdentityUnavailable(f"{url} answered HTTP {status}")
         try:
             document = json.loads(body)
         except ValueError:

@@ -18,12 +18,14 @@ from collections.abc import Awaitable, Callable
 
 from sqlalchemy.engine import make_url
 
+from spark_offset_sidecar.core.backoff import Backoff
 from spark_offset_sidecar.ports.leases import ChangeNotice
 
 log = logging.getLogger(__name__)
 
 CHANNEL = "offset_sidecar_groups"
 NOTICE_BYTES = 7000  # PostgreSQL's payload limit is 8000
+RECONNECT_BACKOFF = Backoff(initial=0.5, cap=10.0)
 
 
 def encode(replica_id: str, changed: list[str], new: list[str]) -> list[str]:
@@ -53,13 +55,13 @@ def decode(payload: str) -> ChangeNotice:
 class PostgresChangeNotices:
     """Follows ``CHANNEL`` on a connection of its own (autocommit, outside any pool)."""
 
-    def __init__(self, database_url: str, *, max_delay: float = 10.0) -> None:
+    def __init__(self, database_url: str, *, backoff: Backoff = RECONNECT_BACKOFF) -> None:
         self._conninfo = (
             make_url(database_url)
             .set(drivername="postgresql")
             .render_as_string(hide_password=False)
         )
-        self._max_delay = max_delay
+        self._backoff = backoff
 
     async def follow(
         self,
@@ -68,18 +70,18 @@ class PostgresChangeNotices:
     ) -> None:
         import psycopg  # the postgres extra: only replicas come here
 
-        delay = 0.5
+        failures = 0  # in a row, since the last connection
         while True:
             try:
                 async with await psycopg.AsyncConnection.connect(
                     self._conninfo, autocommit=True
                 ) as conn:
                     await conn.execute(f"LISTEN {CHANNEL}")
-                    delay = 0.5
+                    failures = 0
                     await on_connected()
                     async for notice in conn.notifies():
                         on_notice(decode(notice.payload))
             except (psycopg.Error, OSError) as exc:
                 log.warning("not hearing other replicas' changes (retrying): %s", exc)
-            await asyncio.sleep(delay)
-            delay = min(self._max_delay, delay * 2)
+            failures += 1
+            await asyncio.sleep(self._backoff.delay(failures))

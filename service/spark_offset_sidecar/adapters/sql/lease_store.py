@@ -1,9 +1,9 @@
 """The database side of replica leases (``core.ledger.leases`` states the rules L1-L5).
 
 PostgreSQL only: leased rows are claimed with ``SELECT ... FOR NO KEY UPDATE SKIP
-LOCKED``, and every expiry is set and judged by the database's clock, so the replicas'
-clocks never meet. Each method runs short transactions and blocks (call them from a
-thread).
+LOCKED``, and every expiry is set and judged by the database's clock (``DATABASE_NOW``,
+the store's ``now``), so the replicas' clocks never meet. Each method runs short
+transactions and blocks (call them from a thread).
 
 No lease statement waits for a row lock: renewals, claims and releases skip rows that a
 batch of events is writing (``SKIP LOCKED``), so they never deadlock with batches, whose
@@ -53,7 +53,7 @@ from spark_offset_sidecar.adapters.sql.schema import consumer_groups, replicas
 from spark_offset_sidecar.ports.leases import Renewal
 
 groups_c, replicas_c = consumer_groups.c, replicas.c
-_DB_NOW: ColumnElement[float] = literal_column("EXTRACT(EPOCH FROM now())::float8", Float)
+DATABASE_NOW: ColumnElement[float] = literal_column("EXTRACT(EPOCH FROM now())::float8", Float)
 # The most groups one renewal transaction holds the rows of (~4 ms of PostgreSQL's time):
 # docs/decisions.md, "Lease renewals 256 groups a transaction".
 RENEWED_A_TRANSACTION = 256
@@ -61,55 +61,68 @@ RENEWED_A_TRANSACTION = 256
 # writing (a batch holds a row for milliseconds); any still held then expire with their lease.
 LEAVE_SECONDS = 2.0
 LEAVE_RETRY_SECONDS = 0.02
-# Renew those of ``ids`` still this replica's and not being written (each looked up by its
-# key: the statement's cost follows the ids, not the table).
-_RENEW_SOME = (
-    update(consumer_groups)
-    .where(
-        groups_c.group_id.in_(
-            select(groups_c.group_id)
-            .where(
-                groups_c.group_id == any_(bindparam("ids", type_=ARRAY(String))),
-                groups_c.owner_id == bindparam("me"),
-            )
-            .with_for_update(skip_locked=True, key_share=True)
-            .scalar_subquery()
-        ),
-        groups_c.owner_id == bindparam("me"),
+
+
+def _renew_some(now: ColumnElement[float]) -> Any:
+    """Renew those of ``ids`` still this replica's and not being written (each looked up by
+    its key: the statement's cost follows the ids, not the table)."""
+    return (
+        update(consumer_groups)
+        .where(
+            groups_c.group_id.in_(
+                select(groups_c.group_id)
+                .where(
+                    groups_c.group_id == any_(bindparam("ids", type_=ARRAY(String))),
+                    groups_c.owner_id == bindparam("me"),
+                )
+                .with_for_update(skip_locked=True, key_share=True)
+                .scalar_subquery()
+            ),
+            groups_c.owner_id == bindparam("me"),
+        )
+        .values(owner_expires_at=now + bindparam("lease", type_=Float))
+        .returning(groups_c.group_id, groups_c.owner_epoch)
     )
-    .values(owner_expires_at=_DB_NOW + bindparam("lease", type_=Float))
-    .returning(groups_c.group_id, groups_c.owner_epoch)
-)
 
 
 class LeaseStore:
-    """The ``Leases`` port on PostgreSQL."""
+    """The ``Leases`` port on PostgreSQL: leases of ``lease`` seconds, set and judged by
+    the time ``now`` says (an SQL expression evaluated in each statement: the database's
+    clock, or one that a test moves)."""
 
-    def __init__(self, engine: Engine, replica_id: str, lease: float) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        replica_id: str,
+        lease: float,
+        *,
+        now: ColumnElement[float] = DATABASE_NOW,
+    ) -> None:
         if engine.dialect.name != "postgresql":
             raise ValueError("replica leases need PostgreSQL")
         self.engine = engine
         self.replica_id = replica_id
         self.lease = lease
+        self.now = now
+        self._renew_statement = _renew_some(now)
 
     def renew(self) -> Renewal:
         """Extend this replica's lease and those of its groups (L1), a few groups a
         transaction: those it owned as the renewal began (a claim comes after, in the same
         round)."""
-        expires = _DB_NOW + self.lease
+        now = self.now
+        expires = now + self.lease
         with self.engine.connect() as conn:
             with conn.begin():
                 conn.execute(
                     insert(replicas)
-                    .values(replica_id=self.replica_id, started_at=_DB_NOW, expires_at=expires)
+                    .values(replica_id=self.replica_id, started_at=now, expires_at=expires)
                     .on_conflict_do_update(
                         index_elements=["replica_id"], set_={"expires_at": expires}
                     )
                 )
-                conn.execute(
-                    delete(replicas).where(replicas_c.expires_at < _DB_NOW - 10 * self.lease)
-                )
-                live = conn.scalar(select(func.count()).where(replicas_c.expires_at > _DB_NOW))
+                conn.execute(delete(replicas).where(replicas_c.expires_at < now - 10 * self.lease))
+                live = conn.scalar(select(func.count()).where(replicas_c.expires_at > now))
                 total = conn.scalar(select(func.count()).select_from(consumer_groups))
                 mine: list[str] = list(conn.scalars(select(groups_c.group_id).where(self._mine)))
             held: dict[str, int] = {}
@@ -120,7 +133,7 @@ class LeaseStore:
 
     def _renew_some(self, conn: Connection, group_ids: list[str]) -> dict[str, int]:
         params = {"ids": group_ids, "me": self.replica_id, "lease": self.lease}
-        return _epochs(conn.execute(_RENEW_SOME, params).all())
+        return _epochs(conn.execute(self._renew_statement, params).all())
 
     def claim(self, limit: int) -> dict[str, int]:
         """Take up to ``limit`` groups that have no owner or whose lease expired (L1, L2)."""
@@ -129,7 +142,7 @@ class LeaseStore:
         with self.engine.begin() as conn:
             free = (
                 select(groups_c.group_id)
-                .where(groups_c.owner_id.is_(None) | (groups_c.owner_expires_at < _DB_NOW))
+                .where(groups_c.owner_id.is_(None) | (groups_c.owner_expires_at < self.now))
                 .order_by(groups_c.group_id)
                 .limit(limit)
                 .with_for_update(skip_locked=True, key_share=True)
@@ -140,7 +153,7 @@ class LeaseStore:
                 .values(
                     owner_id=self.replica_id,
                     owner_epoch=groups_c.owner_epoch + 1,
-                    owner_expires_at=_DB_NOW + self.lease,
+                    owner_expires_at=self.now + self.lease,
                 )
                 .returning(groups_c.group_id, groups_c.owner_epoch)
             ).all()

@@ -77,6 +77,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from spark_offset_sidecar.core.backoff import Backoff
 from spark_offset_sidecar.core.clusters import DEFAULT_CLUSTER, ClusterOf
 from spark_offset_sidecar.core.ledger.changes import (
     Change,
@@ -96,7 +97,6 @@ from spark_offset_sidecar.core.ledger.changes import (
 )
 from spark_offset_sidecar.core.ledger.merge import merge_group
 from spark_offset_sidecar.core.ledger.state import (
-    Backoff,
     CommittedOffsets,
     GroupCounters,
     GroupPhase,
@@ -160,7 +160,7 @@ class Ledger:
         if max_pending < 1:
             raise ValueError("max_pending must be at least 1")
         self.max_pending = max_pending
-        self.backoff = backoff or Backoff()
+        self.backoff = backoff or Backoff(initial=0.5, cap=30.0)
         self.refresh_after = refresh_after
         self.commit_interval = commit_interval
         self.queries: dict[str, QueryState] = {q.query_id: q for q in queries}
@@ -827,7 +827,6 @@ _APPLY: Mapping[type[Any], Callable[[Ledger, Any], None]] = {
 }
 
 __all__ = [
-    "Backoff",
     "CommittedOffsets",
     "GroupCounters",
     "GroupPhase",

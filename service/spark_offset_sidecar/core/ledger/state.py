@@ -20,17 +20,6 @@ class GroupPhase(enum.Enum):
     IN_FLIGHT_NEXT = "in_flight_next"
 
 
-@dataclass(frozen=True)
-class Backoff:
-    """Retry delay after the n-th consecutive failure: initial * 2**(n-1), capped."""
-
-    initial: float = 0.5
-    maximum: float = 30.0
-
-    def delay(self, failures: int) -> float:
-        return float(min(self.maximum, self.initial * 2.0 ** max(0, failures - 1)))
-
-
 @dataclass
 class QueryState:
     query_id: str
