@@ -15,7 +15,6 @@ import shutil
 import subprocess
 import sys
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -370,7 +369,11 @@ def test_an_s3_outage_and_garbage_files_commit_nothing_and_are_counted(
         batch(0, 10)
         put("offsets/1", offset_log(f'{{"{topic}":{{"0":'))
         batch(2, 30, commit="v1\n")
-        time.sleep(2)  # several polls: still nothing Spark did not complete
+        polls = "sidecar_followed_folder_polls_total"
+        before = metric(service.metrics(), polls, folder=path) or 0
+        wait_for(  # several polls of the folder as it is now: nothing Spark did not complete
+            lambda: (metric(service.metrics(), polls, folder=path) or 0) >= before + 3, 30
+        )
         assert committed_offsets(kafka_bootstrap, group) == {(topic, 0): 10}
         batch(1, 20)
         batch(2, 30)

@@ -73,7 +73,13 @@ def test_a_groups_own_interval_and_a_shutdown_that_commits_what_waits(
     assert (answer.status_code, answer.json()["outcome"]) == (200, "accepted"), answer.text
     _post(service, group, 1, topic)
     _post(service, group, 2, topic)
-    time.sleep(1.5)  # past the default interval, within the group's own
+    # Past the default interval, within the group's own: a group on the default, its
+    # second batch posted now, is committed at the earliest an interval later.
+    marker, marker_topic = unique_group("default-interval"), new_topic(1)
+    _post(service, marker, 0, marker_topic)
+    wait_for_committed(kafka_bootstrap, [marker], {(marker_topic, 0): 0})
+    _post(service, marker, 1, marker_topic)
+    wait_for_committed(kafka_bootstrap, [marker], {(marker_topic, 0): 1})
     assert committed_offsets(kafka_bootstrap, group) == {(topic, 0): 0}
     view = service.query(f"q-{group}")
     assert (view["commit_interval_seconds"], view["committed_behind_checkpoints"]) == (60.0, 2)

@@ -29,7 +29,7 @@ from aiokafka import TopicPartition as KafkaTopicPartition
 
 from harness.service_process import ServiceProcess
 from tests.support.kafka import create_topics, delete_records, run_sync, unique_group
-from tests.support.service import metric, spark_progress, wait_for
+from tests.support.service import metric, metric_sum, spark_progress, wait_for
 
 pytestmark = pytest.mark.kafka
 
@@ -145,7 +145,11 @@ def test_time_lag_is_the_age_of_the_oldest_unprocessed_record(
 
     # 2. Records produced while the service reads the log ends: interpolated, not read.
     run_sync(produce_steadily(kafka_bootstrap, topic, seconds=8, per_second=10))
-    time.sleep(2 * INTERVAL)  # the reads after the last record
+    ends = metric_sum(service.metrics(), "sidecar_log_end_reads_total")
+    wait_for(  # the reads after the last record
+        lambda: metric_sum(service.metrics(), "sidecar_log_end_reads_total") >= ends + 2,
+        what="two reads of the log ends after the last record",
+    )
     live = 20 + 40  # a record of the fourth second of the live ones
     truth = run_sync(timestamp_at(kafka_bootstrap, topic, live))
     commit(service, group, query, 2, topic, live)
@@ -199,7 +203,11 @@ def test_records_deleted_before_the_job_read_them_are_lost_and_counted_once(
     view = wait_for(lost, what="LOST, counted")
     assert view["messages_lost"] == 50
     assert view["partitions"][0]["log_start_offset"] == 60
-    time.sleep(3 * INTERVAL)  # more reads: still counted once
+    reads = "sidecar_log_end_reads_total"
+    before = metric_sum(service.metrics(), reads)
+    wait_for(  # more reads of the log start: still counted once
+        lambda: metric_sum(service.metrics(), reads) >= before + 3, what="three more reads"
+    )
     text = service.metrics()
     assert metric(text, "sidecar_consumergroup_messages_lost_total", consumergroup=group) == 50
     assert (

@@ -26,7 +26,7 @@ from tests.support.kafka import (
     run_sync,
     unique_group,
 )
-from tests.support.service import QUERY, metric, spark_progress, wait_for
+from tests.support.service import QUERY, metric, metric_sum, spark_progress, wait_for
 
 pytestmark = pytest.mark.kafka
 
@@ -44,6 +44,25 @@ def offsets_of(topic: str, *values: int) -> dict[str, dict[str, int]]:
 
 def expect(topic: str, *values: int) -> dict[tuple[str, int], int]:
     return {(topic, p): v for p, v in enumerate(values)}
+
+
+def only_the_marker_commits(
+    service: ServiceProcess, bootstrap: str, group: str, topic: str, batch: int, *offsets: int
+) -> None:
+    """Nothing posted before batch ``batch`` (at ``offsets``, one a partition) commits
+    any more: that batch, posted now, is committed, and it is the group's one commit
+    since (a commit the earlier event made would count a second)."""
+    succeeded = "sidecar_commits_succeeded_total"
+    before = metric_sum(service.metrics(), succeeded, consumergroup=group)
+    assert service.post_progress(
+        group, spark_progress(batch, offsets_of(topic, *offsets))
+    ).is_success
+    wait_for(lambda: committed_offsets(bootstrap, group) == expect(topic, *offsets), what="marker")
+    wait_for(
+        lambda: metric_sum(service.metrics(), succeeded, consumergroup=group) >= before + 1,
+        what="the marker's commit counted",
+    )
+    assert metric_sum(service.metrics(), succeeded, consumergroup=group) == before + 1
 
 
 def test_newest_completed_checkpoint_is_committed_exactly_with_metadata(
@@ -64,8 +83,8 @@ def test_newest_completed_checkpoint_is_committed_exactly_with_metadata(
     # An older completion after the newer one changes nothing.
     late = service.post_progress(group, spark_progress(1, offsets_of(topic, 10, 11, 12)))
     assert late.json()["outcome"] == "stale"
-    time.sleep(1.0)
     assert committed_offsets(kafka_bootstrap, group) == want
+    only_the_marker_commits(service, kafka_bootstrap, group, topic, 4, 40, 41, 42)
     text = service.metrics()
     assert metric(text, "sidecar_events_total", consumergroup=group, outcome="stale") == 1
 
@@ -86,8 +105,8 @@ def test_unknown_checkpoint_is_reported_and_a_second_query_is_refused(
     )
     assert intruder.status_code == 409
     assert "belongs to query" in intruder.json()["detail"]
-    time.sleep(1.0)
     assert committed_offsets(kafka_bootstrap, group) == expect(topic, 50)
+    only_the_marker_commits(service, kafka_bootstrap, group, topic, 7, 70)
     text = service.metrics()
     assert (
         metric(text, "sidecar_events_total", consumergroup=group, outcome="unknown_checkpoint") == 1
