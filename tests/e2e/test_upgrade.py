@@ -49,9 +49,11 @@ from harness.service_process import ServiceProcess
 from spark_offset_listener.sender import RETRIABLE_STATUS
 from spark_offset_sidecar import __version__
 from spark_offset_sidecar.adapters.sql import migrate
+from tests.support.backups import page_blocks, run_script
 from tests.support.databases import (
     NEWER_REVISION,
     NEXT_REVISION,
+    a_group_in,
     as_a_newer_release_would,
     as_the_next_release_would,
     contents,
@@ -478,30 +480,49 @@ def test_the_previous_release_refuses_a_database_two_releases_ahead_of_it(
     assert contents(database_url) == before
 
 
-def test_a_backup_taken_before_upgrading_restores_a_database_a_newer_release_migrated(
-    postgres_server: Any, tmp_path: Path
+PAGE_URL = "postgresql://sidecar@postgres:5432/sidecar"  # docs/run/upgrade.md's database
+
+
+@pytest.mark.parametrize("backed_up_by", ["previous", "this"])
+def test_the_previous_releases_backup_restored_as_the_page_says_serves_both_releases(
+    backed_up_by: str, postgres_server: Any, tmp_path: Path, previous_release: BuiltRelease
 ) -> None:
-    """The way back past a migration, as docs/run/upgrade.md gives it: ``pg_dump`` before
-    the upgrade, ``pg_restore --clean`` after the newer release migrated; then this
-    release starts on it (``migrate``), and the database is as it was at the backup."""
+    """The way back past a migration, as docs/run/upgrade.md gives it, its blocks run as
+    written (the test's PostgreSQL for the page's): ``pg_dump`` before the upgrade, the
+    restore after a newer release migrated; then the database is as it was at the backup,
+    and the release that took it starts on it. A backup the previous release took has no
+    version table of this release's: the restored database is the previous release's
+    again, and this release migrates it once more (its migration applied, not skipped)."""
     postgres_server.reset()
     url = postgres_server.url
-    libpq = url.replace("postgresql+psycopg://", "postgresql://")
-    dump = tmp_path / "sidecar-before-upgrade.dump"
-    with_a_group(url)
-    at_backup = contents(url)
-    subprocess.run(
-        [str(postgres_server.bin / "pg_dump"), "--format=custom", f"--file={dump}", libpq],
-        check=True,
+    dump_block, restore_block = page_blocks(
+        "tests/e2e/test_upgrade.py::"
+        "test_the_previous_releases_backup_restored_as_the_page_says_serves_both_releases"
     )
-    as_a_newer_release_would(url)
-    assert _offset_sidecar(sys.executable, "migrate", url, tmp_path).returncode == 1
-    subprocess.run(
-        [str(postgres_server.bin / "pg_restore"), "--clean", "--if-exists",
-         "--single-transaction", f"--dbname={libpq}", str(dump)],
-        check=True,
-    )  # fmt: skip
+    libpq = url.replace("postgresql+psycopg://", "postgresql://")
+    env = {**os.environ, "PATH": f"{postgres_server.bin}:{os.environ['PATH']}"}
+
+    def run(block: list[str]) -> None:
+        run_script([command.replace(PAGE_URL, libpq) for command in block], tmp_path, env)
+
+    took_it = previous_release.python if backed_up_by == "previous" else sys.executable
+    assert _offset_sidecar(took_it, "migrate", url, tmp_path).returncode == 0
+    a_group_in(url)
+    at_backup = contents(url)
+    run(dump_block)
+    if backed_up_by == "previous":
+        assert _offset_sidecar(sys.executable, "migrate", url, tmp_path).returncode == 0
+    else:
+        as_a_newer_release_would(url)
+        assert _offset_sidecar(sys.executable, "migrate", url, tmp_path).returncode == 1
+    run(restore_block)
     assert contents(url) == at_backup
-    done = _offset_sidecar(sys.executable, "migrate", url, tmp_path)
+    done = _offset_sidecar(took_it, "migrate", url, tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     assert contents(url) == at_backup
+    if backed_up_by == "previous":  # and this release again: its migration applied anew
+        done = _offset_sidecar(sys.executable, "migrate", url, tmp_path)
+        assert done.returncode == 0, done.stderr[-3000:]
+        migrated = contents(url)
+        assert migrated[migrate.VERSION_TABLE]["rows"] == [repr((migrate.HEAD,))]
+        assert not [c for c in migrated["replicas"]["columns"] if c[0].startswith("watcher_")]

@@ -33,7 +33,16 @@ def with_a_group(url: str) -> None:
     store = SqlStore(url)
     try:
         store.migrate()
-        with store.engine.begin() as connection:
+    finally:
+        store.close()
+    a_group_in(url)
+
+
+def a_group_in(url: str) -> None:
+    """A group committed at checkpoint 7, in a database any release migrated."""
+    engine = create_engine(url)
+    try:
+        with engine.begin() as connection:
             connection.execute(
                 consumer_groups.insert().values(
                     group_id="kept",
@@ -43,7 +52,7 @@ def with_a_group(url: str) -> None:
                 )
             )
     finally:
-        store.close()
+        engine.dispose()
 
 
 def as_the_next_release_would(url: str) -> None:
