@@ -264,6 +264,7 @@ def main() -> int:
         jvm_artifacts(source, partial, build.version)
         chart(source, partial)
         image(source, partial, build, args.keep_image)
+        shutil.copy2(source / "CHANGELOG.md", partial / "CHANGELOG.md")  # its upgrade notes
     (partial / "build.json").write_text(json.dumps(asdict(build), indent=2) + "\n")
     checksums(partial)
     shutil.rmtree(out, ignore_errors=True)

@@ -58,6 +58,7 @@ def _names(info: dict[str, Any]) -> set[str]:
         f"{jar}-javadoc.jar",
         f"{jar}.pom",
         f"{jar}.cdx.json",
+        "CHANGELOG.md",
         f"spark-offset-sidecar-{chart}.tgz",
         f"spark-offset-sidecar-image-{version}.oci.tar",
         f"spark-offset-sidecar-image-{version}.cdx.json",

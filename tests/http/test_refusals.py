@@ -89,7 +89,8 @@ def test_routing_validation_and_route_refusals_share_the_shape(client: TestClien
 
 def test_with_tokens_reads_need_one_and_the_scrape_and_probes_stay_open(tmp_path: Path) -> None:
     """What the chart's values and the security page say: with tokens (reads protected by
-    default) /v1/* and /ui need a token that may read; /metrics, /livez, /readyz do not."""
+    default) /v1/* and /ui need a token that may read; /metrics, /livez, /readyz and
+    /v1/service (the version and what runs, nothing of any group) do not."""
     from tests.support.app import settings_for
 
     tokens = tmp_path / "tokens.json"
@@ -98,7 +99,7 @@ def test_with_tokens_reads_need_one_and_the_scrape_and_probes_stay_open(tmp_path
     settings = settings_for(tmp_path, tokens_file=str(tokens))
     app = create_app(settings, Parts(committer=InMemoryCommitter(), log_ends=InMemoryLogEnds()))
     with TestClient(app) as client:
-        for path in ("/metrics", "/livez", "/readyz"):
+        for path in ("/metrics", "/livez", "/readyz", "/v1/service"):
             assert client.get(path).status_code == 200, path
         for path in ("/v1/status", "/v1/queries", "/ui"):
             assert client.get(path).status_code == 401, path
