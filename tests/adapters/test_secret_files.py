@@ -35,16 +35,16 @@ def test_the_tls_files_are_read_once_when_the_options_are_made(
 ) -> None:
     ca = tmp_path / "ca.crt"
     ca.write_text("a CA bundle")
-    read: list[str | None] = []
+    read: list[Path | None] = []
 
-    def create_ssl_context(**files: str | None) -> ssl.SSLContext:
+    def create_ssl_context(**files: Path | None) -> ssl.SSLContext:
         read.append(files["cafile"])
         return ssl.create_default_context()
 
     monkeypatch.setattr(kafka_options, "create_ssl_context", create_ssl_context)
     kafka = KafkaSettings(security_protocol="SSL", ssl_cafile=str(ca))
     options = kafka_client_options(kafka, timeout=5)
-    assert read == [str(ca)]
+    assert read == [ca.resolve()]
     assert isinstance(options["ssl_context"], ssl.SSLContext)  # made once, kept
 
 

@@ -400,7 +400,7 @@ def test_oauthbearer_msk_iam_and_jobs_identities_reach_the_service(tmp_path: Pat
     config = msk["ConfigMap"][0]["data"]
     assert config["SIDECAR_KAFKA_AWS_REGION"] == "eu-west-1"
     assert "SIDECAR_KAFKA_SASL_PASSWORD_FILE" not in config
-    assert Settings.from_env(_settings_of(config, tmp_path)).kafka.region() == "eu-west-1"
+    assert Settings.from_env(_settings_of(config, tmp_path)).kafka.aws_region == "eu-west-1"
     assert "kafka-password" not in {
         v["name"] for v in msk["Deployment"][0]["spec"]["template"]["spec"]["volumes"]
     }

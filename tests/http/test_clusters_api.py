@@ -31,7 +31,7 @@ def test_a_groups_cluster_reaches_the_committer_and_every_view(tmp_path: Path) -
         kafka_cluster_name="main",
         kafka_clusters="eu",
         cluster_eu_kafka_bootstrap_servers="eu-1:9092",
-        kafka_cluster_by_group=(("eu-*", "eu"),),
+        kafka_cluster_by_group="eu-*=eu",
         lag_read_interval_seconds=0.05,
         metrics_max_age_seconds=0,  # every scrape a fresh build
     )

@@ -48,7 +48,7 @@ def test_defaults_and_explicit_values() -> None:
     ("variable", "value", "problem"),
     [
         ("SIDECAR_PORT", "http", "invalid value"),
-        ("SIDECAR_PORT", "70000", "TCP port"),
+        ("SIDECAR_PORT", "70000", "must be at most 65535"),
         ("SIDECAR_KAFKA_BOOTSTRAP_SERVERS", "localhost", "not host:port"),
         ("SIDECAR_KAFKA_BOOTSTRAP_SERVERS", " , ", "at least one"),
         ("SIDECAR_DATABASE_URL", "mysql://x/y", "only sqlite"),
@@ -57,15 +57,15 @@ def test_defaults_and_explicit_values() -> None:
         ("SIDECAR_COMMIT_TIMEOUT_SECONDS", "inf", "finite number"),
         ("SIDECAR_LEASE_SECONDS", "nan", "finite number"),
         ("SIDECAR_RETRY_MAX_SECONDS", "1e999", "finite number"),
-        ("SIDECAR_MAX_PENDING_CHECKPOINTS", "0", "at least 1"),
-        ("SIDECAR_LOG_LEVEL", "LOUD", "DEBUG, INFO"),
+        ("SIDECAR_MAX_PENDING_CHECKPOINTS", "0", "greater than 0"),
+        ("SIDECAR_LOG_LEVEL", "LOUD", "'DEBUG', 'INFO'"),
         ("SIDECAR_KAFKA_BOOTSTRAP", "a:1", "unknown setting"),
-        ("SIDECAR_METRICS_GRANULARITY", "cluster", "group, topic, partition"),
+        ("SIDECAR_METRICS_GRANULARITY", "cluster", "'group', 'topic' or 'partition'"),
         ("SIDECAR_METRICS_GROUPS", " , ", "at least one pattern"),
         ("SIDECAR_METRICS_EXCLUDE_TOPICS", "orders *", "not a name pattern"),
-        ("SIDECAR_METRICS_MAX_AGE_SECONDS", "-1", "0 or more"),
+        ("SIDECAR_METRICS_MAX_AGE_SECONDS", "-1", "at least 0"),
         ("SIDECAR_RETENTION_RISK_SECONDS", "0", "greater than 0"),
-        ("SIDECAR_KAFKA_SASL_MECHANISM", "GSSAPI", "OAUTHBEARER, AWS_MSK_IAM"),
+        ("SIDECAR_KAFKA_SASL_MECHANISM", "GSSAPI", "'OAUTHBEARER' or 'AWS_MSK_IAM'"),
         ("SIDECAR_KAFKA_OAUTH_TOKEN_URL", "ftp://idp/token", "http:// or https://"),
         ("SIDECAR_KAFKA_SASL_EXTENSIONS", "logicalCluster", "not key=value"),
         ("SIDECAR_KAFKA_SASL_EXTENSIONS", "auth=x", "not 'auth'"),
@@ -183,17 +183,26 @@ def test_oauthbearer_needs_an_endpoint_a_client_and_its_secret(tmp_path: Path) -
 
 
 def test_msk_iam_needs_a_region_from_the_setting_or_aws(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("AWS_REGION", raising=False)
-    monkeypatch.delenv("AWS_DEFAULT_REGION", raising=False)
+    """AWS's own region variables are the default, read from the environment
+    ``Settings.from_env`` reads, never by a section built in code."""
+    monkeypatch.setenv("AWS_REGION", "eu-west-1")  # the process's: not in the mapping given
     msk = {**SASL, "SIDECAR_KAFKA_SASL_MECHANISM": "AWS_MSK_IAM"}
     with pytest.raises(ConfigError) as caught:
         Settings.from_env(msk)
     assert caught.value.variable == "SIDECAR_KAFKA_AWS_REGION"
-    monkeypatch.setenv("AWS_REGION", "eu-west-1")
-    assert Settings.from_env(msk).kafka.region() == "eu-west-1"
-    assert Settings.from_env({**msk, "SIDECAR_KAFKA_AWS_REGION": "us-east-2"}).kafka.region() == (
-        "us-east-2"
+    with pytest.raises(ConfigError) as caught:
+        KafkaSettings(security_protocol="SASL_SSL", sasl_mechanism="AWS_MSK_IAM")
+    assert caught.value.variable == "SIDECAR_KAFKA_AWS_REGION"
+    assert Settings.from_env({**msk, "AWS_DEFAULT_REGION": "eu-west-3"}).kafka.aws_region == (
+        "eu-west-3"
     )
+    aws = {"AWS_REGION": "eu-west-1", "AWS_DEFAULT_REGION": "eu-west-3"}
+    assert Settings.from_env({**msk, **aws}).kafka.aws_region == "eu-west-1"
+    given = {**msk, **aws, "SIDECAR_KAFKA_AWS_REGION": "us-east-2"}
+    assert Settings.from_env(given).kafka.aws_region == "us-east-2"
+    eu = {"SIDECAR_KAFKA_CLUSTERS": "eu", "SIDECAR_CLUSTER_EU_KAFKA_SECURITY_PROTOCOL": "SASL_SSL"}
+    eu["SIDECAR_CLUSTER_EU_KAFKA_SASL_MECHANISM"] = "AWS_MSK_IAM"
+    assert Settings.from_env({**eu, **aws}).for_cluster("eu").aws_region == "eu-west-1"
 
 
 def test_msk_iam_without_the_signer_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -277,7 +286,7 @@ def test_a_command_that_serves_nothing_reads_its_sections_alone() -> None:
     settings = Settings.from_env(environ, only={"http"})
     assert (settings.http.host, settings.http.port) == ("0.0.0.0", 9000)
     assert settings.database == DatabaseSettings()
-    with pytest.raises(ConfigError, match="TCP port"):
+    with pytest.raises(ConfigError, match="must be at least 0"):
         Settings.from_env({"SIDECAR_PORT": "-1"}, only={"http"})
     with pytest.raises(ConfigError, match="unknown setting"):
         Settings.from_env({"SIDECAR_PROT": "1"}, only={"http"})
@@ -299,6 +308,20 @@ def test_a_value_built_in_code_is_kept_as_its_parser_gives_it() -> None:
     assert kafka.security_protocol == "PLAINTEXT"
     assert kafka.bootstrap_servers == "a:1,b:2"
     assert MetricsSettings(groups="orders-*, payments").groups == ("orders-*", "payments")
+
+
+def test_a_value_given_in_code_is_validated_as_itself() -> None:
+    """Not written as the environment's text and read again: a tuple stays a tuple in the
+    storage options (JSON would make it a list), a pattern with a comma and a space is one
+    refused pattern (not two, as the text "orders-*, payments" is)."""
+    options = {"s3": {"endpoint_url": "http://minio:9000", "config_kwargs": ("a", "b")}}
+    assert FollowSettings(storage_options=options).storage_options == options
+    assert MetricsSettings(groups=("orders-*",)).groups == ("orders-*",)
+    with pytest.raises(ConfigError, match="not a name pattern"):
+        MetricsSettings(groups=("orders-*, payments",))
+    with pytest.raises(ConfigError) as refused:
+        HttpSettings(host=8000)
+    assert refused.value.variable == "SIDECAR_HOST"
 
 
 def test_a_section_built_in_code_reads_no_variable(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -400,6 +423,13 @@ def test_the_projects_own_variables_are_not_under_the_settings_prefix() -> None:
     }
     assert found, "the scan finds the settings the tools set"
     assert sorted((path, name) for path, name in found if name not in Settings.variables()) == []
+
+
+def test_the_settings_read_the_process_environment_in_one_place() -> None:
+    """``Settings.from_env`` alone: each section reads the variables it is handed."""
+    folder = ROOT / "service" / "spark_offset_sidecar" / "settings"
+    readers = sorted(p.name for p in folder.glob("*.py") if "os.environ" in p.read_text())
+    assert readers == ["service_settings.py"]
 
 
 def test_kubernetes_service_links_are_left_out_and_real_settings_kept() -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ssl
 from collections.abc import Mapping
+from pathlib import Path
 
 import httpx
 
@@ -27,7 +28,7 @@ def fetch(
     limit: int,
     headers: Mapping[str, str] | None = None,
     content: bytes | None = None,
-    ca_file: str | None = None,
+    ca_file: str | Path | None = None,
 ) -> tuple[int, bytes]:
     """The answer's status and at most ``limit`` bytes of its body."""
     context = ssl.create_default_context(cafile=ca_file)

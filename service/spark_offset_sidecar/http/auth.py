@@ -169,7 +169,7 @@ class TokenRegistry:
         }
 
     @classmethod
-    def from_file(cls, path: str, verifier: TokenVerifier | None = None) -> TokenRegistry:
+    def from_file(cls, path: str | Path, verifier: TokenVerifier | None = None) -> TokenRegistry:
         try:
             document = json.loads(Path(path).read_text())
         except OSError as exc:

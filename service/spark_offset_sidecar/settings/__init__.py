@@ -1,7 +1,7 @@
 """The service's settings: ``SIDECAR_*`` environment variables, in sections (pydantic
 models), each the input of the part of the service it names.
 
-- ``values``: the kinds of value and the parser of each (text in, value out).
+- ``values``: the kinds of value: pydantic's types, and the checks pydantic has none for.
 - ``section``: what every section shares: reading its variables, naming refusals.
 - ``sections``: the sections (Kafka, clusters, database, HTTP, auth, OIDC, commits,
   status, metrics, followed folders, replicas, logs).

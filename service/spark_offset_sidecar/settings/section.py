@@ -6,9 +6,10 @@ Invariants:
   - A section reads only the mapping ``from_environ`` is given (what ``Settings.from_env``
     passes); built in code, it holds what it is given and its defaults, never a variable
     of the process that happens to be set.
-  - However a section is built, every value goes through its kind's parser
-    (``values``), and a refused value raises ``ConfigError`` naming the variable that
-    would set it; checks across fields raise ``ConfigError`` naming one of them.
+  - However a section is built, every value is validated by its kind (``values``): a
+    variable's text parsed once, a value given in code as that value; a refused value
+    raises ``ConfigError`` naming the variable that would set it; checks across fields
+    raise ``ConfigError`` naming one of them.
 """
 
 from __future__ import annotations
@@ -23,6 +24,13 @@ from pydantic.functional_validators import ModelWrapValidatorHandler
 from spark_offset_sidecar.errors import ConfigError
 
 PREFIX = "SIDECAR_"
+# pydantic's refusals where the environment's words are other than its own.
+WORDS = {
+    "bool_parsing": "must be true or false",
+    "greater_than_equal": "must be at least {ge:g}",
+    "less_than_equal": "must be at most {le:g}",
+    "path_not_file": "no such file",
+}
 
 
 class Section(BaseModel):
@@ -35,7 +43,7 @@ class Section(BaseModel):
         """The section ``environ``'s variables set (under ``prefix``, the section's own by
         default); a refusal names the variable as it is under that prefix."""
         variables = cls.variables(prefix)
-        given = {name: environ[v] for name, v in variables.items() if v in environ}
+        given = {name: environ[v].strip() for name, v in variables.items() if v in environ}
         try:
             return cls.model_validate(given)
         except ConfigError as exc:  # named under the section's own prefix
@@ -63,9 +71,16 @@ class Section(BaseModel):
             variable = cls.prefix + where.upper()
         if error["type"] == "extra_forbidden":
             return ConfigError(variable, f"no such setting in {cls.__name__}")
-        cause = error.get("ctx", {}).get("error")
-        problem = str(cause) if isinstance(cause, Exception) else error["msg"]
-        return ConfigError(variable, f"invalid value {error['input']!r}: {problem}")
+        context = error.get("ctx", {})
+        cause = context.get("error")
+        if isinstance(cause, Exception):  # a check of ours
+            problem = str(cause)
+        elif error["type"] in WORDS:
+            problem = WORDS[error["type"]].format(**context)
+        else:
+            problem = error["msg"].replace("Input should be", "must be", 1)
+        inside = "".join(f" at {part}" for part in error["loc"][1:] if isinstance(part, str))
+        return ConfigError(variable, f"invalid value {error['input']!r}{inside}: {problem}")
 
     @classmethod
     def variable(cls, field_name: str, prefix: str | None = None) -> str:

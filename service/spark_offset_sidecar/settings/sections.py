@@ -2,13 +2,14 @@
 
 Every variable keeps the name it had before there were sections (``SIDECAR_PORT``,
 ``SIDECAR_COMMIT_TIMEOUT_SECONDS``): a section's prefix is what its variables share, and a
-field whose variable has another shape says it by its alias.
+field whose variable has another shape says it by its alias. A section reads the
+variables it is handed (``Settings.from_env`` reads the process's).
 """
 
 from __future__ import annotations
 
 import importlib.util
-import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Self
 
@@ -50,6 +51,8 @@ from spark_offset_sidecar.settings.values import (
 # 610 s): a connection closed here as a request is sent on it fails that request with a
 # reset. Each idle connection kept costs a file descriptor and a few KiB.
 KEEP_ALIVE_SECONDS = 620
+# AWS's own variables, in the order its SDKs read them: a Kafka section's region's default.
+AWS_REGIONS = ("AWS_REGION", "AWS_DEFAULT_REGION")
 
 
 class HttpSettings(Section):
@@ -404,11 +407,14 @@ class KafkaSettings(Section):
     ssl_certfile: ReadableFile | None = Field(None, description="client certificate")
     ssl_keyfile: ReadableFile | None = Field(None, description="client key")
 
-    def region(self) -> str | None:
-        """The MSK cluster's region: the setting, else AWS's own variables."""
-        return (
-            self.aws_region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
-        )
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str], prefix: str | None = None) -> Self:
+        """As every section, a region not given taken from AWS_REGIONS in ``environ``."""
+        variable = cls.variable("aws_region", prefix)
+        aws = next((environ[name] for name in AWS_REGIONS if environ.get(name)), None)
+        if aws and not environ.get(variable, "").strip():
+            environ = {**environ, variable: aws}
+        return super().from_environ(environ, prefix)
 
     def oauth_secret(self) -> str:
         """The OAuth client secret, from the file when one is given (read when needed)."""
@@ -448,16 +454,16 @@ class KafkaSettings(Section):
                 "AWS_MSK_IAM signs with aws-msk-iam-sasl-signer-python, which is not "
                 "installed: " + install_extra("msk-iam"),
             )
-        if not self.region():
+        if not self.aws_region:
             raise ConfigError(
                 self.variable("aws_region"),
                 "AWS_MSK_IAM needs the cluster's region (or AWS_REGION)",
             )
 
 
-def _secret(path: str | None, literal: str | None) -> str | None:
+def _secret(path: Path | None, literal: str | None) -> str | None:
     """A secret from its file (a mounted Secret, read again at each call) or as given."""
-    return Path(path).read_text().strip() if path else literal
+    return path.read_text().strip() if path else literal
 
 
 class ClusterSettings(Section):

@@ -17,6 +17,7 @@ clusters).
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import os
 from collections.abc import Collection, Mapping
 from typing import Any, Self
@@ -26,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from spark_offset_sidecar.errors import ConfigError
 from spark_offset_sidecar.settings.section import PREFIX, Section
 from spark_offset_sidecar.settings.sections import (
+    AWS_REGIONS,
     AuthSettings,
     ClusterSettings,
     CommitSettings,
@@ -40,7 +42,6 @@ from spark_offset_sidecar.settings.sections import (
     StatusSettings,
 )
 from spark_offset_sidecar.settings.service_links import service_links
-from spark_offset_sidecar.settings.values import is_loopback
 
 
 class Settings(BaseModel):
@@ -70,12 +71,15 @@ class Settings(BaseModel):
         With ``only`` (section names), for a command that serves nothing: those sections
         are read (and ``clusters``), the others keep their defaults, and the checks across
         sections, which are about serving, are not made. Kubernetes' service-link
-        variables are left out (``service_links``: whoever reads them says so)."""
+        variables are left out (``service_links``: whoever reads them says so). This is
+        the one reader of the process's environment: each section is handed its variables
+        (and the Kafka sections AWS's region variables, their region's default)."""
         environ = os.environ if environ is None else environ
         links = set(service_links(environ))
         given = {k: v for k, v in environ.items() if k.startswith(PREFIX) and k not in links}
         clusters = ClusterSettings.from_environ(given)
         _refuse_unknown(given, clusters)
+        given |= {name: environ[name] for name in AWS_REGIONS if name in environ}
         read: dict[str, Any] = {"clusters": clusters}
         if only is None or "kafka" in only:
             read["more_kafka"] = {
@@ -156,6 +160,16 @@ class Settings(BaseModel):
                 f"must be at least 3 x SIDECAR_COMMIT_TIMEOUT_SECONDS ({3 * timeout:g}): a "
                 "replica stops starting commits two commit timeouts before its lease ends",
             )
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names this machine (or pod) only: localhost, 127.0.0.0/8, ::1."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 # Settings of earlier releases, refused by name with the release that removed them.

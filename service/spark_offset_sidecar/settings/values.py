@@ -1,62 +1,67 @@
-"""The kinds of value a setting holds, each with the one parser that reads it from text.
+"""The kinds of value a setting holds: pydantic's types and constraints, and the few
+checks pydantic has none for.
 
-A value is checked by the same parser however it is given: as an environment variable's
-text, or in code (``KafkaSettings(bootstrap_servers="a:1, b:2")``), which is first
-written as the environment would give it (``as_text``). What the parser returns is what
-the setting holds (``sasl_ssl`` is ``SASL_SSL`` however given). A parser raises
-``ValueError`` saying what is wrong; the section names the variable.
+A variable's text is parsed once: by pydantic (``"9000"`` is 9000, ``"yes"`` is True) or,
+for a list, split at its commas first (``comma_separated``). A value given in code is
+validated as the value it is (a tuple as a tuple, never written as text and read again).
+A check of ours raises ``ValueError`` saying what is wrong; the section names the variable.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import ipaddress
 import json
-import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator
+import pydantic
+from pydantic import AfterValidator, BeforeValidator, Field, FilePath
 
 from spark_offset_sidecar.core.names import CLUSTER
 from spark_offset_sidecar.errors import install_extra
-
-T = TypeVar("T")
 
 # A commit interval longer than this would leave lag tools minutes behind the jobs.
 MAX_COMMIT_INTERVAL = 3600.0
 
 
-def as_text(value: Any) -> str:
-    """``value`` as an environment variable would give it."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, Mapping):
-        return json.dumps(value)
-    if isinstance(value, tuple | list):
-        return ",".join(_item_text(item) for item in value)
-    return str(value)
+def comma_separated(value: Any) -> Any:
+    """``"a, b"`` as ``("a", "b")``: a list in one variable, written with commas (pydantic
+    reads a list from JSON only); a value that is no text is kept."""
+    if not isinstance(value, str):
+        return value
+    return tuple(item.strip() for item in value.split(",") if item.strip())
 
 
-def _item_text(item: Any) -> str:
-    if isinstance(item, tuple | list):  # key=value pairs: SASL extensions, cluster patterns
-        return "=".join(str(part) for part in item)
-    return str(item)
+def pairs_of(shape: str) -> BeforeValidator:
+    """``"a=1, b=2"`` as ``(("a", "1"), ("b", "2"))``, an item without ``=`` refused as not
+    ``shape``."""
+
+    def split(value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        found = comma_separated(value)
+        for item in found:
+            if "=" not in item:
+                raise ValueError(f"{item!r} is not {shape}")
+        return tuple(tuple(part.strip() for part in item.split("=", 1)) for item in found)
+
+    return BeforeValidator(split)
 
 
-def parsed_by(parse: Callable[[str], Any]) -> BeforeValidator:
-    """Validation by ``parse`` of the value's text (None stays None: not set)."""
+def checked_by(check: Callable[[Any], str | None]) -> AfterValidator:
+    """A check pydantic has no constraint for: ``check`` says what is wrong, or None."""
 
     def validate(value: Any) -> Any:
-        if value is None:
-            return None
-        return parse(value.strip() if isinstance(value, str) else as_text(value))
+        if problem := check(value):
+            raise ValueError(problem)
+        return value
 
-    return BeforeValidator(validate)
+    return AfterValidator(validate)
 
 
 def bootstrap(value: str) -> str:
+    """host:port,... (pydantic's URL types want a scheme), the spaces left out."""
     servers = [s.strip() for s in value.split(",") if s.strip()]
     if not servers:
         raise ValueError("needs at least one host:port")
@@ -67,203 +72,120 @@ def bootstrap(value: str) -> str:
     return ",".join(servers)
 
 
-def database_url(value: str) -> str:
+def database_url(value: str) -> str | None:
+    """SQLAlchemy's URL, of a backend and a driver the service has (pydantic's DSN types
+    know no sqlite:// and no installed driver)."""
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError
 
     try:
         url = make_url(value)
     except ArgumentError as exc:
-        raise ValueError(f"not a SQLAlchemy URL ({exc})") from None
+        return f"not a SQLAlchemy URL ({exc})"
     if url.get_backend_name() not in ("sqlite", "postgresql"):
-        raise ValueError("only sqlite:// and postgresql:// URLs are supported")
-    if url.get_backend_name() == "postgresql":
-        driver = url.get_driver_name()  # SQLAlchemy's default for postgresql:// is psycopg2
-        if importlib.util.find_spec(driver) is None:
-            raise ValueError(
-                f"PostgreSQL through the {driver} driver, which is not installed: "
-                f"{install_extra('postgres')}; and write the URL as postgresql+psycopg://..."
-            )
-    return value
+        return "only sqlite:// and postgresql:// URLs are supported"
+    driver = url.get_driver_name()  # SQLAlchemy's default for postgresql:// is psycopg2
+    if url.get_backend_name() == "postgresql" and importlib.util.find_spec(driver) is None:
+        return (
+            f"PostgreSQL through the {driver} driver, which is not installed: "
+            f"{install_extra('postgres')}; and write the URL as postgresql+psycopg://..."
+        )
+    return None
 
 
 def default_database_url() -> str:
     return f"sqlite:///{Path('sidecar.db').resolve()}"
 
 
-def positive_float(value: str) -> float:
-    number = float(value)
-    if not math.isfinite(number) or not number > 0:
-        raise ValueError("must be a finite number greater than 0")
-    return number
+_HTTP_URL = pydantic.TypeAdapter(pydantic.HttpUrl)
 
 
-def non_negative_float(value: str) -> float:
-    number = float(value)
-    if not math.isfinite(number) or number < 0:
-        raise ValueError("must be a finite number, 0 or more")
-    return number
-
-
-def commit_interval(value: str) -> float:
-    number = float(value)
-    if not math.isfinite(number) or not 0 <= number <= MAX_COMMIT_INTERVAL:
-        raise ValueError(f"must be a number of seconds from 0 to {MAX_COMMIT_INTERVAL:g}")
-    return number
-
-
-def int_at_least(minimum: int, why: str = "") -> Callable[[str], int]:
-    def parse(value: str) -> int:
-        number = int(value)
-        if number < minimum:
-            raise ValueError(f"must be at least {minimum}{why}")
-        return number
-
-    return parse
-
-
-def port(value: str) -> int:
-    number = int(value)
-    if not 0 <= number < 65536:
-        raise ValueError("must be a TCP port (0-65535)")
-    return number
-
-
-def flag(value: str) -> bool:
-    lowered = value.lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off"):
-        return False
-    raise ValueError("must be true or false")
-
-
-def choice(*allowed: str, case: Callable[[str], str] = str.upper) -> Callable[[str], str]:
-    def parse(value: str) -> str:
-        if case(value) not in allowed:
-            raise ValueError(f"must be one of {', '.join(allowed)}")
-        return case(value)
-
-    return parse
-
-
-def readable_file(value: str) -> str:
-    path = Path(value)
-    if not path.is_file():
-        raise ValueError("no such file")
-    return str(path.resolve())
-
-
-def http_url(value: str) -> str:
-    scheme, _, rest = value.partition("://")
-    if scheme.lower() not in ("http", "https") or not rest.strip("/"):
-        raise ValueError("must be an http:// or https:// URL")
-    return value
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` names this machine (or pod) only: localhost, 127.0.0.0/8, ::1."""
-    if host == "localhost":
-        return True
+def http_url(value: str) -> str | None:
+    """Checked as pydantic's ``HttpUrl``, kept as written: a JWT's iss must equal the
+    issuer exactly, and ``HttpUrl`` adds a ``/`` to a URL without a path."""
     try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+        _HTTP_URL.validate_python(value)
+    except pydantic.ValidationError:
+        return "must be an http:// or https:// URL"
+    return None
 
 
-def patterns(value: str) -> tuple[str, ...]:
-    """Comma-separated shell patterns (``orders-*``), as the token file's grants take."""
-    found = tuple(p.strip() for p in value.split(",") if p.strip())
-    for pattern in found:
-        if any(c.isspace() or not c.isprintable() for c in pattern):
-            raise ValueError(f"{pattern!r} is not a name pattern")
-    return found
+def name_pattern(pattern: str) -> str | None:
+    """A shell pattern (``orders-*``), as the token file's grants take."""
+    if not pattern or any(c.isspace() or not c.isprintable() for c in pattern):
+        return "not a name pattern (one without spaces or control characters)"
+    return None
 
 
-def some_patterns(value: str) -> tuple[str, ...]:
-    found = patterns(value)
-    if not found:
-        raise ValueError("needs at least one pattern (* for every name)")
-    return found
+def extension(pair: tuple[str, str]) -> str | None:
+    """A SASL extension: RFC 7628 keys are letters, ``auth`` is the token's own."""
+    key, value = pair
+    if not key.isascii() or not key.isalpha() or key == "auth":
+        return f"{key!r} is not a key of letters (not 'auth')"
+    if not value.isprintable():
+        return f"the value of {key!r} holds a control character"
+    return None
 
 
-def extensions(value: str) -> tuple[tuple[str, str], ...]:
-    """``key=value,key=value``: SASL extensions (RFC 7628: keys of letters only)."""
-    found: dict[str, str] = {}
-    for pair in (p.strip() for p in value.split(",") if p.strip()):
-        key, equals, text = pair.partition("=")
-        if not equals or not key.isascii() or not key.isalpha() or key == "auth":
-            raise ValueError(f"{pair!r} is not key=value with a key of letters (not 'auth')")
-        if not text.isprintable():
-            raise ValueError(f"the value of {key!r} holds a control character")
-        found[key] = text
-    return tuple(found.items())
-
-
-def storage_options(value: str) -> dict[str, dict[str, Any]]:
+def json_text(value: Any) -> Any:
+    """JSON text as what it holds (a value that is no text is kept)."""
+    if not isinstance(value, str):
+        return value
     try:
-        found = json.loads(value)
-    except ValueError:
-        raise ValueError("not JSON") from None
-    if not isinstance(found, dict) or not all(isinstance(v, dict) for v in found.values()):
-        raise ValueError('must be an object of protocol -> options, e.g. {"s3": {...}}')
-    return found
+        return json.loads(value)
+    except ValueError as exc:
+        raise ValueError(f"not JSON ({exc})") from None
 
 
-def cluster_name(value: str) -> str:
-    name = value.strip()
-    if problem := CLUSTER.problem(name):
-        raise ValueError(problem)
-    return name
+def some(patterns: tuple[str, ...]) -> str | None:
+    """Not pydantic's min_length, whose words would not say what to write instead."""
+    return None if patterns else "needs at least one pattern (* for every name)"
 
 
-def cluster_names(value: str) -> tuple[str, ...]:
-    names = tuple(cluster_name(n) for n in value.split(",") if n.strip())
-    if len(set(names)) != len(names):
-        raise ValueError("names a cluster twice")
-    return names
+def distinct(names: tuple[str, ...]) -> str | None:
+    """pydantic checks no tuple's items are distinct (a set would lose their order)."""
+    return "names a cluster twice" if len(set(names)) != len(names) else None
 
 
-def cluster_by_group(value: str) -> tuple[tuple[str, str], ...]:
-    """``pattern=cluster,...``: the first pattern that matches a group names its cluster."""
-    pairs = []
-    for item in (i.strip() for i in value.split(",") if i.strip()):
-        pattern, equals, name = item.partition("=")
-        if not equals:
-            raise ValueError(f"{item!r} is not pattern=cluster")
-        (pattern,) = some_patterns(pattern)
-        pairs.append((pattern, cluster_name(name)))
-    return tuple(pairs)
+def cased(case: Callable[[str], str]) -> BeforeValidator:
+    """A choice as the service names it, however written (pydantic's ``Literal`` is exact)."""
+    return BeforeValidator(lambda value: case(value) if isinstance(value, str) else value)
 
 
 # The kinds of value, as types the sections' fields are declared with.
-Text = Annotated[str, parsed_by(str)]
-Bootstrap = Annotated[str, parsed_by(bootstrap)]
-DatabaseUrl = Annotated[str, parsed_by(database_url)]
-PositiveFloat = Annotated[float, parsed_by(positive_float)]
-NonNegativeFloat = Annotated[float, parsed_by(non_negative_float)]
-CommitInterval = Annotated[float, parsed_by(commit_interval)]
-PositiveInt = Annotated[int, parsed_by(int_at_least(1))]
-Port = Annotated[int, parsed_by(port)]
-Flag = Annotated[bool, parsed_by(flag)]
-ReadableFile = Annotated[str, parsed_by(readable_file)]
-HttpUrl = Annotated[str, parsed_by(http_url)]
-Patterns = Annotated[tuple[str, ...], parsed_by(patterns)]
-SomePatterns = Annotated[tuple[str, ...], parsed_by(some_patterns)]
-Extensions = Annotated[tuple[tuple[str, str], ...], parsed_by(extensions)]
-StorageOptions = Annotated[dict[str, dict[str, Any]], parsed_by(storage_options)]
-ClusterName = Annotated[str, parsed_by(cluster_name)]
-ClusterNames = Annotated[tuple[str, ...], parsed_by(cluster_names)]
-ClusterByGroup = Annotated[tuple[tuple[str, str], ...], parsed_by(cluster_by_group)]
+Text = str
+Flag = bool
+PositiveInt = pydantic.PositiveInt
+Port = Annotated[int, Field(ge=0, le=65535)]
+StatusWindow = Annotated[int, Field(ge=2)]  # a status compares commits
+PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+NonNegativeFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+CommitInterval = Annotated[float, Field(ge=0, le=MAX_COMMIT_INTERVAL, allow_inf_nan=False)]
+ReadableFile = Annotated[FilePath, AfterValidator(Path.resolve)]
+HttpUrl = Annotated[str, checked_by(http_url)]
+Bootstrap = Annotated[str, AfterValidator(bootstrap)]
+DatabaseUrl = Annotated[str, checked_by(database_url)]
+Pattern = Annotated[str, checked_by(name_pattern)]
+Patterns = Annotated[tuple[Pattern, ...], BeforeValidator(comma_separated)]
+SomePatterns = Annotated[Patterns, checked_by(some)]
+Extensions = Annotated[
+    tuple[Annotated[tuple[str, str], checked_by(extension)], ...], pairs_of("key=value")
+]
+StorageOptions = Annotated[dict[str, dict[str, Any]], BeforeValidator(json_text)]
+ClusterName = Annotated[str, checked_by(CLUSTER.problem)]
+ClusterNames = Annotated[
+    tuple[ClusterName, ...], BeforeValidator(comma_separated), checked_by(distinct)
+]
+# pattern=cluster,...: the first pattern that matches a group names its cluster.
+ClusterByGroup = Annotated[tuple[tuple[Pattern, ClusterName], ...], pairs_of("pattern=cluster")]
 
-LogLevel = Annotated[str, parsed_by(choice("DEBUG", "INFO", "WARNING", "ERROR"))]
-LogFormat = Annotated[str, parsed_by(choice("json", "text", case=str.lower))]
-Granularity = Annotated[str, parsed_by(choice("group", "topic", "partition", case=str.lower))]
+LogLevel = Annotated[Literal["DEBUG", "INFO", "WARNING", "ERROR"], cased(str.upper)]
+LogFormat = Annotated[Literal["json", "text"], cased(str.lower)]
+Granularity = Annotated[Literal["group", "topic", "partition"], cased(str.lower)]
 SecurityProtocol = Annotated[
-    str, parsed_by(choice("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"))
+    Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"], cased(str.upper)
 ]
 SaslMechanism = Annotated[
-    str,
-    parsed_by(choice("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "AWS_MSK_IAM")),
+    Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "AWS_MSK_IAM"],
+    cased(str.upper),
 ]
-StatusWindow = Annotated[int, parsed_by(int_at_least(2, " (a status compares commits)"))]

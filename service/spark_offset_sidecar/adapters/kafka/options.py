@@ -51,7 +51,7 @@ def kafka_client_options(kafka: KafkaSettings, timeout: float) -> dict[str, Any]
 def token_provider(kafka: KafkaSettings, timeout: float) -> RenewedTokens:
     """The OAUTHBEARER token source the settings name (``KafkaSettings`` checked them)."""
     if kafka.sasl_mechanism == "AWS_MSK_IAM":
-        return MskIamTokens(str(kafka.region()), kafka.aws_role_arn)
+        return MskIamTokens(str(kafka.aws_region), kafka.aws_role_arn)
     return ClientCredentialsTokens(
         str(kafka.oauth_token_url),
         str(kafka.oauth_client_id),
