@@ -465,11 +465,11 @@ def test_several_clusters_reach_the_service_with_files_from_their_secrets(tmp_pa
     eu = settings.for_cluster("eu-west")
     assert (eu.security_protocol, eu.sasl_mechanism) == ("SASL_SSL", "SCRAM-SHA-512")
     assert eu.sasl_secret() == "a-secret-from-a-volume"
-    assert eu.ssl_cafile == str(tmp_path / "kafka-eu-west" / "ca.crt")
+    assert eu.ssl_cafile == tmp_path / "kafka-eu-west" / "ca.crt"
     analytics = settings.for_cluster("analytics")
     assert analytics.security_protocol == "SSL"
-    assert analytics.ssl_certfile == str(tmp_path / "kafka-analytics" / "tls.crt")
-    assert analytics.ssl_keyfile == str(tmp_path / "kafka-analytics" / "tls.key")
+    assert analytics.ssl_certfile == tmp_path / "kafka-analytics" / "tls.crt"
+    assert analytics.ssl_keyfile == tmp_path / "kafka-analytics" / "tls.key"
     assert settings.clusters.choice().of("eu-orders").name == "eu-west"
     # Variables from a Secret still come through extraEnvFrom.
     env_from = by_kind(render("--set", "extraEnvFrom[0].secretRef.name=sidecar-kafka-eu"))
