@@ -1,0 +1,11 @@
+from typing import Any, ClassVar
+
+class OffsetCommitRequest_v2:
+    API_KEY: ClassVar[int]
+    API_VERSION: ClassVar[int]
+    def __init__(self, *fields: Any) -> None: ...
+
+class OffsetCommitRequest_v3(OffsetCommitRequest_v2): ...
+
+class OffsetFetchRequest:
+    def __init__(self, group: str, partitions: list[tuple[str, list[int]]] | None) -> None: ...

@@ -1,0 +1,4 @@
+class OffsetRequest:
+    def __init__(
+        self, replica_id: int, isolation_level: int, topics: list[tuple[str, list[tuple[int, int]]]]
+    ) -> None: ...

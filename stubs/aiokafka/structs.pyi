@@ -1,0 +1,5 @@
+from typing import NamedTuple
+
+class TopicPartition(NamedTuple):
+    topic: str
+    partition: int
