@@ -28,5 +28,11 @@ class AIOKafkaProducer:
     async def stop(self) -> None: ...
     async def flush(self) -> None: ...
     async def send(
-        self, topic: str, value: bytes | None = ..., key: bytes | None = ..., **options: Any
+        self,
+        topic: str,
+        value: bytes | None = ...,
+        key: bytes | None = ...,
+        partition: int | None = ...,
+        timestamp_ms: int | None = ...,
+        headers: list[tuple[str, bytes]] | None = ...,
     ) -> Any: ...

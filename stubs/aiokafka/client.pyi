@@ -2,14 +2,11 @@
 from enum import IntEnum
 from typing import Any
 
+from aiokafka.structs import BrokerMetadata
+
 class CoordinationType(IntEnum):
     GROUP = 0
     TRANSACTION = 1
-
-class BrokerMetadata:
-    nodeId: int
-    host: str
-    port: int
 
 class ClusterMetadata:
     def broker_metadata(self, broker_id: int) -> BrokerMetadata | None: ...
@@ -21,4 +18,4 @@ class AIOKafkaClient:
     async def close(self) -> None: ...
     def get_random_node(self) -> int | None: ...
     def force_metadata_update(self) -> Any: ...
-    async def send(self, node_id: int | None, request: Any) -> Any: ...
+    async def send(self, node_id: int | None, request: Any, *, group: int = ...) -> Any: ...

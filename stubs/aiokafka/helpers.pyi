@@ -8,5 +8,4 @@ def create_ssl_context(
     certfile: str | None = ...,
     keyfile: str | None = ...,
     password: str | None = ...,
-    crlfile: str | None = ...,
 ) -> ssl.SSLContext: ...

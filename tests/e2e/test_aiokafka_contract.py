@@ -6,13 +6,16 @@ against a brand-new broker of every Kafka version the project supports
 metadata over a lane of our own and read back (OffsetFetch, and by the suite's own
 client), the group described, log ends and starts read, a topic that does not exist
 described without creating it, and the refusing OAUTHBEARER authenticator installed and
-stepped. A new aiokafka release that moves what the door relies on fails here, by name,
+stepped; and our stubs of aiokafka (``stubs/aiokafka``) checked against that release by
+mypy's stubtest. A new aiokafka release that moves what the door relies on fails here, by name,
 before the pin in pyproject.toml is widened."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 from importlib.metadata import version as installed
 from pathlib import Path
 from typing import Any
@@ -28,6 +31,7 @@ pytestmark = pytest.mark.kafka
 
 UNKNOWN_TOPIC = 3  # UNKNOWN_TOPIC_OR_PARTITION
 SCRIPT = ROOT / "tests" / "support" / "door_contract.py"
+ALLOWED = ("--allowlist", str(ROOT / "stubs" / "aiokafka-allowlist.txt"))
 
 
 @pytest.fixture(scope="module")
@@ -75,6 +79,26 @@ def test_the_door_on_this_aiokafka_and_kafka(
     assert "invalid_token" in oauth["refused"]
     assert oauth["forgotten"] == 1
     assert oauth["accepted"] is None
+
+
+def test_our_stubs_match_the_newest_aiokafka(newest_aiokafka: str) -> None:
+    """``stubs/aiokafka`` (what mypy checks the service's calls against) says what the
+    newest release has: mypy's stubtest, with the release's aiokafka imported."""
+    python = aiokafka_releases.aiokafka_python(newest_aiokafka)
+    where = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['platlib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    done = subprocess.run(
+        [sys.executable, "-m", "mypy.stubtest", "aiokafka", "--ignore-missing-stub", *ALLOWED],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "MYPYPATH": str(ROOT / "stubs"), "PYTHONPATH": where},
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
 
 
 def _contract(python: Path, bootstrap: str) -> dict[str, Any]:

@@ -1,2 +1,4 @@
-class DescribeGroupsRequest:
-    def __init__(self, groups: list[str]) -> None: ...
+from abc import ABCMeta
+
+class DescribeGroupsRequest(metaclass=ABCMeta):
+    def __init__(self, groups: list[str], include_authorized_operations: bool = ...) -> None: ...
