@@ -5,8 +5,13 @@ set ``FUZZ_SEED``) for a longer run."""
 
 from __future__ import annotations
 
+import ast
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
+import pytest
 from hypothesis import strategies as st
 
 FUZZ_EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "120"))
@@ -39,3 +44,24 @@ JSON_VALUES = st.recursive(
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(NAMES, inner, max_size=4),
     max_leaves=20,
 )
+
+
+@contextmanager
+def ast_parse_mismatch_retried() -> Iterator[None]:
+    """``ast.parse`` tried once more when Python raises its spurious "AST constructor
+    recursion depth mismatch" SystemError (CPython gh-106905; seen on 3.11.7 in a CI run,
+    raised inside Hypothesis while it described a strategy's lambda deep in its stack).
+    Parsing is pure, so a second try is the same parse; the product is not involved."""
+    parse = ast.parse
+
+    def retried(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return parse(*args, **kwargs)
+        except SystemError as error:
+            if "recursion depth mismatch" not in str(error):
+                raise
+            return parse(*args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ast, "parse", retried)
+        yield
