@@ -20,7 +20,7 @@ from aiokafka.protocol.commit import (
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spark_offset_sidecar.adapters.kafka.offset_commit_wire import OffsetCommit
+from spark_offset_sidecar.adapters.kafka.wire import OffsetCommit
 
 names = st.text(min_size=1, max_size=40)  # any Unicode: lengths are of the UTF-8 bytes
 partitions = st.lists(

@@ -1,0 +1,126 @@
+"""The contract of the one door below aiokafka's public API (``adapters/kafka/wire.py``):
+its functions run in a virtual environment with nothing but the newest aiokafka release on
+PyPI (``harness.aiokafka_releases``; the project's own release too, when it is older),
+against a brand-new broker of every Kafka version the project supports
+(``test_kafka_versions.VERSIONS``): a coordinator looked up, offsets committed with
+metadata over a lane of our own and read back (OffsetFetch, and by the suite's own
+client), the group described, log ends and starts read, a topic that does not exist
+described without creating it, and the refusing OAUTHBEARER authenticator installed and
+stepped; and our stubs of aiokafka (``stubs/aiokafka``) checked against that release by
+mypy's stubtest. A new aiokafka release that moves what the door relies on fails here, by name,
+before the pin in pyproject.toml is widened."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from importlib.metadata import version as installed
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness import aiokafka_releases, kafka_broker
+from harness.machine import ROOT, free_port
+from tests.e2e.test_kafka_versions import VERSIONS
+from tests.support.kafka import create_topics, produce, read_committed, run_sync, unique_group
+
+pytestmark = pytest.mark.kafka
+
+UNKNOWN_TOPIC = 3  # UNKNOWN_TOPIC_OR_PARTITION
+SCRIPT = ROOT / "tests" / "support" / "door_contract.py"
+ALLOWED = ("--allowlist", str(ROOT / "stubs" / "aiokafka-allowlist.txt"))
+
+
+@pytest.fixture(scope="module")
+def newest_aiokafka() -> str:
+    return aiokafka_releases.newest()
+
+
+@pytest.mark.parametrize("kafka", VERSIONS, ids=[f"kafka-{v}" for v in VERSIONS])
+@pytest.mark.parametrize("which", ["newest", "pinned"])
+def test_the_door_on_this_aiokafka_and_kafka(
+    which: str, kafka: str, newest_aiokafka: str, tmp_path: Path
+) -> None:
+    release = newest_aiokafka if which == "newest" else installed("aiokafka")
+    if which == "pinned" and release == newest_aiokafka:
+        pytest.skip(f"the project's aiokafka, {release}, is the newest")
+    python = aiokafka_releases.aiokafka_python(release)
+    broker = kafka_broker.brand_new(tmp_path / "kafka", kafka)
+    try:
+        read = _contract(python, broker.bootstrap)
+    finally:
+        broker.stop()
+    print(f"aiokafka {read['aiokafka']} on Kafka {kafka}: {read}")
+    assert read["aiokafka"] == release
+    node, host, port, known = read["coordinator"]
+    assert known == [host, port]
+    assert f"{host}:{port}" == read["bootstrap"]
+    assert node >= 0
+    topic = read["topic"]
+    assert read["answer"] == [[topic, [[0, 0], [1, 0]]]]
+    assert read["lane_was_connected"] is True
+    committed = [(t, sorted(rows)) for t, rows in read["committed"]]  # any order
+    assert committed == [(topic, [[0, 3, '{"committer":"door-contract"}'], [1, 4, ""]])]
+    assert read["read_by_the_suite"] == {
+        f"{topic}/0": [3, '{"committer":"door-contract"}'],
+        f"{topic}/1": [4, ""],
+    }, "the suite's own client reads the same"
+    assert read["group"] == ["Empty", 0]
+    latest = {int(p): o for p, o in read["ends"]["latest"].items()}
+    assert sorted(latest) == [0, 1]
+    assert sum(latest.values()) == 20
+    assert read["ends"]["earliest"] == {"0": 0, "1": 0}
+    assert read["absent"] == [UNKNOWN_TOPIC, UNKNOWN_TOPIC], "described, not created"
+    oauth = read["oauth"]
+    assert oauth["authenticator"] == "RefusingOAuthAuthenticator"
+    assert oauth["first"] == ["n,,\x01auth=Bearer a-token\x01logicalCluster=lkc-1\x01\x01", True]
+    assert "invalid_token" in oauth["refused"]
+    assert oauth["forgotten"] == 1
+    assert oauth["accepted"] is None
+
+
+def test_our_stubs_match_the_newest_aiokafka(newest_aiokafka: str) -> None:
+    """``stubs/aiokafka`` (what mypy checks the service's calls against) says what the
+    newest release has: mypy's stubtest, with the release's aiokafka imported."""
+    python = aiokafka_releases.aiokafka_python(newest_aiokafka)
+    where = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['platlib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    done = subprocess.run(
+        [sys.executable, "-m", "mypy.stubtest", "aiokafka", "--ignore-missing-stub", *ALLOWED],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "MYPYPATH": str(ROOT / "stubs"), "PYTHONPATH": where},
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+
+
+def _contract(python: Path, bootstrap: str) -> dict[str, Any]:
+    """What ``door_contract.py`` read with ``python``'s aiokafka, and what the suite's own
+    client reads of the same group."""
+    topic, group = f"door-{free_port()}", unique_group("door")
+    run_sync(create_topics(bootstrap, [topic], 2))
+    run_sync(produce(bootstrap, topic, 20))  # keys spread them over both partitions
+    done = subprocess.run(
+        [str(python), str(SCRIPT), bootstrap, topic, group],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PYTHONPATH": str(ROOT / "service"), "PATH": "/usr/bin:/bin"},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    read: dict[str, Any] = json.loads(done.stdout)
+    suite = run_sync(read_committed(bootstrap, group))
+    read.update(
+        bootstrap=bootstrap,
+        topic=topic,
+        read_by_the_suite={f"{t}/{p}": list(c) for (t, p), c in suite.items()},
+    )
+    return read
