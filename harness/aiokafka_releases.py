@@ -8,6 +8,7 @@ drivers' environments, ``harness.spark_drivers``).
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import subprocess
@@ -19,9 +20,10 @@ from harness.spark_drivers import CACHE, cached_venv
 ENVIRONMENTS = CACHE / "aiokafka"
 
 
+@functools.cache
 def newest() -> str:
-    """The newest aiokafka release on PyPI (``pip index versions``; ``TEST_AIOKAFKA`` names
-    another, e.g. offline)."""
+    """The newest aiokafka release on PyPI (``pip index versions``, asked once per
+    process; ``TEST_AIOKAFKA`` names another, e.g. offline)."""
     named = os.environ.get("TEST_AIOKAFKA")
     if named:
         return named

@@ -4,7 +4,7 @@
 calls this module's small classes and functions only. aiokafka's documented API (the
 consumer, the admin client, ``errors``, ``abc``, ``helpers``, ``TopicPartition``) is used
 where it is needed. This module imports aiokafka and the standard library only, so that
-``tests/contract/test_aiokafka_contract.py`` runs it against the newest aiokafka release
+``tests/e2e/test_aiokafka_contract.py`` runs it against the newest aiokafka release
 (in a virtual environment of its own) and against every Kafka version the project
 supports; aiokafka's types are checked against our stubs (``stubs/aiokafka``) of exactly
 what is used here.
