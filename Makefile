@@ -146,8 +146,8 @@ tools: system-deps $(HELM) $(AZURITE) $(CRANE) $(addprefix .local/bin/,$(KUBERNE
 	go mod download -json $(PROMETHEUS_OPERATOR) >/dev/null
 
 lint: venv
-	$(VENV)/bin/ruff check service jobs migrations tests harness bench scripts
-	$(VENV)/bin/ruff format --check service jobs migrations tests harness bench scripts
+	$(VENV)/bin/ruff check service jobs migrations tests harness bench scripts stubs
+	$(VENV)/bin/ruff format --check service jobs migrations tests harness bench scripts stubs
 	$(VENV)/bin/hadolint Dockerfile
 
 typecheck: venv

@@ -49,11 +49,17 @@ def driver_python(version: str, extra: str | None = None) -> Path:
         f"pyspark{f'[{extra}]' if extra else ''}=={version}",
         *(_CONNECT_PINS.get(version[:3], ()) if extra == "connect" else ()),
     ]
+    return cached_venv(DRIVERS, f"pyspark-{version}{f'-{extra}' if extra else ''}", requirements)
+
+
+def cached_venv(parent: Path, name: str, requirements: list[str]) -> Path:
+    """The Python of a virtual environment in ``parent/<name>-<key>`` with ``requirements``
+    installed, made once (see the module's docstring for the key and the lock)."""
     made_of = "\n".join([*requirements, sys.version, os.path.realpath(sys.base_prefix)])
     key = hashlib.sha256(made_of.encode()).hexdigest()[:12]
-    folder = DRIVERS / f"pyspark-{version}{f'-{extra}' if extra else ''}-{key}"
+    folder = parent / f"{name}-{key}"
     python = folder / "bin" / "python"
-    DRIVERS.mkdir(parents=True, exist_ok=True)
+    parent.mkdir(parents=True, exist_ok=True)
     with file_lock(folder.with_name(f"{folder.name}.lock")):
         if not (folder / ".complete").exists():
             venv.create(folder, with_pip=True, clear=True)

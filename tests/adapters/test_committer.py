@@ -96,8 +96,8 @@ def test_a_coordinator_the_metadata_does_not_list_yet_is_reached_where_kafka_nam
             committer._coordinators.clear()
             for connection in committer._connections.values():
                 connection.close()
-            client.cluster.broker_metadata = lambda _node: None
-            client.force_metadata_update = asyncio.get_running_loop().create_future
+            client.broker = lambda _node: None  # type: ignore[method-assign]
+            client.refresh = lambda: None  # type: ignore[method-assign]
             await committer.commit(request(group, topic, 2, partitions=1))
         finally:
             await committer.close()

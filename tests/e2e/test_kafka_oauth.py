@@ -39,6 +39,7 @@ from harness.oidc_issuer import OTHER, OidcIssuer, SigningKey
 from harness.service_process import ServiceProcess
 from harness.wire_tap import WireTap
 from spark_offset_sidecar.adapters.kafka.oauth import ClientCredentialsTokens, MskIamTokens
+from spark_offset_sidecar.adapters.kafka.wire import refuse_oauth_error_challenge
 from tests.support.kafka import committed_offsets, create_topics, run_sync, unique_group
 from tests.support.service import metric, metric_sum, spark_progress, wait_for
 
@@ -98,6 +99,7 @@ class Static(AbstractTokenProvider):  # type: ignore[misc]
 
 
 async def _connect(port: int, provider: AbstractTokenProvider) -> Any:
+    refuse_oauth_error_challenge()  # as the service's clients are made (options.py)
     return await create_conn(
         "127.0.0.1",
         port,

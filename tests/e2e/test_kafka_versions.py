@@ -1,8 +1,11 @@
 """The commit path, ``describe-group``, lag and status on each Kafka release users run:
 every minor line on Maven Central, from 4.4 (the suite's default, the newest) down to 4.0
 (which removed old protocol versions), and 3.9 (the last with ZooKeeper, what many clusters
-still run). Each broker is started for the test, in an empty folder (KRaft, jars from
-Maven Central), so the first commit also meets a brand-new coordinator."""
+still run). Each broker is started for this module's tests of its version, in an empty
+folder (KRaft, jars from Maven Central): the service's test runs first, so its first
+commit also meets a brand-new coordinator; then, on the same broker, the contract of the
+one door below aiokafka's public API with the newest aiokafka
+(``tests/e2e/test_aiokafka_contract.py``)."""
 
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ import pytest
 from harness import kafka_broker
 from harness.machine import free_port
 from harness.service_process import ServiceProcess
+from tests.e2e.test_aiokafka_contract import check_the_door
 from tests.support.cli import describe_group
 from tests.support.kafka import committed_offsets, create_topics, produce, run_sync, unique_group
 from tests.support.service import metric, spark_progress, wait_for
@@ -24,7 +28,15 @@ pytestmark = pytest.mark.kafka
 VERSIONS = ["4.4.0", "4.3.1", "4.2.2", "4.1.1", "4.0.2", "3.9.1"]
 
 
-@pytest.fixture(params=VERSIONS, ids=[f"kafka-{v}" for v in VERSIONS])
+# One broker start per version for all of its tests, in the order written (pytest groups
+# them by version, xdist_group keeps a version's tests on one worker).
+@pytest.fixture(
+    scope="module",
+    params=[
+        pytest.param(v, id=f"kafka-{v}", marks=pytest.mark.xdist_group(f"kafka-{v}"))
+        for v in VERSIONS
+    ],
+)
 def broker(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[kafka_broker.LocalBroker]:
@@ -84,3 +96,8 @@ def test_commits_describe_group_lag_and_status_on_this_kafka(
         wait_for(ok_with_zero_lag, what="status OK and the exported lag 0")
     finally:
         service.stop()
+
+
+@pytest.mark.parametrize("which", ["newest", "pinned"])
+def test_the_door_on_this_aiokafka_and_kafka(which: str, broker: kafka_broker.LocalBroker) -> None:
+    check_the_door(which, broker.bootstrap)

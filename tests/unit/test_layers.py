@@ -159,6 +159,31 @@ def test_the_kafka_and_the_sql_adapters_do_not_import_each_other() -> None:
                     assert mine, f"{module} imports {imported}"
 
 
+# aiokafka's documented API (its reference: consumer, producer, admin client, errors,
+# abc, helpers, structs); the rest is reached through the one door only.
+AIOKAFKA_PUBLIC = {"aiokafka", "aiokafka.admin", "aiokafka.errors", "aiokafka.abc"}
+AIOKAFKA_PUBLIC |= {"aiokafka.helpers", "aiokafka.structs"}
+KAFKA_DOOR = f"{PACKAGE}.adapters.kafka.wire"
+
+
+def test_only_the_door_goes_below_aiokafkas_public_api() -> None:
+    """``adapters/kafka/wire.py`` alone imports aiokafka's undocumented modules or calls a
+    private method of its objects (``._send_request``, ...), and it imports aiokafka and
+    the standard library only (its contract test runs it with nothing else)."""
+    for module, path in MODULES.items():
+        if module == KAFKA_DOOR:
+            continue
+        below = {i for i in imports_of(path) if i.startswith("aiokafka")} - AIOKAFKA_PUBLIC
+        assert not below, f"{module} imports {below}: through {KAFKA_DOOR} instead"
+        if module.startswith(f"{PACKAGE}.adapters.kafka."):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Attribute) and node.attr.startswith("_"):
+                    mine = isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")
+                    assert mine or node.attr.startswith("__"), f"{module}: .{node.attr}"
+    own = [i for i in imports_of(MODULES[KAFKA_DOOR]) if i.split(".")[0] == PACKAGE]
+    assert own == [], f"the door imports {own}"
+
+
 def test_nothing_imports_the_composition_root_but_the_command_line() -> None:
     for module in MODULES:
         if module not in (f"{PACKAGE}.app", f"{PACKAGE}.cli"):

@@ -11,9 +11,8 @@ committed offsets, its state and members, its topics' partitions (never creating
   until ``wait_seconds`` have passed, then fails naming what Kafka kept answering.
 - aiokafka's ``list_consumer_group_offsets`` ignores OffsetFetch's top-level error code
   (v2+), so a coordinator still loading reads as "no offsets". ``committed`` sends the
-  request itself and treats a top-level error as an error, never as an empty group.
-  Requests go through the admin client's ``_send_request(request, node)`` (aiokafka 0.14,
-  read in source: what its own group methods use; pinned below 0.15 in pyproject.toml).
+  request itself (``wire.committed``) and treats a top-level error as an error, never as
+  an empty group.
 
 Every failure is a ``KafkaReadError`` saying "... from Kafka failed: <why>".
 """
@@ -35,13 +34,11 @@ from aiokafka.errors import (
     KafkaConnectionError,
     KafkaError,
     NotCoordinatorForGroupError,
-    for_code,
 )
-from aiokafka.protocol.admin import DescribeGroupsRequest
-from aiokafka.protocol.commit import OffsetFetchRequest
 
+from spark_offset_sidecar.adapters.kafka import wire
 from spark_offset_sidecar.adapters.kafka.oauth import RESENDS
-from spark_offset_sidecar.adapters.kafka.topic_metadata import metadata_request, partition_leaders
+from spark_offset_sidecar.adapters.kafka.topic_metadata import partition_leaders
 from spark_offset_sidecar.core.backoff import Backoff
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.errors import KafkaReadError
@@ -112,12 +109,9 @@ class GroupAdmin:
         """Every offset the group committed (OffsetFetch for all partitions)."""
 
         async def fetch(node: int) -> dict[TopicPartition, Committed]:
-            response = await self._admin._send_request(OffsetFetchRequest(group_id, None), node)
-            _raise_for(getattr(response, "error_code", 0))
             found: dict[TopicPartition, Committed] = {}
-            for topic, partitions in response.topics:
-                for partition, offset, metadata, error_code in partitions:
-                    _raise_for(error_code)
+            for topic, partitions in await wire.committed(self._admin, node, group_id):
+                for partition, offset, metadata in partitions:
                     if offset >= 0:
                         found[TopicPartition(topic, partition)] = Committed(offset, metadata or "")
             return found
@@ -128,13 +122,8 @@ class GroupAdmin:
         """The group's state and number of members (DescribeGroups)."""
 
         async def ask(node: int) -> GroupDescription:
-            response = await self._admin._send_request(DescribeGroupsRequest([group_id]), node)
-            for group in response.groups:
-                error_code, name, state, _protocol_type, _protocol, members, *_ = group
-                if name == group_id:
-                    _raise_for(error_code)
-                    return GroupDescription(str(state) or "Empty", len(members))
-            return GroupDescription("Dead", 0)
+            state, members = await wire.describe_group(self._admin, node, group_id)
+            return GroupDescription(state or "Empty", members)
 
         return await self._on_coordinator(group_id, "describing", ask)
 
@@ -144,7 +133,7 @@ class GroupAdmin:
             return {}
         try:
             async with asyncio.timeout(self.wait_seconds):
-                answer = await self._admin._send_request(metadata_request(topics))
+                answer = await wire.topic_metadata(self._admin, topics)
         except (KafkaError, TimeoutError, OSError) as exc:
             raise KafkaReadError(
                 f"describing topics {list(topics)} from Kafka failed: {exc!r}"
@@ -194,12 +183,6 @@ class GroupAdmin:
                 raise KafkaReadError(
                     f"{what} group {group_id!r} from Kafka failed: {exc!r}"
                 ) from exc
-
-
-def _raise_for(error_code: int) -> None:
-    if error_code:
-        error = for_code(error_code)
-        raise error()
 
 
 class KafkaCommittedReader:

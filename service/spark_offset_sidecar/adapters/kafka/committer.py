@@ -3,7 +3,7 @@
 
 ``KafkaOffsetCommitter`` sends each commit as a plain OffsetCommit request (v2 or v3, as
 aiokafka would choose: generation -1, no member id, broker-default retention; encoded,
-and its answer decoded, by ``offset_commit_wire``) to the group's coordinator, over one
+and its answer decoded, by ``wire``) to the group's coordinator, over one
 of a fixed number of *lanes* (connections); a group always uses the same lane. A lane
 carries the groups of one partition of ``__consumer_offsets`` only (``offsets_topic``):
 commits on a partition whose replica died wait for Kafka to fence it, and the broker
@@ -11,7 +11,7 @@ answers a connection in order, so a lane shared with another partition would mak
 partition's groups wait too. Lanes are at most ``max(lanes, partitions)`` in all, spread
 over the coordinators (``lanes`` per coordinator while ``__consumer_offsets`` has one
 partition).
-One shared ``AIOKafkaClient`` finds coordinators (FindCoordinator to a random broker),
+One shared client (``wire.Client``) finds coordinators (FindCoordinator to a random broker),
 and a lane connects to the address the answer names: the client's metadata lists a
 broker only from its next refresh on, and during a rolling restart the coordinators move
 to a broker that has just come back (its preferred leadership) before the metadata says
@@ -55,14 +55,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from aiokafka import errors as kafka_errors
-from aiokafka.client import AIOKafkaClient, CoordinationType
-from aiokafka.conn import AIOKafkaConnection, create_conn
-from aiokafka.protocol.coordination import FindCoordinatorRequest
 
 from spark_offset_sidecar.adapters.kafka import offsets_topic
 from spark_offset_sidecar.adapters.kafka.oauth import RESENDS
-from spark_offset_sidecar.adapters.kafka.offset_commit_wire import OffsetCommit
 from spark_offset_sidecar.adapters.kafka.unreachable_brokers import UnreachableBrokers
+from spark_offset_sidecar.adapters.kafka.wire import Answer, Client, Lane, OffsetCommit
 from spark_offset_sidecar.core.backoff import Backoff
 from spark_offset_sidecar.core.ledger.changes import CommitRequest
 from spark_offset_sidecar.errors import (
@@ -90,15 +87,6 @@ _UNREACHABLE = (ConnectionError, kafka_errors.NodeNotReadyError)
 # Seconds between look-ups of a dead broker's groups, and after an "ask again" answer.
 UNREACHABLE_BACKOFF = Backoff(initial=0.1, cap=0.5)
 ASK_AGAIN_WAIT = 0.1
-_CONNECTION_KEYS = (
-    "client_id",
-    "ssl_context",
-    "security_protocol",
-    "sasl_mechanism",
-    "sasl_plain_username",
-    "sasl_plain_password",
-    "sasl_oauth_token_provider",
-)
 _MEMBERS = (
     kafka_errors.UnknownMemberIdError,
     kafka_errors.IllegalGenerationError,
@@ -137,13 +125,13 @@ class KafkaOffsetCommitter:
         self.replica_id = replica_id
         self.timeout = timeout
         self.lanes = lanes
-        self._client: AIOKafkaClient | None = None
+        self._client: Client | None = None
         self._coordinators: dict[str, int] = {}  # group -> coordinator node id
         self._found: dict[int, tuple[str, int]] = {}  # node id -> address, as last named
         # Partitions of __consumer_offsets: learnt once, before the first commit is sent
         # (a group's lane never changes, see above); 1 when Kafka does not tell.
         self._offsets_partitions: int | None = None
-        self._connections: dict[tuple[int, int], AIOKafkaConnection] = {}  # (node, lane)
+        self._connections: dict[tuple[int, int], Lane] = {}  # (node, lane)
         self._connecting: dict[tuple[int, int], asyncio.Lock] = defaultdict(asyncio.Lock)
         # Why commits fail for every group alike (Kafka refusing the credentials, no token,
         # TLS), until a commit succeeds again; shown on /readyz and /ui.
@@ -187,7 +175,7 @@ class KafkaOffsetCommitter:
         try:
             tries.node = node = await self._coordinator(group)
             connection = await self._connection(node, await self._lane(group, node))
-            error = _first_error(await connection.send(message))
+            error = _first_error(await connection.commit(message))
             if error is not None:
                 raise error
             self.credentials_problem = None
@@ -204,7 +192,7 @@ class KafkaOffsetCommitter:
                 address = self._address(tries.node)
                 self.unreachable.missed(group, tries.node, address, time.monotonic())
             if self._client is not None:
-                self._client.force_metadata_update()
+                self._client.refresh()
             # Short steps: the group's new coordinator is taken as soon as Kafka names one
             # (once it has fenced the dead broker).
             tries.missed += 1
@@ -272,21 +260,15 @@ class KafkaOffsetCommitter:
     def _broker(self, node: int) -> tuple[str, int] | None:
         """Where ``node`` listens: as the client's metadata has it, else as the look-up of a
         coordinator last named it (None: neither knows it)."""
-        broker = None if self._client is None else self._client.cluster.broker_metadata(node)
-        return (broker.host, broker.port) if broker is not None else self._found.get(node)
+        broker = None if self._client is None else self._client.broker(node)
+        return broker if broker is not None else self._found.get(node)
 
-    async def _client_started(self) -> AIOKafkaClient:
+    async def _client_started(self) -> Client:
         """The shared client, started on first use (and again after a failed start)."""
         if self._client is None:
-            client = AIOKafkaClient(
-                **self.client_options, request_timeout_ms=max(1000, int(self.timeout * 1000))
+            self._client = await Client.started(
+                self.client_options, max(1000, int(self.timeout * 1000))
             )
-            try:
-                await client.bootstrap()
-            except BaseException:
-                await client.close()
-                raise
-            self._client = client
         return self._client
 
     async def _coordinator(self, group: str) -> int:
@@ -299,18 +281,11 @@ class KafkaOffsetCommitter:
         """The group's coordinator, asked of a random broker (as aiokafka's look-up does),
         its address kept from the answer."""
         client = await self._client_started()
-        asked = client.get_random_node()
-        if asked is None:
-            raise kafka_errors.NodeNotReadyError("no broker is known")
-        answer = await client.send(asked, FindCoordinatorRequest(group, CoordinationType.GROUP))
-        error = kafka_errors.for_code(answer.error_code)
-        if error is not kafka_errors.NoError:
-            raise error()
-        node = int(answer.coordinator_id)
-        self._found[node] = (answer.host, int(answer.port))
+        node, host, port = await client.find_coordinator(group)
+        self._found[node] = (host, port)
         return node
 
-    async def _connection(self, node: int, lane: int) -> AIOKafkaConnection:
+    async def _connection(self, node: int, lane: int) -> Lane:
         """The lane's connection to ``node``: kept while it works, so that its requests
         stay in order; a broken one is replaced."""
         key = (node, lane)
@@ -324,17 +299,14 @@ class KafkaOffsetCommitter:
             client = await self._client_started()
             broker = self._broker(node)
             if broker is None:
-                client.force_metadata_update()
+                client.refresh()
                 raise kafka_errors.NodeNotReadyError(f"broker {node} is not in the metadata")
-            options = {
-                k: self.client_options[k] for k in _CONNECTION_KEYS if k in self.client_options
-            }
-            connection = await create_conn(
+            connection = await Lane.open(
                 *broker,
+                self.client_options,
                 # Answers are awaited under the commit's own timeout; aiokafka's must not
                 # fire first (this connection is kept after a timeout, see above).
                 request_timeout_ms=int(self.timeout * 1000) * 10,
-                **options,
             )
             self._connections[key] = connection
             return connection
@@ -348,10 +320,9 @@ class KafkaOffsetCommitter:
         to bootstrap" (the cause goes to its log). One direct connection with the same
         settings raises the real error, so the failure reason can name it."""
         host, _, port = self.client_options["bootstrap_servers"].split(",")[0].rpartition(":")
-        options = {k: self.client_options[k] for k in _CONNECTION_KEYS if k in self.client_options}
         try:
             async with asyncio.timeout(self.timeout):
-                connection = await create_conn(host, int(port), **options)
+                connection = await Lane.open(host, int(port), self.client_options)
             connection.close()
         except (kafka_errors.SaslAuthenticationFailed, ssl.SSLError, TokenUnavailable) as exc:
             return exc
@@ -379,10 +350,10 @@ class _Tries:
     resends: int = RESENDS  # left, after the broker closed the connection under a request
 
 
-def _first_error(response: Any) -> kafka_errors.KafkaError | None:
-    """The first partition error of an OffsetCommit response, as an aiokafka error."""
-    for topic, partitions in response.topics:
-        for partition, code in partitions:
+def _first_error(answer: Answer) -> kafka_errors.KafkaError | None:
+    """The first partition error of an OffsetCommit answer, as an aiokafka error."""
+    for topic, partitions in answer.topics or ():
+        for partition, code in partitions or ():
             if code != 0:
                 error_type = kafka_errors.for_code(code)
                 return error_type(f"{topic}/{partition}")

@@ -2,26 +2,24 @@
 (``ports.kafka``; the in-memory double is ``testing.InMemoryLogEnds``).
 
 ``KafkaLogEndReader`` asks for the topics' metadata with auto-creation off
-(``topic_metadata``: the consumer's ``end_offsets`` would create a deleted topic again),
-then sends ListOffsets(latest) and ListOffsets(earliest) to each partition's leader, over one shared
-``AIOKafkaClient`` (checked on the broker by tests/e2e/test_lag_tools.py). A topic that
+(``wire``: the consumer's ``end_offsets`` would create a deleted topic again), then
+sends ListOffsets(latest) and ListOffsets(earliest) to each partition's leader, over one
+shared client (``wire.Client``) (checked on the broker by tests/e2e/test_lag_tools.py). A topic that
 does not exist, or a partition without a leader, is reported in ``LogEnds.failed_topics``
 and leaves the other topics' answers intact."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections import defaultdict
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from aiokafka.client import AIOKafkaClient
 from aiokafka.errors import KafkaConnectionError, KafkaError
-from aiokafka.protocol.offset import OffsetRequest
 
 from spark_offset_sidecar.adapters.kafka.oauth import RESENDS
-from spark_offset_sidecar.adapters.kafka.topic_metadata import metadata_request, partition_leaders
+from spark_offset_sidecar.adapters.kafka.topic_metadata import partition_leaders
+from spark_offset_sidecar.adapters.kafka.wire import Client, Offsets
 from spark_offset_sidecar.core.offsets import TopicPartition, shared_partition
 from spark_offset_sidecar.errors import KafkaReadError
 from spark_offset_sidecar.ports.kafka import LogEnds
@@ -37,7 +35,7 @@ class KafkaLogEndReader:
         """``client_options``: aiokafka's connection keywords (``kafka_client_options``)."""
         self.client_options = dict(client_options)
         self.timeout = timeout
-        self._client: AIOKafkaClient | None = None
+        self._client: Client | None = None
         self.resent = 0  # reads sent again after the broker closed their connection
 
     async def log_ends(self, partitions: Collection[TopicPartition]) -> LogEnds:
@@ -71,11 +69,11 @@ class KafkaLogEndReader:
 
     async def _read(
         self, partitions: Collection[TopicPartition]
-    ) -> tuple[list[Any], list[Any], set[str]]:
+    ) -> tuple[list[Offsets], list[Offsets], set[str]]:
         """The ListOffsets answers (latest, earliest) and the topics without a leader."""
         client = await self._started()
-        leaders, failed = await self._leaders(client, {tp.topic for tp in partitions})
-        by_leader: defaultdict[int, defaultdict[str, list[tuple[int, int]]]] = defaultdict(
+        leaders, failed = partition_leaders(await client.metadata({tp.topic for tp in partitions}))
+        by_leader: defaultdict[int, defaultdict[str, list[int]]] = defaultdict(
             lambda: defaultdict(list)
         )
         for tp in partitions:
@@ -83,7 +81,7 @@ class KafkaLogEndReader:
             if leader is None or leader < 0:
                 failed.add(tp.topic)
             else:
-                by_leader[leader][tp.topic].append((tp.partition, LATEST))
+                by_leader[leader][tp.topic].append(tp.partition)
         # One request per leader and end: a ListOffsets names a partition once.
         latest, earliest = await asyncio.gather(
             self._offsets(client, by_leader, LATEST),
@@ -93,61 +91,35 @@ class KafkaLogEndReader:
 
     @staticmethod
     async def _offsets(
-        client: AIOKafkaClient,
-        by_leader: Mapping[int, Mapping[str, list[tuple[int, int]]]],
-        timestamp: int,
-    ) -> list[Any]:
+        client: Client, by_leader: Mapping[int, Mapping[str, list[int]]], timestamp: int
+    ) -> list[Offsets]:
         return await asyncio.gather(
             *(
-                client.send(
-                    leader,
-                    OffsetRequest(
-                        -1,
-                        0,
-                        [(t, [(p, timestamp) for p, _ in rows]) for t, rows in topics.items()],
-                    ),
-                )
+                client.list_offsets(leader, topics, timestamp)
                 for leader, topics in by_leader.items()
             )
         )
 
-    async def _leaders(
-        self, client: AIOKafkaClient, topics: set[str]
-    ) -> tuple[dict[TopicPartition, int], set[str]]:
-        return partition_leaders(
-            await client.send(client.get_random_node(), metadata_request(topics))
-        )
-
-    async def _started(self) -> AIOKafkaClient:
+    async def _started(self) -> Client:
         if self._client is None:
-            client = AIOKafkaClient(
-                **self.client_options, request_timeout_ms=int(self.timeout * 1000)
-            )
-            try:
-                await client.bootstrap()
-            except BaseException:
-                with contextlib.suppress(Exception):
-                    await client.close()
-                raise
-            self._client = client
+            self._client = await Client.started(self.client_options, int(self.timeout * 1000))
         return self._client
 
     async def close(self) -> None:
         client, self._client = self._client, None
         if client is not None:
-            with contextlib.suppress(Exception):
-                await client.close()
+            await client.close()
 
 
-def _offsets_of(answers: list[Any], failed: set[str]) -> dict[TopicPartition, int]:
+def _offsets_of(answers: list[Offsets], failed: set[str]) -> dict[TopicPartition, int]:
     """The offsets in ListOffsets answers; the topics of partitions in error go to
     ``failed``."""
     found: dict[TopicPartition, int] = {}
     for answer in answers:
-        for topic, rows in answer.topics:
-            for partition, error_code, *rest in rows:
+        for topic, rows in answer:
+            for partition, error_code, offset in rows:
                 if error_code == 0:
-                    found[shared_partition(topic, partition)] = rest[-1]
+                    found[shared_partition(topic, partition)] = offset
                 else:
                     failed.add(topic)
     return found

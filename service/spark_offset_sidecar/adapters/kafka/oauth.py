@@ -21,9 +21,10 @@ expired at its next request. Hence the rules:
   challenge (``{"status":"invalid_token"}``) and waits for the client to end the exchange;
   aiokafka 0.14 ignores that challenge and takes the connection for authenticated (its
   next request then fails as a closed connection, and every refusal looked like an
-  unreachable broker). ``refuse_on_error_challenge`` (applied when this module is
-  imported) makes aiokafka raise ``SaslAuthenticationFailed`` with the broker's words,
-  and the refused token is forgotten (the next connection asks for a new one).
+  unreachable broker). ``wire.refuse_oauth_error_challenge`` (installed where the
+  clients' options are made, ``options``) raises ``SaslAuthenticationFailed`` with the
+  broker's words, and the refused token is forgotten (``forget``: the next connection
+  asks for a new one).
 """
 
 from __future__ import annotations
@@ -40,8 +41,6 @@ from typing import Any
 
 import httpx
 from aiokafka.abc import AbstractTokenProvider
-from aiokafka.conn import OAuthAuthenticator
-from aiokafka.errors import SaslAuthenticationFailed
 
 from spark_offset_sidecar.adapters.http_client import fetch
 from spark_offset_sidecar.errors import TokenUnavailable, shown
@@ -56,7 +55,7 @@ UNKNOWN_LIFETIME = 60.0  # seconds, for a token that says nothing of its expiry
 MIN_LIFETIME = 1.0
 
 
-class RenewedTokens(AbstractTokenProvider):  # type: ignore[misc]  # aiokafka is untyped
+class RenewedTokens(AbstractTokenProvider):
     """A token kept and renewed before it expires; ``fetch`` gets a new one."""
 
     def __init__(
@@ -269,27 +268,3 @@ def _jwt_expiry(token: str) -> float | None:
         return None
     exp = claims.get("exp") if isinstance(claims, dict) else None
     return float(exp) if isinstance(exp, int | float) and not isinstance(exp, bool) else None
-
-
-def refuse_on_error_challenge() -> None:
-    """Patch aiokafka's OAUTHBEARER exchange: a challenge after the token is the broker's
-    refusal (a success carries none), raised as ``SaslAuthenticationFailed``."""
-    step = OAuthAuthenticator.step
-    if getattr(step, "refuses_on_error_challenge", False):
-        return
-
-    async def checked_step(self: Any, payload: bytes | None) -> Any:
-        if self._token_sent and payload:
-            said = shown(payload.decode("utf-8", "replace"))[:300]
-            refusal = f"the broker refused the OAUTHBEARER token: {said}"
-            provider = self._sasl_oauth_token_provider
-            if isinstance(provider, RenewedTokens):
-                provider.forget(refusal)
-            raise SaslAuthenticationFailed(refusal)
-        return await step(self, payload)
-
-    checked_step.refuses_on_error_challenge = True  # type: ignore[attr-defined]
-    OAuthAuthenticator.step = checked_step
-
-
-refuse_on_error_challenge()

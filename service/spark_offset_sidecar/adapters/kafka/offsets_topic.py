@@ -11,12 +11,9 @@ at a time, in order), which needs each group's partition, known here without ask
 
 from __future__ import annotations
 
-from typing import Any
-
 from aiokafka import errors as kafka_errors
-from aiokafka.client import AIOKafkaClient
 
-from spark_offset_sidecar.adapters.kafka.topic_metadata import metadata_request
+from spark_offset_sidecar.adapters.kafka.wire import Client
 
 OFFSETS_TOPIC = "__consumer_offsets"
 _INT_MIN = -(1 << 31)
@@ -37,13 +34,12 @@ def partition_for(group: str, partitions: int) -> int:
     return (0 if value == _INT_MIN else abs(value)) % partitions
 
 
-async def partition_count(client: AIOKafkaClient, coordinator: int) -> int | str:
+async def partition_count(client: Client, coordinator: int) -> int | str:
     """How many partitions ``__consumer_offsets`` has, asked of a group's ``coordinator``
     (it leads one of them, so its metadata has the topic); or why Kafka does not say
     (the principal may not describe it; a Kafka-compatible service without the topic,
     such as Azure Event Hubs). Raises what reaching the broker raises."""
-    response: Any = await client.send(coordinator, metadata_request([OFFSETS_TOPIC]))
-    for topic in response.to_object()["topics"]:
+    for topic in await client.metadata([OFFSETS_TOPIC], coordinator):
         code = topic["error_code"]
         if code == 0 and topic["partitions"]:
             return len(topic["partitions"])

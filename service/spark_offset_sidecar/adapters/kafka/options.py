@@ -18,6 +18,7 @@ from spark_offset_sidecar.adapters.kafka.oauth import (
     MskIamTokens,
     RenewedTokens,
 )
+from spark_offset_sidecar.adapters.kafka.wire import refuse_oauth_error_challenge
 from spark_offset_sidecar.settings import KafkaSettings
 
 
@@ -41,6 +42,7 @@ def kafka_client_options(kafka: KafkaSettings, timeout: float) -> dict[str, Any]
         if mechanism in ("OAUTHBEARER", "AWS_MSK_IAM"):
             options["sasl_mechanism"] = "OAUTHBEARER"
             options["sasl_oauth_token_provider"] = token_provider(kafka, timeout)
+            refuse_oauth_error_challenge()  # a refused token is a refusal (``wire``)
         else:
             options["sasl_mechanism"] = mechanism
             options["sasl_plain_username"] = kafka.sasl_username

@@ -20,7 +20,8 @@ from aiokafka.protocol.commit import (
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spark_offset_sidecar.adapters.kafka.offset_commit_wire import OffsetCommit
+from spark_offset_sidecar.adapters.kafka.committer import _first_error
+from spark_offset_sidecar.adapters.kafka.wire import Answer, OffsetCommit
 
 names = st.text(min_size=1, max_size=40)  # any Unicode: lengths are of the UTF-8 bytes
 partitions = st.lists(
@@ -107,3 +108,18 @@ def test_a_cut_answer_is_an_error_both_ways(
             OffsetCommitResponse_v3.decode(BytesIO(body[:cut]))
         with pytest.raises(ValueError, match="underrun"):
             prepared(3).RESPONSE_TYPE.decode(BytesIO(body[:cut]))
+
+
+@given(
+    codes=st.lists(st.sampled_from([0, 0, 0, 14, 22, 25]), min_size=1, max_size=8),
+    order=st.randoms(use_true_random=False),
+)
+def test_the_committer_reads_an_answer_in_any_order(codes: list[int], order: Any) -> None:
+    """Kafka answers a commit's partitions in an order of its own (3.9's group coordinator:
+    a hash map's): the committer judges each partition by its id, not its place."""
+    rows = list(enumerate(codes))
+    order.shuffle(rows)
+    error = _first_error(Answer([("t", rows)]))
+    failed = {f"t/{p}" for p, code in rows if code}
+    assert (error is None) == (not failed)
+    assert error is None or str(error).split(": ", 1)[-1] in failed

@@ -1,0 +1,6 @@
+from abc import ABC, abstractmethod
+
+class AbstractTokenProvider(ABC):
+    @abstractmethod
+    async def token(self) -> str: ...
+    def extensions(self) -> dict[str, str]: ...

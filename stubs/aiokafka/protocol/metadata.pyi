@@ -1,0 +1,6 @@
+from abc import ABCMeta
+
+class MetadataRequest(metaclass=ABCMeta):
+    def __init__(
+        self, topics: list[str] | None = ..., allow_auto_topic_creation: bool | None = ...
+    ) -> None: ...
