@@ -128,7 +128,7 @@ SCENARIOS: dict[str, Scenario] = {
         broker=True,
         needs="PostgreSQL, wrk, go (loadgen)",
         quick=(
-            *("--rounds", "1", "--seconds", "3", "--queries", "60", "--idle-seconds", "1"),
+            *("--rounds", "1", "--seconds", "2", "--queries", "60", "--idle-seconds", "1"),
             *("--lease", "3"),
         ),
     ),
@@ -157,7 +157,7 @@ SCENARIOS: dict[str, Scenario] = {
         needs="go (loadgen), wrk",
         own_broker=True,
         quick=(
-            *("--groups", "200", "--seconds", "5", "--scrapes", "2", "--rate", "50"),
+            *("--groups", "200", "--seconds", "2", "--scrapes", "2", "--rate", "50"),
             *("--rounds", "1", "--topics", "4", "--move-ends", "100", "--ui"),
             *("--idle-seconds", "2", "--before", "HEAD"),
         ),
