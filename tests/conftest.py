@@ -13,12 +13,21 @@ from hypothesis import settings
 
 from harness import kafka_broker
 from harness.machine import refuse_in_inner_loop
+from tests.support.fuzz import ast_parse_mismatch_retried
 from tests.support.kafka import create_topics, run_sync
 
 # No time limit on a generated example: the machines are shared, and a test that fails
 # on a slow moment says nothing of the code (a property's examples still all run).
 settings.register_profile("shared-machine", deadline=None)
 settings.load_profile("shared-machine")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def python_ast_retried() -> Iterator[None]:
+    """Hypothesis parses lambdas' source while it draws: see ast_parse_mismatch_retried."""
+    with ast_parse_mismatch_retried():
+        yield
+
 
 # Every JVM the suite starts (brokers, Spark drivers, spark-shell, Spark Connect servers)
 # compiles with the JIT's first tier only and collects with the serial collector: a test's

@@ -32,19 +32,12 @@ from tests.support.fuzz import (
     HOSTILE_TEXT,
     KAFKA_OFFSETS,
     NAMES,
-    ast_parse_mismatch_retried,
     examples,
 )
 from tests.support.kafka import unique_group, wait_for_committed
 from tests.support.service import assert_state_reads_answer, spark_progress
 
 pytestmark = pytest.mark.faults
-
-
-@pytest.fixture(autouse=True)
-def python_ast_retried() -> Iterator[None]:
-    with ast_parse_mismatch_retried():
-        yield
 
 
 @pytest.fixture(scope="module")
