@@ -6,6 +6,7 @@ set ``FUZZ_SEED``) for a longer run."""
 from __future__ import annotations
 
 import ast
+import gc
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -48,19 +49,30 @@ JSON_VALUES = st.recursive(
 
 @contextmanager
 def ast_parse_mismatch_retried() -> Iterator[None]:
-    """``ast.parse`` tried once more when Python raises its spurious "AST constructor
-    recursion depth mismatch" SystemError (CPython gh-106905; seen on 3.11.7 in a CI run,
-    raised inside Hypothesis while it described a strategy's lambda deep in its stack).
-    Parsing is pure, so a second try is the same parse; the product is not involved."""
+    """``ast.parse`` with the garbage collector held off, tried once more on Python's "AST
+    constructor recursion depth mismatch" SystemError (CPython gh-106905; 3.11.7 keeps the
+    AST builder's depth per interpreter, so a collection inside it that runs finalizers
+    lets another thread's parse change it). Seen twice in CI, raised inside Hypothesis
+    while it described a strategy's lambda deep in its stack, with a retry alone failing
+    alike. Parsing is pure: the product is not involved."""
     parse = ast.parse
+
+    def quiet_parse(*args: Any, **kwargs: Any) -> Any:
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return parse(*args, **kwargs)
+        finally:
+            if enabled:
+                gc.enable()
 
     def retried(*args: Any, **kwargs: Any) -> Any:
         try:
-            return parse(*args, **kwargs)
+            return quiet_parse(*args, **kwargs)
         except SystemError as error:
             if "recursion depth mismatch" not in str(error):
                 raise
-            return parse(*args, **kwargs)
+            return quiet_parse(*args, **kwargs)
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(ast, "parse", retried)
