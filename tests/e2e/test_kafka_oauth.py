@@ -244,7 +244,8 @@ def test_a_refused_identity_is_a_reason_and_the_service_recovers(
         )  # fmt: skip
         readyz = wait_for(lambda: (r := service.http.get("/readyz")) and said in r.text and r)
         assert readyz.status_code == 200, "events are still taken"
-        assert said in service.http.get("/ui").text
+        # /ui is the watcher's: it learns its service's problems with the next relay.
+        wait_for(lambda: said in service.http.get("/ui").text, what="the reason on /ui")
         assert said.split(": ", 1)[1] in service.log.read_text()
         # Fixed: the right secret in the file (read at the next request), or the issuer's
         # own key again; nothing restarted.
