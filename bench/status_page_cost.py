@@ -27,7 +27,8 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.figures import CpuMeter, Table
-from spark_offset_sidecar.app import Parts, create_app
+from spark_offset_sidecar.app.parts import Parts
+from spark_offset_sidecar.app.root import create_app
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.settings import DatabaseSettings, Settings, StatusSettings
 from spark_offset_sidecar.testing import InMemoryCommitter, InMemoryLogEnds, InMemoryRecordTimes

@@ -29,7 +29,7 @@ shares, the names' rules and examples: [The API](index.md).
 
 
 def schema() -> dict[str, Any]:
-    from spark_offset_sidecar.app import create_app
+    from spark_offset_sidecar.app.root import create_app
     from spark_offset_sidecar.settings import DatabaseSettings, Settings
 
     with tempfile.TemporaryDirectory() as folder:  # nothing is opened before the lifespan

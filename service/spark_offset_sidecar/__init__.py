@@ -13,8 +13,9 @@ The layers, each allowed to import only what is to its left (``tests/unit/test_l
 - ``http``      routes, bodies, tokens, the one exception -> answer table
 - ``observe``   metrics and logs
 - ``errors``    the whole error tree; ``settings`` read once from the environment
-- ``app``       the composition root: the only module that wires adapters into loops and
-                routes; only ``cli`` imports it
+- ``app``       the composition roots (the service's, its watcher's): the only modules
+                that wire adapters into loops and routes; only ``cli`` and ``child``
+                import them, each process its own
 - ``testing``   in-memory doubles of the ports, for tests (production never imports it)
 """
 

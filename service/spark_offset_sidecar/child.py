@@ -6,31 +6,71 @@
 
 Each first asks to end with the service (``die_with_parent``), logs as its service does
 (the level and format it is given, each line naming the process), then does its one job.
-A module of its own, at the top: a package's ``__init__`` runs before its module does,
-and the composition root's would load the whole service into a process that only writes
-(the writer imports the database's adapter alone; the watcher, the service it watches).
+A module of its own, at the top, that imports what both share alone: each program
+imports its own part when it runs (the writer the database's adapter; the watcher its
+composition, ``app.watch``, and nothing of the side taking events), as a command of the
+command line does (docs/decisions.md, "Each process imports what it runs").
 """
 
 from __future__ import annotations
 
+import os
+import shutil
+import signal
 import sys
+from collections.abc import Callable
 
-from spark_offset_sidecar.adapters.child_process import die_with_parent
+from spark_offset_sidecar.adapters.child_process import PARENT_ENV, SOCKET_ENV, die_with_parent
+from spark_offset_sidecar.errors import ConfigError
 from spark_offset_sidecar.observe.logs import configure_logging
+
+
+def writer() -> int:
+    """The events' batches, read on stdin, written to the database, answered on stdout."""
+    from spark_offset_sidecar.adapters.sql.writer_process import serve  # its part alone
+
+    serve(sys.stdin.buffer, sys.stdout.buffer)
+    return 0
+
+
+def watcher() -> int:
+    """The watcher: its settings from the environment its service passed on, served on
+    the Unix socket the service named. Ended by SIGTERM (its service's stop, or the
+    kernel's once its service is gone: then it removes the socket's folder, which nobody
+    else will)."""
+    # Its part alone, when it runs (the writer imports none of it).
+    from spark_offset_sidecar.app.watch import create_watch_app
+    from spark_offset_sidecar.serving import run_http
+    from spark_offset_sidecar.settings import Settings
+
+    try:
+        settings = Settings.from_env()
+    except ConfigError as exc:
+        print(f"offset-sidecar watcher: invalid setting {exc}", file=sys.stderr)
+        return 2
+    socket = os.environ[SOCKET_ENV]
+    parent = int(os.environ.get(PARENT_ENV, "0:").partition(":")[0] or 0)
+
+    def ended(signum: int, _frame: object) -> None:
+        """Once uvicorn has stopped, it raises the signal again: it ends here."""
+        if parent and os.getppid() != parent:
+            shutil.rmtree(os.path.dirname(socket), ignore_errors=True)
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+    signal.signal(signal.SIGTERM, ended)
+    run_http(settings, create_watch_app(settings), uds=socket)
+    return 0
+
+
+PROGRAMS: dict[str, Callable[[], int]] = {"writer": writer, "watcher": watcher}
 
 
 def main() -> None:
     die_with_parent()
     role, level, log_format = sys.argv[1:4]
     configure_logging(level, log_format, role)
-    if role == "writer":
-        from spark_offset_sidecar.adapters.sql.writer_process import serve
-
-        serve(sys.stdin.buffer, sys.stdout.buffer)
-    else:
-        from spark_offset_sidecar.cli import watch
-
-        sys.exit(watch())
+    sys.exit(PROGRAMS[role]())
 
 
 if __name__ == "__main__":

@@ -60,11 +60,14 @@ def heap_keeper() -> Iterator[HeapKeeper]:
 
 
 def _serve(settings: Settings) -> int:
-    from spark_offset_sidecar.app import Parts, create_app
+    # serve's handler alone imports the service (the other commands need none of it).
+    from spark_offset_sidecar.app.parts import Parts
+    from spark_offset_sidecar.app.root import create_app
+    from spark_offset_sidecar.serving import run_http
 
     _refuse_a_newer_database(settings)
     with heap_keeper() as heap:
-        _run_http(settings, create_app(settings, Parts(children=True, heap=heap)))
+        run_http(settings, create_app(settings, Parts(children=True, heap=heap)))
     return 0
 
 
@@ -84,62 +87,6 @@ def _refuse_a_newer_database(settings: Settings) -> None:
             store.refuse_newer_schema()
     finally:
         store.close()
-
-
-def watch() -> int:
-    """The watcher, as its service's child (``child``): its settings from the environment
-    its service passed on, served on the Unix socket the service named. Ended by SIGTERM
-    (its service's stop, or the kernel's once its service is gone: then it removes the
-    socket's folder, which nobody else will)."""
-    import os
-    import shutil
-    import signal
-
-    from spark_offset_sidecar.adapters.child_process import PARENT_ENV
-    from spark_offset_sidecar.adapters.watcher.child import SOCKET_ENV
-    from spark_offset_sidecar.app.watch import create_watch_app
-
-    try:
-        settings = Settings.from_env()
-    except ConfigError as exc:
-        print(f"offset-sidecar watcher: invalid setting {exc}", file=sys.stderr)
-        return 2
-    socket = os.environ[SOCKET_ENV]
-    parent = int(os.environ.get(PARENT_ENV, "0:").partition(":")[0] or 0)
-
-    def ended(signum: int, _frame: object) -> None:
-        """Once uvicorn has stopped, it raises the signal again: it ends here."""
-        if parent and os.getppid() != parent:
-            shutil.rmtree(os.path.dirname(socket), ignore_errors=True)
-        signal.signal(signum, signal.SIG_DFL)
-        os.kill(os.getpid(), signum)
-
-    signal.signal(signal.SIGTERM, ended)
-    _run_http(settings, create_watch_app(settings), uds=socket)
-    return 0
-
-
-def _run_http(settings: Settings, app: Any, uds: str | None = None) -> None:
-    """``app`` on the settings' host and port, or on the Unix socket ``uds`` (plain HTTP)."""
-    import uvicorn
-
-    tls = uds is None
-    config = uvicorn.Config(
-        app,
-        host=settings.http.host,
-        port=settings.http.port,
-        uds=uds,
-        log_level=settings.log.level.lower(),
-        log_config=None,  # uvicorn's loggers go through ours (observe.logs)
-        lifespan="on",
-        access_log=False,
-        ssl_certfile=settings.http.tls_certfile if tls else None,
-        ssl_keyfile=settings.http.tls_keyfile if tls else None,
-        timeout_keep_alive=settings.http.keep_alive_seconds,
-        # SIGTERM must end in bounded time even with a client holding a connection open.
-        timeout_graceful_shutdown=int(settings.commits.shutdown_grace_seconds) + 1,
-    )
-    uvicorn.Server(config).run()
 
 
 def _migrate(settings: Settings) -> int:

@@ -30,7 +30,8 @@ from harness.machine import ROOT
 from harness.processes import children_running
 from harness.service_process import ServiceProcess
 from spark_offset_sidecar.adapters.sql.store import SqlStore
-from spark_offset_sidecar.app import Parts, create_app
+from spark_offset_sidecar.app.parts import Parts
+from spark_offset_sidecar.app.root import create_app
 from spark_offset_sidecar.settings import DatabaseSettings, Settings
 from spark_offset_sidecar.testing import InMemoryCommitter, InMemoryLogEnds
 from tests.support.bench_output import check_cpu_columns

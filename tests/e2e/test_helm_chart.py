@@ -25,7 +25,8 @@ import yaml
 from fastapi.testclient import TestClient
 
 from spark_offset_listener.listener import OffsetCommitListener
-from spark_offset_sidecar.app import Parts, create_app
+from spark_offset_sidecar.app.parts import Parts
+from spark_offset_sidecar.app.root import create_app
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.errors import BrokerUnavailable
 from spark_offset_sidecar.http.auth import TokenRegistry

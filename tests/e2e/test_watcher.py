@@ -20,8 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from harness.processes import alive, children_running
 from harness.service_process import ServiceProcess
-from spark_offset_sidecar.adapters.child_process import child_command
-from spark_offset_sidecar.adapters.watcher.child import SOCKET_ENV
+from spark_offset_sidecar.adapters.child_process import SOCKET_ENV, child_command
 from spark_offset_sidecar.observe.metrics import package_version
 from tests.support.kafka import log_ends, produce, run_sync, unique_group
 from tests.support.service import metric, spark_progress, wait_for

@@ -17,7 +17,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 import spark_offset_sidecar.app.start as start_module
-from spark_offset_sidecar.app import Parts, create_app
+import spark_offset_sidecar.app.watching as watching
+from spark_offset_sidecar.app.parts import Parts
+from spark_offset_sidecar.app.root import create_app
 from spark_offset_sidecar.errors import StoreUnavailable
 from spark_offset_sidecar.settings import CommitSettings, DatabaseSettings, Settings
 from spark_offset_sidecar.testing import InMemoryCommitter, InMemoryLogEnds, InMemoryStore
@@ -237,7 +239,7 @@ def test_a_failure_while_starting_stops_what_had_started(
     monkeypatch.setattr(start_module, "warn_of_dropped_clusters", fails)
     background: dict[str, asyncio.Task[None]] = {}
     commits: list[asyncio.Task[None]] = []
-    run_in_background, stop_commits = start_module.run_in_background, start_module.stop_commits
+    run_in_background, stop_commits = watching.run_in_background, start_module.stop_commits
 
     def recorded(stack: AsyncExitStack, work: Coroutine[Any, Any, None], name: str) -> Any:
         background[name] = run_in_background(stack, work, name)

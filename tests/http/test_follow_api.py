@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from spark_offset_sidecar.app import Parts, create_app
+from spark_offset_sidecar.app.parts import Parts
+from spark_offset_sidecar.app.root import create_app
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.testing import InMemoryCommitter, InMemoryLogEnds
 from tests.support.app import settings_for

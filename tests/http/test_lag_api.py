@@ -11,7 +11,8 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from spark_offset_sidecar.app import Parts, create_app
+from spark_offset_sidecar.app.parts import Parts
+from spark_offset_sidecar.app.root import create_app
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.errors import BrokerUnavailable
 from spark_offset_sidecar.observe.fleet_metrics import FleetExposition, FleetOptions

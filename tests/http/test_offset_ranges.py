@@ -17,7 +17,8 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from spark_offset_sidecar.app import Parts, create_app
+from spark_offset_sidecar.app.parts import Parts
+from spark_offset_sidecar.app.root import create_app
 from spark_offset_sidecar.core.offsets import MAX_OFFSET, MAX_PARTITION
 from spark_offset_sidecar.core.spark.progress import kafka_offsets
 from spark_offset_sidecar.errors import InvalidEvent

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from spark_offset_sidecar.app import Parts, create_app
+from spark_offset_sidecar.app.parts import Parts
+from spark_offset_sidecar.app.root import create_app
 from spark_offset_sidecar.errors import StoreUnavailable
 from spark_offset_sidecar.http import access, progress_route
 from spark_offset_sidecar.testing import InMemoryCommitter, InMemoryLogEnds, InMemoryStore

@@ -11,7 +11,8 @@ from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, select
 
 from spark_offset_sidecar.adapters.sql.schema import consumer_groups, replicas
-from spark_offset_sidecar.app import Parts, create_app
+from spark_offset_sidecar.app.parts import Parts
+from spark_offset_sidecar.app.root import create_app
 from spark_offset_sidecar.errors import ConfigError
 from spark_offset_sidecar.settings import (
     CommitSettings,

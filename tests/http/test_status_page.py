@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from spark_offset_sidecar.app import Parts, create_app
+from spark_offset_sidecar.app.parts import Parts
+from spark_offset_sidecar.app.root import create_app
 from spark_offset_sidecar.core.lag.report import NOT_REPORTED, GroupReport, summary_of
 from spark_offset_sidecar.core.lag.status import GroupStatus, Status
 from spark_offset_sidecar.core.offsets import TopicPartition

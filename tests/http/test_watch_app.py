@@ -12,7 +12,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from spark_offset_sidecar.adapters.watcher.memory_update import encode_memory_update
-from spark_offset_sidecar.app import Parts, create_app
+from spark_offset_sidecar.app.parts import Parts
+from spark_offset_sidecar.app.root import create_app
 from spark_offset_sidecar.app.watch import create_watch_app
 from spark_offset_sidecar.core.lag.group_memory import GroupMemory
 from spark_offset_sidecar.core.ledger.changes import Checkpoint, CommitRequest

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 
-from spark_offset_sidecar.app import Parts, create_app
+from spark_offset_sidecar.app.parts import Parts
+from spark_offset_sidecar.app.root import create_app
 from spark_offset_sidecar.observe.loop_lag import LoopLag
 from spark_offset_sidecar.testing import InMemoryCommitter, InMemoryLogEnds
 from tests.support.app import settings_for

@@ -11,7 +11,8 @@ for the modules at the top), and a layer imports only the layers of ``MAY_IMPORT
 
 Also: the core and the ports import only the standard library; the runtime and the HTTP
 layer import no Kafka or database driver; the two adapter families never import each
-other; nothing imports the composition root (``app``) but the command line; production
+other; nothing imports the composition roots (``app``) but the command line and the child
+programs (``child``); production
 never imports the doubles of ``testing``; no import cycle; the Spark side (``jobs/``)
 imports nothing of the service."""
 
@@ -53,10 +54,11 @@ MAY_IMPORT: dict[str, set[str]] = {
         "topology",
         "child",
     },
-    # The service's children as programs: the writer (its adapter), the watcher (``cli``).
-    "child": {"adapters", "observe", "cli"},
+    # The service's children as programs: the writer (its adapter), the watcher (``app``).
+    "child": {"adapters", "observe", "app", "errors", "settings", "serving"},
     # The process: it alone sets the interpreter's heap keeper.
-    "cli": {"app", "adapters", "observe", "errors", "settings", "core", "heap"},
+    "cli": {"app", "adapters", "observe", "errors", "settings", "core", "heap", "serving"},
+    "serving": {"settings"},  # uvicorn, for the service and its watcher
     "testing": {"core", "ports", "errors"},
 }
 STDLIB_ONLY = {"errors", "core", "ports", "turns", "heap", "topology"}
@@ -184,10 +186,18 @@ def test_only_the_door_goes_below_aiokafkas_public_api() -> None:
     assert own == [], f"the door imports {own}"
 
 
-def test_nothing_imports_the_composition_root_but_the_command_line() -> None:
+def test_nothing_imports_the_composition_roots_but_the_programs() -> None:
+    """The command line and the child programs, each importing the root it runs."""
     for module in MODULES:
-        if module not in (f"{PACKAGE}.app", f"{PACKAGE}.cli"):
-            assert f"{PACKAGE}.app" not in set(own_imports(module)), module
+        if layer(module) not in ("app", "cli", "child"):
+            assert not [i for i in own_imports(module) if layer(i) == "app"], module
+
+
+def test_the_composition_roots_package_imports_none_of_them() -> None:
+    """Importing ``app.watch`` runs ``app/__init__`` first: were it to import ``app.root``,
+    the watcher would load the whole service (docs/decisions.md, "Each process imports
+    what it runs")."""
+    assert list(own_imports(f"{PACKAGE}.app")) == []
 
 
 def test_no_production_module_imports_the_test_doubles() -> None:

@@ -36,6 +36,7 @@ from spark_offset_sidecar.core.backoff import Backoff
 log = logging.getLogger(__name__)
 
 PARENT_ENV = "OFFSET_SIDECAR_PARENT"  # the pid whose end ends the child (not a setting)
+SOCKET_ENV = "OFFSET_SIDECAR_WATCHER_SOCKET"  # where the watcher listens (not a setting)
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 PROGRAM = "spark_offset_sidecar.child"  # the children's program (run as __main__)
 ROLES = ("writer", "watcher")

@@ -1,6 +1,7 @@
 """Each Kafka cluster's client options, made once (every client of a cluster shares its
-token provider), and the aiokafka clients the service builds on them: one of each kind
-per cluster, or the one of the default cluster when there is only it.
+token provider), and the readers both the service and its watcher build on them: one of
+each kind per cluster. The clients that commit are the service's alone
+(``app.kafka_commits``): the watcher imports none of them.
 
 Clusters are keyed as the ledger keeps them: None is the default cluster
 (``SIDECAR_KAFKA_*``), a name each other one (``SIDECAR_CLUSTER_<NAME>_KAFKA_*``).
@@ -11,22 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from spark_offset_sidecar.adapters.kafka.admin import KafkaCommittedReader
-from spark_offset_sidecar.adapters.kafka.committer import KafkaOffsetCommitter
 from spark_offset_sidecar.adapters.kafka.log_ends import KafkaLogEndReader
 from spark_offset_sidecar.adapters.kafka.options import kafka_client_options
 from spark_offset_sidecar.adapters.kafka.record_times import KafkaRecordTimeReader
-from spark_offset_sidecar.adapters.kafka.starting_offsets import KafkaStartingOffsetsReader
-from spark_offset_sidecar.ports.kafka import (
-    CommittedOffsetsReader,
-    OffsetCommitter,
-    StartingOffsetsReader,
-)
-from spark_offset_sidecar.runtime.by_cluster import (
-    ClusterCommittedReaders,
-    ClusterCommitters,
-    ClusterStartingOffsets,
-)
 from spark_offset_sidecar.settings import Settings
 
 Key = str | None  # a cluster as the ledger keeps it
@@ -66,30 +54,6 @@ class KafkaClients:
             for key, options in self.options.items()
             if (provider := options.get("sasl_oauth_token_provider")) is not None
         ]
-
-    def starting_offsets(self, group_cluster: GroupCluster) -> StartingOffsetsReader:
-        readers = {
-            key: KafkaStartingOffsetsReader(options, request_timeout=self.timeout)
-            for key, options in self.options.items()
-        }
-        return ClusterStartingOffsets(readers, group_cluster) if self.several else readers[None]
-
-    def committers(self, replica_id: str | None) -> dict[Key, KafkaOffsetCommitter]:
-        return {
-            key: KafkaOffsetCommitter(options, timeout=self.timeout, replica_id=replica_id)
-            for key, options in self.options.items()
-        }
-
-    def committer(self, committers: dict[Key, KafkaOffsetCommitter]) -> OffsetCommitter:
-        """The one committer the commit loop sees: each group's commit to its cluster's."""
-        return ClusterCommitters(committers) if self.several else committers[None]
-
-    def committed_reader(self, group_cluster: GroupCluster) -> CommittedOffsetsReader:
-        readers = {
-            key: KafkaCommittedReader(options, request_timeout=self.timeout)
-            for key, options in self.options.items()
-        }
-        return ClusterCommittedReaders(readers, group_cluster) if self.several else readers[None]
 
     def log_ends(self) -> dict[Key, KafkaLogEndReader]:
         return {

@@ -20,7 +20,7 @@ from spark_offset_sidecar.adapters.checkpoints.fsspec_storage import (
 )
 from spark_offset_sidecar.adapters.child_process import child_command
 from spark_offset_sidecar.adapters.watcher.child import PROBLEM, WatcherChild
-from spark_offset_sidecar.app.kafka_clients import KafkaClients
+from spark_offset_sidecar.app.kafka_commits import CommittingClients
 from spark_offset_sidecar.app.parts import Parts
 from spark_offset_sidecar.app.shared import add_operational_routes, new_runtime, token_verifier
 from spark_offset_sidecar.app.start import Start
@@ -53,7 +53,7 @@ def create_app(settings: Settings, parts: Parts | None = None) -> FastAPI:
         replicated=settings.replicas.replicated,
         database=None if parts.store is not None else settings.database.url,
     )
-    kafka = KafkaClients(settings)
+    kafka = CommittingClients(settings)
     metrics = SidecarMetrics(
         parts.registry or CollectorRegistry(), kafka.clusters if kafka.several else None
     )

@@ -21,29 +21,27 @@ import os
 import secrets
 import socket
 from collections import Counter
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
-from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import generate_latest
 
 from spark_offset_sidecar.adapters.child_process import child_command
 from spark_offset_sidecar.adapters.kafka.committer import KafkaOffsetCommitter
-from spark_offset_sidecar.adapters.kafka.log_ends import KafkaLogEndReader
 from spark_offset_sidecar.adapters.sql.followed_folders import SqlFollowedFolders
 from spark_offset_sidecar.adapters.sql.store import SqlStore
 from spark_offset_sidecar.adapters.sql.writer_process import ProcessWriter
 from spark_offset_sidecar.adapters.watcher.child import FIRST_READY, PROBLEM, WatcherChild
-from spark_offset_sidecar.app.kafka_clients import GroupCluster, KafkaClients, Key, problem_of
+from spark_offset_sidecar.app.kafka_clients import GroupCluster, Key, problem_of
+from spark_offset_sidecar.app.kafka_commits import CommittingClients
 from spark_offset_sidecar.app.parts import Parts
 from spark_offset_sidecar.app.shared import fleet_options
+from spark_offset_sidecar.app.watching import Watched, cancel, run_in_background, watch_lag
 from spark_offset_sidecar.core.backoff import Backoff
 from spark_offset_sidecar.core.clusters import Clusters
-from spark_offset_sidecar.core.lag.status import CommitWindows
 from spark_offset_sidecar.core.ledger.leases import Ownership
-from spark_offset_sidecar.core.ledger.rules import Ledger
 from spark_offset_sidecar.http.state import Running, Runtime
 from spark_offset_sidecar.http.watcher_routes import watcher_share
 from spark_offset_sidecar.observe.fleet_metrics import (
@@ -57,9 +55,7 @@ from spark_offset_sidecar.observe.metrics import SidecarMetrics
 from spark_offset_sidecar.ports.checkpoints import CheckpointStorage, FollowedFolders
 from spark_offset_sidecar.ports.identity import TokenVerifier
 from spark_offset_sidecar.ports.kafka import (
-    LogEndReader,
     OffsetCommitter,
-    RecordTimeReader,
     StartingOffsetsReader,
 )
 from spark_offset_sidecar.ports.status_board import StatusBoard
@@ -72,7 +68,6 @@ from spark_offset_sidecar.runtime.identity_keys import keep_keys_fresh
 from spark_offset_sidecar.runtime.lag_monitor import LagMonitor
 from spark_offset_sidecar.runtime.lag_monitors import LagMonitors
 from spark_offset_sidecar.runtime.memory_relay import MemoryRelay
-from spark_offset_sidecar.runtime.own_loop import RecordTimesOnOwnLoop
 from spark_offset_sidecar.settings import DatabaseSettings, Settings
 from spark_offset_sidecar.topology import Topology
 
@@ -91,7 +86,7 @@ class Start:
     settings: Settings
     topology: Topology
     runtime: Runtime
-    kafka: KafkaClients
+    kafka: CommittingClients
     parts: Parts
     storage: CheckpointStorage
     verifier: TokenVerifier | None
@@ -381,78 +376,6 @@ class Start:
         return follower
 
 
-@dataclass(frozen=True)
-class Watched:
-    """What a lag monitor is built from, in the process taking events or in a watcher."""
-
-    settings: Settings
-    kafka: KafkaClients
-    metrics: SidecarMetrics
-    clock: Callable[[], float]
-
-
-def watch_lag(
-    stack: AsyncExitStack,
-    watched: Watched,
-    ledger: Callable[[], Ledger],
-    *,
-    given: Parts,
-    board: StatusBoard | None = None,
-    waits: Callable[[str], str | None] | None = None,
-    committers: dict[Key, KafkaOffsetCommitter] | None = None,
-    reads_exported: bool = True,
-    reads_also: CollectorRegistry | None = None,
-) -> LagMonitor | LagMonitors:
-    """One lag monitor per cluster (a topic of one name on two clusters is two topics), on
-    the log-end and record-time readers built here or the ones given (one cluster);
-    ``waits``: what a group's commit in flight waits for (None: no commits here);
-    ``reads_exported``: its reads on ``/metrics`` (not where a watcher reads the log ends),
-    and in ``reads_also`` too (a watcher's share of its service's ``/metrics``)."""
-    status, metrics = watched.settings.status, watched.metrics
-    built = watched.kafka.log_ends() if given.log_ends is None else {}
-    readers: dict[Key, LogEndReader] = (
-        {None: given.log_ends} if given.log_ends is not None else dict(built)
-    )
-    times: dict[Key, RecordTimeReader] = {}
-    if given.record_times is not None:
-        times[None] = given.record_times
-    elif status.read_record_times and given.log_ends is None:
-        times = {  # aiokafka parses the fetched records off the events' loop
-            key: RecordTimesOnOwnLoop(reader, f"record times {key or 'default'}")
-            for key, reader in watched.kafka.record_times().items()
-        }
-    for reader in readers.values():
-        stack.push_async_callback(reader.close)
-    for time_reader in times.values():
-        stack.push_async_callback(time_reader.close)
-    resending: dict[Key, list[KafkaOffsetCommitter | KafkaLogEndReader]] = {}
-    for key, commits in (committers or {}).items():
-        resending.setdefault(key, []).append(commits)
-    for key, reads in built.items():
-        resending.setdefault(key, []).append(reads)
-    metrics.watch_resent({key: partial(resent, c) for key, c in resending.items()})
-    monitors = {
-        key: LagMonitor(
-            ledger,
-            reader,
-            interval=status.lag_read_interval_seconds,
-            err_after_failures=status.status_err_after_failures,
-            windows=CommitWindows(status.status_window, status.status_stop_after_seconds),
-            clock=watched.clock,
-            board=board,
-            record_times=times.get(key),
-            risk_seconds=status.retention_risk_seconds,
-            waits=waits or _no_commits,
-            one_cluster=len(readers) > 1,
-            cluster=key,
-        )
-        for key, reader in readers.items()
-    }
-    if reads_exported:
-        metrics.watch_lag(monitors, also=reads_also)
-    return LagMonitors(monitors) if len(monitors) > 1 else monitors[None]
-
-
 def group_cluster(durable: DurableLedger, clusters: Clusters) -> GroupCluster:
     """The cluster of a group's commits: as the ledger stores it, else as the settings
     choose for it."""
@@ -514,24 +437,6 @@ async def stop_commits(loop: CommitLoop, task: asyncio.Task[None], grace: float)
     await cancel(task)
 
 
-def run_in_background(
-    stack: AsyncExitStack, work: Coroutine[Any, Any, None], name: str
-) -> asyncio.Task[None]:
-    """``work`` as a task, cancelled (and awaited) when ``stack`` closes."""
-    task = asyncio.create_task(work, name=name)
-    stack.push_async_callback(cancel, task)
-    return task
-
-
-async def cancel(task: asyncio.Task[None]) -> None:
-    task.cancel()
-    await asyncio.gather(task, return_exceptions=True)
-
-
-def resent(clients: list[KafkaOffsetCommitter | KafkaLogEndReader]) -> int:
-    return sum(client.resent for client in clients)
-
-
 def on_batch_done(loop: CommitLoop, metrics: SidecarMetrics) -> Callable[[int, float], None]:
     def done(items: int, seconds: float) -> None:
         metrics.store_batch_items.observe(items)
@@ -539,7 +444,3 @@ def on_batch_done(loop: CommitLoop, metrics: SidecarMetrics) -> Callable[[int, f
         loop.wake()  # the batch's groups are no longer held
 
     return done
-
-
-def _no_commits(_group_id: str) -> None:
-    """What a commit in flight waits for where none is made (a watcher)."""

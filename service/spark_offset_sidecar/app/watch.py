@@ -51,7 +51,7 @@ from spark_offset_sidecar.app.shared import (
     new_runtime,
     token_verifier,
 )
-from spark_offset_sidecar.app.start import Watched, run_in_background, watch_lag
+from spark_offset_sidecar.app.watching import Watched, run_in_background, watch_lag
 from spark_offset_sidecar.core.ledger.rules import Ledger
 from spark_offset_sidecar.errors import StoreUnavailable
 from spark_offset_sidecar.http.refusals import exception_answers

@@ -17,20 +17,18 @@ import asyncio
 import logging
 from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 
-from spark_offset_sidecar.core.lag.report import FolderReport
 from spark_offset_sidecar.errors import InvalidEvent
 from spark_offset_sidecar.http.access import (
     allow_write,
     caller,
     cluster_of,
-    reading_of,
     running_of,
     runtime_of,
 )
-from spark_offset_sidecar.http.auth import TokenGrant
+from spark_offset_sidecar.http.folders import kept, readable_folders, view
 from spark_offset_sidecar.http.models import FolderPath, FolderView, FollowRequest, refusals
 from spark_offset_sidecar.http.state import Runtime
 from spark_offset_sidecar.ports.checkpoints import FollowedFolder, FollowedFolders
@@ -52,34 +50,7 @@ def normalized(path: str, runtime: Runtime) -> str:
 
 
 def _registry(request: Request) -> FollowedFolders:
-    return _kept(running_of(request).followed)
-
-
-def _kept(followed: FollowedFolders | None) -> FollowedFolders:
-    """The registry, or 501 where the store keeps none (a store double without them)."""
-    if followed is None:
-        raise HTTPException(501, "this service's store keeps no followed folders")
-    return followed
-
-
-def view(folder: FollowedFolder, found: tuple[FolderReport, str | None] | None) -> FolderView:
-    read, reader = found if found is not None else (None, None)
-    return FolderView(
-        path=folder.path,
-        group_id=folder.group_id,
-        cluster=folder.cluster,
-        topics=None if folder.topics is None else list(folder.topics),
-        reading=read is not None,
-        read_by=reader,
-        query_id=read.query_id if read else None,
-        newest_batch_in_folder=read.newest_batch_in_folder if read else None,
-        last_batch_recorded=read.last_batch_recorded if read else None,
-        pending_batch=read.pending_batch if read else None,
-        behind_seconds=read.behind_seconds if read else 0.0,
-        errors=dict(read.errors) if read else {},
-        last_error=read.last_error if read else None,
-        last_poll_at=read.last_poll_at if read else None,
-    )
+    return kept(running_of(request).followed)
 
 
 @router.post("", status_code=201, response_model=FolderView, responses=ERRORS)
@@ -122,20 +93,6 @@ async def follow(body: FollowRequest, request: Request) -> FolderView | JSONResp
 async def followed(request: Request) -> list[FolderView]:
     """Every followed folder (with a token: those whose groups it may read)."""
     return await readable_folders(request, await caller(request, event=False))
-
-
-async def readable_folders(request: Request, grant: TokenGrant | None) -> list[FolderView]:
-    """The followed folders ``grant`` may read, with how reading each goes (the JSON route
-    and the status page)."""
-    reading = reading_of(request)  # the service's or a watcher's
-    registry = _kept(reading.followed)
-    folders = [
-        f
-        for f in await asyncio.to_thread(registry.list)
-        if grant is None or grant.may_read(f.group_id)
-    ]
-    found = await reading.reports.folders({f.group_id for f in folders})
-    return [view(f, found.get(f.path)) for f in folders]
 
 
 @router.delete("", responses=ERRORS)

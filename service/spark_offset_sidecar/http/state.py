@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from spark_offset_sidecar.core.clusters import Clusters
 from spark_offset_sidecar.http.auth import TokenRegistry
@@ -21,15 +21,17 @@ from spark_offset_sidecar.observe.metrics import SidecarMetrics
 from spark_offset_sidecar.ports.checkpoints import FollowedFolders
 from spark_offset_sidecar.ports.group_reports import GroupReports
 from spark_offset_sidecar.ports.kafka import StartingOffsetsReader
-from spark_offset_sidecar.runtime.checkpoint_follower import CheckpointFollower
-from spark_offset_sidecar.runtime.commit_loop import CommitLoop
-from spark_offset_sidecar.runtime.durable_ledger import DurableLedger
 from spark_offset_sidecar.runtime.lag_monitor import LagMonitor
 from spark_offset_sidecar.runtime.lag_monitors import LagMonitors
 from spark_offset_sidecar.runtime.store_follower import StoreFollower
 from spark_offset_sidecar.settings import Settings
 from spark_offset_sidecar.topology import Topology
 from spark_offset_sidecar.turns import Pace
+
+if TYPE_CHECKING:  # the side taking events' parts: a watcher imports none of them
+    from spark_offset_sidecar.runtime.checkpoint_follower import CheckpointFollower
+    from spark_offset_sidecar.runtime.commit_loop import CommitLoop
+    from spark_offset_sidecar.runtime.durable_ledger import DurableLedger
 
 
 @dataclass(frozen=True)

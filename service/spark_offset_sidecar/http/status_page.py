@@ -49,7 +49,7 @@ from spark_offset_sidecar.core.lag.report import summary_of
 from spark_offset_sidecar.core.lag.status import SEVERITY, Status
 from spark_offset_sidecar.errors import Unauthenticated
 from spark_offset_sidecar.http.access import caller, reading_of, runtime_of
-from spark_offset_sidecar.http.follow_routes import readable_folders
+from spark_offset_sidecar.http.folders import readable_folders
 from spark_offset_sidecar.http.status_routes import readable_summaries
 
 if TYPE_CHECKING:

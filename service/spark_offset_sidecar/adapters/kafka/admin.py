@@ -37,7 +37,6 @@ from aiokafka.errors import (
 )
 
 from spark_offset_sidecar.adapters.kafka import wire
-from spark_offset_sidecar.adapters.kafka.oauth import RESENDS
 from spark_offset_sidecar.adapters.kafka.topic_metadata import partition_leaders
 from spark_offset_sidecar.core.backoff import Backoff
 from spark_offset_sidecar.core.offsets import TopicPartition
@@ -150,7 +149,7 @@ class GroupAdmin:
         ``wait_seconds`` have passed."""
         deadline = time.monotonic() + self.wait_seconds
         not_yet = 0  # answers so far
-        resends = RESENDS
+        resends = wire.RESENDS
         while True:
             try:
                 async with asyncio.timeout(max(0.0, deadline - time.monotonic())):

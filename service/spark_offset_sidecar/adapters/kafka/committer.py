@@ -57,9 +57,8 @@ from typing import Any
 from aiokafka import errors as kafka_errors
 
 from spark_offset_sidecar.adapters.kafka import offsets_topic
-from spark_offset_sidecar.adapters.kafka.oauth import RESENDS
 from spark_offset_sidecar.adapters.kafka.unreachable_brokers import UnreachableBrokers
-from spark_offset_sidecar.adapters.kafka.wire import Answer, Client, Lane, OffsetCommit
+from spark_offset_sidecar.adapters.kafka.wire import RESENDS, Answer, Client, Lane, OffsetCommit
 from spark_offset_sidecar.core.backoff import Backoff
 from spark_offset_sidecar.core.ledger.changes import CommitRequest
 from spark_offset_sidecar.errors import (

@@ -17,9 +17,8 @@ from typing import Any
 
 from aiokafka.errors import KafkaConnectionError, KafkaError
 
-from spark_offset_sidecar.adapters.kafka.oauth import RESENDS
 from spark_offset_sidecar.adapters.kafka.topic_metadata import partition_leaders
-from spark_offset_sidecar.adapters.kafka.wire import Client, Offsets
+from spark_offset_sidecar.adapters.kafka.wire import RESENDS, Client, Offsets
 from spark_offset_sidecar.core.offsets import TopicPartition, shared_partition
 from spark_offset_sidecar.errors import KafkaReadError
 from spark_offset_sidecar.ports.kafka import LogEnds

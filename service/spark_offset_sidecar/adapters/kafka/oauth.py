@@ -8,7 +8,7 @@ expired at its next request. Hence the rules:
 
 - A token is renewed once 80 % of its lifetime has passed (KIP-768's refresh window), so a
   new connection never carries one about to expire; what sends on these connections sends
-  again, up to ``RESENDS`` times, after the broker closed one under its request.
+  again, up to ``wire.RESENDS`` times, after the broker closed one under its request.
 - A failed renewal while the current token is still valid hands out the current one (a
   token endpoint down for a minute stops nothing) and keeps the failure in ``problem``.
 - Without a valid token, ``token()`` raises ``TokenUnavailable`` naming the cause (HTTP
@@ -47,9 +47,6 @@ from spark_offset_sidecar.errors import TokenUnavailable, shown
 
 log = logging.getLogger(__name__)
 
-# Connections opened together carry one token and expire together: a request may meet
-# more than one closed connection on its way (the coordinator look-up's, its own).
-RESENDS = 3
 REFRESH_AT = 0.8  # of a token's lifetime: KIP-768's sasl.login.refresh.window.factor
 UNKNOWN_LIFETIME = 60.0  # seconds, for a token that says nothing of its expiry
 MIN_LIFETIME = 1.0

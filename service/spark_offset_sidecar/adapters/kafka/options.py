@@ -9,17 +9,15 @@ client secret is read by the token provider at each renewal.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiokafka.helpers import create_ssl_context
 
-from spark_offset_sidecar.adapters.kafka.oauth import (
-    ClientCredentialsTokens,
-    MskIamTokens,
-    RenewedTokens,
-)
 from spark_offset_sidecar.adapters.kafka.wire import refuse_oauth_error_challenge
 from spark_offset_sidecar.settings import KafkaSettings
+
+if TYPE_CHECKING:
+    from spark_offset_sidecar.adapters.kafka.oauth import RenewedTokens
 
 
 def kafka_client_options(kafka: KafkaSettings, timeout: float) -> dict[str, Any]:
@@ -52,6 +50,9 @@ def kafka_client_options(kafka: KafkaSettings, timeout: float) -> dict[str, Any]
 
 def token_provider(kafka: KafkaSettings, timeout: float) -> RenewedTokens:
     """The OAUTHBEARER token source the settings name (``KafkaSettings`` checked them)."""
+    # Only OAUTHBEARER's clients need a token endpoint's HTTP client (httpx): imported here.
+    from spark_offset_sidecar.adapters.kafka.oauth import ClientCredentialsTokens, MskIamTokens
+
     if kafka.sasl_mechanism == "AWS_MSK_IAM":
         return MskIamTokens(str(kafka.aws_region), kafka.aws_role_arn)
     return ClientCredentialsTokens(

@@ -71,6 +71,11 @@ from aiokafka.protocol.coordination import FindCoordinatorRequest
 from aiokafka.protocol.metadata import MetadataRequest
 from aiokafka.protocol.offset import OffsetRequest
 
+# What sends on a connection sends again, up to RESENDS times, after the broker closed it
+# under its request (an OAUTHBEARER token expired: ``oauth``). Connections opened together
+# carry one token and expire together: a request may meet more than one closed connection
+# on its way (the coordinator look-up's, its own).
+RESENDS = 3
 GENERATION = -1  # a commit from outside the group (no member)
 RETENTION = -1  # the broker's offsets.retention.minutes
 _I16 = struct.Struct(">h")

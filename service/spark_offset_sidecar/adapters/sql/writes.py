@@ -21,13 +21,13 @@ converts values on the way in (strings, integers, floats, booleans; JSON goes as
 
 from __future__ import annotations
 
+import importlib
 import json
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from sqlalchemy import Connection, bindparam, delete, insert, update
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.dml import UpdateBase
 
 from spark_offset_sidecar.adapters.sql.schema import consumer_groups, pending_checkpoints, queries
@@ -113,15 +113,24 @@ class _Write:
         return found
 
 
-def _group_if_new(dialect: Any) -> _Write:
-    return _Write(
-        dialect.insert(consumer_groups)
-        .values(group_id=bindparam("b_group"), rewind_allowed=False, cluster=bindparam("b_cluster"))
-        .on_conflict_do_nothing(index_elements=["group_id"])
-    )
+_INSERT_GROUP_IF_NEW: dict[str, _Write] = {}  # by dialect's name
 
 
-_INSERT_GROUP_IF_NEW = {"postgresql": _group_if_new(postgresql), "sqlite": _group_if_new(sqlite)}
+def _group_if_new(conn: Connection) -> _Write:
+    """The insert of a group that skips one already there (``ON CONFLICT DO NOTHING``),
+    in the connection's dialect: made at its first use from the dialect's module, which
+    its engine loaded (a service on SQLite never imports PostgreSQL's)."""
+    name = conn.dialect.name
+    if name not in _INSERT_GROUP_IF_NEW:
+        dialect = importlib.import_module(f"sqlalchemy.dialects.{name}")
+        _INSERT_GROUP_IF_NEW[name] = _Write(
+            dialect.insert(consumer_groups)
+            .values(
+                group_id=bindparam("b_group"), rewind_allowed=False, cluster=bindparam("b_cluster")
+            )
+            .on_conflict_do_nothing(index_elements=["group_id"])
+        )
+    return _INSERT_GROUP_IF_NEW[name]
 
 
 _EMPTY_SLOT = {
@@ -227,7 +236,7 @@ def _registered(conn: Connection, changes: list[QueryRegistered]) -> None:
         [{"b_query": c.query_id, "b_group": c.group_id, "b_at": c.at} for c in changes],
     )
     groups = [{"b_group": c.group_id, "b_cluster": c.cluster} for c in changes]
-    _INSERT_GROUP_IF_NEW[conn.dialect.name].run(conn, groups)
+    _group_if_new(conn).run(conn, groups)
 
 
 def _added(conn: Connection, changes: list[CheckpointAdded]) -> None:

@@ -28,14 +28,18 @@ from collections.abc import Mapping, Sequence
 
 import httpx
 
-from spark_offset_sidecar.adapters.child_process import Supervisor, exit_status
-from spark_offset_sidecar.adapters.watcher.memory_update import send_memory_update
+from spark_offset_sidecar.adapters.child_process import SOCKET_ENV, Supervisor, exit_status
+from spark_offset_sidecar.adapters.watcher.memory_update import encode_memory_update
 from spark_offset_sidecar.errors import WatcherUnavailable
-from spark_offset_sidecar.ports.watcher import WATCHED_METRICS, Answer, MemoryUpdate
+from spark_offset_sidecar.ports.watcher import (
+    MEMORY_UPDATES,
+    WATCHED_METRICS,
+    Answer,
+    MemoryUpdate,
+)
 
 log = logging.getLogger(__name__)
 
-SOCKET_ENV = "OFFSET_SIDECAR_WATCHER_SOCKET"  # where the child listens (not a setting)
 CHECK_EVERY = 5.0  # seconds between questions of whether the child is ready
 PROBLEM = "watcher: "  # how the service names its watcher's problem among its own
 FIRST_READY = 60.0  # seconds a starting service waits for its child to be ready
@@ -152,3 +156,19 @@ class WatcherChild:
             await self._client.aclose()
         if self._folder is not None:
             shutil.rmtree(self._folder, ignore_errors=True)
+
+
+async def send_memory_update(client: httpx.AsyncClient, update: MemoryUpdate) -> None:
+    """``update`` to the watcher ``client`` reaches; ``WatcherUnavailable`` unless it took
+    it."""
+    body = await asyncio.to_thread(encode_memory_update, update)  # a whole fleet's: off the loop
+    try:
+        answer = await client.post(
+            MEMORY_UPDATES, content=body, headers={"content-type": "application/json"}
+        )
+    except httpx.HTTPError as exc:
+        raise WatcherUnavailable(f"the watcher does not answer: {exc!r}") from None
+    if answer.status_code != 204:
+        raise WatcherUnavailable(
+            f"the watcher answered {answer.status_code} to a memory update: {answer.text[:200]}"
+        )

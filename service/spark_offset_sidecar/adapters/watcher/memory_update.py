@@ -1,6 +1,6 @@
 """``ports.watcher.MemoryUpdate`` as JSON, between a service and its watcher: sent by
-``send_memory_update`` (for ``WatcherChild``), read by the watcher's ``MEMORY_UPDATES``
-route.
+``WatcherChild.tell`` (``adapters.watcher.child``), read by the watcher's ``MEMORY_UPDATES``
+route. No HTTP client here: the watcher, which only reads them, imports none.
 
 Both ends run the same installed release (the child is this process's program), but a
 message says its layout's version anyway, and a reader refuses any other rather than
@@ -9,11 +9,8 @@ misread it.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
-
-import httpx
 
 from spark_offset_sidecar.adapters.report_fields import (
     decode_counters,
@@ -27,8 +24,7 @@ from spark_offset_sidecar.core.lag.group_memory import GroupMemory
 from spark_offset_sidecar.core.ledger.changes import Checkpoint, CommitRequest
 from spark_offset_sidecar.core.ledger.state import CommittedOffsets
 from spark_offset_sidecar.core.offsets import from_json, shared_partition, to_json
-from spark_offset_sidecar.errors import WatcherUnavailable
-from spark_offset_sidecar.ports.watcher import MEMORY_UPDATES, MemoryUpdate
+from spark_offset_sidecar.ports.watcher import MemoryUpdate
 
 # 2: "owned" (a replica's groups); 3: "replica" (which one sends); 4: a group's last commit
 # ("committed")
@@ -37,24 +33,6 @@ MEMORY_UPDATE_VERSION = 4
 
 class MemoryUpdateRefused(ValueError):
     """A message that is not a ``MemoryUpdate`` of this layout."""
-
-
-async def send_memory_update(
-    client: httpx.AsyncClient, update: MemoryUpdate, base: str = ""
-) -> None:
-    """``update`` to the watcher ``client`` reaches (at ``base``, a URL, if ``client`` has
-    none); ``WatcherUnavailable`` unless it took it."""
-    body = await asyncio.to_thread(encode_memory_update, update)  # a whole fleet's: off the loop
-    try:
-        answer = await client.post(
-            base + MEMORY_UPDATES, content=body, headers={"content-type": "application/json"}
-        )
-    except httpx.HTTPError as exc:
-        raise WatcherUnavailable(f"the watcher does not answer: {exc!r}") from None
-    if answer.status_code != 204:
-        raise WatcherUnavailable(
-            f"the watcher answered {answer.status_code} to a memory update: {answer.text[:200]}"
-        )
 
 
 def encode_memory_update(update: MemoryUpdate) -> bytes:

@@ -1,0 +1,47 @@
+"""The Kafka clients only the process taking events builds on each cluster's options
+(``app.kafka_clients``): the committers, the starting offsets' reader and, with replicas,
+the reader of what was committed (a takeover's check). One of each kind per cluster, or
+the one of the default cluster when there is only it."""
+
+from __future__ import annotations
+
+from spark_offset_sidecar.adapters.kafka.admin import KafkaCommittedReader
+from spark_offset_sidecar.adapters.kafka.committer import KafkaOffsetCommitter
+from spark_offset_sidecar.adapters.kafka.starting_offsets import KafkaStartingOffsetsReader
+from spark_offset_sidecar.app.kafka_clients import GroupCluster, KafkaClients, Key
+from spark_offset_sidecar.ports.kafka import (
+    CommittedOffsetsReader,
+    OffsetCommitter,
+    StartingOffsetsReader,
+)
+from spark_offset_sidecar.runtime.by_cluster import (
+    ClusterCommittedReaders,
+    ClusterCommitters,
+    ClusterStartingOffsets,
+)
+
+
+class CommittingClients(KafkaClients):
+    def starting_offsets(self, group_cluster: GroupCluster) -> StartingOffsetsReader:
+        readers = {
+            key: KafkaStartingOffsetsReader(options, request_timeout=self.timeout)
+            for key, options in self.options.items()
+        }
+        return ClusterStartingOffsets(readers, group_cluster) if self.several else readers[None]
+
+    def committers(self, replica_id: str | None) -> dict[Key, KafkaOffsetCommitter]:
+        return {
+            key: KafkaOffsetCommitter(options, timeout=self.timeout, replica_id=replica_id)
+            for key, options in self.options.items()
+        }
+
+    def committer(self, committers: dict[Key, KafkaOffsetCommitter]) -> OffsetCommitter:
+        """The one committer the commit loop sees: each group's commit to its cluster's."""
+        return ClusterCommitters(committers) if self.several else committers[None]
+
+    def committed_reader(self, group_cluster: GroupCluster) -> CommittedOffsetsReader:
+        readers = {
+            key: KafkaCommittedReader(options, request_timeout=self.timeout)
+            for key, options in self.options.items()
+        }
+        return ClusterCommittedReaders(readers, group_cluster) if self.several else readers[None]
