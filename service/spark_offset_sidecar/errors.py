@@ -33,6 +33,9 @@ SidecarError
 │                          a bounded set of words (a metric label): unreachable, denied
 ├── WatcherUnavailable     the watcher this process started does not answer now (starting,
 │                          restarting after it died): readers get 503 and retry
+├── TransitionError        a change of a group's commit phase that the ledger's table
+│                          (``core.ledger.transitions``) does not allow: a bug in the
+│                          ledger; names the phase and the event
 └── CommitError            a commit to Kafka did not happen; ``reason`` is one of a
     │                      bounded set of words (a metric label)
     ├── CommitTimeout          no answer within the commit timeout
@@ -205,6 +208,10 @@ class CheckpointReadError(SidecarError):
 
 
 class WatcherUnavailable(SidecarError):
+    pass
+
+
+class TransitionError(SidecarError):
     pass
 
 

@@ -142,4 +142,4 @@ def test_the_ready_index_stays_bounded() -> None:
             assert request is not None
             ledger.apply_change(ledger.commit_result(request, now))
         ledger.apply(ledger.decide_commit_interval("g", 1.0 + (batch % 7)))
-    assert len(ledger._ready_heap) <= 2 * len(ledger.groups) + 65
+    assert len(ledger._retries._ready_heap) <= 2 * len(ledger.groups) + 65

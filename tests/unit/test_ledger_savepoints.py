@@ -82,7 +82,7 @@ def test_the_refresh_index_agrees_with_a_scan(history: list[Step], commits: list
         scanned = {
             g.group_id
             for g in ledger.groups.values()
-            if (due := ledger._refresh_due(g)) is not None and due <= now
+            if (due := ledger._retries.refresh_due(g)) is not None and due <= now
         }
         with_slot = {
             g.group_id
@@ -101,4 +101,4 @@ def test_the_refresh_index_stays_bounded() -> None:
         request = ledger.take("g", float(batch))
         assert request is not None
         ledger.apply_change(ledger.commit_result(request, float(batch)))
-    assert len(ledger._refresh_heap) <= 2 * len(ledger.groups) + 65
+    assert len(ledger._retries._refresh_heap) <= 2 * len(ledger.groups) + 65

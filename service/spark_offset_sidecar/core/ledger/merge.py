@@ -1,4 +1,12 @@
-"""How a replica's memory takes in a group as the shared store holds it (ledger R11).
+"""How a replica's memory takes in the shared store's rows, and which groups it commits
+(ledger R11).
+
+  R11 replicas   With several replicas on one database, stored rows are the truth for what
+                 events decided: ``refresh`` replaces memory's queries and groups with them
+                 before deciding on them and when another replica changed them; what is
+                 this replica's own (commit in flight, retry timing, counters) stays
+                 (``merge_group``). A replica takes only the groups it owns
+                 (``commit_only``, ``core.ledger.retries``).
 
 Pure, like the ledger. With several replicas on one database, events on a group may be
 decided by any replica, and only the group's owner commits it. Each replica's memory is
@@ -20,8 +28,50 @@ Rules, for a group's stored row ``stored`` and memory's ``mine``:
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+
 from spark_offset_sidecar.core.ledger.changes import Checkpoint
-from spark_offset_sidecar.core.ledger.state import CommittedOffsets, GroupState
+from spark_offset_sidecar.core.ledger.state import CommittedOffsets, GroupState, QueryState
+
+
+class Replica:
+    """This replica's memory of ``queries`` and ``groups`` refreshed from the store;
+    ``update`` reindexes a group replaced or removed."""
+
+    def __init__(
+        self,
+        queries: dict[str, QueryState],
+        groups: dict[str, GroupState],
+        update: Callable[[str], None],
+    ) -> None:
+        self._queries = queries
+        self._groups = groups
+        self._update = update
+
+    def refresh(
+        self,
+        query_ids: Iterable[str],
+        group_ids: Iterable[str],
+        queries: Iterable[QueryState],
+        groups: Iterable[GroupState],
+    ) -> None:
+        """The store's rows for ``query_ids`` and ``group_ids`` (those not among ``queries``
+        / ``groups`` are not stored). Only between batches: no savepoint open."""
+        stored_queries = {q.query_id: q for q in queries}
+        for query_id in query_ids:
+            if query_id in stored_queries:
+                self._queries[query_id] = stored_queries[query_id]
+            else:
+                self._queries.pop(query_id, None)
+        stored_groups = {g.group_id: g for g in groups}
+        for group_id in group_ids:
+            stored, mine = stored_groups.get(group_id), self._groups.get(group_id)
+            if stored is not None:
+                self._groups[group_id] = merge_group(mine, stored)
+                self._update(group_id)
+            elif mine is not None and mine.in_flight is None:
+                del self._groups[group_id]
+                self._update(group_id)
 
 
 def merge_group(mine: GroupState | None, stored: GroupState) -> GroupState:

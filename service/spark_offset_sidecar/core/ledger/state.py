@@ -1,5 +1,5 @@
 """The ledger's state: per query and per group, plain data with no behaviour but the
-derived ``GroupPhase`` (see the transition table in ``core.ledger.rules``)."""
+derived ``GroupPhase`` (its transitions: ``core.ledger.transitions``)."""
 
 from __future__ import annotations
 
