@@ -211,7 +211,7 @@ def test_the_charts_pod_takes_tokens_commits_to_kafka_and_keeps_its_state_when_d
     the broker named (helm upgrade): a post without a token is refused and stores nothing,
     the token's are committed to the broker from the pod network; the pod deleted, the
     Deployment's new pod on the same claim holds the query and goes on committing. The
-    release rolled back at the end, as the other tests find it."""
+    query released and the release rolled back at the end, as the other tests find them."""
     kube = node.api
     bootstrap = pods_broker.bootstrap
     group = unique_group("pod")
@@ -234,12 +234,14 @@ def test_the_charts_pod_takes_tokens_commits_to_kafka_and_keeps_its_state_when_d
     def query(url: str) -> httpx.Response:
         return httpx.get(f"{url}/v1/queries/q-{group}", headers=token, timeout=10)
 
+    started = time.monotonic()
     run_helm(
         kube, "upgrade", RELEASE, str(CHART), "--namespace", NAMESPACE, "--reuse-values",
         "-f", str(values),
     )  # fmt: skip
     try:
         pod = ready_pod(kube)
+        upgraded = time.monotonic()
         url = f"http://{pod['status']['podIP']}:8000"
         refused = post(url, 1, {})
         assert refused.status_code == 401, refused.text
@@ -251,8 +253,11 @@ def test_the_charts_pod_takes_tokens_commits_to_kafka_and_keeps_its_state_when_d
 
         # the pod deleted (kubectl waits until it is gone), the Deployment's new pod on
         # the same claim
+        committed = time.monotonic()
         kube.kubectl("-n", NAMESPACE, "delete", "pod", pod["metadata"]["name"])
+        deleted = time.monotonic()
         restarted = ready_pod(kube)
+        ready = time.monotonic()
         assert restarted["metadata"]["uid"] != pod["metadata"]["uid"]
         url = f"http://{restarted['status']['podIP']}:8000"
         kept = query(url)
@@ -263,9 +268,18 @@ def test_the_charts_pod_takes_tokens_commits_to_kafka_and_keeps_its_state_when_d
         answer = post(url, 4, token)
         assert answer.status_code == 200, answer.text
         wait_for_committed(bootstrap, [group], {(topic, 0): 40})
+        # the query released (DELETE): the database holds what the other tests put there
+        released = httpx.delete(f"{url}/v1/queries/q-{group}", headers=token, timeout=10)
+        assert released.status_code == 200, released.text
+        done = time.monotonic()
     finally:
         run_helm(kube, "rollback", RELEASE, str(installed), "--namespace", NAMESPACE)
     ready_pod(kube)
+    print(
+        f"upgraded and Ready {upgraded - started:.0f} s, 3 commits {committed - upgraded:.0f} s, "
+        f"pod deleted {deleted - committed:.0f} s, new one Ready {ready - deleted:.0f} s, "
+        f"commit {done - ready:.0f} s, rolled back {time.monotonic() - done:.0f} s"
+    )
 
 
 def test_the_charts_sqlite_is_backed_up_and_restored_as_the_upgrade_page_says(
