@@ -52,6 +52,11 @@ class LocalBroker:
             **dict(self.extra_env),
         }
 
+    @property
+    def external(self) -> str | None:
+        """Its listener off loopback, host:port (``brand_new``'s ``external``), if any."""
+        return dict(self.extra_env).get("LOCAL_KAFKA_EXTERNAL")
+
     def stop(self) -> None:
         subprocess.run([str(SCRIPT), "stop"], env=self.env(), check=True, capture_output=True)
 
@@ -84,13 +89,19 @@ def answers(bootstrap: str) -> bool:
         return False
 
 
-def brand_new(folder: Path, version: str | None = None) -> LocalBroker:
+def brand_new(
+    folder: Path, version: str | None = None, *, external: str | None = None
+) -> LocalBroker:
     """A broker of its own on a free port, started in the empty ``folder``: Kafka
-    ``version`` (``LOCAL_KAFKA_VERSION``; default the POM's). The caller stops it."""
+    ``version`` (``LOCAL_KAFKA_VERSION``; default the POM's), with one more listener at
+    ``external`` (host:port, ``LOCAL_KAFKA_EXTERNAL``) for clients off loopback. The
+    caller stops it."""
     from harness.machine import free_port
 
     port = free_port()
     extra = () if version is None else (("LOCAL_KAFKA_VERSION", version),)
+    if external is not None:
+        extra += (("LOCAL_KAFKA_EXTERNAL", external),)
     broker = LocalBroker(f"127.0.0.1:{port}", port, folder, started_here=True, extra_env=extra)
     broker.start()
     return broker

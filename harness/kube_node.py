@@ -20,6 +20,7 @@ import contextlib
 import gzip
 import hashlib
 import io
+import ipaddress
 import json
 import os
 import shutil
@@ -36,6 +37,9 @@ from harness.processes import command_line
 BRIDGE = "cni-sidecar0"
 NETWORK = "sidecar-test"
 SUBNET = "10.244.0.0/24"
+# The bridge's address (isGateway: host-local's first of the subnet), once a pod has started:
+# this machine as pods reach it (a server for them listens there; no Service, no DNS).
+GATEWAY = str(next(ipaddress.ip_network(SUBNET).hosts()))
 PAUSE = "localhost/pause:sidecar-test"
 # The node's name is its Hostname address, the one the API server dials for logs, exec and
 # port-forward: "localhost" reaches the kubelet, which listens on loopback only (a name

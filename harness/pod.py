@@ -319,9 +319,6 @@ class Pod:
         done = podman("logs", self.name, check=False)
         return done.stdout + done.stderr
 
-    def exec(self, *command: str) -> subprocess.CompletedProcess[str]:
-        return podman("exec", self.name, *command, check=False)
-
     def stop(self, grace: int = 30) -> None:
         podman("stop", "-t", str(grace), self.name, check=False)
         podman("rm", "-f", self.name, check=False)

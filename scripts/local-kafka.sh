@@ -42,6 +42,11 @@
 #                          listeners' principal (User:ANONYMOUS) is a super user, every
 #                          SASL user needs ACLs (scripts/java/KafkaAcls.java adds them)
 #
+# A listener off loopback (read when the folder is new):
+#   LOCAL_KAFKA_EXTERNAL   host:port, an address of this machine: one more PLAINTEXT listener,
+#                          named EXTERNAL, bound and advertised there, for clients that
+#                          cannot reach 127.0.0.1 (a pod, through its network's gateway)
+#
 # Jars come from Maven Central on first use (scripts/fetch-jars.sh kafka) and are cached.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -111,6 +116,11 @@ write_config() {
     listeners+=",SSL://127.0.0.1:$LOCAL_KAFKA_SSL_PORT"
     advertised+=",SSL://127.0.0.1:$LOCAL_KAFKA_SSL_PORT"
     protocols+=",SSL:SSL"
+  fi
+  if [ -n "${LOCAL_KAFKA_EXTERNAL:-}" ]; then
+    listeners+=",EXTERNAL://$LOCAL_KAFKA_EXTERNAL"
+    advertised+=",EXTERNAL://$LOCAL_KAFKA_EXTERNAL"
+    protocols+=",EXTERNAL:PLAINTEXT"
   fi
   local node_id=${LOCAL_KAFKA_NODE_ID:-1} replicas=${LOCAL_KAFKA_REPLICAS:-1}
   local voters=${LOCAL_KAFKA_VOTERS:-$node_id@127.0.0.1:$controller_port}

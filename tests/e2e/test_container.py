@@ -1,12 +1,11 @@
 """The deployment as users run it: the release's image (``make dist`` builds the project's
 Dockerfile with podman and saves it as an OCI archive), loaded from its archive as a user
-loads it, and the pod that ``helm template`` renders run as Kubernetes would
-(``harness/pod.py``: init container first, the pod's securityContext, the ConfigMap as
-environment, the tokens Secret as a file, emptyDir on /tmp, a volume on /data), checked
-from outside against the real broker: probes, a token-protected commit, 401 without a
-token, the Dockerfile's HEALTHCHECK command, state kept across a restart; and the
-replicated profile, two containers of the image on one PostgreSQL, one killed, the other
-taking over without loss."""
+loads it, and the chart's replicated profile that ``helm template`` renders, each pod run
+as Kubernetes would (``harness/pod.py``: init container first, the pod's securityContext,
+the ConfigMap as environment, the tokens Secret as a file, emptyDir on /tmp), checked from
+outside against the real broker: two containers of the image on one PostgreSQL, one
+killed, the other taking over without loss. The chart's one pod on SQLite runs on a real
+kubelet: ``test_kubernetes_node.py``."""
 
 from __future__ import annotations
 
@@ -25,10 +24,9 @@ from harness.pod import Pod, podman
 from tests.support.helm import render
 from tests.support.kafka import committed_offsets, unique_group, wait_for_committed
 from tests.support.release import build_info, one
-from tests.support.service import spark_progress, wait_for
-from tests.support.wheels import dockerfile_healthcheck
+from tests.support.service import progress_event, wait_for
 
-# one worker builds the image and runs every pod (make test runs pytest-xdist workers)
+# one worker loads the image and runs every pod (make test runs pytest-xdist workers)
 pytestmark = [pytest.mark.container, pytest.mark.kafka, pytest.mark.xdist_group("container")]
 
 TOKEN = "team-a-secret-token-0123456789abcdef"
@@ -67,62 +65,9 @@ def _values(tmp_path: Path, bootstrap: str, **more: Any) -> Path:
     return path
 
 
-def _event(group: str, batch: int, topic: str) -> dict[str, Any]:
-    progress = spark_progress(batch, {topic: {"0": 10 * batch}}, query=f"q-{group}")
-    return {"group_id": group, "progress": progress}
-
-
 def _post(url: str, body: dict[str, Any], token: str | None = TOKEN) -> httpx.Response:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     return httpx.post(f"{url}/v1/progress", json=body, headers=headers, timeout=30)
-
-
-@pytest.fixture
-def pod(image: str, tmp_path: Path, kafka_bootstrap: str) -> Iterator[Pod]:
-    documents = render("-f", str(_values(tmp_path, kafka_bootstrap)))
-    running = Pod(documents, image, tmp_path).start()
-    yield running
-    running.remove()
-
-
-def test_the_charts_pod_runs_the_image_as_kubernetes_would(
-    pod: Pod, image: str, kafka_bootstrap: str, new_topic: Any
-) -> None:
-    topic = new_topic(1)
-    group = unique_group("pod")
-    # the securityContext, from inside
-    assert pod.exec("id", "-u").stdout.strip() == "10001"
-    assert pod.exec("touch", "/opt/x").returncode != 0, "the root filesystem is read-only"
-    assert pod.exec("touch", "/tmp/x").returncode == 0, "/tmp is the emptyDir"
-    assert pod.exec("grep", "-q", "CapEff:\t0000000000000000", "/proc/1/status").returncode == 0
-    assert pod.exec("grep", "-q", "NoNewPrivs:\t1", "/proc/1/status").returncode == 0
-    # probes, as the chart names them
-    container = pod.spec["containers"][0]
-    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
-        assert pod.probe(container[probe]["httpGet"]["path"]) == 200, probe
-    # the Dockerfile's HEALTHCHECK command, in the container (an OCI archive carries no
-    # HEALTHCHECK: docker run users give it, docs/run/service.md; Kubernetes probes)
-    healthcheck = dockerfile_healthcheck()
-    assert "livez" in " ".join(healthcheck)
-    assert pod.exec(*healthcheck).returncode == 0
-    # tokens from the Secret's file: none is 401 and stores nothing; the token commits
-    refused = _post(pod.url, _event(group, 1, topic), token=None)
-    assert refused.status_code == 401, refused.text
-    for batch in (1, 2, 3):
-        answer = _post(pod.url, _event(group, batch, topic))
-        assert answer.status_code == 200, answer.text
-    wait_for_committed(kafka_bootstrap, [group], {(topic, 0): 30})
-
-    # a restart (the container stopped, a new one on the same volumes): state kept
-    pod.stop()
-    pod.start()
-    view = httpx.get(
-        f"{pod.url}/v1/queries/q-{group}", headers={"Authorization": f"Bearer {TOKEN}"}
-    ).json()
-    assert view["group_id"] == group
-    assert view["last_completed_checkpoint"] == 3
-    assert _post(pod.url, _event(group, 4, topic)).status_code == 200
-    wait_for_committed(kafka_bootstrap, [group], {(topic, 0): 40})
 
 
 def test_two_replicas_on_postgresql_one_killed_the_other_takes_over(
@@ -152,13 +97,13 @@ def test_two_replicas_on_postgresql_one_killed_the_other_takes_over(
             each.start()
         for batch in (1, 2):
             for i, group in enumerate(groups):
-                answer = _post(pods[i % 2].url, _event(group, batch, topic))
+                answer = _post(pods[i % 2].url, progress_event(group, batch, topic))
                 assert answer.status_code == 200, answer.text
         wait_for_committed(kafka_bootstrap, groups, {(topic, 0): 20})
 
         pods[0].kill()
         for group in groups:  # every later event reaches the survivor only
-            answer = _post(pods[1].url, _event(group, 3, topic))
+            answer = _post(pods[1].url, progress_event(group, 3, topic))
             assert answer.status_code == 200, answer.text
         wait_for(
             lambda: all(committed_offsets(kafka_bootstrap, g) == {(topic, 0): 30} for g in groups),

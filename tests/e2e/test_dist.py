@@ -6,7 +6,8 @@ image of that version; each artifact has what its public registry requires (PyPI
 ``twine check``, Maven Central's POM, Artifact Hub's annotations), and a maintainer signs
 the JVM listener as the page says. Installing from the folder is tested where the suite
 already installs: the service's wheel in a clean virtualenv (``test_packaging.py``), the
-image loaded from its archive and run as the chart's pod (``test_container.py``); the
+image imported from its archive and run as the chart's pod on a real kubelet
+(``test_kubernetes_node.py``; loaded by podman, ``test_container.py``); the
 pages' air-gapped steps in the newest release's folder (below). The release published to
 registries and installed from them by version: ``test_registries.py``. The image trusts
 what Debian's ``ca-certificates`` trusts, none of the build machine's own CA

@@ -4,15 +4,22 @@ harness/kube_node.py), the release's image imported into containerd from its OCI
 (nothing pulled). Installed as the manual installs it, in a namespace that enforces
 PodSecurity ``restricted``: the kubelet runs the migrate init container, then the server,
 gives it the variables a cluster gives (the Service's, the kubernetes Service's) and
-answers its probes through the pod network until the pod is Ready. On that pod, the
-upgrade page's SQLite backup and restore, as written (kubectl exec through the API server
-and the kubelet, a restore pod, helm upgrade and rollback)."""
+answers its probes through the pod network until the pod is Ready. That pod, from the
+machine and through ``kubectl exec`` (the API server and the kubelet): its
+securityContext (uid 10001, a read-only root, /tmp the emptyDir, no capability, no new
+privileges), each probe the chart names answered 200, the Dockerfile's HEALTHCHECK command
+passing in it. With tokens given as values and a real broker on the pod network (helm
+upgrade): a post without a token refused and stored nowhere, the token's committed to
+the broker, and the state kept when the pod is deleted (the Deployment's new pod on the
+same claim). On that pod, the upgrade page's SQLite backup and restore, as written (a
+restore pod, helm upgrade and rollback)."""
 
 from __future__ import annotations
 
 import base64
 import json
 import os
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,14 +28,17 @@ from typing import Any
 import httpx
 import pytest
 
+from harness import kafka_broker
 from harness.kube_api import KubeApi
-from harness.kube_node import KubeNode
-from harness.machine import ROOT
+from harness.kube_node import GATEWAY, KubeNode
+from harness.machine import ROOT, free_port
 from tests.support.backups import Checkpoints, page_blocks, queries_in, run_script
 from tests.support.helm import CHART
+from tests.support.kafka import create_topics, run_sync, unique_group, wait_for_committed
 from tests.support.kubernetes import restricted_namespace, run_helm
 from tests.support.release import build_info, one
-from tests.support.service import wait_for
+from tests.support.service import progress_event, wait_for
+from tests.support.wheels import dockerfile_healthcheck
 
 # the release's image (release_folder: make dist), a kubelet (make tools), root; one node
 # for the module's tests (on one worker), each leaving the chart's pod Ready
@@ -38,6 +48,9 @@ RELEASE = "spark-offset-sidecar"  # the manual's names
 NAMESPACE = "platform"
 UID = 10001  # the chart's runAsUser
 THIS = "tests/e2e/test_kubernetes_node.py"
+# tokens given as a value (auth.tokens), where the manual's install has one generated
+TOKEN = "team-a-secret-token-0123456789abcdef"
+TOKENS = json.dumps({"tokens": [{"name": "team-a", "token": TOKEN, "write": ["*"], "read": ["*"]}]})
 
 
 @pytest.fixture(scope="module")
@@ -88,9 +101,18 @@ def chart(node: KubeNode, release_folder: Path) -> str:
 
 
 def ready_pod(kube: KubeApi) -> dict[str, Any]:
-    """The chart's pod, once Ready (the kubelet's and the namespace's events if not)."""
+    """The chart's pod, Ready, once the Deployment's rollout has ended (as ``kubectl
+    rollout status`` has it: a helm upgrade's old pod is not taken for its new one); the
+    kubelet's and the namespace's events if not."""
 
     def ready() -> dict[str, Any] | None:
+        deployment = kube.get("-n", NAMESPACE, "deployment", RELEASE)
+        status = deployment.get("status", {})
+        if status.get("observedGeneration", 0) < deployment["metadata"]["generation"]:
+            return None
+        counts = ("replicas", "updatedReplicas", "availableReplicas")
+        if {status.get(count, 0) for count in counts} != {deployment["spec"]["replicas"]}:
+            return None
         pods = kube.get("-n", NAMESPACE, "pods", "-l", f"app.kubernetes.io/instance={RELEASE}")
         for pod in pods["items"]:
             if pod["metadata"].get("deletionTimestamp"):
@@ -109,25 +131,154 @@ def ready_pod(kube: KubeApi) -> dict[str, Any]:
     return found
 
 
+def exec_in(kube: KubeApi, pod: dict[str, Any], *command: str) -> subprocess.CompletedProcess[str]:
+    """``command`` run in the pod's server container (kubectl exec: the API server, the
+    kubelet, containerd)."""
+    name = pod["metadata"]["name"]
+    return kube.kubectl("-n", NAMESPACE, "exec", name, "-c", "sidecar", "--", *command, check=False)
+
+
 def test_the_charts_pod_runs_on_a_kubelet(node: KubeNode, chart: str) -> None:
-    pod = ready_pod(node.api)
+    kube = node.api
+    pod = ready_pod(kube)
     (init,) = pod["status"]["initContainerStatuses"]
     assert init["state"]["terminated"]["exitCode"] == 0  # migrated
+    (server,) = pod["status"]["containerStatuses"]
+    assert server["started"], server  # its startup probe passed
+    assert server["ready"], server  # and its readiness probe
     pid = node.process("sidecar")
     environ = dict(
         entry.split("=", 1)
         for entry in Path(f"/proc/{pid}/environ").read_text().split("\0")
         if "=" in entry
     )
-    status = Path(f"/proc/{pid}/status").read_text()
-    uid = next(line.split()[1:] for line in status.splitlines() if line.startswith("Uid:"))
-    assert uid == [str(UID)] * 4, uid
     assert environ["KUBERNETES_SERVICE_HOST"] == "10.96.0.1"  # given whatever the pod asks
     links = sorted(name for name in environ if name.startswith("SPARK_OFFSET_SIDECAR_"))
+
+    # the securityContext, read from the machine: its user, no capability left or to be
+    # had, no new privileges; its root read-only, /tmp the emptyDir
+    lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    status = dict(line.split(":\t", 1) for line in lines if ":\t" in line)
+    assert status["Uid"].split() == [str(UID)] * 4, status["Uid"]
+    assert status["CapEff"] == status["CapBnd"] == "0000000000000000", status
+    assert status["NoNewPrivs"] == "1"
+    mounts = {
+        m.split()[4]: m.split() for m in Path(f"/proc/{pid}/mountinfo").read_text().splitlines()
+    }
+    assert "ro" in mounts["/"][5].split(","), mounts["/"]
+    assert mounts["/tmp"][3].endswith("kubernetes.io~empty-dir/tmp"), mounts["/tmp"]
+    # and from inside, as the service's own user writes
+    written = exec_in(kube, pod, "touch", "/opt/x")
+    assert written.returncode != 0, "the root filesystem is read-only"
+    assert "Read-only file system" in written.stderr, written.stderr
+    assert exec_in(kube, pod, "touch", "/tmp/x").returncode == 0, "/tmp is the emptyDir"
+
+    # each probe the chart names answers 200 at the pod's address
+    (container,) = pod["spec"]["containers"]
+    ports = {port["name"]: port["containerPort"] for port in container["ports"]}
+    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+        get = container[probe]["httpGet"]
+        url = f"http://{pod['status']['podIP']}:{ports[get['port']]}{get['path']}"
+        assert httpx.get(url, timeout=10).status_code == 200, probe
+    # the Dockerfile's HEALTHCHECK command, in the container (an OCI archive carries no
+    # HEALTHCHECK: docker run users give it, docs/run/service.md; Kubernetes probes)
+    healthcheck = dockerfile_healthcheck()
+    assert "livez" in " ".join(healthcheck)
+    checked = exec_in(kube, pod, *healthcheck)
+    assert checked.returncode == 0, checked.stderr
     print(
         f"pod {pod['metadata']['name']} Ready on {pod['spec']['nodeName']} at "
         f"{pod['status']['podIP']}, uid {UID}; the kubelet's variables: KUBERNETES_*, "
         f"and of the Service: {', '.join(links) or 'none (service links off)'}"
+    )
+
+
+@pytest.fixture
+def pods_broker(node: KubeNode, chart: str, tmp_path: Path) -> Iterator[kafka_broker.LocalBroker]:
+    """A broker of the test's own that the pod reaches: a second listener on the pod
+    network's gateway, this machine's address on the bridge (there once a pod started)."""
+    ready_pod(node.api)
+    local = kafka_broker.brand_new(tmp_path / "kafka", external=f"{GATEWAY}:{free_port()}")
+    yield local
+    local.stop()
+
+
+@pytest.mark.kafka
+def test_the_charts_pod_takes_tokens_commits_to_kafka_and_keeps_its_state_when_deleted(
+    node: KubeNode, chart: str, pods_broker: kafka_broker.LocalBroker, tmp_path: Path
+) -> None:
+    """Tokens given as values (``auth.tokens``: the chart's Secret, a file in the pod) and
+    the broker named (helm upgrade): a post without a token is refused and stores nothing,
+    the token's are committed to the broker from the pod network; the pod deleted, the
+    Deployment's new pod on the same claim holds the query and goes on committing. The
+    query released and the release rolled back at the end, as the other tests find them."""
+    kube = node.api
+    bootstrap = pods_broker.bootstrap
+    group = unique_group("pod")
+    topic = f"t-{group}"
+    run_sync(create_topics(bootstrap, [topic], 1))
+    values = tmp_path / "values.json"
+    values.write_text(
+        json.dumps(
+            {"kafka": {"bootstrapServers": pods_broker.external}, "auth": {"tokens": TOKENS}}
+        )
+    )
+    helm_status = run_helm(kube, "status", RELEASE, "--namespace", NAMESPACE, "-o", "json")
+    installed = json.loads(helm_status.stdout)["version"]
+    token = {"Authorization": f"Bearer {TOKEN}"}
+
+    def post(url: str, batch: int, headers: dict[str, str]) -> httpx.Response:
+        event = progress_event(group, batch, topic)
+        return httpx.post(f"{url}/v1/progress", json=event, headers=headers, timeout=30)
+
+    def query(url: str) -> httpx.Response:
+        return httpx.get(f"{url}/v1/queries/q-{group}", headers=token, timeout=10)
+
+    started = time.monotonic()
+    run_helm(
+        kube, "upgrade", RELEASE, str(CHART), "--namespace", NAMESPACE, "--reuse-values",
+        "-f", str(values),
+    )  # fmt: skip
+    try:
+        pod = ready_pod(kube)
+        upgraded = time.monotonic()
+        url = f"http://{pod['status']['podIP']}:8000"
+        refused = post(url, 1, {})
+        assert refused.status_code == 401, refused.text
+        assert query(url).status_code == 404, "a refused event was stored"
+        for batch in (1, 2, 3):
+            answer = post(url, batch, token)
+            assert answer.status_code == 200, answer.text
+        wait_for_committed(bootstrap, [group], {(topic, 0): 30})
+
+        # the pod deleted (kubectl waits until it is gone), the Deployment's new pod on
+        # the same claim
+        committed = time.monotonic()
+        kube.kubectl("-n", NAMESPACE, "delete", "pod", pod["metadata"]["name"])
+        deleted = time.monotonic()
+        restarted = ready_pod(kube)
+        ready = time.monotonic()
+        assert restarted["metadata"]["uid"] != pod["metadata"]["uid"]
+        url = f"http://{restarted['status']['podIP']}:8000"
+        kept = query(url)
+        assert kept.status_code == 200, kept.text
+        view = kept.json()
+        assert view["group_id"] == group
+        assert view["last_completed_checkpoint"] == 3, view
+        answer = post(url, 4, token)
+        assert answer.status_code == 200, answer.text
+        wait_for_committed(bootstrap, [group], {(topic, 0): 40})
+        # the query released (DELETE): the database holds what the other tests put there
+        released = httpx.delete(f"{url}/v1/queries/q-{group}", headers=token, timeout=10)
+        assert released.status_code == 200, released.text
+        done = time.monotonic()
+    finally:
+        run_helm(kube, "rollback", RELEASE, str(installed), "--namespace", NAMESPACE)
+    ready_pod(kube)
+    print(
+        f"upgraded and Ready {upgraded - started:.0f} s, 3 commits {committed - upgraded:.0f} s, "
+        f"pod deleted {deleted - committed:.0f} s, new one Ready {ready - deleted:.0f} s, "
+        f"commit {done - ready:.0f} s, rolled back {time.monotonic() - done:.0f} s"
     )
 
 

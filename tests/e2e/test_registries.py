@@ -13,7 +13,8 @@ The Spark proofs take their artifacts from the same registries: the listener fro
 index under a real PySpark job (``test_listener_wheel.py``); the JVM listener by
 ``--packages`` in a classic job and a Connect server (``test_jvm_listener.py``). The
 release published is the newest (``published_release``), the version the pages name; the
-tree's own image and chart are run as pods by ``test_container.py``."""
+tree's own image and chart run on a real kubelet in ``test_kubernetes_node.py`` (and as
+replicas on PostgreSQL in ``test_container.py``)."""
 
 from __future__ import annotations
 

@@ -40,6 +40,13 @@ def spark_progress(
     }
 
 
+def progress_event(group: str, batch: int, topic: str) -> dict[str, Any]:
+    """A ``POST /v1/progress`` body: batch ``batch`` of the query ``q-<group>`` of
+    ``group``, at offset 10 x ``batch`` of ``topic``'s partition 0."""
+    progress = spark_progress(batch, {topic: {"0": 10 * batch}}, query=f"q-{group}")
+    return {"group_id": group, "progress": progress}
+
+
 def wait_for(condition: Callable[[], Any], timeout: float = 20.0, what: str = "condition") -> Any:
     """Poll ``condition`` until truthy; retriable Kafka errors (a coordinator still loading,
     say) count as "not yet"."""
