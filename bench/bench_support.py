@@ -123,6 +123,10 @@ def worktree(rev: str, folder: str | Path) -> Iterator[Path]:
         ["git", "worktree", "add", "--detach", str(tree), rev],
         cwd=ROOT, check=True, capture_output=True,
     )  # fmt: skip
+    # Its own migrations: this checkout's editable install maps the package
+    # ``spark_offset_sidecar.migrations`` onto this checkout's ``migrations/``, found after
+    # the package's own folder (0.2.0 on 0.3.0's migrations fails to start).
+    (tree / "service" / "spark_offset_sidecar" / "migrations").symlink_to(tree / "migrations")
     try:
         yield tree
     finally:
