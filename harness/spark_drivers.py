@@ -33,8 +33,9 @@ DRIVERS = CACHE / "drivers"
 # _2.12 for 3.5.7, _2.13 for 4.0.0 and 4.1.1). The project's own, 4.2.0, is .venv's for
 # the classic tests on the suite's broker; its Connect and Kafka 3.9 cases get drivers too.
 VERSIONS = ("3.5.7", "4.0.0", "4.1.1")
+PROJECT_VERSION = "4.2.0"  # the project's own pyspark (pyproject.toml's spark extra)
 # Every version a Spark Connect client is tested on, the project's own included.
-CONNECT_VERSIONS = (*VERSIONS, "4.2.0")
+CONNECT_VERSIONS = (*VERSIONS, PROJECT_VERSION)
 # pyspark[connect] 3.5 requires numpy<2 but leaves pandas and pyarrow open, and pip then
 # picks releases that refuse NumPy 1 at import ("pyarrow requires NumPy 2.0 or newer",
 # pyarrow 26; seen 2026-11-23): the newest that still take NumPy 1.26.

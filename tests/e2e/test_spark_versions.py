@@ -39,7 +39,13 @@ import pytest
 from harness import kafka_broker
 from harness.machine import free_port, machine_lock
 from harness.service_process import ServiceProcess
-from harness.spark_drivers import CONNECT_VERSIONS, VERSIONS, connector_jars, driver_python
+from harness.spark_drivers import (
+    CONNECT_VERSIONS,
+    PROJECT_VERSION,
+    VERSIONS,
+    connector_jars,
+    driver_python,
+)
 from tests.support.driver_job import JOB
 from tests.support.kafka import (
     committed_offsets,
@@ -98,7 +104,7 @@ def test_the_projects_spark_is_committed_on_kafka_3_9(
     # reads of it. One run shows it; the service down, the restart and the followed folder
     # are the same on every broker and run on 4.4.0 (test_spark_e2e.py and
     # test_checkpoint_follower.py).
-    job_is_committed("4.2.0", "classic", wheel, tmp_path, old_kafka, once=True)
+    job_is_committed(PROJECT_VERSION, "classic", wheel, tmp_path, old_kafka, once=True)
 
 
 def job_is_committed(
