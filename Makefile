@@ -54,13 +54,18 @@ PROMETHEUS_OPERATOR := github.com/prometheus-operator/prometheus-operator@v0.78.
 
 .PHONY: test check demo docs dist bench fuzz lint typecheck venv jars tools system-deps dist-deps kafka-start kafka-stop kafka-cluster-start kafka-cluster-stop clean
 
-# PYTHONWARNINGS: setuptools tells of every editable install in a nine-line UserWarning
-# that asks nothing of the reader.
+# The virtualenv is installed by uv, itself installed by the new virtualenv's pip at the
+# version the dev extra allows, its bytecode compiled as pip would, with the wheels of what
+# PyPI has only as source from the machine's wheelhouse (scripts/wheelhouse.py):
+# docs/decisions.md, "The virtualenv installed by uv".
+UV_REQUIREMENT := $(shell grep -o '"uv[<>=][^"]*"' pyproject.toml)
+INSTALL = $(PY) -m pip install -q --disable-pip-version-check $(UV_REQUIREMENT) && \
+	$(VENV)/bin/uv pip install -q --compile-bytecode --python $(PY) --find-links "$$($(PY) scripts/wheelhouse.py)" \
+	--upgrade-package pip pip
+
 $(STAMP): pyproject.toml jobs/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	PYTHONWARNINGS=ignore::UserWarning \
-		$(PY) -m pip install -q -e '.[spark,dev,postgres,s3,azure,gcs,msk-iam,oidc]' -e ./jobs
+	$(INSTALL) -e '.[spark,dev,postgres,s3,azure,gcs,msk-iam,oidc]' -e ./jobs
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -205,8 +210,7 @@ DEMO_STAMP := $(VENV)/.demo-installed
 $(DEMO_STAMP): pyproject.toml jobs/pyproject.toml
 	@echo "[demo] installing the service, PySpark and the listener into $(VENV) (once)"
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	@$(PY) -m pip install -q --upgrade pip
-	@PYTHONWARNINGS=ignore::UserWarning $(PY) -m pip install -q -e '.[spark]' -e ./jobs
+	@$(INSTALL) -e '.[spark]' -e ./jobs
 	@touch $(DEMO_STAMP)
 
 demo: $(DEMO_STAMP)

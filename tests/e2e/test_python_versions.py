@@ -29,7 +29,7 @@ from uv import find_uv_bin
 
 from harness.machine import ROOT
 from harness.pod import build_base, podman
-from tests.support.wheels import service_wheel, wheelhouse
+from tests.support.wheels import requirements, service_wheel, wheelhouse
 
 pytestmark = pytest.mark.tools
 
@@ -66,12 +66,6 @@ def interpreter(version: str) -> Path | None:
         if subprocess.run([str(candidate), "-c", "pass"], capture_output=True).returncode == 0:
             return candidate
     return None
-
-
-def requirements() -> list[str]:
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    extras = project["optional-dependencies"].values()
-    return [*project["dependencies"], *(r for extra in extras for r in extra)]
 
 
 def test_requires_python_names_the_versions_tested_here() -> None:

@@ -9,11 +9,13 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
-from harness.machine import ROOT, machine_lock
-from harness.spark_drivers import CACHE
+from harness.machine import ROOT  # and scripts/ on the path
+
+# isort: split
+from wheelhouse import requirements as requirements  # scripts/wheelhouse.py
+from wheelhouse import wheelhouse as wheelhouse
 
 
 def listener_wheel(folder: Path) -> Path:
@@ -64,27 +66,3 @@ def service_wheel(folder: Path) -> Path:
     subprocess.run([*build, str(context)], check=True, capture_output=True)
     (wheel,) = folder.glob("spark_offset_sidecar-*.whl")
     return wheel
-
-
-# Requirements that PyPI has only as source, by name: uv builds such a one again at every
-# install, each build kept in a new revision of its cache (uv 0.13.9, pyspark 4.2.0: 19 s
-# and about 1 GB of cache an install; the cache had grown to 33 GB).
-SOURCE_ONLY = ("pyspark",)
-WHEELHOUSE = CACHE / "wheels"
-
-
-def wheelhouse(requirements: list[str]) -> Path:
-    """A folder with a wheel of each of ``requirements`` named in ``SOURCE_ONLY``, each
-    built once per machine (``pip wheel``), for installers' ``--find-links``."""
-    WHEELHOUSE.mkdir(parents=True, exist_ok=True)
-    with machine_lock("wheelhouse"):
-        for requirement in requirements:
-            name, _, version = requirement.partition("==")
-            if name not in SOURCE_ONLY or any(WHEELHOUSE.glob(f"{name}-{version}-*.whl")):
-                continue
-            with tempfile.TemporaryDirectory(dir=WHEELHOUSE) as built:  # whole wheels only
-                build = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", built]
-                subprocess.run([*build, requirement], check=True)
-                for wheel in Path(built).glob("*.whl"):
-                    wheel.replace(WHEELHOUSE / wheel.name)
-    return WHEELHOUSE
