@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+import json
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
@@ -70,16 +72,27 @@ def settled_reads(
 ) -> dict[str, T]:
     """Every reader's answer, all taken while nothing was published: the first reader
     answers alike before and after the others read (a status may change with the clock
-    alone, OK becoming STOP; reads that straddle such a change are taken again).
+    alone, OK becoming STOP; reads that straddle such a change are taken again). Timed
+    out, the error shows what changed the last time.
 
     The answers are returned, not compared: the caller asserts they agree."""
     first = next(iter(readers))
+    changed: list[str] = []
 
     def quiet() -> dict[str, T] | None:
         answers = {name: read() for name, read in readers.items()}  # the first one first
-        return answers if readers[first]() == answers[first] else None
+        again = readers[first]()
+        if again == answers[first]:
+            return answers
+        before, after = (json.dumps(a, indent=1, sort_keys=True, default=str).splitlines()
+                         for a in (answers[first], again))  # fmt: skip
+        changed[:] = list(difflib.unified_diff(before, after, lineterm="", n=2))[2:40]
+        return None
 
-    answers: dict[str, T] = wait_for(quiet, timeout, f"{what} to settle")
+    try:
+        answers: dict[str, T] = wait_for(quiet, timeout, f"{what} to settle")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; what changed last:\n" + "\n".join(changed)) from None
     return answers
 
 
