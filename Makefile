@@ -54,14 +54,16 @@ PROMETHEUS_OPERATOR := github.com/prometheus-operator/prometheus-operator@v0.78.
 
 .PHONY: test check demo docs dist bench fuzz lint typecheck venv jars tools system-deps dist-deps kafka-start kafka-stop kafka-cluster-start kafka-cluster-stop clean
 
-# The virtualenv is installed by uv, itself installed by the new virtualenv's pip at the
-# version the dev extra allows, its bytecode compiled as pip would, with the wheels of what
-# PyPI has only as source from the machine's wheelhouse (scripts/wheelhouse.py):
-# docs/decisions.md, "The virtualenv installed by uv".
+# The virtualenv is installed by uv, itself installed by the new virtualenv's pip (brought
+# up to date: it builds the wheelhouse) at the version the dev extra allows, its bytecode
+# compiled as pip would, with the wheels of what PyPI has only as source from the machine's
+# wheelhouse (scripts/wheelhouse.py): docs/decisions.md, "The virtualenv installed by uv".
+# UV_SYSTEM_CERTS: the machine's certificate store, as pip uses it (a company's proxy, a
+# mirror with a CA of its own).
 UV_REQUIREMENT := $(shell grep -o '"uv[<>=][^"]*"' pyproject.toml)
-INSTALL = $(PY) -m pip install -q --disable-pip-version-check $(UV_REQUIREMENT) && \
-	$(VENV)/bin/uv pip install -q --compile-bytecode --python $(PY) --find-links "$$($(PY) scripts/wheelhouse.py)" \
-	--upgrade-package pip pip
+INSTALL = $(PY) -m pip install -q --disable-pip-version-check --upgrade pip $(UV_REQUIREMENT) && \
+	UV_SYSTEM_CERTS=1 $(VENV)/bin/uv pip install -q --compile-bytecode --python $(PY) \
+	--find-links "$$($(PY) scripts/wheelhouse.py)"
 
 $(STAMP): pyproject.toml jobs/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)

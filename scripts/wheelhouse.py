@@ -41,8 +41,7 @@ def wheelhouse(wanted: list[str]) -> Path:
     """The folder, holding a wheel of each of ``wanted`` named in ``SOURCE_ONLY`` (pinned
     ``name==version``), each built once per machine by ``pip wheel``."""
     WHEELHOUSE.mkdir(parents=True, exist_ok=True)
-    lock = Path(tempfile.gettempdir()) / "spark-offset-sidecar-wheelhouse.lock"
-    with lock.open("w") as held:
+    with (WHEELHOUSE / ".lock").open("w") as held:  # the cache's user's own
         fcntl.flock(held, fcntl.LOCK_EX)  # one builder per machine; released on close
         for requirement in wanted:
             name, _, version = requirement.partition("==")
