@@ -1,9 +1,10 @@
 """What the service holds, reached by the HTTP layer through ``request.app.state.runtime``:
 what the composition root (``app``) builds before starting (``Runtime``), and the parts
-its lifespan started, set once every one has started: ``Running`` in the process that
-takes events, ``Watching`` in its watcher (``app.watch``); both are ``Started``,
-which is what the readers' and operational routes need. Nothing here imports the
-application, so routes and the app never import each other."""
+its lifespan started, set once every one has started (``Lifecycle``, the lifespan's state
+alone): ``Running`` in the process that takes events, ``Watching`` in its watcher
+(``app.watch``); both are ``Started``, which is what the readers' and operational routes
+need. Nothing here imports the application, so routes and the app never import each
+other."""
 
 from __future__ import annotations
 
