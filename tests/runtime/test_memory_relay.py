@@ -261,13 +261,18 @@ def test_the_services_problems_are_told_when_they_change_and_shown_beside_the_wa
 
     memory = WatcherMemory(Ledger(), lambda _g, _r: None)
     memory.take(decode_memory_update(encode_memory_update(watcher.updates[0])))
-    runtime = Runtime(Settings(), SidecarMetrics(CollectorRegistry()), time.time, None)  # type: ignore[arg-type]
-    runtime.identity_problems.append(lambda: "Kafka token: HTTP 401")
-    runtime.identity_problems.append(lambda: "jobs' token issuer: unreachable")
-    runtime.service_problems = lambda: memory.problems
+    own = {"kafka": "Kafka token: HTTP 401", "issuer": "jobs' token issuer: unreachable"}
+    runtime = Runtime(
+        Settings(),
+        SidecarMetrics(CollectorRegistry()),
+        time.time,
+        None,  # type: ignore[arg-type]
+        identity_problems=(lambda: own.get("kafka"), lambda: own.get("issuer")),
+        service_problems=lambda: memory.problems,
+    )
     assert runtime.problems() == ["Kafka token: HTTP 401", "jobs' token issuer: unreachable"]
     memory.take(decode_memory_update(encode_memory_update(watcher.updates[-1])))
-    runtime.identity_problems.clear()
+    own.clear()
     assert runtime.problems() == []
 
 

@@ -1,14 +1,18 @@
 """The Kafka clients only the process taking events builds on each cluster's options
 (``app.kafka_clients``): the committers, the starting offsets' reader and, with replicas,
 the reader of what was committed (a takeover's check). One of each kind per cluster, or
-the one of the default cluster when there is only it."""
+the one of the default cluster when there is only it. The committers it built last are
+kept: Kafka refusing a cluster's credentials is read from them (``committer_problems``)."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
 
 from spark_offset_sidecar.adapters.kafka.admin import KafkaCommittedReader
 from spark_offset_sidecar.adapters.kafka.committer import KafkaOffsetCommitter
 from spark_offset_sidecar.adapters.kafka.starting_offsets import KafkaStartingOffsetsReader
-from spark_offset_sidecar.app.kafka_clients import GroupCluster, KafkaClients, Key
+from spark_offset_sidecar.app.kafka_clients import GroupCluster, KafkaClients, Key, problem_of
 from spark_offset_sidecar.ports.kafka import (
     CommittedOffsetsReader,
     OffsetCommitter,
@@ -19,9 +23,14 @@ from spark_offset_sidecar.runtime.by_cluster import (
     ClusterCommitters,
     ClusterStartingOffsets,
 )
+from spark_offset_sidecar.settings import Settings
 
 
 class CommittingClients(KafkaClients):
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(settings)
+        self.built: dict[Key, KafkaOffsetCommitter] = {}  # none yet, or a committer given
+
     def starting_offsets(self, group_cluster: GroupCluster) -> StartingOffsetsReader:
         readers = {
             key: KafkaStartingOffsetsReader(options, request_timeout=self.timeout)
@@ -30,10 +39,20 @@ class CommittingClients(KafkaClients):
         return ClusterStartingOffsets(readers, group_cluster) if self.several else readers[None]
 
     def committers(self, replica_id: str | None) -> dict[Key, KafkaOffsetCommitter]:
-        return {
+        self.built = {
             key: KafkaOffsetCommitter(options, timeout=self.timeout, replica_id=replica_id)
             for key, options in self.options.items()
         }
+        return self.built
+
+    def committer_problems(self) -> list[Callable[[], str | None]]:
+        """Each cluster's committer's problem (Kafka refusing the credentials), for
+        ``/readyz``: None while none is built."""
+        return [partial(self._committer_problem, key) for key in self.options]
+
+    def _committer_problem(self, key: Key) -> str | None:
+        committer = self.built.get(key)
+        return problem_of(self.said(key, "Kafka"), committer)() if committer is not None else None
 
     def committer(self, committers: dict[Key, KafkaOffsetCommitter]) -> OffsetCommitter:
         """The one committer the commit loop sees: each group's commit to its cluster's."""

@@ -8,7 +8,7 @@ the beginning of the shutdown.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 
 from fastapi import FastAPI
@@ -29,6 +29,7 @@ from spark_offset_sidecar.http.event_routes import router
 from spark_offset_sidecar.http.follow_routes import router as follow_router
 from spark_offset_sidecar.http.progress_route import ProgressRoute
 from spark_offset_sidecar.http.refusals import exception_answers
+from spark_offset_sidecar.http.state import any_folder
 from spark_offset_sidecar.http.status_page import router as status_page_router
 from spark_offset_sidecar.http.status_routes import router as status_router
 from spark_offset_sidecar.http.watcher_routes import forwarding_router
@@ -58,15 +59,22 @@ def create_app(settings: Settings, parts: Parts | None = None) -> FastAPI:
         parts.registry or CollectorRegistry(), kafka.clusters if kafka.several else None
     )
     verifier = token_verifier(settings.oidc)
-    runtime = new_runtime(settings, metrics, parts.clock, kafka, verifier, topology)
     watcher = None
+    problems: list[Callable[[], str | None]] = []  # the watcher's, then Kafka refusing one
     if topology.watcher == "child":
         watcher = WatcherChild(child_command("watcher", settings.log.level, settings.log.format))
-    if watcher is not None:
-        runtime.identity_problems.append(lambda: watcher.problem and f"{PROBLEM}{watcher.problem}")
+        problems.append(lambda: watcher.problem and f"{PROBLEM}{watcher.problem}")
+    runtime = new_runtime(
+        settings,
+        metrics,
+        parts.clock,
+        kafka,
+        verifier,
+        topology,
+        check_folder=check_path if parts.checkpoint_storage is None else any_folder,
+        problems=problems + kafka.committer_problems(),
+    )
     storage = parts.checkpoint_storage or FsspecCheckpointStorage(settings.follow.storage_options)
-    if parts.checkpoint_storage is None:
-        runtime.check_folder = check_path
     if parts.heap is not None:
         metrics.watch_heap(parts.heap)
     start = Start(settings, topology, runtime, kafka, parts, storage, verifier, watcher)
@@ -76,14 +84,14 @@ def create_app(settings: Settings, parts: Parts | None = None) -> FastAPI:
         async with AsyncExitStack() as stack:
             stack.callback(log.info, "stopped")
             log.info("starting: %s", topology.describe())
-            runtime.running = runtime.started = running = await start.run(stack)
-            runtime.ready = True
+            runtime.life.running = runtime.life.started = running = await start.run(stack)
+            runtime.life.ready = True
             ledger = running.durable.ledger
             log.info("ready: %d queries, %d groups loaded", len(ledger.queries), len(ledger.groups))
             try:
                 yield
             finally:
-                runtime.ready = False
+                runtime.life.ready = False
 
     app = FastAPI(
         title="spark-offset-sidecar",

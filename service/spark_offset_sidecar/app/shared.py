@@ -5,17 +5,17 @@ per-group series, and the operational routes (``/livez``, ``/readyz``, ``/metric
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from fastapi import FastAPI, Request
 from fastapi.responses import PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from spark_offset_sidecar.app.kafka_clients import KafkaClients
+from spark_offset_sidecar.app.kafka_clients import KafkaClients, problem_of
 from spark_offset_sidecar.errors import StoreError
 from spark_offset_sidecar.http.auth import TokenRegistry
 from spark_offset_sidecar.http.service_route import router as service_router
-from spark_offset_sidecar.http.state import Runtime
+from spark_offset_sidecar.http.state import Runtime, any_folder
 from spark_offset_sidecar.observe.fleet_metrics import FleetOptions
 from spark_offset_sidecar.observe.metrics import SidecarMetrics
 from spark_offset_sidecar.ports.identity import TokenVerifier
@@ -63,18 +63,25 @@ def new_runtime(
     kafka: KafkaClients,
     verifier: TokenVerifier | None,
     topology: Topology,
+    *,
+    check_folder: Callable[[str], str | None] = any_folder,
+    problems: Sequence[Callable[[], str | None]] = (),
+    service_problems: Callable[[], Sequence[str]] = tuple,
 ) -> Runtime:
     """What the routes reach, with the tokens and the identity problems both processes
-    check: Kafka's tokens, and the jobs' token issuer."""
-    runtime = Runtime(settings, metrics, clock, topology)
-    runtime.identity_problems.extend(kafka.token_problems())
-    if verifier is not None:
-        runtime.identity_problems.append(
-            lambda: verifier.problem and f"jobs' token issuer: {verifier.problem}"
-        )
-    if settings.auth.tokens_file:
-        runtime.tokens = TokenRegistry.from_file(settings.auth.tokens_file, verifier)
-    return runtime
+    check (Kafka's tokens, the jobs' token issuer), then a process's own ``problems``."""
+    issuer = () if verifier is None else (problem_of("jobs' token issuer", verifier),)
+    tokens_file = settings.auth.tokens_file
+    return Runtime(
+        settings,
+        metrics,
+        clock,
+        topology,
+        tokens=TokenRegistry.from_file(tokens_file, verifier) if tokens_file else None,
+        identity_problems=(*kafka.token_problems(), *issuer, *problems),
+        check_folder=check_folder,
+        service_problems=service_problems,
+    )
 
 
 def add_operational_routes(app: FastAPI, runtime: Runtime) -> None:

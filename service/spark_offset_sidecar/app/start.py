@@ -34,7 +34,7 @@ from spark_offset_sidecar.adapters.sql.followed_folders import SqlFollowedFolder
 from spark_offset_sidecar.adapters.sql.store import SqlStore
 from spark_offset_sidecar.adapters.sql.writer_process import ProcessWriter
 from spark_offset_sidecar.adapters.watcher.child import FIRST_READY, PROBLEM, WatcherChild
-from spark_offset_sidecar.app.kafka_clients import GroupCluster, Key, problem_of
+from spark_offset_sidecar.app.kafka_clients import GroupCluster, Key
 from spark_offset_sidecar.app.kafka_commits import CommittingClients
 from spark_offset_sidecar.app.parts import Parts
 from spark_offset_sidecar.app.shared import fleet_options
@@ -103,7 +103,8 @@ class Start:
     async def run(self, stack: AsyncExitStack) -> Running:
         replica_id = new_replica_id() if self.topology.replicated else None
         run_in_background(stack, LoopLag(self.metrics.loop_lag.observe).run(), "loop lag")
-        sql, durable = await self._ledger(stack, replica_id)
+        wake = asyncio.Event()  # the commit loop's: a batch written frees its groups
+        sql, durable = await self._ledger(stack, replica_id, wake)
         if self.watcher is not None:  # it reads the database at the newest migration
             await self.watcher.start()
             stack.push_async_callback(self.watcher.stop)
@@ -112,7 +113,12 @@ class Start:
         built, committer = self._committers(stack, replica_id)
         ownership = self._ownership(durable, replica_id)
         commit_loop = CommitLoop(
-            durable, committer, self.metrics, clock=self.runtime.clock, ownership=ownership
+            durable,
+            committer,
+            self.metrics,
+            clock=self.runtime.clock,
+            ownership=ownership,
+            wake=wake,
         )
         board = self.parts.status_board
         if ownership is not None and sql is not None:
@@ -210,7 +216,7 @@ class Start:
         run_in_background(stack, relay.run(), "memory relay")
 
     async def _ledger(
-        self, stack: AsyncExitStack, replica_id: str | None
+        self, stack: AsyncExitStack, replica_id: str | None, wake: asyncio.Event
     ) -> tuple[SqlStore | None, DurableLedger]:
         """The store (the SQL one built and migrated here, unless one was given) and the
         ledger loaded from it."""
@@ -233,6 +239,7 @@ class Start:
             refresh_after=commits.recommit_idle_after_seconds,
             commit_interval=commits.min_commit_interval_seconds,
             writer=writer,
+            on_batch_done=on_batch_done(wake, self.metrics),
         )
         stack.push_async_callback(durable.close)
         return sql, durable
@@ -264,9 +271,7 @@ class Start:
         if self.parts.committer is not None:
             stack.push_async_callback(self.parts.committer.close)
             return {}, self.parts.committer
-        built = self.kafka.committers(replica_id)
-        for key, each in built.items():
-            self.runtime.identity_problems.append(problem_of(self.kafka.said(key, "Kafka"), each))
+        built = self.kafka.committers(replica_id)  # their problems: ``kafka.committer_problems``
         committer = self.kafka.committer(built)
         stack.push_async_callback(committer.close)
         return built, committer
@@ -324,7 +329,6 @@ class Start:
     def _commits(
         self, stack: AsyncExitStack, durable: DurableLedger, commit_loop: CommitLoop
     ) -> asyncio.Task[None]:
-        durable.on_batch_done = on_batch_done(commit_loop, self.metrics)
         task = asyncio.create_task(commit_loop.run(), name="commit loop")
         stack.push_async_callback(
             stop_commits, commit_loop, task, self.settings.commits.shutdown_grace_seconds
@@ -437,10 +441,10 @@ async def stop_commits(loop: CommitLoop, task: asyncio.Task[None], grace: float)
     await cancel(task)
 
 
-def on_batch_done(loop: CommitLoop, metrics: SidecarMetrics) -> Callable[[int, float], None]:
+def on_batch_done(wake: asyncio.Event, metrics: SidecarMetrics) -> Callable[[int, float], None]:
     def done(items: int, seconds: float) -> None:
         metrics.store_batch_items.observe(items)
         metrics.store_write_duration.observe(seconds)
-        loop.wake()  # the batch's groups are no longer held
+        wake.set()  # the commit loop's: the batch's groups are no longer held
 
     return done

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Collection
+from collections.abc import AsyncIterator, Collection, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 
@@ -94,16 +94,18 @@ def create_watch_app(
         children=True, replicated=settings.replicas.replicated, database=settings.database.url
     )
     verifier = token_verifier(settings.oidc)
-    runtime = new_runtime(settings, metrics, parts.clock, kafka, verifier, topology)
     start = WatchStart(settings, kafka, metrics, parts, rows)
+    runtime = new_runtime(
+        settings, metrics, parts.clock, kafka, verifier, topology, service_problems=start.problems
+    )
     ledger = start.ledger
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         async with AsyncExitStack() as stack:
             stack.callback(log.info, "stopped")
-            runtime.started = await start.run(stack)
-            runtime.ready = True
+            runtime.life.started = await start.run(stack)
+            runtime.life.ready = True
             log.info(
                 "watching: %d queries, %d groups loaded from the database",
                 len(ledger.queries),
@@ -112,7 +114,7 @@ def create_watch_app(
             try:
                 yield
             finally:
-                runtime.ready = False
+                runtime.life.ready = False
 
     app = FastAPI(
         title="spark-offset-sidecar watcher",
@@ -122,7 +124,6 @@ def create_watch_app(
         lifespan=lifespan,
     )
     app.state.runtime = runtime
-    runtime.service_problems = lambda: start.memory.problems if start.memory is not None else ()
     answers = exception_answers(metrics)
     app.include_router(status_router)
     app.include_router(status_page_router)
@@ -200,6 +201,10 @@ class WatchStart:
         if self.board is not None and self.board.replica_id != replica_id:
             log.info("watching for replica %s", replica_id)
             self.board.replica_id = replica_id
+
+    def problems(self) -> Sequence[str]:
+        """The identity problems its service told it."""
+        return self.memory.problems if self.memory is not None else ()
 
     def _waiting(self, group_id: str) -> str | None:
         return self.memory.waiting(group_id) if self.memory is not None else None

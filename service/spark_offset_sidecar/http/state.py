@@ -1,9 +1,10 @@
 """What the service holds, reached by the HTTP layer through ``request.app.state.runtime``:
 what the composition root (``app``) builds before starting (``Runtime``), and the parts
-its lifespan started, set once every one has started: ``Running`` in the process that
-takes events, ``Watching`` in its watcher (``app.watch``); both are ``Started``,
-which is what the readers' and operational routes need. Nothing here imports the
-application, so routes and the app never import each other."""
+its lifespan started, set once every one has started (``Lifecycle``, the lifespan's state
+alone): ``Running`` in the process that takes events, ``Watching`` in its watcher
+(``app.watch``); both are ``Started``, which is what the readers' and operational routes
+need. Nothing here imports the application, so routes and the app never import each
+other."""
 
 from __future__ import annotations
 
@@ -126,9 +127,27 @@ class Started(Protocol):
         """Raise ``StoreError`` unless the store answers."""
 
 
+def any_folder(path: str) -> str | None:
+    """Every folder path can be followed: what a checkpoint storage handed in says."""
+    return None
+
+
 @dataclass
+class Lifecycle:
+    """The lifespan's state, set by it alone: the parts it started, once every one has
+    started, kept until the process ends (events taken while stopping are still recorded);
+    ``ready`` is True only in between. ``running`` only in the process that takes events;
+    ``started`` in every process."""
+
+    running: Running | None = None
+    started: Started | None = None
+    ready: bool = False
+
+
+@dataclass(frozen=True)
 class Runtime:
-    """What the composition root built before starting, and what its lifespan started."""
+    """What the composition root built before starting, complete once built, and the
+    lifespan's state (``life``), the one part that changes."""
 
     settings: Settings
     metrics: SidecarMetrics
@@ -136,18 +155,25 @@ class Runtime:
     topology: Topology  # what runs where, resolved at start
     tokens: TokenRegistry | None = None
     # Why a folder path cannot be followed here (an unknown protocol, a missing extra).
-    check_folder: Callable[[str], str | None] = lambda path: None
+    check_folder: Callable[[str], str | None] = any_folder
     # Why an identity does not work now (a Kafka token, Kafka refusing the credentials, the
     # jobs' token issuer): each says its problem, or None. Shown on /readyz and /ui.
-    identity_problems: list[Callable[[], str | None]] = field(default_factory=list)
+    identity_problems: tuple[Callable[[], str | None], ...] = ()
     # The watcher: the identity problems its service told it (shown with its own).
     service_problems: Callable[[], Sequence[str]] = tuple
-    # Set once every part has started, and kept until the process ends (events taken
-    # while stopping are still recorded); ``ready`` is True only in between. ``running``
-    # only in the process that takes events; ``started`` in every process.
-    running: Running | None = None
-    started: Started | None = None
-    ready: bool = False
+    life: Lifecycle = field(default_factory=Lifecycle)
+
+    @property
+    def running(self) -> Running | None:
+        return self.life.running
+
+    @property
+    def started(self) -> Started | None:
+        return self.life.started
+
+    @property
+    def ready(self) -> bool:
+        return self.life.ready
 
     @cached_property
     def clusters(self) -> Clusters:

@@ -43,6 +43,7 @@ class CommitLoop:
         max_concurrent: int = 64,
         tick: float = 1.0,
         ownership: Ownership | None = None,
+        wake: asyncio.Event | None = None,  # shared with what frees groups (a batch written)
     ) -> None:
         self.durable = durable
         self.committer = committer
@@ -53,7 +54,7 @@ class CommitLoop:
         self.ownership = ownership
         self.cancelled = 0  # commits cut off by ``stop``: they may still reach Kafka
         self.heartbeat = time.monotonic()
-        self._wake = asyncio.Event()
+        self._wake = wake if wake is not None else asyncio.Event()
         self._stopping = False
         self._commits: set[asyncio.Task[None]] = set()
 

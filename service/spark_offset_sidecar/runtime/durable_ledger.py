@@ -145,7 +145,7 @@ class DurableLedger:
         self.batch_writer = writer  # None: batches are persisted in the store's thread
         self._shared = isinstance(store, SharedLedgerStore)
         # Called after each batch with its size and write time; held groups are free.
-        self.on_batch_done = on_batch_done
+        self._batch_done = on_batch_done
         self.batches_written = 0
         self._queue: list[_Event | _Result | _Refresh] = []
         self._writer: asyncio.Task[None] | None = None
@@ -161,6 +161,7 @@ class DurableLedger:
         refresh_after: float | None = None,
         commit_interval: float = 0.0,
         writer: BatchWriter | None = None,
+        on_batch_done: Callable[[int, float], None] = lambda items, seconds: None,
     ) -> DurableLedger:
         """A ledger started from what ``store`` holds; its batches written by ``writer``
         when given (it closes it)."""
@@ -174,7 +175,7 @@ class DurableLedger:
             queries=stored.queries,
             groups=stored.groups,
         )
-        return cls(ledger, store, worker, writer=writer)
+        return cls(ledger, store, worker, on_batch_done=on_batch_done, writer=writer)
 
     async def record(
         self,
@@ -317,7 +318,7 @@ class DurableLedger:
                 refresh.done.set_result(None)
             else:
                 refresh.done.set_exception(failure)
-        self.on_batch_done(len(items), time.monotonic() - started)
+        self._batch_done(len(items), time.monotonic() - started)
         if isolate:
             log.warning(
                 "a batch of %d events failed (%s); settling each alone", len(batch.events), failure
