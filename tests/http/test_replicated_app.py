@@ -54,7 +54,7 @@ def test_a_replica_claims_new_groups_commits_them_and_hands_them_back_on_stop(
             json={"group_id": "g", "progress": spark_progress(0, {"t": {"0": 5}})},
         )
         assert answer.json()["outcome"] == "accepted"
-        wait_for(lambda: committer.commits, timeout=10, what="the commit")
+        wait_for(lambda: committer.commits, timeout=60, what="the commit")
         (request,) = committer.commits
         assert (request.group_id, request.fence) == ("g", 1)
         assert _rows(postgres_server.url)[1] == [("g", replica[0])]
