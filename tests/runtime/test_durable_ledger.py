@@ -27,12 +27,14 @@ from spark_offset_sidecar.ports.store import LoadedRows, StoredState
 from spark_offset_sidecar.runtime.durable_ledger import LOCKED_NAMES, DurableLedger
 from spark_offset_sidecar.testing import InMemoryStore
 from tests.support.kafka import run_sync
+from tests.support.service import until
 
 T0 = TopicPartition("t", 0)
 
 
 class GatedStore(InMemoryStore):
-    """Each write waits for ``gate`` (when closed) and records its transaction."""
+    """Each write waits for ``gate`` (when closed) and records its transaction; a gate the
+    test never opens fails the write after a minute rather than hanging the test."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -43,7 +45,8 @@ class GatedStore(InMemoryStore):
 
     def persist(self, changes: Sequence[Change]) -> None:
         self.writing.set()
-        self.gate.wait(10)
+        if not self.gate.wait(60):
+            raise AssertionError("the test never opened the gate")
         super().persist(changes)
         self.transactions.append(list(changes))
 
@@ -59,8 +62,16 @@ async def held_write(store: GatedStore, durable: DurableLedger) -> asyncio.Task[
     """Start a write of query "first" batch 0 and hold it in the store."""
     store.gate.clear()
     first = progress(durable, "first", 0)
-    await asyncio.to_thread(store.writing.wait, 5)
+    assert await asyncio.to_thread(store.writing.wait, 60), "the write began"
     return first
+
+
+async def queued(durable: DurableLedger, items: int) -> None:
+    """Wait until ``items`` items (events, commit results) wait in ``durable``'s queue for
+    the next batch, behind the write under way: each caller's task has run up to its
+    wait for the answer."""
+    await until(lambda: len(durable._queue) >= items, what=f"{items} items queued")
+    assert len(durable._queue) == items, "no more than these"
 
 
 def test_events_during_a_write_are_written_together() -> None:
@@ -69,7 +80,8 @@ def test_events_during_a_write_are_written_together() -> None:
         durable = DurableLedger(Ledger(), store)
         first = await held_write(store, durable)
         waiting = [progress(durable, f"q{i}", 1) for i in range(50)]
-        await asyncio.sleep(0.05)
+        await queued(durable, 50)
+        assert store.transactions == [], "the first write is still held"
         assert not any(task.done() for task in waiting), "nothing answered before its write"
         store.gate.set()
         answers = await asyncio.gather(first, *waiting)
@@ -90,6 +102,7 @@ def test_a_failed_batch_is_answered_unavailable_and_leaves_no_trace() -> None:
         first = await held_write(store, durable)
         store.fail_with = StoreUnavailable("disk full")
         later = [progress(durable, "q", 1), progress(durable, "new", 0)]
+        await queued(durable, 2)
         store.gate.set()
         results = await asyncio.gather(first, *later, return_exceptions=True)
         assert all(isinstance(r, StoreUnavailable) for r in results)
@@ -160,11 +173,11 @@ def test_a_commit_result_in_a_failed_batch_stays_applied_once(before: int, after
         blocker = await held_write(store, durable)
         store.fail_with = StoreUnavailable("disk full")
         events = [progress(durable, "q", 1 + i) for i in range(before)]
-        await asyncio.sleep(0.01)
+        await queued(durable, before)
         result = asyncio.ensure_future(durable.finish_commit(request, 1.0, None))
-        await asyncio.sleep(0.01)
+        await queued(durable, before + 1)
         events += [progress(durable, "q", 1 + before + i) for i in range(after)]
-        await asyncio.sleep(0.01)
+        await queued(durable, before + 1 + after)
         store.gate.set()
         await result
         outcomes = await asyncio.gather(blocker, *events, return_exceptions=True)
@@ -303,7 +316,7 @@ def test_unavailable_fails_the_whole_batch_without_settling_each_alone() -> None
         first = await held_write(store, durable)
         store.fail_with = StoreUnavailable("disk full")
         later = [progress(durable, f"q{i}", 0) for i in range(5)]
-        await asyncio.sleep(0.01)
+        await queued(durable, 5)
         store.gate.set()
         results = await asyncio.gather(first, *later, return_exceptions=True)
         assert all(isinstance(r, StoreUnavailable) for r in results)
@@ -372,9 +385,9 @@ def test_a_shared_stores_queue_is_written_in_batches_that_lock_a_bounded_number(
         durable = DurableLedger(Ledger(), store)
         store.gate.clear()
         first = named(durable, "first")
-        await asyncio.to_thread(store.writing.wait, 5)
+        assert await asyncio.to_thread(store.writing.wait, 60), "the write began"
         later = [named(durable, f"q{i}") for i in range(events)]
-        await asyncio.sleep(0.01)
+        await queued(durable, events)
         store.gate.set()
         answers = await asyncio.gather(first, *later)
         assert {a.outcome for a in answers} == {Outcome.ACCEPTED}

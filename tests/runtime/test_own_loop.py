@@ -18,11 +18,12 @@ TP = TopicPartition("orders", 0)
 
 class HoldingReader:
     """Holds the loop that runs it (as aiokafka parsing a big fetch does) until the
-    caller's loop has run, or ``patience`` seconds."""
+    caller's loop has run, or ``patience`` seconds; ``holding`` is set as it begins to."""
 
-    def __init__(self, caller_ran: threading.Event, patience: float = 10.0) -> None:
+    def __init__(self, caller_ran: threading.Event, patience: float = 60.0) -> None:
         self.caller_ran = caller_ran
         self.patience = patience
+        self.holding = threading.Event()
         self.threads: list[int] = []
         self.loops: list[asyncio.AbstractEventLoop] = []
         self.closed_on: int | None = None
@@ -35,6 +36,7 @@ class HoldingReader:
         self.loops.append(asyncio.get_running_loop())
         if self.fail:
             raise KafkaReadError("the brokers are gone")
+        self.holding.set()
         seen = self.caller_ran.wait(self.patience)  # blocks this loop, not the caller's
         return {tp: (1.0 if seen else None) for tp in offsets}
 
@@ -50,7 +52,8 @@ def test_the_callers_loop_runs_while_the_read_holds_its_own() -> None:
         reader = RecordTimesOnOwnLoop(inner)
 
         async def ticker() -> None:
-            await asyncio.sleep(0.01)
+            # Runs on the caller's loop while the read holds its own, or never.
+            assert await asyncio.to_thread(inner.holding.wait, 60), "the read began"
             caller_ran.set()
 
         found, _ = await asyncio.gather(reader.record_times({TP: 5}), ticker())
@@ -102,11 +105,11 @@ def test_a_read_cancelled_by_the_caller_is_cancelled_on_its_loop() -> None:
     async def scenario() -> None:
         reader = RecordTimesOnOwnLoop(Slow())
         task = asyncio.create_task(reader.record_times({TP: 5}))
-        await asyncio.to_thread(started.wait, 10)
+        assert await asyncio.to_thread(started.wait, 60), "the read began"
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        assert await asyncio.to_thread(stopped.wait, 10)
+        assert await asyncio.to_thread(stopped.wait, 60)
         await reader.close()
 
     asyncio.run(scenario())

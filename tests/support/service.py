@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import difflib
 import json
 import time
@@ -65,6 +66,16 @@ def wait_for(condition: Callable[[], Any], timeout: float = 20.0, what: str = "c
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
         time.sleep(0.05)
+
+
+async def until(condition: Callable[[], Any], what: str = "condition") -> None:
+    """``wait_for`` on an event loop: poll ``condition`` until truthy, letting the loop run
+    meanwhile. The minute bounds a failing wait; a passing one never nears it."""
+    deadline = time.monotonic() + 60.0
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after 60 s waiting for {what}")
+        await asyncio.sleep(0.01)
 
 
 def settled_reads(
