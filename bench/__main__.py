@@ -85,7 +85,7 @@ SCENARIOS: dict[str, Scenario] = {
         "batch end -> committed, for the three ways of attaching a job, side by side",
         broker=True,
         needs="Spark jars, the JVM listener",
-        quick=("--seconds", "15", "--rate", "200"),
+        quick=("--seconds", "5", "--rate", "200"),
     ),
     "follow_scale": Scenario(
         "the cost of following 1,000 checkpoint folders",
@@ -120,7 +120,7 @@ SCENARIOS: dict[str, Scenario] = {
         "a naive synchronous committer in the listener against this service",
         broker=True,
         needs="Spark jars",
-        quick=("--seconds", "15", "--rate", "200"),
+        quick=("--seconds", "5", "--rate", "200"),
     ),
     # Replicas
     "replicas": Scenario(

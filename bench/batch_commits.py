@@ -60,6 +60,28 @@ def batch_end(progress: dict[str, object]) -> float:
     return started.timestamp() + durations["triggerExecution"] / 1000
 
 
+def started_query(spark: Any, bootstrap: str, topic: str, checkpoint: str) -> Any:
+    """A query on ``topic`` from its end (1-second trigger, noop sink), once its first batch
+    ran: its starting offsets are then fixed, and every record produced after is read (a
+    producer started before could finish before a slow start fixed them)."""
+    query = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .load()
+        .writeStream.format("noop")
+        .option("checkpointLocation", checkpoint)
+        .trigger(processingTime="1 second")
+        .start()
+    )
+    deadline = time.monotonic() + 120
+    while query.lastProgress is None:
+        if time.monotonic() > deadline:
+            raise SystemExit(f"the query on {topic} ran no batch in 120 s")
+        time.sleep(0.1)
+    return query
+
+
 def run_while_producing(
     spark: Any,
     bootstrap: str,
@@ -71,18 +93,9 @@ def run_while_producing(
     """A query on ``topic`` (1-second trigger, noop sink) while a producer writes ``rate``
     records/s for ``seconds``; then, once each of ``seen`` (batches seen committed, by
     ``watch_commits``) holds the newest batch with records, its progress events."""
-    producer = produce_in_background(bootstrap, topic, rate, seconds)
     with tempfile.TemporaryDirectory() as work:
-        query = (
-            spark.readStream.format("kafka")
-            .option("kafka.bootstrap.servers", bootstrap)
-            .option("subscribe", topic)
-            .load()
-            .writeStream.format("noop")
-            .option("checkpointLocation", f"{work}/checkpoint")
-            .trigger(processingTime="1 second")
-            .start()
-        )
+        query = started_query(spark, bootstrap, topic, f"{work}/checkpoint")
+        producer = produce_in_background(bootstrap, topic, rate, seconds)
         producer.join()
         progresses = wait_committed(query, seen)
         query.stop()

@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.batch_commits import batch_end, wait_committed, watch_commits
+from bench.batch_commits import batch_end, started_query, wait_committed, watch_commits
 from bench.bench_support import (
     Sidecar,
     create_topic,
@@ -88,17 +88,8 @@ def main() -> int:
             window.enter_context(meter)
         checkpoint = f"{work}/checkpoint"
         follower.post("/v1/followed-folders", {"path": checkpoint, "group_id": followed})
+        query = started_query(spark, args.bootstrap, topic, checkpoint)
         producer = produce_in_background(args.bootstrap, topic, args.rate, args.seconds)
-        query = (
-            spark.readStream.format("kafka")
-            .option("kafka.bootstrap.servers", args.bootstrap)
-            .option("subscribe", topic)
-            .load()
-            .writeStream.format("noop")
-            .option("checkpointLocation", checkpoint)
-            .trigger(processingTime="1 second")
-            .start()
-        )
         producer.join()
         progresses = wait_committed(query, list(seen.values()))
         query.stop()

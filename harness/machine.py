@@ -14,6 +14,7 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent  # the checkout
 
@@ -70,7 +71,7 @@ def wait_answering(
     raise RuntimeError(f"{what} did not answer within {timeout:.0f} s")
 
 
-def stop_process(process: subprocess.Popen[bytes] | None, grace: float = 10.0) -> None:
+def stop_process(process: subprocess.Popen[Any] | None, grace: float = 10.0) -> None:
     """SIGTERM, then SIGKILL if ``process`` has not exited within ``grace`` seconds."""
     if process is None or process.poll() is not None:
         return

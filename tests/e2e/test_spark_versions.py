@@ -4,12 +4,13 @@ that is a clean environment with only pyspark and, for the listener, the listene
 service commits the group exactly to the topic's end once the job restarts on the same
 checkpoint. Each run is seen both ways at once, by two services, each with a
 group of its own: one the job's listener reports to, one that follows the job's
-checkpoint folder (for it, the job has no listener at all). The job first runs with the
-listener's service down (its address refuses connections): Spark finishes every batch
-all the same; the next run, on the same checkpoint with the service up, goes on with the
-query's batch ids and is committed to the end. Two Spark runs a case: a third (a restart
-seen by a service that saw the first) showed nothing a version changes, and the service's
-side of a restart runs in tests/e2e/test_spark_e2e.py.
+checkpoint folder (for it, the job has no listener at all). The query first runs with
+the listener's service down (its address refuses connections): Spark finishes every batch
+all the same; the service then comes up on that address and the query starts again on the
+same checkpoint, in the same driver: it goes on with the query's batch ids and is
+committed to the end. Two runs of the query a case, in one driver: what a restart is to
+the service (the query's id and batch ids, read from the checkpoint) is the same in one
+driver, and a second driver's start (a JVM, for Connect a server) was 9 s of CPU a case.
 
 The cases, one per cell of the compatibility table in docs/versions.md:
   - classic PySpark 3.5.7, 4.0.0 and 4.1.1 on a brand-new Kafka 3.9.1 broker (the
@@ -29,7 +30,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import queue
 import subprocess
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -37,7 +41,7 @@ from typing import Any
 import pytest
 
 from harness import kafka_broker
-from harness.machine import free_port, machine_lock
+from harness.machine import free_port, machine_lock, stop_process
 from harness.service_process import ServiceProcess
 from harness.spark_drivers import (
     CONNECT_VERSIONS,
@@ -135,58 +139,125 @@ def job_is_committed(
     ends = log_ends(bootstrap, [topic])
     checkpoint = tmp_path / "checkpoint"
     services: dict[str, ServiceProcess] = {}  # by the group it commits
+    for attach in ("listener",) if once else ("listener", "follower"):
+        folder = tmp_path / attach
+        folder.mkdir()
+        services[unique_group(f"v{version}-{attach}")] = ServiceProcess(
+            folder, bootstrap, follow_interval_seconds=0.3
+        )
+    (listened, listener), *followers = services.items()
+    (tmp_path / "job.py").write_text(JOB)
+
+    def committed_to_the_end(run: dict[str, Any], what: str) -> None:
+        for group, service in services.items():
+            wait_for(lambda: committed_offsets(bootstrap, group) == ends, 30, what)  # noqa: B023
+            view = service.http.get(f"/v1/queries/{run['id']}").json()
+            assert view["group_id"] == group
+            assert view["last_completed_checkpoint"] == run["batch"], group
+
+    port_15002 = machine_lock("spark-connect-15002")
     try:
-        for attach in ("listener",) if once else ("listener", "follower"):
-            folder = tmp_path / attach
-            folder.mkdir()
-            group = unique_group(f"v{version}-{attach}")
-            services[group] = ServiceProcess(folder, bootstrap, follow_interval_seconds=0.3)
-            services[group].start()
-            if attach == "follower":
-                followed = services[group].http.post(
-                    "/v1/followed-folders", json={"path": str(checkpoint), "group_id": group}
-                )
-                assert followed.status_code == 201, followed.text
-        listened, listener = next(iter(services.items()))
-        (tmp_path / "job.py").write_text(JOB)
-
-        def run_job(to: str = listener.url) -> dict[str, Any]:
-            port_15002 = machine_lock("spark-connect-15002")
-            with port_15002 if mode == "connect" else contextlib.nullcontext():
-                job = subprocess.run(
-                    [str(python), str(tmp_path / "job.py"), to, listened, bootstrap, topic,
-                     str(checkpoint), jars, mode],
-                    capture_output=True, text=True, timeout=300,
-                    # the Python a Connect 3.5 server runs the unpickled listener in
-                    env={**os.environ, "PYSPARK_PYTHON": str(python), "PYTHONPATH": str(site)},
-                )  # fmt: skip
-            assert job.returncode == 0, job.stderr[-3000:]
-            ran: dict[str, Any] = json.loads(job.stdout.strip().splitlines()[-1])
-            assert ran["spark"] == version
-            return ran
-
-        def committed_to_the_end(run: dict[str, Any], what: str) -> None:
-            for group, service in services.items():
-                wait_for(lambda: committed_offsets(bootstrap, group) == ends, 30, what)  # noqa: B023
-                view = service.http.get(f"/v1/queries/{run['id']}").json()
-                assert view["group_id"] == group
-                assert view["last_completed_checkpoint"] == run["batch"], group
-
+        for group, follower in followers:
+            follower.start()
+            followed = follower.http.post(
+                "/v1/followed-folders", json={"path": str(checkpoint), "group_id": group}
+            )
+            assert followed.status_code == 201, followed.text
         if once:
-            committed_to_the_end(run_job(), "the commit")
-            return
-        # The listener's service down: not slowed or broken.
-        down = run_job(f"http://127.0.0.1:{free_port()}")
-        assert down["batch"] >= 4, "every batch of the 300 records, 60 a batch"
-        assert committed_offsets(bootstrap, listened) == {}
-        # Restarted on the same checkpoint, the service up: the same query, its batch ids
-        # going on, committed to the end both ways.
-        run_sync(produce(bootstrap, topic, 120, start=300))
-        ends = log_ends(bootstrap, [topic])
-        restarted = run_job()
-        assert restarted["id"] == down["id"]
-        assert restarted["batch"] > down["batch"], "several batches"
-        committed_to_the_end(restarted, "the restart")
+            listener.start()
+        with (
+            port_15002 if mode == "connect" else contextlib.nullcontext(),
+            Driver(
+                [str(python), str(tmp_path / "job.py"), listener.url, listened, bootstrap,
+                 topic, str(checkpoint), jars, mode, "1" if once else "2"],
+                # the Python a Connect 3.5 server runs the unpickled listener in
+                {**os.environ, "PYSPARK_PYTHON": str(python), "PYTHONPATH": str(site)},
+                tmp_path / "job.log",
+            ) as job,
+        ):  # fmt: skip
+            first = job.run(version)
+            if once:
+                committed_to_the_end(first, "the commit")
+                return
+            # The listener's service down (its port refuses connections): Spark is not
+            # slowed or broken.
+            assert first["batch"] >= 4, "every batch of the 300 records, 60 a batch"
+            assert committed_offsets(bootstrap, listened) == {}
+            # The service up, the query started again on the same checkpoint: the same
+            # query, its batch ids going on, committed to the end both ways.
+            listener.start()
+            run_sync(produce(bootstrap, topic, 120, start=300))
+            ends = log_ends(bootstrap, [topic])
+            restarted = job.run(version)
+            assert restarted["id"] == first["id"]
+            assert restarted["batch"] > first["batch"], "several batches"
+            committed_to_the_end(restarted, "the restart")
     finally:
         for service in services.values():
             service.stop()
+
+
+class Driver:
+    """The job's driver process (``JOB``), each of its runs read off its standard output
+    (its log in ``log``); each run after the first starts when :meth:`run` asks for it."""
+
+    SECONDS = 300.0  # a run, from a driver's start on a loaded machine
+
+    def __init__(self, command: list[str], env: dict[str, str], log: Path) -> None:
+        self.log = log
+        with log.open("w") as stderr:
+            self.process = subprocess.Popen(
+                command,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                env=env,
+                text=True,
+            )
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        self.runs = 0
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def run(self, version: str) -> dict[str, Any]:
+        """The next run's ``{"id", "batch", "spark"}``, once it ended."""
+        assert self.process.stdin is not None
+        if self.runs:
+            self.process.stdin.write("\n")
+            self.process.stdin.flush()
+        self.runs += 1
+        deadline = time.monotonic() + self.SECONDS
+        while True:
+            try:
+                line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError(f"run {self.runs} did not end: {self._tail()}") from None
+            if line is None:
+                raise AssertionError(f"the driver exited before run {self.runs}: {self._tail()}")
+            if line.startswith("{"):
+                ran: dict[str, Any] = json.loads(line)
+                assert ran["spark"] == version
+                return ran
+
+    def _tail(self) -> str:
+        return self.log.read_text()[-3000:]
+
+    def __enter__(self) -> Driver:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """After its runs, the driver stops Spark and exits 0; after a failure, stopped."""
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        if exc[0] is not None:
+            stop_process(self.process)
+            return
+        try:
+            assert self.process.wait(timeout=self.SECONDS) == 0, self._tail()
+        finally:
+            stop_process(self.process)
