@@ -59,8 +59,10 @@ def progress(durable: DurableLedger, query: str, batch: int) -> asyncio.Task[Dec
 
 
 async def held_write(store: GatedStore, durable: DurableLedger) -> asyncio.Task[Decision]:
-    """Start a write of query "first" batch 0 and hold it in the store."""
+    """Start a write of query "first" batch 0 and hold it in the store (an earlier write
+    set ``writing``: cleared, it tells of this one)."""
     store.gate.clear()
+    store.writing.clear()
     first = progress(durable, "first", 0)
     assert await asyncio.to_thread(store.writing.wait, 60), "the write began"
     return first
