@@ -132,6 +132,12 @@ SCENARIOS: dict[str, Scenario] = {
             *("--lease", "3"),
         ),
     ),
+    "child_messages": Scenario(
+        "a whole fleet's memory update (what the service tells its watcher child), encoded "
+        "and decoded, before/after",
+        needs="git (the earlier commit's memory update)",
+        quick=("--groups", "300", "--rounds", "1", "--times", "1"),
+    ),
     "board_publish": Scenario(
         "a replica's watcher publishing 10,000 groups' reports to the status board, before/after",
         needs="PostgreSQL, git (the earlier commit's status board)",

@@ -111,6 +111,6 @@ def test_a_child_watcher_answers_with_what_its_service_told_it(tmp_path: Path) -
             assert seen["commit_waiting"] == memory.waiting
             assert seen["consecutive_failures"] == 3
             assert seen["status"] == "ERR"
-            refused = readers.post(MEMORY_UPDATES, content=b'{"version": 99}')
+            refused = readers.post(MEMORY_UPDATES, content=b'{"groups": {}}')
             assert refused.status_code == 400
-            assert "memory update version 99" in refused.text
+            assert "not a memory update" in refused.text

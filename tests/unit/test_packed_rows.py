@@ -5,7 +5,9 @@ collector tracks whatever its partitions (what it scans between two reads)."""
 from __future__ import annotations
 
 import asyncio
+import copy
 import gc
+import pickle
 import random
 
 import pytest
@@ -165,3 +167,15 @@ def test_the_monitor_keeps_a_group_in_a_fixed_number_of_objects(partitions: int)
     # columns in arrays would be three objects. The packed rows are the only one.
     assert tracked_below(status.partitions) == 1
     assert tracked_below(lag.partitions) == 1
+
+
+def test_a_partition_unpickled_is_its_process_shared_one() -> None:
+    """What crosses to a child (a memory update, a batch) holds the child's shared
+    partitions, not a copy of each per group."""
+    made = TopicPartition("unpickled", 3)  # equal, not the shared one
+    shared = shared_partition("unpickled", 3)
+    assert made is not shared
+    read = pickle.loads(pickle.dumps({made: 7, shared: 8}))
+    assert read == {shared: 8}
+    assert next(iter(read)) is shared
+    assert copy.deepcopy(made) is shared

@@ -1,7 +1,6 @@
-"""The JSON of the parts of a group's report that two wires carry alike: the status board
-(``adapters.sql.status_board``) and what a watcher is told (``adapters.watcher.memory_update``).
-Each ``decode_*`` reads what its ``encode_*`` wrote; the layouts' versions are their
-wires'."""
+"""The JSON of the parts of a group's report on the status board
+(``adapters.sql.status_board``, whose layout version they are part of). Each ``decode_*``
+reads what its ``encode_*`` wrote."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ strings; offsets may exceed 2**31).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
 # Kafka's protocol: a partition id is an int32 >= 0, an offset (and so a batch id, which
@@ -22,6 +22,11 @@ MAX_OFFSET = 2**63 - 1
 class TopicPartition(NamedTuple):
     topic: str
     partition: int
+
+    def __reduce__(self) -> tuple[Callable[[str, int], TopicPartition], tuple[str, int]]:
+        """Unpickled as its process's shared object (``shared_partition``): a watcher told
+        a fleet's offsets holds one object per partition, not one per group."""
+        return shared_partition, (self.topic, self.partition)
 
 
 # One object per partition for the whole process (``shared_partition``): ten thousand

@@ -164,7 +164,7 @@ async def send_memory_update(client: httpx.AsyncClient, update: MemoryUpdate) ->
     body = await asyncio.to_thread(encode_memory_update, update)  # a whole fleet's: off the loop
     try:
         answer = await client.post(
-            MEMORY_UPDATES, content=body, headers={"content-type": "application/json"}
+            MEMORY_UPDATES, content=body, headers={"content-type": "application/octet-stream"}
         )
     except httpx.HTTPError as exc:
         raise WatcherUnavailable(f"the watcher does not answer: {exc!r}") from None
