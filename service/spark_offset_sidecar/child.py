@@ -2,7 +2,8 @@
 ``Supervisor`` with ``adapters.child_process.child_command``):
 
     python -m spark_offset_sidecar.child writer LEVEL FORMAT   # the events' batches
-    python -m spark_offset_sidecar.child watcher LEVEL FORMAT  # the fleet, on a socket
+    python -m spark_offset_sidecar.child watcher LEVEL FORMAT  # the fleet, on a socket,
+                                                               # as its brief on stdin says
 
 Each first asks to end with the service (``die_with_parent``), logs as its service does
 (the level and format it is given, each line naming the process), then does its one job.
@@ -34,20 +35,26 @@ def writer() -> int:
 
 
 def watcher() -> int:
-    """The watcher: its settings from the environment its service passed on, served on
-    the Unix socket the service named. Ended by SIGTERM (its service's stop, or the
-    kernel's once its service is gone: then it removes the socket's folder, which nobody
-    else will)."""
+    """The watcher: its service's settings and topology read once from stdin (its brief:
+    ``app.watcher_brief``; none from the environment), served on the Unix socket the
+    service named. Ended by SIGTERM (its service's stop, or the kernel's once its service
+    is gone: then it removes the socket's folder, which nobody else will)."""
     # Its part alone, when it runs (the writer imports none of it).
+    from pydantic import ValidationError
+
     from spark_offset_sidecar.app.watch import create_watch_app
+    from spark_offset_sidecar.app.watcher_brief import WatcherBrief
     from spark_offset_sidecar.serving import run_http
-    from spark_offset_sidecar.settings import Settings
 
     try:
-        settings = Settings.from_env()
+        brief = WatcherBrief.model_validate_json(sys.stdin.buffer.read())
     except ConfigError as exc:
         print(f"offset-sidecar watcher: invalid setting {exc}", file=sys.stderr)
         return 2
+    except ValidationError as exc:  # its words, not its input: the secrets
+        print(f"offset-sidecar watcher: no brief: {exc.errors()[0]['msg']}", file=sys.stderr)
+        return 2
+    settings = brief.settings
     socket = os.environ[SOCKET_ENV]
     parent = int(os.environ.get(PARENT_ENV, "0:").partition(":")[0] or 0)
 
@@ -59,7 +66,7 @@ def watcher() -> int:
         os.kill(os.getpid(), signum)
 
     signal.signal(signal.SIGTERM, ended)
-    run_http(settings, create_watch_app(settings), uds=socket)
+    run_http(settings, create_watch_app(settings, brief.topology), uds=socket)
     return 0
 
 

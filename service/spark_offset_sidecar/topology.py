@@ -1,5 +1,7 @@
-"""What runs where: resolved once at start from the settings and the parts, logged, and
-shown on ``GET /v1/service``.
+"""What runs where: decided here alone (``Topology.resolve``), once, by the service at
+start (``app.root``: from its settings and its parts), logged, shown on ``GET
+/v1/service``, and handed to its watcher with its settings (``app.watcher_brief``). Every
+part reads what runs from the ``Topology`` it is given; none decides it again.
 
 ``offset-sidecar serve`` runs the service as processes:
 

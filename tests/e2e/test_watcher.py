@@ -16,12 +16,19 @@ from pathlib import Path
 import httpx
 import pytest
 from aiokafka import AIOKafkaConsumer
+from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from harness.processes import alive, children_running
 from harness.service_process import ServiceProcess
 from spark_offset_sidecar.adapters.child_process import SOCKET_ENV, child_command
+from spark_offset_sidecar.app.parts import Parts
+from spark_offset_sidecar.app.root import create_app
+from spark_offset_sidecar.app.watcher_brief import WatcherBrief
 from spark_offset_sidecar.observe.metrics import package_version
+from spark_offset_sidecar.settings import DatabaseSettings, KafkaSettings, Settings, StatusSettings
+from spark_offset_sidecar.topology import Topology
+from tests.support.app import post_progress
 from tests.support.kafka import log_ends, produce, run_sync, unique_group
 from tests.support.service import metric, spark_progress, wait_for
 
@@ -33,18 +40,48 @@ def test_a_watcher_on_a_database_never_migrated_refuses_to_start_and_says_why(
 ) -> None:
     """From a cold start (an empty folder): the watcher never migrates (its service does,
     before starting it)."""
-    service = ServiceProcess(tmp_path, kafka_bootstrap)
+    settings = Settings.from_env(ServiceProcess(tmp_path, kafka_bootstrap).env)
+    topology = Topology.resolve(children=True, replicated=False, database=settings.database.url)
     done = subprocess.run(
         child_command("watcher", "INFO", "text"),
         cwd=tmp_path,
-        env={**service.env, SOCKET_ENV: str(tmp_path / "watcher.sock")},
+        env={**os.environ, SOCKET_ENV: str(tmp_path / "watcher.sock")},
+        input=WatcherBrief(settings=settings, topology=topology).encode(),
         capture_output=True,
-        text=True,
         timeout=60,
         check=False,
     )
     assert done.returncode != 0
-    assert "a watcher never migrates" in done.stderr + done.stdout
+    assert b"a watcher never migrates" in done.stderr + done.stdout
+
+
+def test_a_service_built_in_code_hands_its_watcher_its_own_settings(
+    tmp_path: Path,
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Its watcher child runs with the settings the service was built with, not with the
+    environment's (``app.watcher_brief``): here the environment names another database
+    and a setting no service would take."""
+    elsewhere = tmp_path / "elsewhere.db"
+    monkeypatch.setenv("SIDECAR_DATABASE_URL", f"sqlite:///{elsewhere}")
+    monkeypatch.setenv("SIDECAR_LAG_READ_INTERVAL_SECONDS", "not a number")
+    settings = Settings(
+        kafka=KafkaSettings(bootstrap_servers=kafka_bootstrap),
+        database=DatabaseSettings(url=f"sqlite:///{tmp_path / 'sidecar.db'}"),
+        status=StatusSettings(lag_read_interval_seconds=0.2),
+    )
+    topic, group = new_topic(partitions=1), unique_group("in-code")
+    with TestClient(create_app(settings, Parts(children=True))) as client:
+        assert client.get("/readyz").text == "ok\n"  # and its watcher answered ready
+        assert client.get("/v1/service").json()["watcher"] == "child"
+        assert post_progress(client, 1, {topic: {"0": 0}}, group=group).status_code == 200
+        wait_for(  # the list is the watcher's alone, read from the service's database
+            lambda: [g["group"] for g in client.get("/v1/status").json()["groups"]] == [group],
+            what="the watcher's list of groups",
+        )
+    assert not elsewhere.exists()
 
 
 def watchers_of(pid: int) -> list[int]:

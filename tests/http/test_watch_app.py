@@ -22,11 +22,13 @@ from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.errors import StoreUnavailable
 from spark_offset_sidecar.ports.watcher import MEMORY_UPDATES, MemoryUpdate
 from spark_offset_sidecar.testing import InMemoryCommitter, InMemoryLogEnds
+from spark_offset_sidecar.topology import Topology
 from tests.support.app import post_progress, settings_for
 from tests.support.service import metric, wait_for
 
 GROUP = "orders-app"
 P0, P1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
+SERVED = Topology.resolve(children=True, replicated=False, database="sqlite:///sidecar.db")
 
 
 def test_the_watcher_follows_what_the_taker_writes(tmp_path: Path) -> None:
@@ -35,7 +37,7 @@ def test_the_watcher_follows_what_the_taker_writes(tmp_path: Path) -> None:
     watcher_settings = settings_for(tmp_path, lag_read_interval_seconds=0.05)
     taker = create_app(taker_settings, Parts(committer=InMemoryCommitter(), log_ends=ends))
     with TestClient(taker) as events:
-        watcher = create_watch_app(watcher_settings, Parts(log_ends=ends))
+        watcher = create_watch_app(watcher_settings, SERVED, Parts(log_ends=ends))
         with TestClient(watcher) as readers:
             assert post_progress(events, 1, {"orders": {"0": 60, "1": 40}}).status_code == 200
             wait_for(
@@ -73,7 +75,7 @@ def test_the_watcher_follows_what_the_taker_writes(tmp_path: Path) -> None:
 
 
 def test_a_watcher_never_migrates(tmp_path: Path) -> None:
-    watcher = create_watch_app(settings_for(tmp_path), Parts(log_ends=InMemoryLogEnds({})))
+    watcher = create_watch_app(settings_for(tmp_path), SERVED, Parts(log_ends=InMemoryLogEnds({})))
     with pytest.raises(StoreUnavailable, match="a watcher never migrates"), TestClient(watcher):
         pass
 
@@ -86,7 +88,7 @@ def test_a_child_watcher_answers_with_what_its_service_told_it(tmp_path: Path) -
     taker = create_app(settings_for(tmp_path), Parts(committer=InMemoryCommitter(), log_ends=ends))
     with TestClient(taker) as events:
         assert post_progress(events, 1, {"orders": {"0": 60, "1": 40}}).status_code == 200
-        watcher = create_watch_app(settings_for(tmp_path), Parts(log_ends=ends))
+        watcher = create_watch_app(settings_for(tmp_path), SERVED, Parts(log_ends=ends))
         with TestClient(watcher) as readers:
             query = events.get("/v1/queries").json()[0]["query_id"]
             checkpoint = Checkpoint(query, GROUP, 1, "run-1", {P0: 60, P1: 40}, 1.0)

@@ -7,6 +7,9 @@ order, every exit logged with its status.
     code = await child.wait()  # it ended: logged ("watcher (pid 7) was killed by SIGKILL")
     await child.stop()         # SIGTERM (its input closed), SIGKILL after ``stop_grace``
 
+What a child is ``given`` (the watcher's brief) is written to its standard input at each
+start.
+
 The child's own side is ``die_with_parent``, which each child program calls first: the
 kernel sends the child ``death_signal`` when the service ends, however it ends (Linux's
 ``PR_SET_PDEATHSIG``), and a child whose service ended before that was set ends at once.
@@ -71,18 +74,21 @@ class Supervisor:
         death_signal: signal.Signals,
         env: Mapping[str, str] | None = None,
         pipes: bool = False,
+        given: bytes | None = None,
         stop_grace: float = 10.0,
         backoff: Backoff = RESTART_BACKOFF,
         healthy: float = 60.0,
     ) -> None:
         """``pipes``: the child's standard input and output are pipes to this process
-        (else it shares this process's); ``env``: its environment (this process's by
+        (else it shares this process's); ``given``: what each child started reads on its
+        standard input, which is then closed; ``env``: its environment (this process's by
         default), to which the parent's pid and ``death_signal`` are added."""
         self.name = name
         self.command = tuple(command)
         self.death_signal = death_signal
         self._env = dict(os.environ if env is None else env)
         self._pipes = pipes
+        self._given = given
         self._stop_grace = stop_grace
         self._backoff = backoff
         self._healthy = healthy
@@ -111,8 +117,16 @@ class Supervisor:
         env = {**self._env, PARENT_ENV: f"{os.getpid()}:{int(self.death_signal)}"}
         pipe = asyncio.subprocess.PIPE if self._pipes else None
         self.process = await asyncio.create_subprocess_exec(
-            *self.command, env=env, stdin=pipe, stdout=pipe
+            *self.command,
+            env=env,
+            stdin=pipe if self._given is None else asyncio.subprocess.PIPE,
+            stdout=pipe,
         )
+        if self._given is not None and self.process.stdin is not None:
+            self.process.stdin.write(self._given)
+            with contextlib.suppress(ConnectionError):  # it ended: ``wait`` says how
+                await self.process.stdin.drain()
+            self.process.stdin.close()
         self._started_at = asyncio.get_running_loop().time()
         self.starts += 1
         log.info("%s started (pid %d)", self.name, self.process.pid)

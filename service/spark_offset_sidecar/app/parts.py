@@ -43,5 +43,5 @@ class Parts:
     registry: CollectorRegistry | None = None
     clock: Callable[[], float] = time.time
     heap: HeapView | None = None  # the process's heap keeper: its pauses exported
-    # The watcher and the writer as child processes (``app.topology``): what serve runs.
+    # The watcher and the writer as child processes (``Topology.resolve``): what serve runs.
     children: bool = False

@@ -24,6 +24,7 @@ from spark_offset_sidecar.app.kafka_commits import CommittingClients
 from spark_offset_sidecar.app.parts import Parts
 from spark_offset_sidecar.app.shared import add_operational_routes, new_runtime, token_verifier
 from spark_offset_sidecar.app.start import Start
+from spark_offset_sidecar.app.watcher_brief import WatcherBrief
 from spark_offset_sidecar.http.body_limit import BodySizeLimit
 from spark_offset_sidecar.http.event_routes import router
 from spark_offset_sidecar.http.follow_routes import router as follow_router
@@ -62,7 +63,10 @@ def create_app(settings: Settings, parts: Parts | None = None) -> FastAPI:
     watcher = None
     problems: list[Callable[[], str | None]] = []  # the watcher's, then Kafka refusing one
     if topology.watcher == "child":
-        watcher = WatcherChild(child_command("watcher", settings.log.level, settings.log.format))
+        watcher = WatcherChild(
+            child_command("watcher", settings.log.level, settings.log.format),
+            WatcherBrief(settings=settings, topology=topology).encode(),
+        )
         problems.append(lambda: watcher.problem and f"{PROBLEM}{watcher.problem}")
     runtime = new_runtime(
         settings,

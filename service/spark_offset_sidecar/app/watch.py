@@ -1,13 +1,14 @@
-"""The watcher, built by ``create_watch_app(settings)``: the service's child process
-(``app.topology``) that watches the fleet, so that taking events is the only thing on the
-event loop of the process that takes them.
+"""The watcher, built by ``create_watch_app(settings, topology)``: the service's child
+process (``topology``) that watches the fleet, so that taking events is the only thing on
+the event loop of the process that takes them.
 
 It takes no events and commits nothing. Its ledger follows the database the service
 writes (``runtime.store_follower``), its lag monitor reads the log ends and evaluates
 every group, and it answers what readers read, through its service's port:
 ``/v1/status``, ``/v1/status/{group}``, ``/ui``, and its share of ``/metrics`` (the
 per-group series of the database and of the evaluation; the service exports its memory's:
-``observe.fleet_metrics``). Same settings as its service; it listens on a Unix socket.
+``observe.fleet_metrics``). Its service's settings and topology, as its service hands
+them (``app.watcher_brief``); it listens on a Unix socket.
 
 Its lifespan checks the schema (the service migrates; a watcher never does), loads the
 whole ledger (the follower's first step) before it answers ready, then follows the
@@ -80,21 +81,23 @@ NO_REPLICA_YET = ""  # a replica's watcher's board before it is told which repli
 
 
 def create_watch_app(
-    settings: Settings, parts: Parts | None = None, *, rows: LedgerRows | None = None
+    settings: Settings,
+    topology: Topology,
+    parts: Parts | None = None,
+    *,
+    rows: LedgerRows | None = None,
 ) -> FastAPI:
-    """Build the watcher. ``rows`` default to the SQL store's (``database_url``); of
-    ``parts``, ``log_ends``, ``record_times``, ``status_board``, ``registry`` and
-    ``clock`` are used (tests hand in doubles: ``testing``)."""
+    """Build the watcher of a service that runs as ``topology`` says (its own, resolved by
+    the service). ``rows`` default to the SQL store's (``database_url``); of ``parts``,
+    ``log_ends``, ``record_times``, ``status_board``, ``registry`` and ``clock`` are used
+    (tests hand in doubles: ``testing``)."""
     parts = parts or Parts()
     kafka = KafkaClients(settings)
     metrics = SidecarMetrics(
         parts.registry or CollectorRegistry(), kafka.clusters if kafka.several else None
     )
-    topology = Topology.resolve(
-        children=True, replicated=settings.replicas.replicated, database=settings.database.url
-    )
     verifier = token_verifier(settings.oidc)
-    start = WatchStart(settings, kafka, metrics, parts, rows)
+    start = WatchStart(settings, topology, kafka, metrics, parts, rows)
     runtime = new_runtime(
         settings, metrics, parts.clock, kafka, verifier, topology, service_problems=start.problems
     )
@@ -167,6 +170,7 @@ class WatchStart:
     """The watcher's lifespan's steps; ``run`` once per lifespan."""
 
     settings: Settings
+    topology: Topology
     kafka: KafkaClients
     metrics: SidecarMetrics
     parts: Parts
@@ -185,7 +189,7 @@ class WatchStart:
 
     @property
     def replicated(self) -> bool:
-        return self.settings.replicas.replicated
+        return self.topology.replicated
 
     def _fleet(self, registry: CollectorRegistry) -> FleetExposition:
         return FleetExposition(

@@ -1,4 +1,4 @@
-"""The watcher as the process taking events reaches it (``app.topology``): the readers'
+"""The watcher as the process taking events reaches it (``topology``): the readers'
 requests it answers, its share of ``/metrics``, and what only this process's memory knows
 of the groups (``MemoryUpdate``).
 

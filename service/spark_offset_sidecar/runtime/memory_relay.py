@@ -1,4 +1,4 @@
-"""Telling the watcher this process started (``app.topology``) what only this
+"""Telling the watcher this process started (``topology``) what only this
 process's memory knows of the groups (``core.lag.group_memory``), so that the watcher's
 status and reports read as this process's would; with replicas, also which replica this
 is and which groups it commits (its leases), the only ones its watcher evaluates and

@@ -1,13 +1,15 @@
 """The watcher (the ``child`` program's watcher) as a child of the process that takes events
 (``topology``), reached over a Unix socket of its own.
 
-The child reads the same environment (the same settings: database, Kafka, tokens) and
-listens on ``SOCKET_ENV``'s socket instead of a port (a replica's child is told which
-replica it publishes as, with what else it is told). Its process is run by a
-``Supervisor`` (``adapters.child_process``): ``start`` spawns it; ``run`` starts it again
-whenever it exits (at once after a long life, else after 1 s doubling to 30 s); ``stop``
-ends it (SIGTERM, then SIGKILL). A child whose service is gone gets SIGTERM from the
-kernel and ends.
+The child reads its service's settings and topology from its standard input, where each
+start writes the brief it is given (``app.watcher_brief``), and none from its
+environment: the service's, without the ``SIDECAR_*`` variables. It listens on
+``SOCKET_ENV``'s socket instead of a port (a replica's child is told which replica it
+publishes as, with what else it is told). Its process is run by a ``Supervisor``
+(``adapters.child_process``): ``start`` spawns it; ``run`` starts it again whenever it
+exits (at once after a long life, else after 1 s doubling to 30 s); ``stop`` ends it
+(SIGTERM, then SIGKILL). A child whose service is gone gets SIGTERM from the kernel and
+ends.
 
 Invariants
   - At most one child runs at a time; ``problem`` is None only while the last request to
@@ -43,16 +45,17 @@ log = logging.getLogger(__name__)
 CHECK_EVERY = 5.0  # seconds between questions of whether the child is ready
 PROBLEM = "watcher: "  # how the service names its watcher's problem among its own
 FIRST_READY = 60.0  # seconds a starting service waits for its child to be ready
-# What the child's environment leaves out: it serves plain HTTP on its socket.
-NOT_PASSED = ("SIDECAR_TLS_CERTFILE", "SIDECAR_TLS_KEYFILE")
+NOT_PASSED = "SIDECAR_"  # the settings' variables: the child is handed its service's
 # What of the child's answer is passed on (its body comes decoded: no content-encoding).
 ANSWER_HEADERS = ("content-type", "cache-control", "www-authenticate", "retry-after", "refresh")
 
 
 class WatcherChild:
-    def __init__(self, command: Sequence[str], *, timeout: float = 30.0) -> None:
-        """``command``: the watcher program (``child_command("watcher", ...)``)."""
+    def __init__(self, command: Sequence[str], brief: bytes, *, timeout: float = 30.0) -> None:
+        """``command``: the watcher program (``child_command("watcher", ...)``); ``brief``:
+        what it reads on its standard input (``app.watcher_brief``)."""
         self._command = tuple(command)
+        self._brief = brief
         self._timeout = timeout
         self._folder: str | None = None  # the socket's, made at the first start
         self._client: httpx.AsyncClient | None = None
@@ -71,10 +74,10 @@ class WatcherChild:
         if self.supervisor is None:  # the first start: the socket's folder, the client
             self._folder = tempfile.mkdtemp(prefix="offset-sidecar-")
             socket = os.path.join(self._folder, "watcher.sock")
-            env = {k: v for k, v in os.environ.items() if k not in NOT_PASSED}
+            env = {k: v for k, v in os.environ.items() if not k.startswith(NOT_PASSED)}
             env[SOCKET_ENV] = socket
             self.supervisor = Supervisor(
-                "watcher", self._command, death_signal=signal.SIGTERM, env=env
+                "watcher", self._command, death_signal=signal.SIGTERM, env=env, given=self._brief
             )
             self._client = httpx.AsyncClient(
                 transport=httpx.AsyncHTTPTransport(uds=socket),
