@@ -40,15 +40,8 @@ NOT_PASSED = "SIDECAR_"  # the settings' variables: the child is handed its serv
 CHECK_EVERY = 5.0  # seconds between questions of whether the child is ready
 PROBLEM = "watcher: "  # how the service names its watcher's problem among its own
 FIRST_READY = 60.0  # seconds a starting service waits for its child to be ready
-# What of the child's answer is passed on (its body as the route made it).
-ANSWER_HEADERS = (
-    "content-type",
-    "content-encoding",
-    "cache-control",
-    "www-authenticate",
-    "retry-after",
-    "refresh",
-)
+# What of the child's answer is passed on to a reader.
+ANSWER_HEADERS = ("content-type", "cache-control", "www-authenticate", "retry-after", "refresh")
 
 
 class WatcherChild:
