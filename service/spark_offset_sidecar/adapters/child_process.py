@@ -17,8 +17,8 @@ database's URL; the watcher: its brief, ``app.watcher_brief``). The writer takes
 service's successor); the watcher SIGTERM (it stops as it would).
 
 The channel: the child's standard input and output, each message a pickle of
-``(number, message)`` after its length (docs/decisions.md, "Children's messages
-pickled"): both ends are this package, started here with this interpreter; nothing else
+``(number, message)`` after its length (docs/decisions.md, "One channel to
+each child"): both ends are this package, started here with this interpreter; nothing else
 writes to the pipes.
 
 Invariants

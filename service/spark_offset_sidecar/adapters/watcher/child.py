@@ -65,8 +65,9 @@ class WatcherChild:
 
     async def start(self) -> None:
         self._channel = channel = Channel(await self.supervisor.start())
-        with contextlib.suppress(ChildGone):  # it ended unbriefed: ``run`` says how
-            await channel.ask(self._brief)
+        with contextlib.suppress(ChildGone, TimeoutError):  # ``run`` and ``problem`` say
+            async with asyncio.timeout(self._timeout):
+                await channel.ask(self._brief)
 
     async def first_ready(self) -> bool:
         """Wait until the child answers ready (True) or exits (False); the caller bounds
