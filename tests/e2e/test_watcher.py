@@ -13,7 +13,6 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-import httpx
 import pytest
 from aiokafka import AIOKafkaConsumer
 from fastapi.testclient import TestClient
@@ -21,7 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from harness.processes import alive, children_running
 from harness.service_process import ServiceProcess
-from spark_offset_sidecar.adapters.child_process import SOCKET_ENV, child_command
+from spark_offset_sidecar.adapters.child_process import child_command, frame
 from spark_offset_sidecar.app.parts import Parts
 from spark_offset_sidecar.app.root import create_app
 from spark_offset_sidecar.app.watcher_brief import WatcherBrief
@@ -45,8 +44,7 @@ def test_a_watcher_on_a_database_never_migrated_refuses_to_start_and_says_why(
     done = subprocess.run(
         child_command("watcher", "INFO", "text"),
         cwd=tmp_path,
-        env={**os.environ, SOCKET_ENV: str(tmp_path / "watcher.sock")},
-        input=WatcherBrief(settings=settings, topology=topology).encode(),
+        input=frame((0, WatcherBrief(settings=settings, topology=topology).encode())),
         capture_output=True,
         timeout=60,
         check=False,
@@ -87,13 +85,6 @@ def test_a_service_built_in_code_hands_its_watcher_its_own_settings(
 def watchers_of(pid: int) -> list[int]:
     """The watcher children of ``serve``'s process ``pid`` (beside them: its writer)."""
     return children_running(pid, "watcher")
-
-
-def socket_of(pid: int) -> Path:
-    """The Unix socket a watcher child listens on (its environment)."""
-    environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-    (found,) = [v for v in environ if v.startswith(b"OFFSET_SIDECAR_WATCHER_SOCKET=")]
-    return Path(found.split(b"=", 1)[1].decode())
 
 
 def test_a_service_with_its_watcher_as_a_child_answers_every_reader_on_its_port(
@@ -156,11 +147,8 @@ def test_a_service_with_its_watcher_as_a_child_answers_every_reader_on_its_port(
             what="the watcher started again",
         )[0]
         wait_for(lambda: lag() == behind, timeout=60, what="the status again")
-        socket = socket_of(second)
-        assert socket.exists()
         service.kill()
         wait_for(lambda: not alive(second), timeout=30, what="the watcher ending with its service")
-        assert not socket.parent.exists(), "the socket's folder is left behind"
     finally:
         service.stop()
 
@@ -254,19 +242,20 @@ def test_a_child_watcher_knows_a_new_group_and_a_followed_folder_at_once(
     ).start()
     try:
         assert service.process is not None
-        (child,) = wait_for(lambda: watchers_of(service.process.pid), what="the watcher child")
-        transport = httpx.HTTPTransport(uds=str(socket_of(child)))
-        with httpx.Client(transport=transport, base_url="http://watcher") as straight:
-            topic, group = new_topic(1), unique_group("new-to-child")
-            event = spark_progress(0, {topic: {"0": 0}})
-            assert service.post_progress(group, event).status_code == 200
-            first = service.http.get(f"/v1/status/{group}")
-            assert (first.status_code, first.json()["group"]) == (200, group), first.text
-            wait_for(
-                lambda: straight.get(f"/v1/status/{group}").status_code == 200,
-                timeout=60,
-                what="the child's own answer for the new group (600 s between its steps)",
-            )
+        wait_for(lambda: watchers_of(service.process.pid), what="the watcher child")
+        topic, group = new_topic(1), unique_group("new-to-child")
+        event = spark_progress(0, {topic: {"0": 0}})
+        assert service.post_progress(group, event).status_code == 200
+        first = service.http.get(f"/v1/status/{group}")
+        assert (first.status_code, first.json()["group"]) == (200, group), first.text
+        wait_for(  # the database's series of a group are the child's alone
+            lambda: (
+                metric(service.metrics(), "sidecar_pending_checkpoints", consumergroup=group)
+                is not None
+            ),
+            timeout=60,
+            what="the child's own series of the new group (600 s between its steps)",
+        )
         folder = tmp_path / "checkpoints" / "orders"
         answer = service.http.post(
             "/v1/followed-folders", json={"path": str(folder), "group_id": "folder-group"}

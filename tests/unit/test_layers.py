@@ -55,10 +55,10 @@ MAY_IMPORT: dict[str, set[str]] = {
         "child",
     },
     # The service's children as programs: the writer (its adapter), the watcher (``app``).
-    "child": {"adapters", "observe", "app", "errors", "settings", "serving"},
+    "child": {"adapters", "observe", "app", "errors", "settings"},
     # The process: it alone sets the interpreter's heap keeper.
     "cli": {"app", "adapters", "observe", "errors", "settings", "core", "heap", "serving"},
-    "serving": {"settings"},  # uvicorn, for the service and its watcher
+    "serving": {"settings"},  # uvicorn, for the service
     "testing": {"core", "ports", "errors"},
 }
 STDLIB_ONLY = {"errors", "core", "ports", "turns", "heap", "topology"}

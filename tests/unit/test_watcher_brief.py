@@ -9,7 +9,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from spark_offset_sidecar.adapters.child_process import child_command
+from spark_offset_sidecar.adapters.child_process import child_command, frame
 from spark_offset_sidecar.app.watcher_brief import WatcherBrief
 from spark_offset_sidecar.settings import (
     AuthSettings,
@@ -73,7 +73,7 @@ def test_the_watcher_refuses_a_brief_it_cannot_read_without_showing_it() -> None
     done = subprocess.run(
         child_command("watcher", "INFO", "text"),
         env={k: v for k, v in os.environ.items() if not k.startswith("SIDECAR_")},
-        input=json.dumps(brief).encode(),
+        input=frame((0, json.dumps(brief).encode())),  # its first request
         capture_output=True,
         timeout=120,
         check=False,

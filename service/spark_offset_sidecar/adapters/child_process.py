@@ -1,26 +1,34 @@
-"""The service's child processes (the watcher, the writer: ``topology``), each run by one
-``Supervisor``: started, ended with the service, started again with a backoff, stopped in
-order, every exit logged with its status.
+"""The service's child processes (the watcher, the writer: ``topology``): each run by one
+``Supervisor`` (started, ended with the service, started again with a backoff, stopped in
+order, every exit logged with its status), and told things over one ``Channel``.
 
     child = Supervisor("watcher", command, death_signal=signal.SIGTERM)
-    await child.start()        # after the backoff, if the last one died young
+    channel = Channel(await child.start())  # after the backoff if the last one died young
+    reply = await channel.ask(request)  # any number at once; ChildGone if it ends first
     code = await child.wait()  # it ended: logged ("watcher (pid 7) was killed by SIGKILL")
-    await child.stop()         # SIGTERM (its input closed), SIGKILL after ``stop_grace``
+    await child.stop()  # SIGTERM (its input closed), SIGKILL after ``stop_grace``
 
-What a child is ``given`` (the watcher's brief) is written to its standard input at each
-start.
+A child's side: ``die_with_parent``, which each child program calls first (the kernel
+sends the child ``death_signal`` when the service ends, however it ends: Linux's
+``PR_SET_PDEATHSIG``; a child whose service ended before that was set ends at once), and
+its ``ChannelEnd``. A child's first request is what it needs to start (the writer: the
+database's URL; the watcher: its brief, ``app.watcher_brief``). The writer takes SIGKILL
+(a transaction under way is rolled back, never committed behind the back of the
+service's successor); the watcher SIGTERM (it stops as it would).
 
-The child's own side is ``die_with_parent``, which each child program calls first: the
-kernel sends the child ``death_signal`` when the service ends, however it ends (Linux's
-``PR_SET_PDEATHSIG``), and a child whose service ended before that was set ends at once.
-The writer takes SIGKILL (a transaction under way is rolled back, never committed behind
-the back of the service's successor); the watcher SIGTERM (it stops as it would).
+The channel: the child's standard input and output, each message a pickle of
+``(number, message)`` after its length (docs/decisions.md, "One channel to
+each child"): both ends are this package, started here with this interpreter; nothing else
+writes to the pipes.
 
 Invariants
   - At most one process per supervisor runs at a time; ``start`` while one runs raises.
   - The backoff: no wait for the first start, nor after a child that lived ``healthy``
     seconds; after one that died younger, ``backoff``'s (1 s doubling up to 30 s).
-  - A child's output goes where the service's goes (one log stream, as a container wants).
+  - A child's logs go where the service's go (one stream, as a container wants): its
+    standard error, and what it prints, which never reaches the channel.
+  - A reply answers the request of its number; a request whose child ended (or closed its
+    output) before answering raises ``ChildGone``, and so does every later one.
 """
 
 from __future__ import annotations
@@ -28,22 +36,27 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import itertools
 import logging
 import os
+import pickle
 import signal
+import struct
 import sys
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 from spark_offset_sidecar.core.backoff import Backoff
 
 log = logging.getLogger(__name__)
 
 PARENT_ENV = "OFFSET_SIDECAR_PARENT"  # the pid whose end ends the child (not a setting)
-SOCKET_ENV = "OFFSET_SIDECAR_WATCHER_SOCKET"  # where the watcher listens (not a setting)
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 PROGRAM = "spark_offset_sidecar.child"  # the children's program (run as __main__)
 ROLES = ("writer", "watcher")
 RESTART_BACKOFF = Backoff(initial=1.0, cap=30.0)  # docs/run/processes.md
+_LENGTH = struct.Struct(">I")
 
 
 def child_command(role: str, level: str, log_format: str) -> tuple[str, ...]:
@@ -73,22 +86,17 @@ class Supervisor:
         *,
         death_signal: signal.Signals,
         env: Mapping[str, str] | None = None,
-        pipes: bool = False,
-        given: bytes | None = None,
         stop_grace: float = 10.0,
         backoff: Backoff = RESTART_BACKOFF,
         healthy: float = 60.0,
     ) -> None:
-        """``pipes``: the child's standard input and output are pipes to this process
-        (else it shares this process's); ``given``: what each child started reads on its
-        standard input, which is then closed; ``env``: its environment (this process's by
-        default), to which the parent's pid and ``death_signal`` are added."""
+        """``env``: the child's environment (this process's by default), to which the
+        parent's pid and ``death_signal`` are added. Its standard input and output are
+        pipes to this process (its ``Channel``)."""
         self.name = name
         self.command = tuple(command)
         self.death_signal = death_signal
         self._env = dict(os.environ if env is None else env)
-        self._pipes = pipes
-        self._given = given
         self._stop_grace = stop_grace
         self._backoff = backoff
         self._healthy = healthy
@@ -115,18 +123,10 @@ class Supervisor:
             log.info("starting the %s again in %.0f s", self.name, delay)
             await asyncio.sleep(delay)
         env = {**self._env, PARENT_ENV: f"{os.getpid()}:{int(self.death_signal)}"}
-        pipe = asyncio.subprocess.PIPE if self._pipes else None
+        pipe = asyncio.subprocess.PIPE
         self.process = await asyncio.create_subprocess_exec(
-            *self.command,
-            env=env,
-            stdin=pipe if self._given is None else asyncio.subprocess.PIPE,
-            stdout=pipe,
+            *self.command, env=env, stdin=pipe, stdout=pipe
         )
-        if self._given is not None and self.process.stdin is not None:
-            self.process.stdin.write(self._given)
-            with contextlib.suppress(ConnectionError):  # it ended: ``wait`` says how
-                await self.process.stdin.drain()
-            self.process.stdin.close()
         self._started_at = asyncio.get_running_loop().time()
         self.starts += 1
         log.info("%s started (pid %d)", self.name, self.process.pid)
@@ -175,6 +175,104 @@ class Supervisor:
         except TimeoutError:
             log.warning("%s (pid %d) did not stop in time", self.name, process.pid)
             await self.kill()
+
+
+class ChildGone(ConnectionError):
+    """The child ended, or closed its output, before it answered."""
+
+
+def frame(message: object) -> bytes:
+    """One message as the channel carries it (its length, then its pickle)."""
+    data = pickle.dumps(message, pickle.HIGHEST_PROTOCOL)
+    return _LENGTH.pack(len(data)) + data
+
+
+async def _read_frame(source: asyncio.StreamReader) -> Any:
+    (size,) = _LENGTH.unpack(await source.readexactly(_LENGTH.size))
+    return pickle.loads(await source.readexactly(size))
+
+
+class Channel:
+    """The parent's side of a running child's channel."""
+
+    def __init__(self, process: asyncio.subprocess.Process) -> None:
+        assert process.stdin is not None, "a Supervisor's child: its input a pipe"
+        assert process.stdout is not None, "its output a pipe"
+        self._sink = process.stdin
+        self._waiting: dict[int, asyncio.Future[Any]] = {}
+        self._numbers = itertools.count()
+        self._reader = asyncio.ensure_future(self._read(process.stdout))
+
+    async def ask(self, request: object) -> Any:
+        """``request``'s reply; ``ChildGone`` if the child ends first. Cancelled, the
+        request may still be handled; its reply is dropped."""
+        if self._reader.done() or self._sink.is_closing():
+            raise ChildGone("the child has ended")
+        number = next(self._numbers)
+        reply: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._waiting[number] = reply
+        try:
+            self._sink.write(frame((number, request)))
+            await self._sink.drain()
+            return await reply
+        except ConnectionError as exc:  # the pipe broken: the child is gone
+            raise ChildGone(f"the child has ended: {exc!r}") from None
+        finally:
+            self._waiting.pop(number, None)
+
+    async def _read(self, source: asyncio.StreamReader) -> None:
+        try:
+            while True:
+                number, message = await _read_frame(source)
+                reply = self._waiting.get(number)
+                if reply is not None and not reply.done():
+                    reply.set_result(message)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass  # it ended
+        except Exception:
+            log.exception("a child's reply could not be read: its channel is closed")
+        finally:
+            for reply in self._waiting.values():
+                if not reply.done():
+                    reply.set_exception(ChildGone("the child ended before it answered"))
+
+
+class ChannelEnd:
+    """A child's side of its channel: requests read from its standard input, replies
+    written to its standard output, from any thread. Made first: from then on what the
+    child prints goes to standard error, never into the channel."""
+
+    def __init__(self) -> None:
+        self._source = sys.stdin.fileno()
+        self._sink = os.dup(sys.stdout.fileno())
+        os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+        self._writing = threading.Lock()
+
+    def requests(self) -> Iterator[tuple[int, Any]]:
+        """Each request and its number, as they come, until the input closes."""
+        while (head := self._read(_LENGTH.size)) is not None:
+            body = self._read(_LENGTH.unpack(head)[0])
+            if body is None:
+                return
+            yield pickle.loads(body)
+
+    def reply(self, number: int, message: object) -> None:
+        data = memoryview(frame((number, message)))
+        with self._writing:
+            while data:
+                data = data[os.write(self._sink, data) :]
+
+    def _read(self, size: int) -> bytes | None:
+        """Exactly ``size`` bytes (unbuffered: a request is never read ahead), None at
+        the end of the input."""
+        chunks = []
+        while size:
+            chunk = os.read(self._source, size)
+            if not chunk:
+                return None
+            chunks.append(chunk)
+            size -= len(chunk)
+        return b"".join(chunks)
 
 
 def die_with_parent() -> None:

@@ -8,7 +8,8 @@ every group, and it answers what readers read, through its service's port:
 ``/v1/status``, ``/v1/status/{group}``, ``/ui``, and its share of ``/metrics`` (the
 per-group series of the database and of the evaluation; the service exports its memory's:
 ``observe.fleet_metrics``). Its service's settings and topology, as its service hands
-them (``app.watcher_brief``); it listens on a Unix socket.
+them (``app.watcher_brief``); it answers its service's requests on its channel
+(``adapters.watcher.answering``), not on a port.
 
 Its lifespan checks the schema (the service migrates; a watcher never does), loads the
 whole ledger (the follower's first step) before it answers ready, then follows the
@@ -18,7 +19,7 @@ starting stops what had started (the exit stack).
 What the database does not hold (the memory of the process taking events: the counters,
 a commit in flight and what it waits for, consecutive failures, the jobs' rates from
 their progress events, how reading a followed folder goes) it is told by its service
-(``MEMORY_UPDATES`` on its socket; ``runtime.watcher_memory``), and reads as that process would.
+(``MEMORY_UPDATES`` on its channel; ``runtime.watcher_memory``), and reads as that process would.
 
 A replica's watcher (``SIDECAR_REPLICATED=true``) watches that replica's share of the
 fleet: it is told which replica it watches for and which groups that replica holds the
@@ -147,7 +148,7 @@ def create_watch_app(
 
     @app.post(MEMORY_UPDATES, include_in_schema=False, status_code=status.HTTP_204_NO_CONTENT)
     async def take_memory_update(request: Request) -> Response:
-        """What its service knows of the groups, on its socket."""
+        """What its service knows of the groups (its channel only: no port serves this app)."""
         memory = start.memory
         if memory is None:
             return PlainTextResponse("the watcher is starting\n", status_code=503)

@@ -1,11 +1,12 @@
 """What a service hands its watcher child (``child``'s watcher) at each start: the
-service's own settings, validated, and the ``Topology`` it resolved. JSON on the child's
-standard input, read once as it starts: the child reads no setting from its environment,
-so a service built in code (``create_app(Settings(...))``) has a watcher with its settings.
+service's own settings, validated, and the ``Topology`` it resolved. JSON, its first
+request on its channel (``adapters.child_process``): the child reads no setting from its
+environment, so a service built in code (``create_app(Settings(...))``) has a watcher
+with its settings.
 
 Secrets go as they are (the settings hold them as text, out of ``repr``; nothing logs a
 brief), on a pipe rather than in the child's environment. The certificate and key of the
-service's HTTPS are left out: the watcher serves plain HTTP on its socket.
+service's HTTPS are left out: the watcher serves no port.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ requests it answers, its share of ``/metrics``, and what only this process's mem
 of the groups (``MemoryUpdate``).
 
 ``WatcherLink`` is the port; ``adapters.watcher.child.WatcherChild`` is the real one (a
-child process on a Unix socket of its own), ``testing.InMemoryWatcher`` the double.
+child process asked over its channel), ``testing.InMemoryWatcher`` the double.
 
 Contract
   - ``get`` answers a GET of ``path`` (and ``query``) with ``headers`` passed on (the
@@ -31,7 +31,7 @@ from spark_offset_sidecar.core.lag.group_memory import GroupMemory
 from spark_offset_sidecar.core.lag.report import FolderReport
 
 WATCHED_METRICS = "/metrics/watched"  # the watcher's share of /metrics, without its own series
-MEMORY_UPDATES = "/memory/told"  # where a child watcher takes them (on its socket only)
+MEMORY_UPDATES = "/memory/told"  # where a child watcher takes them (on its channel)
 
 
 @dataclass(frozen=True)

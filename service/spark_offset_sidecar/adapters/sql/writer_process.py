@@ -1,5 +1,6 @@
 """The ledger's writes in a process of their own: a ``BatchWriter`` (``ports.store``) whose
-batches a child process writes with ``SqlStore.persist``, answering over a pipe.
+batches a child process writes with ``SqlStore.persist``, answering over its channel
+(``adapters.child_process``).
 
 Why a process: the event loop and a store thread share one GIL, and a batch's write is
 many short steps (SQLite and the driver give the GIL up at each): every step waits for
@@ -31,22 +32,22 @@ Invariants
     stands.
   - Its process is run by a ``Supervisor`` (``adapters.child_process``): a lost child is
     started again for the next batch, after the supervisor's backoff if it died young.
-
-The pipe carries pickles between this package's two ends only (the child is started
-here, with this interpreter): nothing else writes to it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import pickle
 import signal
-import struct
 from collections.abc import Callable, Sequence
-from typing import IO, Any
 
-from spark_offset_sidecar.adapters.child_process import Supervisor, exit_status
+from spark_offset_sidecar.adapters.child_process import (
+    Channel,
+    ChannelEnd,
+    ChildGone,
+    Supervisor,
+    exit_status,
+)
 from spark_offset_sidecar.adapters.sql.store import SqlStore
 from spark_offset_sidecar.adapters.sql.writes import WRITTEN, keys_of
 from spark_offset_sidecar.core.ledger.changes import Change
@@ -59,7 +60,6 @@ from spark_offset_sidecar.errors import (
 from spark_offset_sidecar.ports.store import LoadedRows
 
 log = logging.getLogger(__name__)
-_LENGTH = struct.Struct(">I")
 _KINDS: dict[str, type[StoreError]] = {
     "unavailable": StoreUnavailable,
     "refused": StoreRefused,
@@ -80,8 +80,8 @@ class ProcessWriter:
         unanswered)."""
         self.store = store
         self.on_lost = on_lost
-        self.supervisor = Supervisor("writer", command, death_signal=signal.SIGKILL, pipes=True)
-        self._child: asyncio.subprocess.Process | None = None  # started, database open
+        self.supervisor = Supervisor("writer", command, death_signal=signal.SIGKILL)
+        self._child: Channel | None = None  # started, database open
 
     @property
     def started(self) -> int:
@@ -90,15 +90,15 @@ class ProcessWriter:
 
     @property
     def pid(self) -> int | None:
-        return self._child.pid if self._child is not None else None
+        return self.supervisor.pid if self._child is not None else None
 
     async def start(self) -> None:
         """Start the child and wait until it has opened the database; ``StoreUnavailable``
         if it ends first (nothing was sent to be written)."""
-        self._child = await self.supervisor.start()
+        self._child = Channel(await self.supervisor.start())
         try:
-            await self._exchange(self.store.url)
-        except (ConnectionError, asyncio.IncompleteReadError) as exc:
+            await self._child.ask(self.store.url)
+        except ChildGone as exc:
             code = await self._end_child()
             self.on_lost()
             raise StoreUnavailable(
@@ -113,9 +113,10 @@ class ProcessWriter:
             return  # nothing a row holds (a failed commit): as ``persist``
         if self._child is None:
             await self.start()
+        assert self._child is not None
         try:
-            reply = await self._exchange(list(changes))
-        except (ConnectionError, asyncio.IncompleteReadError) as exc:
+            reply = await self._child.ask(list(changes))
+        except ChildGone as exc:
             code = await self._end_child()
             self.on_lost()
             raise WriteOutcomeUnknown(
@@ -133,19 +134,6 @@ class ProcessWriter:
     async def close(self) -> None:
         self._child = None
         await self.supervisor.stop()
-
-    async def _exchange(self, request: object) -> Any:
-        child = self._child
-        assert child is not None
-        assert child.stdin is not None
-        assert child.stdout is not None
-        data = pickle.dumps(request, pickle.HIGHEST_PROTOCOL)
-        if child.returncode is not None or child.stdin.is_closing():  # gone: as a broken pipe
-            raise ConnectionResetError("the writer process has ended")
-        child.stdin.write(_LENGTH.pack(len(data)) + data)
-        await child.stdin.drain()
-        (size,) = _LENGTH.unpack(await child.stdout.readexactly(_LENGTH.size))
-        return pickle.loads(await child.stdout.readexactly(size))
 
     async def _end_child(self) -> int | None:
         """End the child (killed: a reply it may still send is never read) and return
@@ -170,23 +158,18 @@ class ProcessWriter:
             return None
 
 
-def serve(source: IO[bytes], sink: IO[bytes]) -> None:
+def serve() -> None:
     """The child: the database's URL, then batches of changes, each answered with None
-    (written) or ``(kind, message)``; ends when ``source`` closes."""
+    (written) or ``(kind, message)``; ends when its input closes."""
+    channel = ChannelEnd()
     store: SqlStore | None = None
-    while True:
-        head = source.read(_LENGTH.size)
-        if len(head) < _LENGTH.size:
-            break
-        request = pickle.loads(source.read(_LENGTH.unpack(head)[0]))
+    for number, request in channel.requests():
         reply: tuple[str, str] | None = None
         if store is None:
             store = SqlStore(request)
         else:
             reply = _persisted(store, request)
-        data = pickle.dumps(reply, pickle.HIGHEST_PROTOCOL)
-        sink.write(_LENGTH.pack(len(data)) + data)
-        sink.flush()
+        channel.reply(number, reply)
     if store is not None:
         store.close()
 

@@ -1,20 +1,18 @@
 """The watcher (the ``child`` program's watcher) as a child of the process that takes events
-(``topology``), reached over a Unix socket of its own.
+(``topology``), asked over its channel (``adapters.child_process``): each request a GET or
+POST of its app's routes, run there as a server would run it (``adapters.watcher.answering``).
 
-The child reads its service's settings and topology from its standard input, where each
-start writes the brief it is given (``app.watcher_brief``), and none from its
-environment: the service's, without the ``SIDECAR_*`` variables. It listens on
-``SOCKET_ENV``'s socket instead of a port (a replica's child is told which replica it
-publishes as, with what else it is told). Its process is run by a ``Supervisor``
-(``adapters.child_process``): ``start`` spawns it; ``run`` starts it again whenever it
-exits (at once after a long life, else after 1 s doubling to 30 s); ``stop`` ends it
-(SIGTERM, then SIGKILL). A child whose service is gone gets SIGTERM from the kernel and
-ends.
+Its first request is its brief (``app.watcher_brief``): its service's settings and
+topology; its environment is the service's without the settings' (``SIDECAR_*``)
+variables. Its process is run by a ``Supervisor``: ``start`` spawns it; ``run`` starts it
+again whenever it exits (at once after a long life, else after 1 s doubling to 30 s);
+``stop`` ends it (SIGTERM and its input closed, then SIGKILL). A child whose service is
+gone gets SIGTERM from the kernel, its input closes, and it ends.
 
 Invariants
   - At most one child runs at a time; ``problem`` is None only while the last request to
     it was answered.
-  - Its output goes where this process's goes (one log stream, as a container wants).
+  - A request not answered in ``timeout`` seconds is ``WatcherUnavailable``.
 """
 
 from __future__ import annotations
@@ -23,14 +21,10 @@ import asyncio
 import contextlib
 import logging
 import os
-import shutil
 import signal
-import tempfile
 from collections.abc import Mapping, Sequence
 
-import httpx
-
-from spark_offset_sidecar.adapters.child_process import SOCKET_ENV, Supervisor, exit_status
+from spark_offset_sidecar.adapters.child_process import Channel, ChildGone, Supervisor, exit_status
 from spark_offset_sidecar.adapters.watcher.memory_update import encode_memory_update
 from spark_offset_sidecar.errors import WatcherUnavailable
 from spark_offset_sidecar.ports.watcher import (
@@ -42,24 +36,23 @@ from spark_offset_sidecar.ports.watcher import (
 
 log = logging.getLogger(__name__)
 
+NOT_PASSED = "SIDECAR_"  # the settings' variables: the child is handed its service's
 CHECK_EVERY = 5.0  # seconds between questions of whether the child is ready
 PROBLEM = "watcher: "  # how the service names its watcher's problem among its own
 FIRST_READY = 60.0  # seconds a starting service waits for its child to be ready
-NOT_PASSED = "SIDECAR_"  # the settings' variables: the child is handed its service's
-# What of the child's answer is passed on (its body comes decoded: no content-encoding).
+# What of the child's answer is passed on to a reader.
 ANSWER_HEADERS = ("content-type", "cache-control", "www-authenticate", "retry-after", "refresh")
 
 
 class WatcherChild:
     def __init__(self, command: Sequence[str], brief: bytes, *, timeout: float = 30.0) -> None:
         """``command``: the watcher program (``child_command("watcher", ...)``); ``brief``:
-        what it reads on its standard input (``app.watcher_brief``)."""
-        self._command = tuple(command)
+        its first request at each start (``app.watcher_brief``)."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith(NOT_PASSED)}
+        self.supervisor = Supervisor("watcher", command, death_signal=signal.SIGTERM, env=env)
         self._brief = brief
         self._timeout = timeout
-        self._folder: str | None = None  # the socket's, made at the first start
-        self._client: httpx.AsyncClient | None = None
-        self.supervisor: Supervisor | None = None
+        self._channel: Channel | None = None  # the running child's
         self._problem: str | None = "the watcher is starting"
 
     @property
@@ -68,35 +61,18 @@ class WatcherChild:
 
     @property
     def generation(self) -> int:
-        return self.supervisor.starts if self.supervisor is not None else 0
+        return self.supervisor.starts
 
     async def start(self) -> None:
-        if self.supervisor is None:  # the first start: the socket's folder, the client
-            self._folder = tempfile.mkdtemp(prefix="offset-sidecar-")
-            socket = os.path.join(self._folder, "watcher.sock")
-            env = {k: v for k, v in os.environ.items() if not k.startswith(NOT_PASSED)}
-            env[SOCKET_ENV] = socket
-            self.supervisor = Supervisor(
-                "watcher", self._command, death_signal=signal.SIGTERM, env=env, given=self._brief
-            )
-            self._client = httpx.AsyncClient(
-                transport=httpx.AsyncHTTPTransport(uds=socket),
-                base_url="http://watcher",
-                timeout=self._timeout,
-            )
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(os.path.join(self._folder or "", "watcher.sock"))
-        await self.supervisor.start()
-
-    def _started(self) -> tuple[Supervisor, httpx.AsyncClient]:
-        if self.supervisor is None or self._client is None:
-            raise WatcherUnavailable(self._problem or "the watcher has not started")
-        return self.supervisor, self._client
+        self._channel = channel = Channel(await self.supervisor.start())
+        with contextlib.suppress(ChildGone, TimeoutError):  # ``run`` and ``problem`` say
+            async with asyncio.timeout(self._timeout):
+                await channel.ask(self._brief)
 
     async def first_ready(self) -> bool:
         """Wait until the child answers ready (True) or exits (False); the caller bounds
         the wait (``asyncio.timeout``)."""
-        while self.supervisor is not None and self.supervisor.running:
+        while self.supervisor.running:
             with contextlib.suppress(WatcherUnavailable):
                 if (await self.get("/readyz", "", {})).status == 200:
                     return True
@@ -106,9 +82,8 @@ class WatcherChild:
     async def run(self) -> None:
         """Ask the child whether it is ready every ``CHECK_EVERY`` seconds (``problem``), and
         start it again whenever it exits."""
-        supervisor, _ = self._started()
         while True:
-            ended = asyncio.ensure_future(supervisor.wait())
+            ended = asyncio.ensure_future(self.supervisor.wait())
             try:
                 while not ended.done():
                     await asyncio.wait({ended}, timeout=CHECK_EVERY)
@@ -120,58 +95,46 @@ class WatcherChild:
             self._problem = f"the watcher {exit_status(ended.result())}; starting it again"
             await self.start()
 
-    async def get(self, path: str, query: str, headers: Mapping[str, str]) -> Answer:
-        _, client = self._started()
+    async def _ask(
+        self, method: str, path: str, query: str, headers: Mapping[str, str], body: bytes = b""
+    ) -> Answer:
+        channel = self._channel
         try:
-            answer = await client.get(f"{path}?{query}" if query else path, headers=dict(headers))
-        except httpx.HTTPError as exc:
+            if channel is None:
+                raise ChildGone("the watcher has not started")
+            async with asyncio.timeout(self._timeout):
+                answer: Answer = await channel.ask((method, path, query, dict(headers), body))
+        except (ChildGone, TimeoutError) as exc:
             if self._problem is None:
                 self._problem = f"the watcher does not answer: {exc!r}"
             raise WatcherUnavailable(self._problem) from None
-        starting = answer.status_code == 503 and path == "/readyz"
+        return answer
+
+    async def get(self, path: str, query: str, headers: Mapping[str, str]) -> Answer:
+        answer = await self._ask("GET", path, query, headers)
+        starting = answer.status == 503 and path == "/readyz"
         self._problem = "the watcher is starting" if starting else None
         kept = {k: answer.headers[k] for k in ANSWER_HEADERS if k in answer.headers}
-        return Answer(answer.status_code, kept, answer.content)
+        return Answer(answer.status, kept, answer.body)
 
     async def share(self) -> bytes:
         """Its share of ``/metrics``, gzip-compressed as it sent it (not inflated here)."""
-        _, client = self._started()
-        try:
-            async with client.stream(
-                "GET", WATCHED_METRICS, headers={"accept-encoding": "gzip"}
-            ) as answer:
-                body = b"".join([chunk async for chunk in answer.aiter_raw()])
-        except httpx.HTTPError as exc:
-            raise WatcherUnavailable(f"the watcher does not answer: {exc!r}") from None
-        if answer.status_code != 200 or answer.headers.get("content-encoding") != "gzip":
-            raise WatcherUnavailable(f"the watcher answered {answer.status_code}")
-        return body
+        answer = await self._ask("GET", WATCHED_METRICS, "", {"accept-encoding": "gzip"})
+        if answer.status != 200 or answer.headers.get("content-encoding") != "gzip":
+            raise WatcherUnavailable(f"the watcher answered {answer.status}")
+        return answer.body
 
     async def tell(self, update: MemoryUpdate) -> None:
-        _, client = self._started()
-        await send_memory_update(client, update)
+        body = await asyncio.to_thread(
+            encode_memory_update, update
+        )  # a whole fleet's: off the loop
+        answer = await self._ask("POST", MEMORY_UPDATES, "", {}, body)
+        if answer.status != 204:
+            raise WatcherUnavailable(
+                f"the watcher answered {answer.status} to a memory update: "
+                f"{answer.body[:200].decode(errors='replace')}"
+            )
         self._problem = None
 
     async def stop(self) -> None:
-        if self.supervisor is not None:
-            await self.supervisor.stop()
-        if self._client is not None:
-            await self._client.aclose()
-        if self._folder is not None:
-            shutil.rmtree(self._folder, ignore_errors=True)
-
-
-async def send_memory_update(client: httpx.AsyncClient, update: MemoryUpdate) -> None:
-    """``update`` to the watcher ``client`` reaches; ``WatcherUnavailable`` unless it took
-    it."""
-    body = await asyncio.to_thread(encode_memory_update, update)  # a whole fleet's: off the loop
-    try:
-        answer = await client.post(
-            MEMORY_UPDATES, content=body, headers={"content-type": "application/octet-stream"}
-        )
-    except httpx.HTTPError as exc:
-        raise WatcherUnavailable(f"the watcher does not answer: {exc!r}") from None
-    if answer.status_code != 204:
-        raise WatcherUnavailable(
-            f"the watcher answered {answer.status_code} to a memory update: {answer.text[:200]}"
-        )
+        await self.supervisor.stop()

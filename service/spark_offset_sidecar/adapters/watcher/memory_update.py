@@ -1,8 +1,8 @@
 """``ports.watcher.MemoryUpdate`` between a service and its watcher child: the dataclasses
-themselves, pickled, as the writer's batches are (docs/decisions.md, "Children's messages
-pickled"). Sent by ``WatcherChild.tell`` (``adapters.watcher.child``), read by the
-watcher's ``MEMORY_UPDATES`` route on its socket, which only its service reaches (a folder
-only this user reads). No HTTP client here: the watcher, which only reads them, imports
+themselves, pickled, as the writer's batches are (docs/decisions.md, "One channel to
+each child"). Sent by ``WatcherChild.tell`` (``adapters.watcher.child``), read by the
+watcher's ``MEMORY_UPDATES`` route, which only its service reaches (its channel: no port
+serves the watcher). No HTTP client here: the watcher, which only reads them, imports
 none.
 
 A message names the release that sent it: a watcher started again after the package was
