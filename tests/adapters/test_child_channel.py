@@ -30,17 +30,16 @@ for number, request in channel.requests():
 """
 
 
-def test_requests_waiting_at_once_are_answered_by_number_and_refused_once_the_child_ends() -> (
-    None
-):
+def test_requests_waiting_at_once_are_answered_by_number_and_refused_once_it_ends() -> None:
     async def scenario() -> None:
         child = Supervisor("test child", (sys.executable, "-c", CHILD), death_signal=signal.SIGKILL)
         channel = Channel(await child.start())
         try:
             delays = [0.6, 0.4, 0.2, 0.0]  # the last asked is answered first
-            replies = await asyncio.gather(
-                *(channel.ask({"delay": d, "value": i}) for i, d in enumerate(delays))
-            )
+            async with asyncio.timeout(60):  # a channel its prints corrupted never answers
+                replies = await asyncio.gather(
+                    *(channel.ask({"delay": d, "value": i}) for i, d in enumerate(delays))
+                )
             assert [r["echo"] for r in replies] == [0, 1, 2, 3]
             assert {r["pid"] for r in replies} == {child.pid}
             slow = asyncio.ensure_future(channel.ask({"delay": 30.0, "value": "late"}))
