@@ -67,4 +67,6 @@ async def _answer_on_channel(channel: ChannelEnd, app: Any) -> int:
     except Exception:
         log.exception("the watcher could not start")
         return 1
+    finally:
+        await client.aclose()
     return 0
