@@ -123,14 +123,21 @@ def worktree(rev: str, folder: str | Path) -> Iterator[Path]:
         ["git", "worktree", "add", "--detach", str(tree), rev],
         cwd=ROOT, check=True, capture_output=True,
     )  # fmt: skip
-    # Its own migrations: this checkout's editable install maps the package
-    # ``spark_offset_sidecar.migrations`` onto this checkout's ``migrations/``, found after
-    # the package's own folder (0.2.0 on 0.3.0's migrations fails to start).
-    (tree / "service" / "spark_offset_sidecar" / "migrations").symlink_to(tree / "migrations")
     try:
         yield tree
     finally:
         subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT)
+
+
+def own_migrations(source: Path) -> None:
+    """``source``'s package runs its own migrations: this checkout's editable install maps
+    ``spark_offset_sidecar.migrations`` onto this checkout's ``migrations/``, found after
+    the package's own folder (0.2.0 on 0.3.0's migrations fails to start), so the
+    package of a checkout, a worktree or a release's cached source gets a link to its
+    own."""
+    link = source / "service" / "spark_offset_sidecar" / "migrations"
+    if source.resolve() != ROOT.resolve() and not link.exists():
+        link.symlink_to(source / "migrations")
 
 
 class Sidecar:
@@ -166,6 +173,7 @@ class Sidecar:
         }
         if source is not None:  # ahead of the virtualenv's editable install of this one
             env["PYTHONPATH"] = str(source / "service")
+            own_migrations(source)
         self.log = Path(self.folder) / f"{command}.log"  # its log, read when a run fails
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(

@@ -4,6 +4,10 @@ side in one run (issue 18's "each lever measured alone").
     git worktree add /tmp/before <commit before the change>
     .venv/bin/python -m bench lever_ab /tmp/before --rounds 2 --seconds 10
 
+``BEFORE`` is any checkout's folder: a worktree (edited or not), this checkout (``.``), or
+a release's source as the tests cache it
+(``~/.cache/spark-offset-sidecar/releases/<version>-<commit>/source``).
+
 The same load as ``http_throughput.py`` (``wrk`` with ``bench/wrk/progress.lua``: 500
 queries x 8 partitions, every request a new batch of its query), on two services started
 the same way (SQLite ``synchronous=FULL``, the real broker), one from ``BEFORE``'s
