@@ -1,12 +1,7 @@
-"""Several Kafka clusters: the Kafka ports of each cluster behind one port each, routed by
-the group's cluster (ledger R14). The default cluster is keyed None, as the ledger keeps it.
-
-Invariants
-  - Each cluster has its own adapters (connections, credentials, token provider): one
-    cluster that is down, slow or refusing credentials holds only its own groups'
-    commits and reads; the commit loop runs one commit per group, whatever its cluster.
-  - A group whose cluster the settings no longer name is refused with a reason that
-    names the cluster; the others go on.
+"""Several Kafka clusters: each cluster's Kafka ports behind one port each, routed by the
+group's cluster (ledger R14; docs/run/clusters.md, "One cluster's trouble is its own").
+The default cluster is keyed None, as the ledger keeps it; a cluster the settings no
+longer name is refused with a reason that names it.
 """
 
 from __future__ import annotations

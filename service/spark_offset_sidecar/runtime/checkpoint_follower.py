@@ -1,24 +1,15 @@
-"""Follows Spark checkpoint folders and feeds what they say to the ledger.
+"""Follows Spark checkpoint folders and feeds them to the ledger (docs/attach/checkpoint-folder.md).
 
 No new commit path: ``offsets/N`` becomes ``decide_snapshot(N)`` and ``commits/N``
-becomes ``decide_complete(N)``, recorded through the same ``DurableLedger`` as HTTP events,
-so every rule of the ledger holds for followed folders too (stale, duplicate, never
-backwards, one group per query, durable before acted on, the single slot, retries). A
-listener and a follower reporting the same query send the same query id and batch ids:
-the second one to arrive is a duplicate.
+``decide_complete(N)``, recorded through the same ``DurableLedger`` as HTTP events, so
+every rule of the ledger holds; a listener and a follower of one query are duplicates.
 
 Invariants
-  - A folder's read position moves only after the ledger recorded what was read (a 2xx
-    of the ledger: accepted, duplicate, stale, ignored); a failed poll is retried whole
-    at the next interval, after listing the folder again.
+  - A folder's read position moves only after the ledger recorded what was read; a
+    failed poll is retried whole at the next interval, after listing the folder again.
   - Every failed poll is counted by a reason of ``REASONS`` and logged with the folder.
-  - With several replicas, a folder is followed by the replica that commits its group
-    (the lease keeper's owner); a group nobody has state for yet is read by whichever
-    replica polls first (the ledger makes the second registration a duplicate), and
-    from then on by its owner.
-  - A re-created checkpoint (``metadata`` names another query id) is a new query: its
-    events are refused as a conflict until the old query is released
-    (docs/operate/lost-checkpoint.md); the folder's status says so.
+  - With replicas, a folder is read by the replica that commits its group; a group
+    nobody has state for yet by whichever polls first (the second is a duplicate).
 """
 
 from __future__ import annotations
@@ -60,9 +51,7 @@ REASONS = (
     "unreachable",  # the storage did not answer (network, server, timeout)
     "denied",  # the storage refused the credentials
     "unreadable_file",  # a file is not what Spark writes (half-written, garbage, ambiguous)
-    "missing_file",  # commits/N without offsets/N, or the metadata of a folder seen before
-    # (a folder with no metadata yet -- registered before its job started -- is waiting,
-    # not failing: its status says so in ``last_error``)
+    "missing_file",  # commits/N without offsets/N, or a seen folder's metadata (none yet: waiting)
     "conflict",  # the ledger refused: the group belongs to another query (re-created?)
     "forbidden_topic",  # the registering token may not commit a topic the query reads
     "store_unavailable",  # the database could not take the write
