@@ -1,10 +1,8 @@
-"""Who is calling a route, and what they may touch (shared by every ``/v1`` router).
-The grants themselves are in ``http.auth``.
+"""Who is calling a route, and what they may touch (shared by every ``/v1`` router; the
+grants are in ``http.auth``, what each grant may do in docs/secure/index.md).
 
-Routes that change state need a token with a ``write`` grant, ``GET /v1`` routes one with
-a ``read`` grant (unless SIDECAR_PROTECT_READS=false). A route addressed by query id
-answers a query whose group the token may not touch exactly as it answers an unknown
-query: a token learns nothing about other teams' queries, not even that they exist.
+A route addressed by query id answers a query whose group the token may not touch exactly
+as an unknown one: a token learns nothing of other teams' queries, not even that they exist.
 """
 
 from __future__ import annotations

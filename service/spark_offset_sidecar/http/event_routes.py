@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import JSONResponse, Response
 
+from spark_offset_sidecar.core.clusters import Clusters
 from spark_offset_sidecar.core.lag.figures import JobRates
 from spark_offset_sidecar.core.ledger.changes import Decision, Outcome
 from spark_offset_sidecar.core.ledger.rules import unknown_query
@@ -110,6 +111,12 @@ def _on_query(
         return decide(ledger)
 
     return checked
+
+
+def _view_of(request: Request) -> tuple[float, Clusters]:
+    """What a ``QueryView`` needs of the service: its default commit interval, its clusters."""
+    runtime = runtime_of(request)
+    return runtime.settings.commits.min_commit_interval_seconds, runtime.clusters
 
 
 def _answer(decision: Decision) -> JSONResponse:
@@ -305,15 +312,9 @@ async def list_queries(request: Request) -> list[QueryView]:
         if q.group_id in groups and (grant is None or grant.may_read(q.group_id))
     ]
     live = await running_of(request).reports.live({q.group_id for q in visible})
-    default = runtime_of(request).settings.commits.min_commit_interval_seconds
+    interval, clusters = _view_of(request)
     return [
-        QueryView.of(
-            q,
-            groups[q.group_id],
-            live.get(q.group_id),
-            default_interval=default,
-            clusters=runtime_of(request).clusters,
-        )
+        QueryView.of(q, groups[q.group_id], live.get(q.group_id), interval, clusters)
         for q in sorted(visible, key=lambda q: q.query_id)
     ]
 
@@ -326,10 +327,5 @@ async def get_query(query_id: QueryId, request: Request) -> QueryView | JSONResp
     if query is None or not may_see(request, grant, query.group_id, write=False):
         return _answer(unknown_query(query_id))
     live = await running_of(request).reports.live({query.group_id})
-    return QueryView.of(
-        query,
-        ledger.groups[query.group_id],
-        live.get(query.group_id),
-        default_interval=runtime_of(request).settings.commits.min_commit_interval_seconds,
-        clusters=runtime_of(request).clusters,
-    )
+    group = ledger.groups[query.group_id]
+    return QueryView.of(query, group, live.get(query.group_id), *_view_of(request))

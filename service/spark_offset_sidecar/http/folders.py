@@ -1,6 +1,5 @@
-"""The followed folders as readers read them: those a grant may read, each with how
-reading it goes (``GET /v1/followed-folders``, ``http.follow_routes``, and the status page,
-``http.status_page``, which a watcher serves without the routes that follow folders)."""
+"""The followed folders a grant may read, each with how reading it goes: for
+``GET /v1/followed-folders`` and for the status page, which a watcher serves."""
 
 from __future__ import annotations
 

@@ -220,10 +220,9 @@ class QueryView(BaseModel):
         cls,
         query: QueryState,
         group: GroupState,
-        live: LiveCommits | None = None,
-        *,
-        default_interval: float = 0.0,
-        clusters: Clusters | None = None,
+        live: LiveCommits | None,
+        default_interval: float,
+        clusters: Clusters,
     ) -> QueryView:
         """The query's stored state with the live state of its group's commits: ``live``
         (with replicas, as its owner published it) or this process's memory of them."""
@@ -233,7 +232,7 @@ class QueryView(BaseModel):
         return cls(
             query_id=query.query_id,
             group_id=query.group_id,
-            cluster=(clusters or Clusters()).name_of(group.cluster),
+            cluster=clusters.name_of(group.cluster),
             run_id=query.last_run_id,
             last_completed_checkpoint=query.last_completed_id,
             pending_checkpoints=list(query.pending),

@@ -1,12 +1,7 @@
-"""``GET /v1/status``: every group's Burrow-style status (``core.lag.status``) as JSON,
-shaped like Burrow's ``/v3/kafka/<cluster>/consumer/<group>/status`` answer so that the same
-scripts read both, plus the query that owns the group and its failed commits.
-
-Alone, the list is as of the lag monitor's last read (``evaluated_at``) and one group's
-status is evaluated when asked, on the last known log ends. With replicas, every replica
-answers from the reports the groups' owners publish after each of their reads
-(``ports.status_board``), so that every replica gives the same answer; each group says
-when and by which replica it was evaluated.
+"""``GET /v1/status``: every group's status as JSON, shaped like Burrow's
+``/v3/kafka/<cluster>/consumer/<group>/status`` so that the same scripts read both
+(docs/operate/status.md). With replicas, every replica answers from the reports the
+groups' owners publish (``ports.status_board``): the same answer on each.
 """
 
 from __future__ import annotations
@@ -94,21 +89,13 @@ class CatchUpView(BaseModel):
 
     @classmethod
     def of(cls, c: CatchUp) -> CatchUpView:
-        job = c.job
         return cls(
             state=c.state.value,
             eta_seconds=c.eta_seconds,
             consume_rate=c.consume_rate,
             produce_rate=c.produce_rate,
             lag_rate=c.lag_rate,
-            job=JobRatesView(
-                at=job.at,
-                input_rows_per_second=job.input_rows_per_second,
-                processed_rows_per_second=job.processed_rows_per_second,
-                batch_duration_ms=job.batch_duration_ms,
-            )
-            if job is not None
-            else None,
+            job=JobRatesView.model_validate(c.job, from_attributes=True) if c.job else None,
         )
 
 

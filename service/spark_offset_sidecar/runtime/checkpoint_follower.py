@@ -15,6 +15,7 @@ Invariants
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections import Counter
@@ -171,11 +172,8 @@ class CheckpointFollower:
                     await self.poll_all()
                 except Exception as exc:  # the registry is away: try again next interval
                     log.warning("could not read the followed folders: %s", exc)
-                try:
-                    async with asyncio.timeout(self.interval):
-                        await self._wake.wait()
-                except TimeoutError:
-                    pass
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), self.interval)
         finally:
             self._worker.shutdown(wait=False, cancel_futures=True)
 
@@ -207,11 +205,7 @@ class CheckpointFollower:
                     state.last_error = str(missing)  # registered before its job started
                 else:
                     self._failed(state, missing.reason, str(missing))
-            except PollFailed as failed:
-                self._failed(state, failed.reason, str(failed))
-            except UnreadableCheckpoint as exc:
-                self._failed(state, exc.reason, str(exc))
-            except CheckpointReadError as exc:
+            except (PollFailed, UnreadableCheckpoint, CheckpointReadError) as exc:
                 self._failed(state, exc.reason, str(exc))
             except StoreError as exc:
                 self._failed(state, "store_unavailable", f"{path}: {exc}")

@@ -13,6 +13,7 @@ Invariants
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -104,11 +105,8 @@ class CommitLoop:
         if retry_at is not None and len(self._commits) < self.max_concurrent:
             delay = min(delay, max(0.0, retry_at - now))
         self._wake.clear()
-        try:
-            async with asyncio.timeout(delay):
-                await self._wake.wait()
-        except TimeoutError:
-            pass
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), delay)
 
     async def _commit(self, request: CommitRequest) -> None:
         started = time.monotonic()

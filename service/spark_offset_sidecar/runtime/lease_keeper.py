@@ -13,6 +13,7 @@ back from Kafka and a difference is counted, logged and repaired (ledger R12).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Coroutine
@@ -66,11 +67,8 @@ class LeaseKeeper:
                 await self.round()
             except Exception as exc:  # the database is away: L3 stops commits on its own
                 log.warning("could not renew leases: %s", exc)
-            try:
-                async with asyncio.timeout(self.interval):
-                    await self._wake.wait()
-            except TimeoutError:
-                pass
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.interval)
 
     async def round(self) -> None:
         started = self.clock()
