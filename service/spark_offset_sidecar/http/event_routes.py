@@ -24,7 +24,6 @@ from spark_offset_sidecar.http.access import (
     caller,
     caller_in,
     cluster_in,
-    cluster_of,
     may_see,
     running_in,
     running_of,
@@ -197,7 +196,7 @@ async def post_checkpoint(
     offsets = from_json(event.offsets)
     _limit(runtime_of(request).settings.http, offsets, "offsets")
     allow_write(grant, event.group_id, {tp.topic for tp in offsets})
-    where = cluster_of(request, event.group_id, event.cluster)
+    where = cluster_in(runtime_of(request), event.group_id, event.cluster)
     now = runtime_of(request).clock()
     decision = await _durable(request).record(
         lambda ledger: ledger.decide_snapshot(

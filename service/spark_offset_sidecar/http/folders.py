@@ -42,8 +42,7 @@ def view(folder: FollowedFolder, found: tuple[FolderReport, str | None] | None) 
 
 
 async def readable_folders(request: Request, grant: TokenGrant | None) -> list[FolderView]:
-    """The followed folders ``grant`` may read, with how reading each goes (the JSON route
-    and the status page)."""
+    """The followed folders ``grant`` may read, with how reading each goes."""
     reading = reading_of(request)  # the service's or a watcher's
     registry = kept(reading.followed)
     folders = [

@@ -18,7 +18,7 @@ from spark_offset_sidecar.errors import InvalidEvent
 from spark_offset_sidecar.http.access import (
     allow_write,
     caller,
-    cluster_of,
+    cluster_in,
     running_of,
     runtime_of,
 )
@@ -34,8 +34,7 @@ ERRORS = refusals(401, 403, 404, 409, 422, 501, 503)
 
 
 def normalized(path: str, runtime: Runtime) -> str:
-    """The folder's one spelling (no trailing ``/``); raises ``InvalidEvent`` for a path
-    the service cannot follow."""
+    """The folder's one spelling (no trailing ``/``), or ``InvalidEvent``."""
     path = path.rstrip("/")
     if "://" not in path and not path.startswith("/"):
         raise InvalidEvent("path", "a local folder must be an absolute path")
@@ -54,8 +53,8 @@ async def follow(body: FollowRequest, request: Request) -> FolderView | JSONResp
     the offsets of ``offsets/N`` to the group."""
     grant = await caller(request, event=True)
     allow_write(grant, body.group_id)
-    cluster_of(request, body.group_id, body.cluster)  # a cluster the service has
     runtime = runtime_of(request)
+    cluster_in(runtime, body.group_id, body.cluster)  # a cluster the service has
     path = normalized(body.path, runtime)
     folder = FollowedFolder(
         path,

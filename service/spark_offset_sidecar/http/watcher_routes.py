@@ -50,8 +50,7 @@ def forwarding_router(watcher: WatcherLink) -> APIRouter:
 
 
 def watcher_share(watcher: WatcherLink) -> Callable[[], Awaitable[bytes]]:
-    """The watcher's share of ``/metrics``, gzip-compressed (nothing while it does not
-    answer)."""
+    """The watcher's share of ``/metrics``, gzipped (nothing while it does not answer)."""
 
     async def share() -> bytes:
         try:

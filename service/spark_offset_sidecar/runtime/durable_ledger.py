@@ -141,8 +141,7 @@ class DurableLedger:
         writer: BatchWriter | None = None,
         on_batch_done: Callable[[int, float], None] = lambda items, seconds: None,
     ) -> DurableLedger:
-        """A ledger started from what ``store`` holds; its batches written by ``writer``
-        when given (it closes it)."""
+        """A ledger started from what ``store`` holds (``writer``, when given, is closed)."""
         worker = ThreadPoolExecutor(1, thread_name_prefix="ledger-store")
         stored = await asyncio.get_running_loop().run_in_executor(worker, store.load)
         ledger = Ledger(
@@ -213,8 +212,7 @@ class DurableLedger:
         return self.ledger.take(group_id, now, fence, flush=flush)
 
     async def finish_commit(self, request: CommitRequest, now: float, failure: str | None) -> None:
-        """Record a commit's result; returns once it is applied (and written, if it could
-        be)."""
+        """Record a commit's result; returns once it is applied (and written, if it could)."""
         change = self.ledger.commit_result(request, now, failure)
         recorded: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._enqueue(_Result(change, recorded))

@@ -155,8 +155,7 @@ class LagMonitor:
                 await asyncio.wait_for(self._woken.wait(), self.interval)
 
     def wake(self) -> None:
-        """Read now (or right after the read under way): it has groups to watch that it
-        has not read yet (a replica's watcher told the groups its replica took)."""
+        """Read now (or right after the read under way): it has groups it has not read."""
         self._woken.set()
 
     async def poll(self) -> None:

@@ -86,8 +86,7 @@ class WatcherMemory:
         self.messages += 1
 
     def _own(self, update: MemoryUpdate) -> None:
-        """A replica's groups: evaluated and published here, as that replica; the new
-        ones read now."""
+        """A replica's groups: evaluated and published here as it; the new ones read now."""
         if update.replica is not None and update.replica != self._teller:
             self._teller = update.replica
             self._publish_as(update.replica)
