@@ -50,6 +50,7 @@ PAGE_SIZE = 50  # groups a page
 _COLUMNS = 10
 _RANK = attrgetter("rank")  # the worst first (``GroupSummary.rank``)
 _DATA_WORDS = {DataStatus.OK: "OK", DataStatus.AT_RISK: "AT RISK", DataStatus.LOST: "LOST"}
+_DATA_SHOWN = [d for d in reversed(DATA_SEVERITY) if d is not DataStatus.OK]  # the worst first
 HEADERS = {
     "Cache-Control": "no-store",
     "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'",
@@ -157,16 +158,13 @@ def render_page(
 ) -> str:
     """The page of ``arranged``, whose shown groups' ``reports`` are given in order."""
     view, counts, data_counts = arranged.view, arranged.counts, arranged.data_counts
+    by_status = [(s.value, s.value, counts[s]) for s in reversed(SEVERITY)]
+    by_data = [(d.value, _DATA_WORDS[d], data_counts[d]) for d in _DATA_SHOWN]
     chips = "".join(
-        f'<a class="badge {s.value}" href="{escape(PageView(view.q, s.value).link(1))}">'
-        f"{s.value} {counts[s]}</a>"
-        for s in reversed(SEVERITY)
-        if counts[s]
-    ) + "".join(
-        f'<a class="badge {d.value}" href="{escape(PageView(view.q, d.value).link(1))}">'
-        f"{_DATA_WORDS[d]} {data_counts[d]}</a>"
-        for d in reversed(DATA_SEVERITY)
-        if data_counts[d] and d is not DataStatus.OK
+        f'<a class="badge {value}" href="{escape(PageView(view.q, value).link(1))}">'
+        f"{label} {count}</a>"
+        for value, label, count in by_status + by_data
+        if count
     )
     read = f"log ends read {_ago(now, read_at)}" if read_at else "log ends not read yet"
     page, pages, kept = arranged.page, arranged.pages, arranged.kept
@@ -314,7 +312,7 @@ def _filter(view: PageView) -> str:
         f'<option value="{v}"{" selected" if v == view.status else ""}>{label}</option>'
         for v, label in [("", "every status")]
         + [(s.value, s.value) for s in SEVERITY]
-        + [(d.value, _DATA_WORDS[d]) for d in DATA_SEVERITY if d is not DataStatus.OK]
+        + [(d.value, _DATA_WORDS[d]) for d in reversed(_DATA_SHOWN)]
     )
     return (
         '<form class="filter" method="get" action="">'

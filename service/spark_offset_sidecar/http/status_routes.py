@@ -16,7 +16,7 @@ from spark_offset_sidecar.core.lag.report import GroupReport, GroupSummary
 from spark_offset_sidecar.core.lag.status import PartitionStatus
 from spark_offset_sidecar.http.access import allow_read, caller, reading_of, runtime_of
 from spark_offset_sidecar.http.auth import TokenGrant
-from spark_offset_sidecar.http.models import GroupId
+from spark_offset_sidecar.http.models import CommitWaiting, GroupCluster, GroupId
 from spark_offset_sidecar.http.refusals import refusal
 from spark_offset_sidecar.ports.group_reports import Missing
 from spark_offset_sidecar.turns import Turns
@@ -101,10 +101,7 @@ class CatchUpView(BaseModel):
 
 class GroupStatusView(BaseModel):
     group: str
-    cluster: str | None = Field(
-        default=None,
-        description="the Kafka cluster of the group's offsets (with one cluster: its name)",
-    )
+    cluster: GroupCluster = None
     query_id: str | None
     status: str = Field(description="OK, WARN, STALL, STOP, REWIND or ERR")
     complete: float = Field(description="share of partitions with a full window")
@@ -115,12 +112,7 @@ class GroupStatusView(BaseModel):
     partition_count: int
     maxlag: PartitionStatusView | None
     consecutive_failures: int
-    commit_waiting: str | None = Field(
-        default=None,
-        description="why the commit in flight has no answer yet, when the committer knows "
-        "(its coordinator cannot be reached: a broker died and Kafka has not moved the "
-        "group yet); null otherwise",
-    )
+    commit_waiting: CommitWaiting = None
     last_commit_at: float | None
     evaluated_at: float = Field(description="Unix time of the evaluation this comes from")
     reported_by: str | None = Field(
