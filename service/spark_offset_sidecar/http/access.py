@@ -1,10 +1,8 @@
-"""Who is calling a route, and what they may touch (shared by every ``/v1`` router).
-The grants themselves are in ``http.auth``.
+"""Who is calling a route, and what they may touch (shared by every ``/v1`` router; the
+grants are in ``http.auth``, what each grant may do in docs/secure/index.md).
 
-Routes that change state need a token with a ``write`` grant, ``GET /v1`` routes one with
-a ``read`` grant (unless SIDECAR_PROTECT_READS=false). A route addressed by query id
-answers a query whose group the token may not touch exactly as it answers an unknown
-query: a token learns nothing about other teams' queries, not even that they exist.
+A route addressed by query id answers a query whose group the token may not touch exactly
+as an unknown one: a token learns nothing of other teams' queries, not even that they exist.
 """
 
 from __future__ import annotations
@@ -45,8 +43,7 @@ def running_in(runtime: Runtime) -> Running:
 
 
 def reading_of(request: Request) -> Reading:
-    """What readers read, in the process that takes events or in a watcher; 503 while it
-    is starting."""
+    """What readers read, in the service or in a watcher; 503 while it is starting."""
     started = runtime_of(request).started
     if started is None:
         raise HTTPException(503, "the service is starting")
@@ -101,14 +98,9 @@ def may_see(request: Request, grant: TokenGrant | None, group: str, *, write: bo
     return False
 
 
-def cluster_of(request: Request, group_id: str, named: str | None) -> ClusterOf:
+def cluster_in(runtime: Runtime, group_id: str, named: str | None) -> ClusterOf:
     """R14: the Kafka cluster of ``group_id``'s event or registration, whose job named
     ``named`` (None: none); a name the service does not have is an ``InvalidEvent``."""
-    return cluster_in(runtime_of(request), group_id, named)
-
-
-def cluster_in(runtime: Runtime, group_id: str, named: str | None) -> ClusterOf:
-    """``cluster_of``, for a route that has already looked its runtime up (the hot path)."""
     try:
         return runtime.clusters.of(group_id, named)
     except UnknownCluster as exc:

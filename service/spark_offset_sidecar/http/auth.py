@@ -1,46 +1,9 @@
-"""Bearer tokens and what each may touch.
+"""Bearer tokens and what each may touch: the tokens file (``SIDECAR_TOKENS_FILE``) and
+the workload identities it grants (docs/secure/index.md, docs/secure/workload-identity.md).
 
-The tokens file (``SIDECAR_TOKENS_FILE``; a mounted Kubernetes Secret works as is) is JSON:
-
-    {"tokens": [
-      {"name": "orders-etl",            # shown in logs and answers; the secret never is
-       "token": "…",                    # at least 16 characters
-       "write": ["orders-*"],           # groups whose offsets it may move (fnmatch patterns)
-       "topics": ["orders", "orders.*"],  # optional, with write: topics its offsets may name
-       "events_per_second": 20},        # optional, with write: rate limit (burst: 2x, >= 1)
-      {"name": "ops", "token": "…",
-       "read": ["*"]}                   # groups whose state it may read (GET /v1/...)
-    ]}
-
-Jobs may also present their workload identity instead of a secret: a JWT from their
-platform (a Kubernetes projected service-account token, a cloud or CI OIDC token), checked
-against the issuer's keys (``SIDECAR_OIDC_*``; ``ports.identity``). The same file then
-grants by who the token says the caller is:
-
-    {"identities": [
-      {"name": "team-a-jobs",
-       "subject": "system:serviceaccount:team-a:*",   # a pattern of the token's sub
-       "claims": {"kubernetes.io/namespace": "team-a"},  # optional: claim paths -> patterns
-       "write": ["team-a-*"], "topics": ["team-a.*"], "events_per_second": 20}
-    ]}
-
-An identity entry takes ``subject`` and/or ``claims`` where a token entry takes ``token``,
-and the same ``write``/``read``/``topics``/``events_per_second``. A claim path is split at
-``/`` into nested keys (``kubernetes.io/namespace``); a claim that is a list matches when
-one of its strings does. The first entry that matches the token grants; a verified token
-that none matches is refused (403) naming its subject.
-
-A token grants exactly what it names: ``write`` only (a Spark job), ``read`` only (an
-operator, a dashboard), or both, each with its own group patterns. Writing is every route
-that changes state (events, completions, releases, rewinds); reading is every ``GET /v1``
-route. Entries whose meaning could be taken two ways are refused at start, naming the
-entry: the old ``"groups"`` key (it granted writes, and ``"read": true`` silently added
-reads of the same groups, so a token meant for reading could move offsets), ``"read":
-true``, and ``topics`` or ``events_per_second`` on a token that cannot write.
-
-Rules: every token is compared with ``hmac.compare_digest`` and all of them are compared
-(no early exit), so timing does not tell how much of a guess was right. The secrets live
-only in ``TokenGrant.secret`` (excluded from ``repr``).
+Every token is compared with ``hmac.compare_digest``, all of them on every request (no
+early exit), so timing does not tell how much of a guess was right. The secrets live only
+in ``TokenGrant.secret`` (excluded from ``repr``).
 """
 
 from __future__ import annotations

@@ -38,16 +38,7 @@ class BodySizeLimit:
                 return
             if not message.get("more_body", False):
                 break
-        delivered = False
-
-        async def replay() -> Message:
-            nonlocal delivered
-            if delivered:
-                return await receive()
-            delivered = True
-            return {"type": "http.request", "body": bytes(body), "more_body": False}
-
-        await self.app(scope, replay, send)
+        await self.app(scope, replayed(bytes(body), receive), send)
 
     async def _refuse(self, send: Send) -> None:
         self.metrics.invalid_events.labels("too_large").inc()
@@ -66,3 +57,17 @@ class BodySizeLimit:
             }
         )
         await send({"type": "http.response.body", "body": body})
+
+
+def replayed(body: bytes, receive: Receive) -> Receive:
+    """``receive`` that hands ``body`` over in one message first."""
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay

@@ -1,11 +1,5 @@
-"""The ``/v1`` routes: events in (progress, checkpoints, completions), state out.
-
-An event's answer names its outcome. Status codes: 200 when the event is durably stored
-or changed nothing harmlessly (``duplicate``, ``stale``, ``ignored``: a client must not
-retry those); 404 for an unknown query or checkpoint; 409 for a conflict; 422 for
-invalid input (the field is named); 413 for a body over the limit; 503 when the database
-cannot take the write (retry).
-"""
+"""The ``/v1`` routes: events in (progress, checkpoints, completions), state out; their
+status codes are in docs/api/index.md."""
 
 from __future__ import annotations
 
@@ -16,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import JSONResponse, Response
 
+from spark_offset_sidecar.core.clusters import Clusters
 from spark_offset_sidecar.core.lag.figures import JobRates
 from spark_offset_sidecar.core.ledger.changes import Decision, Outcome
 from spark_offset_sidecar.core.ledger.rules import unknown_query
@@ -29,7 +24,6 @@ from spark_offset_sidecar.http.access import (
     caller,
     caller_in,
     cluster_in,
-    cluster_of,
     may_see,
     running_in,
     running_of,
@@ -80,11 +74,7 @@ def _durable(request: Request) -> DurableLedger:
     return running_of(request).durable
 
 
-def _limit_topics(count: int, field: str, request: Request) -> None:
-    _limit_topics_in(runtime_of(request).settings.http, count, field)
-
-
-def _limit_topics_in(limits: HttpSettings, count: int, field: str) -> None:
+def _limit_topics(limits: HttpSettings, count: int, field: str) -> None:
     if count > limits.max_topics_per_event:
         raise InvalidEvent(
             field,
@@ -92,12 +82,8 @@ def _limit_topics_in(limits: HttpSettings, count: int, field: str) -> None:
         )
 
 
-def _limit(offsets: OffsetMap, field: str, request: Request) -> None:
-    _limit_in(runtime_of(request).settings.http, offsets, field)
-
-
-def _limit_in(limits: HttpSettings, offsets: OffsetMap, field: str) -> None:
-    _limit_topics_in(limits, len({tp.topic for tp in offsets}), field)
+def _limit(limits: HttpSettings, offsets: OffsetMap, field: str) -> None:
+    _limit_topics(limits, len({tp.topic for tp in offsets}), field)
     if len(offsets) > limits.max_partitions_per_event:
         raise InvalidEvent(
             field,
@@ -124,6 +110,12 @@ def _on_query(
         return decide(ledger)
 
     return checked
+
+
+def _view_of(request: Request) -> tuple[float, Clusters]:
+    """What a ``QueryView`` needs of the service: its default commit interval, its clusters."""
+    runtime = runtime_of(request)
+    return runtime.settings.commits.min_commit_interval_seconds, runtime.clusters
 
 
 def _answer(decision: Decision) -> JSONResponse:
@@ -161,7 +153,7 @@ async def record_progress(
     runtime = runtime_of(request)  # looked up once: every Spark batch comes this way
     grant = await caller_in(runtime, request, event=True)
     report = parse_progress(progress)
-    _limit_in(runtime.settings.http, report.offsets, "progress.sources")
+    _limit(runtime.settings.http, report.offsets, "progress.sources")
     allow_write(grant, group_id, {tp.topic for tp in report.offsets})
     where = cluster_in(runtime, group_id, cluster)
     now = runtime.clock()
@@ -202,9 +194,9 @@ async def post_checkpoint(
     """A pending snapshot (Flink ``snapshotState``): offsets reached at ``checkpoint_id``."""
     grant = await caller(request, event=True)
     offsets = from_json(event.offsets)
-    _limit(offsets, "offsets", request)
+    _limit(runtime_of(request).settings.http, offsets, "offsets")
     allow_write(grant, event.group_id, {tp.topic for tp in offsets})
-    where = cluster_of(request, event.group_id, event.cluster)
+    where = cluster_in(runtime_of(request), event.group_id, event.cluster)
     now = runtime_of(request).clock()
     decision = await _durable(request).record(
         lambda ledger: ledger.decide_snapshot(
@@ -294,7 +286,7 @@ async def get_starting_offsets(
     the group's committed offsets in Kafka stand (partitions never committed: -2, earliest).
     The restarted query has a new id: release the old one (``DELETE /v1/queries/{id}``)."""
     allow_read(await caller(request, event=False), group_id)
-    _limit_topics(len(topic or ()), "topic", request)
+    _limit_topics(runtime_of(request).settings.http, len(topic or ()), "topic")
     for name in topic or ():
         if problem := TOPIC.problem(name):
             raise InvalidEvent("topic", problem)
@@ -319,15 +311,9 @@ async def list_queries(request: Request) -> list[QueryView]:
         if q.group_id in groups and (grant is None or grant.may_read(q.group_id))
     ]
     live = await running_of(request).reports.live({q.group_id for q in visible})
-    default = runtime_of(request).settings.commits.min_commit_interval_seconds
+    interval, clusters = _view_of(request)
     return [
-        QueryView.of(
-            q,
-            groups[q.group_id],
-            live.get(q.group_id),
-            default_interval=default,
-            clusters=runtime_of(request).clusters,
-        )
+        QueryView.of(q, groups[q.group_id], live.get(q.group_id), interval, clusters)
         for q in sorted(visible, key=lambda q: q.query_id)
     ]
 
@@ -340,10 +326,5 @@ async def get_query(query_id: QueryId, request: Request) -> QueryView | JSONResp
     if query is None or not may_see(request, grant, query.group_id, write=False):
         return _answer(unknown_query(query_id))
     live = await running_of(request).reports.live({query.group_id})
-    return QueryView.of(
-        query,
-        ledger.groups[query.group_id],
-        live.get(query.group_id),
-        default_interval=runtime_of(request).settings.commits.min_commit_interval_seconds,
-        clusters=runtime_of(request).clusters,
-    )
+    group = ledger.groups[query.group_id]
+    return QueryView.of(query, group, live.get(query.group_id), *_view_of(request))

@@ -1,6 +1,5 @@
-"""The followed folders as readers read them: those a grant may read, each with how
-reading it goes (``GET /v1/followed-folders``, ``http.follow_routes``, and the status page,
-``http.status_page``, which a watcher serves without the routes that follow folders)."""
+"""The followed folders a grant may read, each with how reading it goes: for
+``GET /v1/followed-folders`` and for the status page, which a watcher serves."""
 
 from __future__ import annotations
 
@@ -43,8 +42,7 @@ def view(folder: FollowedFolder, found: tuple[FolderReport, str | None] | None) 
 
 
 async def readable_folders(request: Request, grant: TokenGrant | None) -> list[FolderView]:
-    """The followed folders ``grant`` may read, with how reading each goes (the JSON route
-    and the status page)."""
+    """The followed folders ``grant`` may read, with how reading each goes."""
     reading = reading_of(request)  # the service's or a watcher's
     registry = kept(reading.followed)
     folders = [

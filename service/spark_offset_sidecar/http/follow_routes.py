@@ -1,14 +1,8 @@
 """``/v1/followed-folders``: which Spark checkpoint folders the service follows, into
-which group (``runtime.checkpoint_follower`` reads them).
+which group (``runtime.checkpoint_follower`` reads them; docs/attach/checkpoint-folder.md).
 
-Same tokens and grants as events: registering or removing a folder needs a ``write``
-grant on its group, and the token's topic patterns go with the folder (a batch whose
-topics they do not allow is refused, as an event would be). Listing needs ``read``.
-How reading goes is what the replica that reads the folder (its group's owner) knows:
-with replicas, as it published it with the group's report (``ports.status_board``), so
-every replica lists the same. Status codes: 201 registered, 200 already registered the
-same way or removed, 404 not followed, 409 followed into another group, 422 a path the
-service cannot read.
+Registering or removing a folder needs a ``write`` grant on its group, and the token's
+topic patterns go with the folder; listing needs ``read``.
 """
 
 from __future__ import annotations
@@ -24,12 +18,13 @@ from spark_offset_sidecar.errors import InvalidEvent
 from spark_offset_sidecar.http.access import (
     allow_write,
     caller,
-    cluster_of,
+    cluster_in,
     running_of,
     runtime_of,
 )
 from spark_offset_sidecar.http.folders import kept, readable_folders, view
 from spark_offset_sidecar.http.models import FolderPath, FolderView, FollowRequest, refusals
+from spark_offset_sidecar.http.refusals import refusal, refusal_body
 from spark_offset_sidecar.http.state import Runtime
 from spark_offset_sidecar.ports.checkpoints import FollowedFolder, FollowedFolders
 
@@ -39,8 +34,7 @@ ERRORS = refusals(401, 403, 404, 409, 422, 501, 503)
 
 
 def normalized(path: str, runtime: Runtime) -> str:
-    """The folder's one spelling (no trailing ``/``); raises ``InvalidEvent`` for a path
-    the service cannot follow."""
+    """The folder's one spelling (no trailing ``/``), or ``InvalidEvent``."""
     path = path.rstrip("/")
     if "://" not in path and not path.startswith("/"):
         raise InvalidEvent("path", "a local folder must be an absolute path")
@@ -59,8 +53,8 @@ async def follow(body: FollowRequest, request: Request) -> FolderView | JSONResp
     the offsets of ``offsets/N`` to the group."""
     grant = await caller(request, event=True)
     allow_write(grant, body.group_id)
-    cluster_of(request, body.group_id, body.cluster)  # a cluster the service has
     runtime = runtime_of(request)
+    cluster_in(runtime, body.group_id, body.cluster)  # a cluster the service has
     path = normalized(body.path, runtime)
     folder = FollowedFolder(
         path,
@@ -72,14 +66,11 @@ async def follow(body: FollowRequest, request: Request) -> FolderView | JSONResp
     existing = await asyncio.to_thread(_registry(request).add, folder)
     if existing is not None:
         if existing.group_id != folder.group_id:
-            return JSONResponse(
-                {
-                    "outcome": "conflict",
-                    "detail": f"{path} is already followed into group {existing.group_id!r}; "
-                    "remove it first (DELETE /v1/followed-folders?path=...)",
-                    "errors": [],
-                },
-                status_code=409,
+            return refusal(
+                409,
+                "conflict",
+                f"{path} is already followed into group {existing.group_id!r}; "
+                "remove it first (DELETE /v1/followed-folders?path=...)",
             )
         found = await running_of(request).reports.folders([existing.group_id])
         return JSONResponse(view(existing, found.get(path)).model_dump(), status_code=200)
@@ -106,13 +97,8 @@ async def unfollow(
     path = path.rstrip("/")
     folder = next((f for f in await asyncio.to_thread(registry.list) if f.path == path), None)
     if folder is None or (grant is not None and not grant.may_read(folder.group_id)):
-        return JSONResponse(
-            {"outcome": "unknown_folder", "detail": f"{path} is not followed", "errors": []},
-            status_code=404,
-        )
+        return refusal(404, "unknown_folder", f"{path} is not followed")
     allow_write(grant, folder.group_id)
     await asyncio.to_thread(registry.remove, path)
     log.info("no longer following checkpoint folder %s (group %s)", path, folder.group_id)
-    return JSONResponse(
-        {"outcome": "removed", "detail": f"{path} is no longer followed", "errors": []}
-    )
+    return JSONResponse(refusal_body("removed", f"{path} is no longer followed"))

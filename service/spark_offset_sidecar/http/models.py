@@ -53,6 +53,19 @@ ClusterName = Annotated[
     ),
 ]
 CheckpointId = Annotated[int, Field(strict=True, ge=0, le=MAX_OFFSET)]
+# Fields of both a query's view and a group's status.
+GroupCluster = Annotated[
+    str | None,
+    Field(description="the Kafka cluster of the group's offsets (with one cluster: its name)"),
+]
+CommitWaiting = Annotated[
+    str | None,
+    Field(
+        description="why the commit in flight has no answer yet, when the committer knows "
+        "(its coordinator cannot be reached: a broker died and Kafka has not moved the "
+        "group yet); null otherwise"
+    ),
+]
 
 
 class ProgressEvent(BaseModel):
@@ -187,10 +200,7 @@ class CountersView(BaseModel):
 class QueryView(BaseModel):
     query_id: str
     group_id: str
-    cluster: str | None = Field(
-        default=None,
-        description="the Kafka cluster of the group's offsets (with one cluster: its name)",
-    )
+    cluster: GroupCluster = None
     run_id: str | None
     last_completed_checkpoint: int | None
     pending_checkpoints: list[int]
@@ -199,12 +209,7 @@ class QueryView(BaseModel):
     committed: CommittedView | None
     retry_at: float | None
     last_failure: str | None
-    commit_waiting: str | None = Field(
-        default=None,
-        description="why the commit in flight has no answer yet, when the committer knows "
-        "(its coordinator cannot be reached: a broker died and Kafka has not moved the "
-        "group yet); null otherwise",
-    )
+    commit_waiting: CommitWaiting = None
     rewind_allowed: bool
     commit_interval_seconds: float = Field(
         description="the group's minimum time between commits (its own, else the default)"
@@ -220,10 +225,9 @@ class QueryView(BaseModel):
         cls,
         query: QueryState,
         group: GroupState,
-        live: LiveCommits | None = None,
-        *,
-        default_interval: float = 0.0,
-        clusters: Clusters | None = None,
+        live: LiveCommits | None,
+        default_interval: float,
+        clusters: Clusters,
     ) -> QueryView:
         """The query's stored state with the live state of its group's commits: ``live``
         (with replicas, as its owner published it) or this process's memory of them."""
@@ -233,7 +237,7 @@ class QueryView(BaseModel):
         return cls(
             query_id=query.query_id,
             group_id=query.group_id,
-            cluster=(clusters or Clusters()).name_of(group.cluster),
+            cluster=clusters.name_of(group.cluster),
             run_id=query.last_run_id,
             last_completed_checkpoint=query.last_completed_id,
             pending_checkpoints=list(query.pending),

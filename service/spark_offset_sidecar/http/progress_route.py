@@ -1,20 +1,12 @@
-"""``POST /v1/progress``, the hot path, as a plain ASGI route in front of FastAPI's router.
+"""``POST /v1/progress``, the hot path, as a plain ASGI route in front of FastAPI's router
+(docs/decisions.md, "The progress route in plain ASGI").
 
-Every Spark job posts every batch here, so it skips what FastAPI adds per request:
-routing, dependency solving, the pydantic model of the body. What it does not skip: the
-body size limit (``BodySizeLimit`` wraps it), the tokens, grants and rate limits, the
-same recording (``event_routes.record_progress``) and the same answers.
-
-Invariants
-  - A well-formed event (a JSON object of exactly ``group_id`` and ``progress``, and
-    optionally a valid ``cluster``: the ``ProgressEvent`` shape) is answered here;
-    anything else goes on, with its body, to the FastAPI route, which refuses it as it
-    always did: there is one definition of every refusal, and the hot path never answers
-    what the route would refuse otherwise.
-  - A refusal raised while recording is answered by the application's own exception
-    handlers (``http.refusals``), looked up by the exception's class as Starlette does.
-  - ``tests/http/test_progress_route.py`` sends the same requests to both paths and
-    compares status, headers and bodies.
+It skips FastAPI's routing, dependencies and body model, not the body limit, the tokens,
+grants and rate limits, nor the recording (``event_routes.record_progress``). Only a
+well-formed event (``ProgressEvent``'s shape) is answered here; anything else goes on, with
+its body, to the FastAPI route, so every refusal has one definition. A refusal raised while
+recording is answered by the application's own handlers (``http.refusals``), looked up by
+the exception's class as Starlette does. ``tests/http/test_progress_route.py`` compares both.
 """
 
 from __future__ import annotations
@@ -24,9 +16,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from starlette.requests import Request
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from spark_offset_sidecar.core.names import CLUSTER, GROUP_ID
+from spark_offset_sidecar.http.body_limit import replayed
 from spark_offset_sidecar.http.event_routes import record_progress
 from spark_offset_sidecar.http.refusals import Handler
 
@@ -47,7 +40,7 @@ class ProgressRoute:
         body = await _read_body(receive)
         event = _well_formed(scope, body)
         if event is None:  # FastAPI's route refuses it, as it always did
-            await self.app(scope, _replay(body, receive), send)
+            await self.app(scope, replayed(body, receive), send)
             return
         request = Request(scope, receive)
         try:
@@ -79,19 +72,6 @@ async def _read_body(receive: Receive) -> bytes:
         if not message.get("more_body", False):
             break
     return b"".join(chunks)
-
-
-def _replay(body: bytes, receive: Receive) -> Receive:
-    sent = False
-
-    async def replay() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return replay
 
 
 def _well_formed(scope: Scope, body: bytes) -> dict[str, Any] | None:

@@ -1,11 +1,9 @@
-"""Every refusal in one shape, whatever layer produces it (a route, FastAPI's validation,
-Starlette's routing, the body-size middleware, an unexpected exception)::
+"""Every refusal in one shape, whatever layer produces it (docs/api/index.md)::
 
     {"outcome": "<one word>", "detail": "<a sentence a person can act on>",
      "errors": [{"field": "<where>", "problem": "<what>"}]}        # errors: may be empty
 
-``refusal_body`` builds it, ``refusal`` wraps it in a response, and ``exception_answers``
-is the one table from exception to answer that the application installs.
+``exception_answers`` is the one table from exception to answer that the app installs.
 """
 
 from __future__ import annotations

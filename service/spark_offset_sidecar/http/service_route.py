@@ -1,5 +1,4 @@
-"""``GET /v1/service``: the service's version and what runs where (``topology``), as it
-resolved them at start. No grant needed: it says nothing of any group."""
+"""``GET /v1/service``: the version and what runs where (``topology``). No grant needed."""
 
 from __future__ import annotations
 

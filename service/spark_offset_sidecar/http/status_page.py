@@ -1,27 +1,11 @@
-"""``GET /ui``: the groups' status as one server-rendered HTML page, for a person.
+"""``GET /ui``: the groups' status as one server-rendered HTML page (docs/operate/status.md).
 
-What ``GET /v1/status`` says, arranged to be read at a glance: the worst groups first (by
-status, then data at risk, then time lag), each with its Burrow-style status, its data
-status (records lost or about to be), its lag in records and in time, its catch-up
-estimate, the last hour of its lag drawn as an SVG line, last commit, failed commits by
-reason, pending checkpoints, and its partitions (committed offset, log start and end, lag,
-time lag); then the followed checkpoint folders (``GET /v1/followed-folders``), those
-failing first, with their errors. ``PAGE_SIZE`` groups a page, with a filter by name and
-by status (a plain GET form); counts and order are over every group the token may read,
-from their summaries (``GroupReports.summaries``, built once per evaluation), ranked by
-``GroupSummary.rank``: only the page's groups have their reports built, so that a page
-costs little more at 10,000 groups than at 50. Pages are answered at most
-``status.ui_max_pages_per_second`` a second, readers in turn (``Runtime.pages``): a page
-left reloading back to back would take the event loop from the jobs' events.
-No JavaScript and nothing fetched from elsewhere (the Content-Security-Policy forbids
-both); the page reloads itself every lag read (at least every 5 s).
-
-With replicas, every replica renders the reports the groups' owners publish
-(``ports.status_board``): the same page whichever replica serves it.
-
-The same tokens and read grants as the JSON routes: a token sees only the groups it may
-read. A browser cannot send a bearer token, so the page also takes HTTP Basic with the
-token as the password, and asks for it with a Basic challenge.
+Counts and order come from every readable group's summary (``GroupSummary.rank``); only
+the page's groups have their reports built, so a page costs little more at 10,000 groups
+than at 50. Pages are answered ``status.ui_max_pages_per_second`` at most, readers in turn
+(``Runtime.pages``): a page reloading back to back would take the loop from the events.
+No JavaScript, nothing fetched from elsewhere (the Content-Security-Policy forbids both).
+A browser cannot send a bearer token: the page takes HTTP Basic, the token as password.
 """
 
 from __future__ import annotations
@@ -66,6 +50,7 @@ PAGE_SIZE = 50  # groups a page
 _COLUMNS = 10
 _RANK = attrgetter("rank")  # the worst first (``GroupSummary.rank``)
 _DATA_WORDS = {DataStatus.OK: "OK", DataStatus.AT_RISK: "AT RISK", DataStatus.LOST: "LOST"}
+_DATA_SHOWN = [d for d in reversed(DATA_SEVERITY) if d is not DataStatus.OK]  # the worst first
 HEADERS = {
     "Cache-Control": "no-store",
     "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'",
@@ -173,16 +158,13 @@ def render_page(
 ) -> str:
     """The page of ``arranged``, whose shown groups' ``reports`` are given in order."""
     view, counts, data_counts = arranged.view, arranged.counts, arranged.data_counts
+    by_status = [(s.value, s.value, counts[s]) for s in reversed(SEVERITY)]
+    by_data = [(d.value, _DATA_WORDS[d], data_counts[d]) for d in _DATA_SHOWN]
     chips = "".join(
-        f'<a class="badge {s.value}" href="{escape(PageView(view.q, s.value).link(1))}">'
-        f"{s.value} {counts[s]}</a>"
-        for s in reversed(SEVERITY)
-        if counts[s]
-    ) + "".join(
-        f'<a class="badge {d.value}" href="{escape(PageView(view.q, d.value).link(1))}">'
-        f"{_DATA_WORDS[d]} {data_counts[d]}</a>"
-        for d in reversed(DATA_SEVERITY)
-        if data_counts[d] and d is not DataStatus.OK
+        f'<a class="badge {value}" href="{escape(PageView(view.q, value).link(1))}">'
+        f"{label} {count}</a>"
+        for value, label, count in by_status + by_data
+        if count
     )
     read = f"log ends read {_ago(now, read_at)}" if read_at else "log ends not read yet"
     page, pages, kept = arranged.page, arranged.pages, arranged.kept
@@ -330,7 +312,7 @@ def _filter(view: PageView) -> str:
         f'<option value="{v}"{" selected" if v == view.status else ""}>{label}</option>'
         for v, label in [("", "every status")]
         + [(s.value, s.value) for s in SEVERITY]
-        + [(d.value, _DATA_WORDS[d]) for d in DATA_SEVERITY if d is not DataStatus.OK]
+        + [(d.value, _DATA_WORDS[d]) for d in reversed(_DATA_SHOWN)]
     )
     return (
         '<form class="filter" method="get" action="">'

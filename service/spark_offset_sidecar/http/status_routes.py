@@ -1,12 +1,7 @@
-"""``GET /v1/status``: every group's Burrow-style status (``core.lag.status``) as JSON,
-shaped like Burrow's ``/v3/kafka/<cluster>/consumer/<group>/status`` answer so that the same
-scripts read both, plus the query that owns the group and its failed commits.
-
-Alone, the list is as of the lag monitor's last read (``evaluated_at``) and one group's
-status is evaluated when asked, on the last known log ends. With replicas, every replica
-answers from the reports the groups' owners publish after each of their reads
-(``ports.status_board``), so that every replica gives the same answer; each group says
-when and by which replica it was evaluated.
+"""``GET /v1/status``: every group's status as JSON, shaped like Burrow's
+``/v3/kafka/<cluster>/consumer/<group>/status`` so that the same scripts read both
+(docs/operate/status.md). With replicas, every replica answers from the reports the
+groups' owners publish (``ports.status_board``): the same answer on each.
 """
 
 from __future__ import annotations
@@ -21,7 +16,7 @@ from spark_offset_sidecar.core.lag.report import GroupReport, GroupSummary
 from spark_offset_sidecar.core.lag.status import PartitionStatus
 from spark_offset_sidecar.http.access import allow_read, caller, reading_of, runtime_of
 from spark_offset_sidecar.http.auth import TokenGrant
-from spark_offset_sidecar.http.models import GroupId
+from spark_offset_sidecar.http.models import CommitWaiting, GroupCluster, GroupId
 from spark_offset_sidecar.http.refusals import refusal
 from spark_offset_sidecar.ports.group_reports import Missing
 from spark_offset_sidecar.turns import Turns
@@ -94,30 +89,19 @@ class CatchUpView(BaseModel):
 
     @classmethod
     def of(cls, c: CatchUp) -> CatchUpView:
-        job = c.job
         return cls(
             state=c.state.value,
             eta_seconds=c.eta_seconds,
             consume_rate=c.consume_rate,
             produce_rate=c.produce_rate,
             lag_rate=c.lag_rate,
-            job=JobRatesView(
-                at=job.at,
-                input_rows_per_second=job.input_rows_per_second,
-                processed_rows_per_second=job.processed_rows_per_second,
-                batch_duration_ms=job.batch_duration_ms,
-            )
-            if job is not None
-            else None,
+            job=JobRatesView.model_validate(c.job, from_attributes=True) if c.job else None,
         )
 
 
 class GroupStatusView(BaseModel):
     group: str
-    cluster: str | None = Field(
-        default=None,
-        description="the Kafka cluster of the group's offsets (with one cluster: its name)",
-    )
+    cluster: GroupCluster = None
     query_id: str | None
     status: str = Field(description="OK, WARN, STALL, STOP, REWIND or ERR")
     complete: float = Field(description="share of partitions with a full window")
@@ -128,12 +112,7 @@ class GroupStatusView(BaseModel):
     partition_count: int
     maxlag: PartitionStatusView | None
     consecutive_failures: int
-    commit_waiting: str | None = Field(
-        default=None,
-        description="why the commit in flight has no answer yet, when the committer knows "
-        "(its coordinator cannot be reached: a broker died and Kafka has not moved the "
-        "group yet); null otherwise",
-    )
+    commit_waiting: CommitWaiting = None
     last_commit_at: float | None
     evaluated_at: float = Field(description="Unix time of the evaluation this comes from")
     reported_by: str | None = Field(

@@ -1,15 +1,9 @@
-"""The readers' routes of a service whose watcher is its child (``offset-sidecar serve``):
-``/v1/status``, ``/v1/status/{group}`` and ``/ui`` answered by the watcher, through
-this process's port. The caller's token goes with the request (the watcher checks it as
-this process would); a watcher that does not answer now is a 503 the reader retries.
-Their schema is the watcher's own routes' (``http.status_routes``, ``http.status_page``):
-these are left out of this process's.
+"""The readers' routes (``/v1/status``, ``/v1/status/{group}``, ``/ui``) of a service
+whose watcher is its child, passed on to it with the caller's token (docs/run/processes.md);
+a watcher that does not answer is a 503. Their schema is the watcher's own routes'.
 
-The watcher follows the store a step behind this process: a group whose first event was
-just taken may not be known to it yet (it reads the store as soon as it is told of the
-group, within a second). Until then ``/v1/status/{group}`` is answered here, as a
-service that watches the fleet itself answers before its first read of the group's log
-ends: never a 404 for a group this process holds.
+The watcher follows the store a step behind: until it knows a group whose first event was
+just taken, ``/v1/status/{group}`` is answered here, never a 404 for a group this holds.
 """
 
 from __future__ import annotations
@@ -56,8 +50,7 @@ def forwarding_router(watcher: WatcherLink) -> APIRouter:
 
 
 def watcher_share(watcher: WatcherLink) -> Callable[[], Awaitable[bytes]]:
-    """The watcher's share of ``/metrics``, gzip-compressed (nothing while it does not
-    answer)."""
+    """The watcher's share of ``/metrics``, gzipped (nothing while it does not answer)."""
 
     async def share() -> bytes:
         try:

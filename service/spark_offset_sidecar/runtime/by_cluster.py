@@ -1,19 +1,14 @@
-"""Several Kafka clusters: the Kafka ports of each cluster behind one port each, routed by
-the group's cluster (ledger R14). The default cluster is keyed None, as the ledger keeps it.
-
-Invariants
-  - Each cluster has its own adapters (connections, credentials, token provider): one
-    cluster that is down, slow or refusing credentials holds only its own groups'
-    commits and reads; the commit loop runs one commit per group, whatever its cluster.
-  - A group whose cluster the settings no longer name is refused with a reason that
-    names the cluster; the others go on.
+"""Several Kafka clusters: each cluster's Kafka ports behind one port each, routed by the
+group's cluster (ledger R14; docs/run/clusters.md, "One cluster's trouble is its own").
+The default cluster is keyed None, as the ledger keeps it; a cluster the settings no
+longer name is refused with a reason that names it.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 from spark_offset_sidecar.core.ledger.changes import CommitRequest
 from spark_offset_sidecar.core.offsets import TopicPartition
@@ -61,30 +56,28 @@ class ClusterCommitters:
         await asyncio.gather(*(c.close() for c in self.by_cluster.values()))
 
 
-class ClusterCommittedReaders:
-    """``CommittedOffsetsReader``: a group's offsets read from its cluster."""
+class _ByGroup(Generic[T]):
+    """Each cluster's ``T``, looked up by a group's cluster."""
 
-    def __init__(
-        self, by_cluster: Mapping[str | None, CommittedOffsetsReader], cluster_of: GroupCluster
-    ) -> None:
+    def __init__(self, by_cluster: Mapping[str | None, T], cluster_of: GroupCluster) -> None:
         self.by_cluster, self.cluster_of = dict(by_cluster), cluster_of
 
+    def of_group(self, group_id: str) -> T:
+        return _of(self.by_cluster, self.cluster_of(group_id), KafkaReadError)
+
+
+class ClusterCommittedReaders(_ByGroup[CommittedOffsetsReader]):
+    """``CommittedOffsetsReader``: a group's offsets read from its cluster."""
+
     async def committed(self, group_id: str) -> dict[TopicPartition, Committed]:
-        reader = _of(self.by_cluster, self.cluster_of(group_id), KafkaReadError)
-        return await reader.committed(group_id)
+        return await self.of_group(group_id).committed(group_id)
 
     async def close(self) -> None:
         await asyncio.gather(*(r.close() for r in self.by_cluster.values()))
 
 
-class ClusterStartingOffsets:
+class ClusterStartingOffsets(_ByGroup[StartingOffsetsReader]):
     """``StartingOffsetsReader``: a group's starting offsets read from its cluster."""
 
-    def __init__(
-        self, by_cluster: Mapping[str | None, StartingOffsetsReader], cluster_of: GroupCluster
-    ) -> None:
-        self.by_cluster, self.cluster_of = dict(by_cluster), cluster_of
-
     async def __call__(self, group_id: str, topics: Sequence[str]) -> StartingOffsets:
-        reader = _of(self.by_cluster, self.cluster_of(group_id), KafkaReadError)
-        return await reader(group_id, topics)
+        return await self.of_group(group_id)(group_id, topics)

@@ -1,29 +1,21 @@
-"""Follows Spark checkpoint folders and feeds what they say to the ledger.
+"""Follows Spark checkpoint folders and feeds them to the ledger (docs/attach/checkpoint-folder.md).
 
 No new commit path: ``offsets/N`` becomes ``decide_snapshot(N)`` and ``commits/N``
-becomes ``decide_complete(N)``, recorded through the same ``DurableLedger`` as HTTP events,
-so every rule of the ledger holds for followed folders too (stale, duplicate, never
-backwards, one group per query, durable before acted on, the single slot, retries). A
-listener and a follower reporting the same query send the same query id and batch ids:
-the second one to arrive is a duplicate.
+``decide_complete(N)``, recorded through the same ``DurableLedger`` as HTTP events, so
+every rule of the ledger holds; a listener and a follower of one query are duplicates.
 
 Invariants
-  - A folder's read position moves only after the ledger recorded what was read (a 2xx
-    of the ledger: accepted, duplicate, stale, ignored); a failed poll is retried whole
-    at the next interval, after listing the folder again.
+  - A folder's read position moves only after the ledger recorded what was read; a
+    failed poll is retried whole at the next interval, after listing the folder again.
   - Every failed poll is counted by a reason of ``REASONS`` and logged with the folder.
-  - With several replicas, a folder is followed by the replica that commits its group
-    (the lease keeper's owner); a group nobody has state for yet is read by whichever
-    replica polls first (the ledger makes the second registration a duplicate), and
-    from then on by its owner.
-  - A re-created checkpoint (``metadata`` names another query id) is a new query: its
-    events are refused as a conflict until the old query is released
-    (docs/operate/lost-checkpoint.md); the folder's status says so.
+  - With replicas, a folder is read by the replica that commits its group; a group
+    nobody has state for yet by whichever polls first (the second is a duplicate).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections import Counter
@@ -60,9 +52,7 @@ REASONS = (
     "unreachable",  # the storage did not answer (network, server, timeout)
     "denied",  # the storage refused the credentials
     "unreadable_file",  # a file is not what Spark writes (half-written, garbage, ambiguous)
-    "missing_file",  # commits/N without offsets/N, or the metadata of a folder seen before
-    # (a folder with no metadata yet -- registered before its job started -- is waiting,
-    # not failing: its status says so in ``last_error``)
+    "missing_file",  # commits/N without offsets/N, or a seen folder's metadata (none yet: waiting)
     "conflict",  # the ledger refused: the group belongs to another query (re-created?)
     "forbidden_topic",  # the registering token may not commit a topic the query reads
     "store_unavailable",  # the database could not take the write
@@ -182,11 +172,8 @@ class CheckpointFollower:
                     await self.poll_all()
                 except Exception as exc:  # the registry is away: try again next interval
                     log.warning("could not read the followed folders: %s", exc)
-                try:
-                    async with asyncio.timeout(self.interval):
-                        await self._wake.wait()
-                except TimeoutError:
-                    pass
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), self.interval)
         finally:
             self._worker.shutdown(wait=False, cancel_futures=True)
 
@@ -218,11 +205,7 @@ class CheckpointFollower:
                     state.last_error = str(missing)  # registered before its job started
                 else:
                     self._failed(state, missing.reason, str(missing))
-            except PollFailed as failed:
-                self._failed(state, failed.reason, str(failed))
-            except UnreadableCheckpoint as exc:
-                self._failed(state, exc.reason, str(exc))
-            except CheckpointReadError as exc:
+            except (PollFailed, UnreadableCheckpoint, CheckpointReadError) as exc:
                 self._failed(state, exc.reason, str(exc))
             except StoreError as exc:
                 self._failed(state, "store_unavailable", f"{path}: {exc}")

@@ -1,21 +1,19 @@
 """The background committer: hands each group's slot to the ``OffsetCommitter``.
 
 Invariants
-  - At most one commit per group in flight (the ledger refuses to hand out a second).
-  - Commits of different groups run concurrently, at most ``max_concurrent`` at once.
+  - At most one commit per group in flight; at most ``max_concurrent`` at once.
   - A failure is retried after the ledger's backoff even if no new event arrives.
-  - ``heartbeat`` advances at least every ``tick`` seconds while the loop is healthy;
-    ``/livez`` reads it.
+  - ``heartbeat`` (read by ``/livez``) advances at least every ``tick`` while healthy.
   - With replicas, a group is taken only under an owner epoch that ``ownership`` grants
-    now (leases L2, L3); while it grants none, the loop only ticks.
-  - ``stop`` takes no new slots, lets commits in flight finish within the grace time, and
-    cancels the rest: their offsets stay in the store's slot and are committed on the next
-    start.
+    now (leases L2, L3).
+  - ``stop`` takes no new slots, lets commits in flight finish within the grace time and
+    cancels the rest: their offsets stay in the slot, committed on the next start.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -107,11 +105,8 @@ class CommitLoop:
         if retry_at is not None and len(self._commits) < self.max_concurrent:
             delay = min(delay, max(0.0, retry_at - now))
         self._wake.clear()
-        try:
-            async with asyncio.timeout(delay):
-                await self._wake.wait()
-        except TimeoutError:
-            pass
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), delay)
 
     async def _commit(self, request: CommitRequest) -> None:
         started = time.monotonic()

@@ -1,39 +1,22 @@
-"""The ledger joined to its store: decide, make durable, then answer -- in batches.
+"""The ledger joined to its store: decide, make durable, then answer -- in batches
+(docs/guarantees.md: a 2xx means the event is on disk; group commit).
 
 Invariants
-  - An event is answered only after the store holds its changes: a 2xx means durable.
   - Memory never keeps an event the store refused: events are decided and applied in
-    arrival order under savepoints (ledger R10) and, if their batch's write fails, rolled
-    back newest first, as if they never happened.
-  - One caller's event never fails another's: a batch holds many callers' events, so
-    when one fails for any reason but ``StoreUnavailable`` (a value the database refused,
-    a bug in one decision's rows), its events are rolled back and written again, each
-    alone in a transaction of its own, in arrival order: only the event at fault hears
-    the failure. (Deciding them after the batch's commit results is a legal order: the
-    results stand whatever happens.) ``StoreUnavailable`` (the database cannot take
-    writes now) fails every event of the batch: each is answered 503 and retried.
-  - Group commit: events that arrive while a batch is being written wait and form the
-    next batch, written in one transaction (one fsync). Batches grow with load on their
-    own; at low load a batch is a single event and nothing waits for company.
-  - A group touched by a batch being written is held: the committer does not take it
-    until the write is done, so no commit carries offsets that a rollback took back.
-  - Commit results go through the same queue (so they are applied in order with events)
-    and are kept in memory even when their write fails: Kafka already holds the truth,
-    and the store may lag Kafka in what is committed (after a restart the same offsets
-    are committed again, harmlessly).
-  - One worker thread does every store call: SQLite wants one writer, and writes stay in
-    decision order. Given a ``BatchWriter`` (a writer process), batches are written there
-    instead, one at a time, still in decision order; the thread keeps the other calls.
-  - A batch whose write may or may not have happened (``WriteOutcomeUnknown``: the writer
-    was lost before answering) is answered 503 and rolled back in memory, then its queries
-    and groups are taken in as stored (R11), so memory holds what the database does.
-  - With a store shared by replicas (``SharedLedgerStore``), each batch first locks and
-    loads the queries and groups it touches, and the ledger refreshes them (R11) before
-    deciding; ``refresh`` does the same for groups another replica changed or this one
-    claimed, in order with the batches.
-  - With a shared store, a batch names at most ``LOCKED_NAMES`` queries and groups, and a
-    refresh of more is split into batches that do: each name is an advisory lock held to
-    the transaction's end (see ``LOCKED_NAMES``).
+    arrival order under savepoints (R10), and a failed batch is rolled back newest first.
+  - One caller's event never fails another's: a batch that fails for any reason but
+    ``StoreUnavailable`` is written again event by event, so only the event at fault
+    hears it; ``StoreUnavailable`` answers every event of the batch 503.
+  - A group touched by a batch being written is held from the committer until the write
+    is done: no commit carries offsets a rollback took back.
+  - Commit results go through the same queue and stand even when their write fails:
+    Kafka holds the truth, and the store may lag it (committed again after a restart).
+  - One worker thread does every store call (SQLite wants one writer; decision order);
+    a ``BatchWriter`` (a writer process) writes the batches instead, one at a time.
+  - A batch whose write may or may not have happened (``WriteOutcomeUnknown``) is
+    answered 503, rolled back, and its rows taken in as stored (R11).
+  - With a shared store, each batch first locks and loads what it touches (R11), and
+    names at most ``LOCKED_NAMES`` queries and groups (see there).
 """
 
 from __future__ import annotations
@@ -66,13 +49,8 @@ from spark_offset_sidecar.ports.store import (
 )
 
 log = logging.getLogger(__name__)
-# Queries and groups one batch names at most, with a shared store. Each is an advisory
-# lock (and brings its partner's, so up to twice as many) held to the end of the
-# transaction in PostgreSQL's lock table, which every session shares: it holds
-# max_locks_per_transaction x max_connections, 64 x 100 = 6,400 by default, and a
-# transaction that needs more than is free fails "out of shared memory" (a replica taking
-# in the 10,000 groups it claimed did, every round, and never committed one): see
-# docs/decisions.md, "At most 256 names locked a transaction".
+# Queries and groups one batch names at most, with a shared store: each is an advisory lock
+# in PostgreSQL's shared lock table (docs/decisions.md, "At most 256 names locked a transaction").
 LOCKED_NAMES = 256
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -163,8 +141,7 @@ class DurableLedger:
         writer: BatchWriter | None = None,
         on_batch_done: Callable[[int, float], None] = lambda items, seconds: None,
     ) -> DurableLedger:
-        """A ledger started from what ``store`` holds; its batches written by ``writer``
-        when given (it closes it)."""
+        """A ledger started from what ``store`` holds (``writer``, when given, is closed)."""
         worker = ThreadPoolExecutor(1, thread_name_prefix="ledger-store")
         stored = await asyncio.get_running_loop().run_in_executor(worker, store.load)
         ledger = Ledger(
@@ -235,8 +212,7 @@ class DurableLedger:
         return self.ledger.take(group_id, now, fence, flush=flush)
 
     async def finish_commit(self, request: CommitRequest, now: float, failure: str | None) -> None:
-        """Record a commit's result; returns once it is applied (and written, if it could
-        be)."""
+        """Record a commit's result; returns once it is applied (and written, if it could)."""
         change = self.ledger.commit_result(request, now, failure)
         recorded: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._enqueue(_Result(change, recorded))
@@ -301,10 +277,8 @@ class DurableLedger:
         )
         if failure is None:
             self._keep(batch)
-        elif isolate:
-            self._roll_back(batch, failure, answer=False)
         else:
-            self._roll_back(batch, failure)
+            self._roll_back(batch, failure, answer=not isolate)
         if isinstance(failure, WriteOutcomeUnknown) and isinstance(failure.stored, LoadedRows):
             stored = failure.stored
             self.ledger.refresh(

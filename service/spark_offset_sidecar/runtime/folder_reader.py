@@ -1,29 +1,12 @@
-"""One poll of one Spark checkpoint folder: what is new since the last poll.
+"""One poll of one Spark checkpoint folder: what is new since the last poll
+(docs/attach/checkpoint-folder.md, "How it reads"; docs/decisions.md, "A quiet poll is one
+request").
 
-Cheap as the checkpoint grows: a folder is listed (and its ``metadata`` read) only when
-its reader starts, after a failed poll, and every ``relist_every`` polls (Spark's purge of
-old batches, ``minBatchesToRetain``, may then have passed the reader). Between listings
-the reader only probes the next batch ids: Spark's batch ids are consecutive and it never
-deletes the newest ones, so
-
-- a poll with nothing new costs 1 request: ``offsets/{last + 1}`` (absent: no batch is
-  planned, so none can be committed either);
-- a batch running costs 1: ``commits/{last + 1}`` (absent);
-- anything new is first checked against ``metadata`` (is it still the same query? a
-  re-created checkpoint is listed anew), then k new completed batches cost about
-  2 log2(k) existence probes (gallop, then bisect) and 2 reads (the newest batch's
-  ``offsets/N`` and ``commits/N``), plus one read of the next planned batch.
-
-A re-created checkpoint is noticed when its batches reach the reader's next batch id, or
-at the next listing, whichever comes first; no batch of it is ever taken for the old
-query's.
-
-Only the newest completed batch is reported: older ones would be replaced in the group's
-slot before any commit anyway (Flink's rule; the ledger would count them as skipped).
-
-Blocking (the storage port is); the follower runs it in a worker thread.
-Invariant: a batch is reported complete only if ``commits/N`` is a whole commit-log entry
-and ``offsets/N`` a readable offset log; anything else raises and reports nothing.
+Between listings only the next batch ids are probed: Spark's ids are consecutive and it
+never deletes the newest, so a quiet poll costs one request, and k new batches about
+2 log2(k) probes (gallop, then bisect) and 3 reads. Blocking (the storage port is): the
+follower runs it in a worker thread. A batch is reported complete only if ``commits/N``
+is a whole commit-log entry and ``offsets/N`` a readable offset log.
 """
 
 from __future__ import annotations

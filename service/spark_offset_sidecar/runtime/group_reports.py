@@ -1,7 +1,5 @@
-"""The two ways of keeping the reports of groups (``ports.group_reports``): this process's
-memory when it runs alone, the board of the replicas' owners when replicated. The
-composition root builds one of them; nothing else knows which.
-"""
+"""The two ways of keeping the groups' reports (``ports.group_reports``): this process's
+memory when alone, the board of the groups' owners when replicated."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""Keeping the jobs' token issuer's keys fresh in the background, so that a key rotation
-or an issuer back after an outage is seen without waiting for a request (and /readyz
-clears by itself): every ``every`` seconds, every ``retry`` seconds while the last fetch
-failed. Sees only the ``TokenVerifier`` port."""
+"""Keeps the jobs' token issuer's keys fresh in the background, so that a key rotation or
+an issuer back after an outage is seen without a request (and /readyz clears by itself)."""
 
 from __future__ import annotations
 

@@ -1,38 +1,23 @@
 """The lag monitor: every ``interval`` it reads the log ends and starts of every committed
-partition into their histories (``core.lag.log_history``), reads from Kafka the timestamp of
-each oldest unprocessed record that the histories cannot place, samples the groups'
-commits into their status windows, and evaluates every group's status
-(``core.lag.status``) and lag figures (``core.lag.figures``: time lag, data at risk,
-catch-up). The metrics, ``GET /v1/status`` and ``/ui`` read what it keeps.
+partition, the timestamps the histories cannot place, and evaluates every group's status
+(``core.lag.status``) and lag figures (``core.lag.figures``). The metrics,
+``GET /v1/status`` and ``/ui`` read what it keeps.
 
 Invariants
-  - A failed read keeps the last known log ends (their age is exported) and never stops
-    the loop; a topic that cannot be read leaves its partitions unknown, not zero.
-  - Statuses are as of the last read (``evaluated_at``); nothing here touches the ledger.
-  - Only groups whose status can have changed are sampled and evaluated again: those
-    whose ``status_inputs`` (commit, query, failures, log ends and starts) changed since
-    the last evaluation, and those with a lagging partition (their status depends on the
-    time). The others keep their status (``core.lag.status.timeless``) and lag figures
-    (caught up: 0 s late, nothing at risk), with their trend brought up to date.
-  - A record's timestamp is read from Kafka at most once per (partition, offset): kept
-    while some group's oldest unprocessed record is still that one, forgotten after. Only
-    lagging partitions whose record is older than the history (or in too wide a gap) are
-    read, in one call per read of the log ends (the service makes it on a loop of its
-    own: ``runtime.own_loop``); a failed call leaves their time lag unknown (None) until
-    the next.
-  - Each group's per-partition status and lag figures are kept packed
-    (``core.lag.packed_rows``) from one read to the next: a few objects a group for the
-    collector to scan, not two per partition.
-  - A lost record (below the log start while the job had not read it) is counted once per
-    group: each (group, partition) remembers up to which offset its losses were counted.
-  - Every pass over the groups hands the event loop back every few milliseconds
-    (``turns``): at 10,000 groups of 32 partitions a full evaluation costs seconds of CPU,
-    and requests must not wait for it (docs/decisions.md, "Long passes take turns").
-  - With replicas (a ``board``): a group this replica starts to commit has its window
-    seeded from the board (the previous owner's) before it is sampled here, and after
-    each evaluation the reports and windows of this replica's groups are published, those
-    that changed since they were last published (a failed publication is retried at the
-    next evaluation). A board that cannot be read leaves the new windows empty.
+  - A failed read keeps the last known log ends and never stops the loop; a topic that
+    cannot be read leaves its partitions unknown, not zero.
+  - Only groups whose ``status_inputs`` changed, or with a lagging partition, are sampled
+    and evaluated again; the others keep their status and figures (docs/decisions.md,
+    "Only groups that can have changed are judged").
+  - A record's timestamp is read from Kafka at most once per (partition, offset), in one
+    call per read, on a loop of its own (``runtime.own_loop``); a failed call leaves
+    those time lags unknown until the next.
+  - A lost record is counted once per group: each (group, partition) remembers up to
+    which offset its losses were counted.
+  - Every pass over the groups takes turns (docs/decisions.md, "Long passes take turns").
+  - With replicas (a ``board``): a group new here has its window seeded from the board
+    before it is sampled, and after each evaluation this replica's changed reports and
+    windows are published (a failed publication is retried at the next).
 """
 
 from __future__ import annotations
@@ -170,8 +155,7 @@ class LagMonitor:
                 await asyncio.wait_for(self._woken.wait(), self.interval)
 
     def wake(self) -> None:
-        """Read now (or right after the read under way): it has groups to watch that it
-        has not read yet (a replica's watcher told the groups its replica took)."""
+        """Read now (or right after the read under way): it has groups it has not read."""
         self._woken.set()
 
     async def poll(self) -> None:

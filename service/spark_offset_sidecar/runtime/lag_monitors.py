@@ -1,14 +1,8 @@
-"""Several Kafka clusters: one lag monitor per cluster, read as one.
-
-Each cluster's monitor reads its own cluster's log ends and evaluates only its groups
-(``LagMonitor.one_cluster``): a topic of one name on two clusters is two topics, and a
-cluster that cannot be read leaves only its own groups' lag unknown. The metrics, the
-status API and the page read this as they read a single monitor.
+"""Several Kafka clusters: one lag monitor per cluster, read as one (docs/run/clusters.md).
 
 Invariants
-  - A group is watched by exactly one monitor, its cluster's (ledger R14); a group
-    whose cluster the settings no longer name is watched by none (its status is asked of
-    the default cluster's monitor, with no log ends).
+  - A group is watched by exactly one monitor, its cluster's (ledger R14); a group whose
+    cluster the settings no longer name is watched by none.
   - ``read_at`` and ``evaluated_at`` are the oldest of the monitors' (None while one has
     none): what is shown as of then is at least that fresh.
 """

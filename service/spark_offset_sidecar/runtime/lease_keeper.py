@@ -1,27 +1,19 @@
-"""Keeps this replica's leases (rules L1-L5 in ``core.ledger.leases``) and hears which of its
-groups other replicas changed.
+"""Keeps this replica's leases (rules L1-L5 in ``core.ledger.leases``; docs/run/replicas.md)
+and hears which of its groups other replicas changed. Sees ports only (``ports.leases``).
 
-Every ``lease / 6`` seconds, and at once when another replica registers a new group, a
-round: renew this replica's leases, claim free groups up to the fair share, release idle
-groups above it, refresh newly claimed groups from the store, and only then let the
-commit loop take them (L5). A round that cannot reach the database changes nothing: the
-commit deadline (L3) passes on its own and the replica stops committing.
-
-``listen`` follows the change notices of the replicas (the ``ChangeNotices`` port): a
-group this replica owns that another replica changed is refreshed from the store and the
-commit loop woken; on every (re)connection all owned groups are refreshed, for notices
-missed while disconnected. It sees ports only (``ports.leases``), never the database.
-
-Know, not assume (ledger R12): the Kafka-side fence between replicas is a time bound. So
-``read_back_after`` seconds after groups became this replica's, their offsets are read
-back from Kafka and compared with the stored committed offsets; a difference (a late
-commit of the old owner landed) is counted, logged with what Kafka holds and who wrote
-it, and repaired by committing the stored offsets again.
+A round (every ``lease / 6`` s, and at once when another replica registers a group):
+renew, claim up to the fair share, release idle groups above it, refresh newly claimed
+groups from the store, and only then let the commit loop take them (L5). A round that
+cannot reach the database changes nothing: the commit deadline (L3) passes on its own.
+``listen`` refreshes owned groups another replica changed, and all of them on every
+(re)connection. ``read_back_after`` seconds after taking groups, their offsets are read
+back from Kafka and a difference is counted, logged and repaired (ledger R12).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Coroutine
@@ -75,11 +67,8 @@ class LeaseKeeper:
                 await self.round()
             except Exception as exc:  # the database is away: L3 stops commits on its own
                 log.warning("could not renew leases: %s", exc)
-            try:
-                async with asyncio.timeout(self.interval):
-                    await self._wake.wait()
-            except TimeoutError:
-                pass
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.interval)
 
     async def round(self) -> None:
         started = self.clock()

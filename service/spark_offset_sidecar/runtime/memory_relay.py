@@ -1,24 +1,18 @@
-"""Telling the watcher this process started (``topology``) what only this
-process's memory knows of the groups (``core.lag.group_memory``), so that the watcher's
-status and reports read as this process's would; with replicas, also which replica this
-is and which groups it commits (its leases), the only ones its watcher evaluates and
-publishes, as this replica.
+"""Tells the watcher child what only this process's memory knows of the groups
+(``core.lag.group_memory``), so that its status and reports read as this process's would;
+with replicas, also this replica's id and the groups it commits (docs/decisions.md, "A
+replica's watcher reads its replica's groups").
 
-Every ``interval`` seconds it tells the groups whose memory changed since the last message
-(ledger R15) and those with a commit in flight (what that commit waits for changes with
-no change to the ledger), each as it stands now; and when they changed, the followed
-folders' reports, this process's identity problems (a Kafka token refused, the jobs'
-issuer unreachable: shown on the watcher's ``/ui`` and ``/readyz``) and its groups. A
-watcher started since the last message it took (``generation``), or one
-that did not take the last message, is told every group in the next (``whole``).
+Every ``interval`` seconds: the groups whose memory changed (ledger R15) or with a commit
+in flight, and, when they changed, the folders' reports, the identity problems and the
+owned groups. A watcher new since the last message it took (``generation``), or one that
+did not take it, is told everything (``whole``).
 
 Invariants
-  - A group's memory as it stands after a change reaches the watcher with the first
-    message the watcher takes after that change (or with a whole one after it); so do
-    this replica's groups. Every message names this replica.
-  - The message is built on the event loop a few milliseconds at a time (``Turns``): a
-    group that changes meanwhile is collected again (R15) and told in the next message.
-  - Encoding and sending are the link's (off the loop for a whole fleet's).
+  - A group's memory after a change reaches the watcher with the first message it takes
+    after that change; every message names this replica.
+  - The message is built a few milliseconds at a time (``Turns``): a group that changes
+    meanwhile is collected again (R15) and told in the next.
 """
 
 from __future__ import annotations

@@ -1,23 +1,11 @@
-"""Work whose parsing would hold the events' loop, on an event loop of its own.
+"""Work whose parsing would hold the events' loop, on an event loop of its own
+(docs/decisions.md, "Record reads on a loop of their own").
 
-The time lag's record-time read fetches one record batch or more per lagging partition
-in one call (``adapters.kafka.record_times``); aiokafka parses what it fetched on the loop
-that awaits it, in one stretch: at 3,200 lagging partitions about 176,000 records, a hold
-of 200-290 ms in which no event is read. On a loop of its own, in its own thread, the
-parsing holds only that loop; the caller's loop takes the GIL back at each switch
-interval and goes on: 18-20 ms at most, measured at a 0.2 ms interval (docs/decisions.md,
-"Record reads on a loop of their own": ``python -m bench record_time_cost --partitions
-3200`` measures both side by side).
-
-    reader = RecordTimesOnOwnLoop(KafkaRecordTimeReader(...), "record times")
-    await reader.record_times({tp: offset})   # runs on the reader's loop, awaited here
-    await reader.close()                      # closes the reader there, then the loop
-
-Invariants
-  - Everything the wrapped reader does runs on its own loop (its clients are made and
-    used there, never shared with the caller's loop).
-  - A call cancelled here is cancelled there; ``close`` ends the thread, and a call after
-    it is refused (``RuntimeError``).
+aiokafka parses what the record-time read fetched on the loop that awaits it, in one
+stretch (200-290 ms at 3,200 lagging partitions); on a loop in its own thread that holds
+only that loop. Everything the wrapped reader does runs there (its clients are never
+shared with the caller's loop); a call cancelled here is cancelled there; ``close`` ends
+the thread, and a call after it is refused (``RuntimeError``).
 """
 
 from __future__ import annotations

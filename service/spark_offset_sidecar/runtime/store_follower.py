@@ -1,31 +1,19 @@
-"""The ledger as the store holds it, for a process that takes no events (the watcher).
-
-The process that takes events writes every accepted change to the store. Its watcher
-(its child: the lag monitor, ``/ui`` and the status API in a process of their own) keeps
-a ledger that follows the store: at each step it reads every row's mark
-(``ports.store.LedgerRows``: a few small columns per row), reads again only the rows
-whose marks are new, changed or gone, and refreshes its ledger with them (ledger R11).
-At 200 events a second and one step per lag read, a step reads again a few hundred
-groups of the ten thousand whose marks it compares.
+"""The ledger as the store holds it, for the watcher (docs/decisions.md, "The watcher
+follows the store"): each step reads every row's mark (``ports.store.LedgerRows``) and
+reads again only the rows whose marks are new, changed or gone (ledger R11).
 
 Invariants
   - After a step, memory holds every query and group as the store held it at some moment
-    of the step's reads; a row that changed during the reads is read again at the next
-    step (the marks kept are those read, never marks derived from the rows).
-  - A query that appears, moves or goes has its group (before and after) read again, and
-    a group that changes its query's row (``rows`` reaches partners).
-  - The store is read on a worker thread; the ledger changes on the event loop only, in
-    one step with no await inside (a reader never sees half a refresh).
-  - Memory's own figures (counters of events and commits, a commit in flight, failures)
-    are not in the store: a watcher's stay as they were, or as it was told them
-    (``runtime.watcher_memory``: ``refreshed`` hears of every group read again).
-  - ``wake`` starts the next step now instead of after the interval (a child watcher
-    told of a group its ledger does not hold yet): steps never overlap.
-  - ``wanted`` (a replica's watcher: the groups its replica holds the leases of; None:
-    every group) narrows what memory holds to those groups and their queries: a group
-    that becomes wanted is read at the next step as a new one, one that stops being
-    wanted leaves memory as a gone one (unless a commit of it is in flight), and no
-    other row is read.
+    of the step's reads; the marks kept are those read, so a row that changed during the
+    reads is read again at the next step.
+  - A query that appears, moves or goes has its groups (before and after) read again.
+  - The store is read on a worker thread; the ledger changes on the event loop, in one
+    step with no await inside.
+  - Memory's own figures (counters, a commit in flight, failures) are not in the store:
+    they stay, or are as told (``runtime.watcher_memory``, via ``refreshed``).
+  - ``wanted`` (a replica's watcher: its replica's groups; None: all) narrows memory to
+    those groups and their queries: one newly wanted is read as new, one no longer
+    wanted leaves as gone, and no other row is read.
 """
 
 from __future__ import annotations

@@ -2,26 +2,17 @@
 (``runtime.memory_relay``), kept and handed to the watcher's ledger.
 
 Invariants
-  - Every group of the watcher's ledger that was told of holds the last memory told
-    (``core.lag.group_memory.remember``): when told, and again whenever the store follower
-    reads the group again (``refreshed``: a group new to the ledger, or one whose stored
-    slot reset its failures, takes what was told).
-  - A group told gone is forgotten; its ledger group (if the store still has it) keeps no
-    commit in flight.
-  - A whole message replaces everything told before; none but a whole one is taken
-    first (``takes``).
-  - With replicas, the watcher's ledger commits (``Ledger.commits``: evaluates, exports,
-    publishes) the groups last told its teller's (none before the first message), and
-    publishes them as the replica last told (``publish_as``, before the groups it holds).
-  - With ``follows_owned`` (a replica's watcher), ``wanted`` is the groups last told its
-    replica's (the store follower holds those only); otherwise None (every group).
-  - A group told of that the ledger does not hold yet, and that it wants, calls
-    ``unknown`` (once a message): the store follower then reads the store now, not at its
-    next interval. Groups told its replica's that were not before call ``watch_more``
-    (once a message) when the ledger holds them, and once the store follower read them
-    (``refreshed``) when it does not yet: the lag monitor reads and evaluates now, so a
-    replica's watcher started, or one whose replica took groups, shows them within a
-    read, not an interval later.
+  - Every group of the ledger that was told of holds the last memory told
+    (``core.lag.group_memory.remember``): when told, and when the store follower reads
+    it again (``refreshed``).
+  - A group told gone is forgotten and keeps no commit in flight.
+  - A whole message replaces everything told before; none but a whole one comes first.
+  - With replicas, the ledger commits (evaluates, exports, publishes) the groups last told
+    its teller's, published as that replica (``publish_as``); with ``follows_owned``,
+    ``wanted`` is those groups (the store follower holds only them).
+  - A wanted group told of that the ledger does not hold yet calls ``unknown`` (the store
+    is read now); groups newly told its replica's call ``watch_more`` once held (the lag
+    monitor reads now), so they show within a read, not an interval later.
 """
 
 from __future__ import annotations
@@ -95,8 +86,7 @@ class WatcherMemory:
         self.messages += 1
 
     def _own(self, update: MemoryUpdate) -> None:
-        """A replica's groups: evaluated and published here, as that replica; the new
-        ones read now."""
+        """A replica's groups: evaluated and published here as it; the new ones read now."""
         if update.replica is not None and update.replica != self._teller:
             self._teller = update.replica
             self._publish_as(update.replica)
