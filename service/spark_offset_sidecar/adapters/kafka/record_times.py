@@ -1,17 +1,12 @@
 """Read the timestamps of records at given offsets: aiokafka's implementation of the
-``RecordTimeReader`` port (``ports.kafka``; the double is ``testing.InMemoryRecordTimes``).
+``RecordTimeReader`` port.
 
 One consumer without a group, kept between reads: each read assigns the partitions, seeks
 each to its offset and takes the first record at or after it, then unassigns them all so
-that nothing is fetched between reads. aiokafka's fetcher sends one Fetch per broker for
-every partition it leads. Each partition's fetch is capped at ``max_partition_bytes``
-(Kafka still returns one whole record batch when the first is larger, KIP-74): the cost
-is about one batch per partition. Only the timestamp is kept; keys and values are dropped
-where they are read.
-
-An offset below the log start (deleted) reads the oldest record kept (``auto_offset_reset``
-earliest). A partition whose record did not arrive within ``timeout`` is left out of the
-answer; a consumer that fails is closed and made anew at the next read.
+that nothing is fetched between reads. A partition's fetch is capped at
+``max_partition_bytes`` (Kafka still returns one whole batch, KIP-74): about one batch per
+partition. An offset below the log start reads the oldest record kept; a partition whose
+record did not arrive within ``timeout`` is left out of the answer.
 """
 
 from __future__ import annotations

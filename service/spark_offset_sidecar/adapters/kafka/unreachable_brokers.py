@@ -1,11 +1,6 @@
 """Brokers that coordinate groups but cannot be reached: one clear reason for a dead
-broker, said once, instead of one error per commit attempt.
-
-A broker enters when a commit cannot reach it as its group's coordinator, and leaves when
-no group waits on it any more: each waiting group has committed since (through it again,
-or through the coordinator Kafka named once it fenced the broker). The log says each once
-(WARNING when it enters, INFO when it leaves); ``problem`` says it for ``/readyz`` and
-``/ui`` while it lasts."""
+broker, logged once when it enters and once when no group waits on it any more, instead
+of one error per commit attempt; ``problem`` says it for ``/readyz`` and ``/ui``."""
 
 from __future__ import annotations
 
