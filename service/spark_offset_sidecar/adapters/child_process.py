@@ -127,14 +127,9 @@ class Supervisor:
 
     async def kill(self) -> int | None:
         """End the running child now (SIGKILL); its exit code, None if none ran."""
-        process = self.process
-        if process is None:
+        if self.process is None:
             return None
-        if process.stdin is not None:
-            process.stdin.close()
-        if process.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                process.kill()
+        _end(self.process, signal.SIGKILL)
         return await self.wait()
 
     async def stop(self) -> None:
@@ -143,17 +138,22 @@ class Supervisor:
         if process is None:
             return
         self._stopping = True
-        if process.stdin is not None:
-            process.stdin.close()
-        if process.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                process.terminate()
+        _end(process, signal.SIGTERM)
         try:
             async with asyncio.timeout(self._stop_grace):
                 await self.wait()
         except TimeoutError:
             log.warning("%s (pid %d) did not stop in time", self.name, process.pid)
             await self.kill()
+
+
+def _end(process: asyncio.subprocess.Process, sent: signal.Signals) -> None:
+    """Close the child's input and send it ``sent`` if it still runs."""
+    if process.stdin is not None:
+        process.stdin.close()
+    if process.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            process.send_signal(sent)
 
 
 class ChildGone(ConnectionError):
