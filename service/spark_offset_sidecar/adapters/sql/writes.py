@@ -1,22 +1,14 @@
 """How a batch of ledger changes becomes SQL: few statements, each run with executemany.
 
-A group-committed batch holds hundreds of changes. Run one by one, each costs a statement
-compiled and executed from Python; here the changes are put in *layers* and each layer's
-changes of one kind go to the database as one ``executemany`` (a loop in the driver).
+The changes are put in *layers*: a change that shares a query or group with an earlier
+one lands in a later layer (layer = 1 + the highest layer of such a change), so changes
+of one row keep their order, and those of different rows, which commute, go together:
+each layer's changes of one kind are one ``executemany``. ``CommitStarted`` and
+``CommitFailed`` are not written: the slot row stays until a success.
 
-Order: two changes that touch the same query or group keep their order (a later change
-lands in a later layer); changes that touch different rows commute, so within a layer
-their order does not matter. Layer of a change = 1 + the highest layer of an earlier
-change sharing a key with it.
-
-``CommitStarted`` and ``CommitFailed`` are not written: the slot row stays until a success.
-
-Each statement is a ``_Write``: built once with SQLAlchemy Core, compiled once per dialect,
-and run as its driver's SQL text with ``Connection.exec_driver_sql``: in the caller's
-transaction and through SQLAlchemy's error wrapping as any statement, without its per-call
-work on the compiled statement and on every row's parameters (about half an
-``executemany``'s CPU: bench/statement_cost.py). Sound because no written column's type
-converts values on the way in (strings, integers, floats, booleans; JSON goes as text).
+Each statement is a ``_Write``, compiled once per dialect and run as the driver's SQL
+(docs/decisions.md, "Statements as the driver's SQL"). Sound because no written column's
+type converts values on the way in (strings, integers, floats, booleans; JSON as text).
 """
 
 from __future__ import annotations
