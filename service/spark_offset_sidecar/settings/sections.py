@@ -96,9 +96,6 @@ class AuthSettings(Section):
 
 
 class OidcSettings(Section):
-    """Jobs' workload identity: JWTs of an OIDC issuer, granted by the tokens file's
-    "identities"."""
-
     prefix = "SIDECAR_OIDC_"
     title = "Jobs' workload identity (OIDC)"
 
@@ -213,8 +210,6 @@ class CommitSettings(Section):
 
 
 class StatusSettings(Section):
-    """Lag and status (core.lag.status)."""
-
     title = "Lag and status"
 
     lag_read_interval_seconds: PositiveFloat = Field(
@@ -247,8 +242,6 @@ class StatusSettings(Section):
 
 
 class MetricsSettings(Section):
-    """What /metrics exports per group (observe.fleet_metrics): the cost of looking."""
-
     prefix = "SIDECAR_METRICS_"
     title = "What /metrics exports"
 
@@ -285,9 +278,6 @@ class MetricsSettings(Section):
 
 
 class ReplicaSettings(Section):
-    """Several replicas on one PostgreSQL (core.ledger.leases): each group is committed by the
-    replica holding its lease."""
-
     title = "Replicas"
 
     replicated: Flag = Field(
@@ -310,8 +300,6 @@ class ReplicaSettings(Section):
 
 
 class FollowSettings(Section):
-    """Checkpoint folders followed instead of a listener (runtime.checkpoint_follower)."""
-
     prefix = "SIDECAR_FOLLOW_"
     title = "Followed checkpoint folders"
 
@@ -338,8 +326,6 @@ class FollowSettings(Section):
 
 
 class KafkaSettings(Section):
-    """How the service reaches one Kafka cluster (each cluster has its own)."""
-
     prefix = "SIDECAR_KAFKA_"
     title = "Kafka: how the service reaches a cluster"
 
@@ -454,10 +440,6 @@ def _secret(path: Path | None, literal: str | None) -> str | None:
 
 
 class ClusterSettings(Section):
-    """Several Kafka clusters: the ``SIDECAR_KAFKA_*`` settings describe the cluster named
-    ``SIDECAR_KAFKA_CLUSTER_NAME``; each of ``SIDECAR_KAFKA_CLUSTERS`` is one more,
-    described by the same settings under ``SIDECAR_CLUSTER_<NAME>_`` ('-' as '_')."""
-
     title = "Several Kafka clusters"
 
     name: ClusterName = Field(

@@ -39,14 +39,12 @@ class KafkaRecordTimeReader:
         self.max_partition_bytes = max_partition_bytes
         self._consumer: AIOKafkaConsumer | None = None
         self.records_read = 0  # records handed back by the fetcher, in all
-        self.reads = 0  # partitions asked for, in all
 
     async def record_times(
         self, offsets: Mapping[TopicPartition, int]
     ) -> dict[TopicPartition, float | None]:
         if not offsets:
             return {}
-        self.reads += len(offsets)
         wanted = {KafkaTopicPartition(tp.topic, tp.partition): o for tp, o in offsets.items()}
         found: dict[TopicPartition, float | None] = {}
         try:
