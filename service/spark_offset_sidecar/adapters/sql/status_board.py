@@ -196,18 +196,7 @@ def encode_report(report: GroupReport) -> str:
             "total_lag": status.total_lag,
             "consecutive_failures": status.consecutive_failures,
             "last_commit_at": status.last_commit_at,
-            "partitions": [
-                [
-                    p.topic,
-                    p.partition,
-                    p.status.value,
-                    p.offset,
-                    p.log_end,
-                    p.current_lag,
-                    p.samples,
-                ]
-                for p in status.partitions
-            ],
+            "partitions": [[*p[:2], p.status.value, *p[3:]] for p in status.partitions],
             "pending": report.pending,
             "log_ends_read_at": report.log_ends_read_at,
             "in_flight": [flight.checkpoint_id, to_json(flight.offsets), flight.attempt]

@@ -265,8 +265,8 @@ def _completed(conn: Connection, changes: list[CheckpointCompleted]) -> None:
         }
         for c in changes
     ]
-    _DELETE_PENDING_UP_TO.run(conn, [{k: p[k] for k in ("b_query", "b_id")} for p in params])
-    _SET_COMPLETED.run(conn, [{k: p[k] for k in ("b_query", "b_id", "b_run")} for p in params])
+    _DELETE_PENDING_UP_TO.run(conn, _picked(params, "b_query", "b_id"))
+    _SET_COMPLETED.run(conn, _picked(params, "b_query", "b_id", "b_run"))
     _SET_SLOT.run(conn, params)
 
 
@@ -284,18 +284,19 @@ def _succeeded(conn: Connection, changes: list[CommitSucceeded]) -> None:
     ]
     fields = ("b_group", "b_query", "b_id", "b_offsets", "b_at")
     for statement, rewind in ((_SET_COMMITTED, False), (_SET_COMMITTED_REWOUND, True)):
-        statement.run(conn, [{k: p[k] for k in fields} for p in params if p["rewind"] is rewind])
-    _CLEAR_COMMITTED_SLOT.run(
-        conn,
-        [{k: p[k] for k in ("b_group", "b_query", "b_id")} for p in params],
-    )
+        statement.run(conn, _picked([p for p in params if p["rewind"] is rewind], *fields))
+    _CLEAR_COMMITTED_SLOT.run(conn, _picked(params, "b_group", "b_query", "b_id"))
 
 
 def _released(conn: Connection, changes: list[QueryReleased]) -> None:
     params = [{"b_query": c.query_id, "b_group": c.group_id} for c in changes]
-    _DELETE_PENDING_OF_QUERY.run(conn, [{"b_query": p["b_query"]} for p in params])
-    _DELETE_QUERY.run(conn, [{"b_query": p["b_query"]} for p in params])
+    _DELETE_PENDING_OF_QUERY.run(conn, _picked(params, "b_query"))
+    _DELETE_QUERY.run(conn, _picked(params, "b_query"))
     _CLEAR_RELEASED_SLOT.run(conn, params)
+
+
+def _picked(params: Params, *names: str) -> Params:
+    return [{name: row[name] for name in names} for row in params]
 
 
 def _rewind_allowed(conn: Connection, changes: list[RewindAllowed]) -> None:
