@@ -19,7 +19,6 @@ import binascii
 import json
 import logging
 import time
-import urllib.parse
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -142,19 +141,15 @@ class ClientCredentialsTokens(RenewedTokens):
             form["scope"] = self.scope
         if self.audience:
             form["audience"] = self.audience
-        basic = base64.b64encode(f"{self.client_id}:{secret}".encode()).decode()
         try:
             status, body = fetch(
                 "POST",
                 self.token_url,
                 timeout=self.timeout,
                 limit=1 << 20,
-                content=urllib.parse.urlencode(form).encode(),
-                headers={
-                    "Authorization": f"Basic {basic}",
-                    "Content-Type": "application/x-www-form-urlencoded",
-                    "Accept": "application/json",
-                },
+                form=form,
+                auth=(self.client_id, secret),  # HTTP Basic
+                headers={"Accept": "application/json"},
             )
         except httpx.HTTPError as exc:
             raise TokenUnavailable(
