@@ -16,6 +16,9 @@ class _Down:
     since: float
     waiting: set[str] = field(default_factory=set)  # groups whose coordinator it was
 
+    def named(self, node: int) -> str:
+        return f"broker {node} ({self.address})" if self.address else f"broker {node}"
+
 
 class UnreachableBrokers:
     """Invariant: a broker is listed iff at least one group's last attempt could not reach
@@ -34,11 +37,10 @@ class UnreachableBrokers:
         if down is None:
             down = self._down[node] = _Down(address, now)
             log.warning(
-                "Kafka broker %d%s cannot be reached: the groups it coordinates wait "
-                "until Kafka moves them (it fences a dead broker after "
-                "broker.session.timeout.ms, 9 s by default); said once",
-                node,
-                f" ({address})" if address else "",
+                "Kafka %s cannot be reached: the groups it coordinates wait until Kafka moves "
+                "them (it fences a dead broker after broker.session.timeout.ms, 9 s by "
+                "default); said once",
+                down.named(node),
             )
         down.waiting.add(group)
         self._waits_on[group] = node
@@ -75,18 +77,17 @@ class UnreachableBrokers:
             return None
         down = self._down[node]
         return (
-            f"its coordinator, broker {node}{f' ({down.address})' if down.address else ''}, "
-            f"cannot be reached for {now - down.since:.0f} s: Kafka names a new coordinator "
-            "once it fences the broker (broker.session.timeout.ms, 9 s by default)"
+            f"its coordinator, {down.named(node)}, cannot be reached for "
+            f"{now - down.since:.0f} s: Kafka names a new coordinator once it fences the "
+            "broker (broker.session.timeout.ms, 9 s by default)"
         )
 
     def problem(self, now: float) -> str | None:
         if not self._down:
             return None
         return "; ".join(
-            f"broker {node}{f' ({down.address})' if down.address else ''} cannot be reached "
-            f"for {now - down.since:.0f} s: {len(down.waiting)} group(s) it coordinated wait "
-            "for Kafka to name a new coordinator (it fences a dead broker after "
-            "broker.session.timeout.ms)"
+            f"{down.named(node)} cannot be reached for {now - down.since:.0f} s: "
+            f"{len(down.waiting)} group(s) it coordinated wait for Kafka to name a new "
+            "coordinator (it fences a dead broker after broker.session.timeout.ms)"
             for node, down in sorted(self._down.items())
         )

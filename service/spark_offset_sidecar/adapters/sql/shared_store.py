@@ -23,7 +23,7 @@ from sqlalchemy.dialects import postgresql
 
 from spark_offset_sidecar.adapters.sql import change_notices
 from spark_offset_sidecar.adapters.sql.schema import consumer_groups, pending_checkpoints, queries
-from spark_offset_sidecar.adapters.sql.store import SqlStore
+from spark_offset_sidecar.adapters.sql.store import PENDING_IN_ORDER, SqlStore
 from spark_offset_sidecar.adapters.sql.writes import write_changes
 from spark_offset_sidecar.core.ledger.changes import (
     Change,
@@ -47,10 +47,8 @@ _NAMED_OR_PARTNER = or_(
 )
 _PARTNERS = select(queries.c.query_id, queries.c.group_id).where(_NAMED_OR_PARTNER)
 _QUERIES = select(queries).where(_NAMED_OR_PARTNER)
-_PENDING = (
-    select(pending_checkpoints)
-    .where(pending_checkpoints.c.query_id == any_(bindparam("q", type_=_IDS)))
-    .order_by(pending_checkpoints.c.query_id, pending_checkpoints.c.checkpoint_id)
+_PENDING = PENDING_IN_ORDER.where(
+    pending_checkpoints.c.query_id == any_(bindparam("q", type_=_IDS))
 )
 _GROUPS = select(consumer_groups).where(
     consumer_groups.c.group_id == any_(bindparam("g", type_=_IDS))

@@ -93,11 +93,9 @@ _PENDING_MARKS = select(
 _IDS: BindParameter[str] = bindparam("ids", expanding=True)
 _QUERIES_NAMED = select(queries).where(_queries.query_id.in_(_IDS))
 _QUERIES_OF_GROUPS = select(queries).where(_queries.group_id.in_(_IDS))
-_PENDING_OF = (
-    select(pending_checkpoints)
-    .where(_pending.query_id.in_(_IDS))
-    .order_by(_pending.query_id, _pending.checkpoint_id)
-)
+# Pending checkpoints in the order ``assemble`` needs: by query, then checkpoint.
+PENDING_IN_ORDER = select(pending_checkpoints).order_by(_pending.query_id, _pending.checkpoint_id)
+_PENDING_OF = PENDING_IN_ORDER.where(_pending.query_id.in_(_IDS))
 _GROUPS_NAMED = select(consumer_groups).where(_groups.group_id.in_(_IDS))
 _CHUNK = 500  # ids per statement: far below SQLite's and PostgreSQL's limits
 
@@ -136,11 +134,7 @@ class SqlStore:
         """Every stored query (with its pending checkpoints) and group."""
         return self.assemble(
             conn.execute(select(queries)).mappings().all(),
-            conn.execute(
-                select(pending_checkpoints).order_by(
-                    pending_checkpoints.c.query_id, pending_checkpoints.c.checkpoint_id
-                )
-            ).mappings(),
+            conn.execute(PENDING_IN_ORDER).mappings(),
             conn.execute(select(consumer_groups)).mappings().all(),
         )
 
