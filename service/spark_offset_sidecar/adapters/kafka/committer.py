@@ -153,11 +153,9 @@ class KafkaOffsetCommitter:
             return True
         except _ASK_AGAIN as exc:
             tries.asked_again = exc
-            self._coordinators.pop(group, None)
             await asyncio.sleep(ASK_AGAIN_WAIT)
         except _UNREACHABLE as exc:
             tries.unreachable = exc
-            self._coordinators.pop(group, None)
             if tries.node is not None:
                 address = self._address(tries.node)
                 self.unreachable.missed(group, tries.node, address, time.monotonic())
@@ -176,7 +174,7 @@ class KafkaOffsetCommitter:
                 raise
             tries.resends -= 1
             self.resent += 1
-            self._coordinators.pop(group, None)
+        self._coordinators.pop(group, None)  # looked up again by the next try
         return False
 
     async def _failure(
