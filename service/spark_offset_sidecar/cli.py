@@ -99,7 +99,7 @@ def _migrate(settings: Settings) -> int:
         store.check()
     finally:
         store.close()
-    print(f"database at the newest migration ({migrate.head_revision()})")
+    print(f"database at the newest migration ({migrate.HEAD})")
     return 0
 
 

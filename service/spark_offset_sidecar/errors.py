@@ -8,41 +8,23 @@ SidecarError
 │   ├── Forbidden              a known token outside its grant (403)
 │   └── RateLimited            a token over its events per second (429, Retry-After)
 ├── StoreError             the database failed (a bug: a constraint the ledger should keep)
-│   ├── StoreUnavailable   cannot read or write now (full, read-only, connection lost):
-│   │   │                  callers get 503 and retry; nothing was half-written
-│   │   └── WriteOutcomeUnknown  the writer process ended before answering: the batch
-│   │                      was written or not; carries its rows as stored (or None)
-│   ├── StoreRefused       the database cannot hold a value of the write (an event that
-│   │                      passed every check at the edge all the same): 422, only the
-│   │                      event at fault (``runtime.durable_ledger`` writes it alone)
-│   └── SchemaFromNewerRelease  the database is at a migration this release does not
-│                          know (a newer release migrated it): refused at start, nothing
-│                          changed; names the migration, this release's newest, what to do
+│   ├── StoreUnavailable   cannot read or write now: 503, retried; nothing half-written
+│   │   └── WriteOutcomeUnknown  the writer ended before answering; carries the rows
+│   ├── StoreRefused       the database cannot hold a value of the write: 422, that event
+│   └── SchemaFromNewerRelease  the database is at a migration this release does not know
 ├── OffsetsNotFound        Kafka holds no committed offsets where some were needed
 ├── KafkaReadError         reading from Kafka failed (admin reads, log ends); says why
-├── TokenUnavailable       no OAUTHBEARER token for Kafka (the token endpoint unreachable
-│                          or refusing the client, the MSK signer failing); names the
-│                          cause, never the secret
-├── IdentityUnavailable    a job's token cannot be checked now (its issuer's keys cannot
-│                          be had): 503, the caller retries; names the issuer
-├── UnreadableCheckpoint   a Spark checkpoint file is not what Spark writes (half-written,
-│   │                      garbage, ambiguous, a newer version): names the file and line
-│   └── CheckpointFileMissing  no ``metadata`` (no checkpoint there yet), or ``commits/N``
-│                          without its ``offsets/N``
-├── CheckpointReadError    a checkpoint folder could not be read now; ``reason`` is one of
-│                          a bounded set of words (a metric label): unreachable, denied
-├── WatcherUnavailable     the watcher this process started does not answer now (starting,
-│                          restarting after it died): readers get 503 and retry
-├── TransitionError        a change of a group's commit phase that the ledger's table
-│                          (``core.ledger.transitions``) does not allow: a bug in the
-│                          ledger; names the phase and the event
-└── CommitError            a commit to Kafka did not happen; ``reason`` is one of a
-    │                      bounded set of words (a metric label)
+├── TokenUnavailable       no OAUTHBEARER token for Kafka; names the cause, never the secret
+├── IdentityUnavailable    a job's token cannot be checked now (no issuer keys): 503
+├── UnreadableCheckpoint   a Spark checkpoint file is not what Spark writes: file and line
+│   └── CheckpointFileMissing  no ``metadata``, or ``commits/N`` without ``offsets/N``
+├── CheckpointReadError    a checkpoint folder could not be read now (unreachable, denied)
+├── WatcherUnavailable     the watcher does not answer now (starting, restarting): 503
+├── TransitionError        a commit phase change ``core.ledger.transitions`` refuses (a bug)
+└── CommitError            a commit to Kafka did not happen; ``reason``: a metric label
     ├── CommitTimeout          no answer within the commit timeout
-    ├── CoordinatorNotAvailable  the group's coordinator did not come within the
-    │                          timeout (a new broker creating __consumer_offsets)
-    ├── GroupHasMembers        the group has active members (UNKNOWN_MEMBER_ID):
-    │                          a real consumer uses this group id
+    ├── CoordinatorNotAvailable  no coordinator within the timeout (a new broker)
+    ├── GroupHasMembers        the group has active members (UNKNOWN_MEMBER_ID)
     ├── BrokerUnavailable      no connection to the cluster or coordinator
     ├── AuthenticationFailed   Kafka refused the SASL credentials
     ├── TlsFailed              TLS with Kafka failed (an untrusted certificate, ...)
@@ -62,11 +44,7 @@ DISTRIBUTION = "spark-offset-sidecar"
 
 
 def install_extra(extra: str) -> str:
-    """How to get the service's extra ``extra``, at the installed service's version: from
-    the package index the service came from, or, air-gapped, the release folder's wheel.
-    For a refusal that needs the extra: ``install the oidc extra: pip install
-    'spark-offset-sidecar[oidc]==0.2.0' (air-gapped, the release folder's wheel: pip
-    install 'spark_offset_sidecar-0.2.0-py3-none-any.whl[oidc]')``."""
+    """How to install the extra ``extra`` at the installed version (index or wheel)."""
     try:
         version = metadata.version(DISTRIBUTION)
     except metadata.PackageNotFoundError:  # run from a source tree that was not installed
@@ -138,9 +116,7 @@ class StoreUnavailable(StoreError):
 class WriteOutcomeUnknown(StoreUnavailable):
     def __init__(self, message: str, stored: object) -> None:
         super().__init__(message)
-        # The batch's queries' and groups' rows, read after the writer ended (a
-        # ``ports.store.LoadedRows``; None when they could not be read). Typed loosely:
-        # this module imports nothing of the package.
+        # A ``ports.store.LoadedRows`` or None; typed loosely: this module imports nothing.
         self.stored = stored
 
 
@@ -149,9 +125,7 @@ class StoreRefused(StoreError):
 
 
 class SchemaFromNewerRelease(StoreError):
-    """The database's migration is none of this release's: a newer release migrated it.
-    Starting would read and write a schema this release does not know, so it does not
-    start; nothing is changed (docs/run/upgrade.md, "Downgrades")."""
+    """A newer release migrated the database: refused at start (docs/run/upgrade.md)."""
 
     def __init__(self, database: str, revision: str, newest: str, release: str) -> None:
         super().__init__(
@@ -255,17 +229,6 @@ class UnknownTopicPartition(CommitError):
 INTERNAL_FAILURE = "internal_error"
 
 # Every reason a failed commit is counted by (sidecar_commits_failed_by_reason_total).
-COMMIT_FAILURE_REASONS = frozenset({INTERNAL_FAILURE}) | frozenset(
-    cls.reason
-    for cls in (
-        CommitError,
-        CommitTimeout,
-        CoordinatorNotAvailable,
-        GroupHasMembers,
-        BrokerUnavailable,
-        AuthenticationFailed,
-        TlsFailed,
-        NotAuthorized,
-        UnknownTopicPartition,
-    )
+COMMIT_FAILURE_REASONS = frozenset(
+    {INTERNAL_FAILURE, CommitError.reason, *(c.reason for c in CommitError.__subclasses__())}
 )

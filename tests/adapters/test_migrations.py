@@ -96,7 +96,7 @@ def test_a_database_a_release_two_ahead_migrated_is_refused_and_left_as_it_was(
                 attempt()
             said = str(refused.value)
             assert f"is at migration {NEWER_REVISION}, which release {__version__}" in said
-            assert f"its newest migration is {migrate.head_revision()}" in said
+            assert f"its newest migration is {migrate.HEAD}" in said
             assert "Run that newer release" in said
             assert "restore the backup taken before the upgrade" in said
         unready = f"at {NEWER_REVISION}, which serves releases from migration {NEXT_REVISION}"

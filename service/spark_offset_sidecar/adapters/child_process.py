@@ -1,34 +1,13 @@
 """The service's child processes (the watcher, the writer: ``topology``): each run by one
-``Supervisor`` (started, ended with the service, started again with a backoff, stopped in
-order, every exit logged with its status), and told things over one ``Channel``.
+``Supervisor`` (started, started again after a backoff, stopped, every exit logged), and
+asked over one ``Channel``: the child's standard input and output, each message a pickle
+of ``(number, message)`` after its length (docs/decisions.md, "One channel to each
+child"; docs/run/processes.md). Both ends are this package; nothing else writes there.
 
-    child = Supervisor("watcher", command, death_signal=signal.SIGTERM)
-    channel = Channel(await child.start())  # after the backoff if the last one died young
-    reply = await channel.ask(request)  # any number at once; ChildGone if it ends first
-    code = await child.wait()  # it ended: logged ("watcher (pid 7) was killed by SIGKILL")
-    await child.stop()  # SIGTERM (its input closed), SIGKILL after ``stop_grace``
-
-A child's side: ``die_with_parent``, which each child program calls first (the kernel
-sends the child ``death_signal`` when the service ends, however it ends: Linux's
-``PR_SET_PDEATHSIG``; a child whose service ended before that was set ends at once), and
-its ``ChannelEnd``. A child's first request is what it needs to start (the writer: the
-database's URL; the watcher: its brief, ``app.watcher_brief``). The writer takes SIGKILL
-(a transaction under way is rolled back, never committed behind the back of the
+A child calls ``die_with_parent`` first (Linux's ``PR_SET_PDEATHSIG``: the kernel sends it
+``death_signal`` however the service ends), then makes its ``ChannelEnd``. The writer takes
+SIGKILL (a transaction under way is rolled back, never committed behind the back of the
 service's successor); the watcher SIGTERM (it stops as it would).
-
-The channel: the child's standard input and output, each message a pickle of
-``(number, message)`` after its length (docs/decisions.md, "One channel to
-each child"): both ends are this package, started here with this interpreter; nothing else
-writes to the pipes.
-
-Invariants
-  - At most one process per supervisor runs at a time; ``start`` while one runs raises.
-  - The backoff: no wait for the first start, nor after a child that lived ``healthy``
-    seconds; after one that died younger, ``backoff``'s (1 s doubling up to 30 s).
-  - A child's logs go where the service's go (one stream, as a container wants): its
-    standard error, and what it prints, which never reaches the channel.
-  - A reply answers the request of its number; a request whose child ended (or closed its
-    output) before answering raises ``ChildGone``, and so does every later one.
 """
 
 from __future__ import annotations
@@ -148,14 +127,9 @@ class Supervisor:
 
     async def kill(self) -> int | None:
         """End the running child now (SIGKILL); its exit code, None if none ran."""
-        process = self.process
-        if process is None:
+        if self.process is None:
             return None
-        if process.stdin is not None:
-            process.stdin.close()
-        if process.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                process.kill()
+        _end(self.process, signal.SIGKILL)
         return await self.wait()
 
     async def stop(self) -> None:
@@ -164,17 +138,22 @@ class Supervisor:
         if process is None:
             return
         self._stopping = True
-        if process.stdin is not None:
-            process.stdin.close()
-        if process.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                process.terminate()
+        _end(process, signal.SIGTERM)
         try:
             async with asyncio.timeout(self._stop_grace):
                 await self.wait()
         except TimeoutError:
             log.warning("%s (pid %d) did not stop in time", self.name, process.pid)
             await self.kill()
+
+
+def _end(process: asyncio.subprocess.Process, sent: signal.Signals) -> None:
+    """Close the child's input and send it ``sent`` if it still runs."""
+    if process.stdin is not None:
+        process.stdin.close()
+    if process.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            process.send_signal(sent)
 
 
 class ChildGone(ConnectionError):

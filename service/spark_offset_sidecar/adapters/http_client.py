@@ -28,13 +28,17 @@ def fetch(
     limit: int,
     headers: Mapping[str, str] | None = None,
     content: bytes | None = None,
+    form: Mapping[str, str] | None = None,
+    auth: tuple[str, str] | None = None,
     ca_file: str | Path | None = None,
 ) -> tuple[int, bytes]:
     """The answer's status and at most ``limit`` bytes of its body."""
     context = ssl.create_default_context(cafile=ca_file)
     with (
         httpx.Client(verify=context, timeout=timeout, follow_redirects=method == "GET") as client,
-        client.stream(method, url, headers=headers, content=content) as answer,
+        client.stream(
+            method, url, headers=headers, content=content, data=form, auth=auth
+        ) as answer,
     ):
         body = bytearray()
         for chunk in answer.iter_bytes():

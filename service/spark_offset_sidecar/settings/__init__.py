@@ -1,12 +1,5 @@
 """The service's settings: ``SIDECAR_*`` environment variables, in sections (pydantic
-models), each the input of the part of the service it names.
-
-- ``values``: the kinds of value: pydantic's types, and the checks pydantic has none for.
-- ``section``: what every section shares: reading its variables, naming refusals.
-- ``sections``: the sections (Kafka, clusters, database, HTTP, auth, OIDC, commits,
-  status, metrics, followed folders, replicas, logs).
-- ``service_settings``: ``Settings``, all of them, and the checks that span sections.
-"""
+models), each the input of the part of the service it names (docs/development.md)."""
 
 from spark_offset_sidecar.settings.sections import (
     AuthSettings,

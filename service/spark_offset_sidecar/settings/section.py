@@ -1,15 +1,9 @@
 """One section of the settings: a frozen pydantic model whose fields are set by
-``SIDECAR_*`` variables (its ``prefix`` and the field's name, or the field's alias where
-the variable has another shape).
+``SIDECAR_*`` variables (its ``prefix`` and the field's name, or the field's alias).
 
-Invariants:
-  - A section reads only the mapping ``from_environ`` is given (what ``Settings.from_env``
-    passes); built in code, it holds what it is given and its defaults, never a variable
-    of the process that happens to be set.
-  - However a section is built, every value is validated by its kind (``values``): a
-    variable's text parsed once, a value given in code as that value; a refused value
-    raises ``ConfigError`` naming the variable that would set it; checks across fields
-    raise ``ConfigError`` naming one of them.
+A section reads only the mapping ``from_environ`` is given, never the process's
+environment; however it is built, a refused value raises ``ConfigError`` naming the
+variable that would set it.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
 """The sections of the settings, each what one part of the service is built from.
-
-Every variable keeps the name it had before there were sections (``SIDECAR_PORT``,
-``SIDECAR_COMMIT_TIMEOUT_SECONDS``): a section's prefix is what its variables share, and a
-field whose variable has another shape says it by its alias. A section reads the
-variables it is handed (``Settings.from_env`` reads the process's).
-"""
+Variables kept the names they had before there were sections: a field whose variable
+does not have its section's prefix says it by its alias."""
 
 from __future__ import annotations
 
@@ -46,10 +42,7 @@ from spark_offset_sidecar.settings.values import (
     default_database_url,
 )
 
-# Seconds. Uvicorn's default, 5, is shorter than the idle timeout of the clients and
-# proxies that pool connections (Go's 90 s, AWS load balancers' 60 s, Google Cloud's up to
-# 610 s): a connection closed here as a request is sent on it fails that request with a
-# reset. Each idle connection kept costs a file descriptor and a few KiB.
+# Seconds, not uvicorn's 5 (docs/decisions.md, "Idle connections kept 620 s").
 KEEP_ALIVE_SECONDS = 620
 # AWS's own variables, in the order its SDKs read them: a Kafka section's region's default.
 AWS_REGIONS = ("AWS_REGION", "AWS_DEFAULT_REGION")
@@ -103,9 +96,6 @@ class AuthSettings(Section):
 
 
 class OidcSettings(Section):
-    """Jobs' workload identity: JWTs of an OIDC issuer, granted by the tokens file's
-    "identities"."""
-
     prefix = "SIDECAR_OIDC_"
     title = "Jobs' workload identity (OIDC)"
 
@@ -147,12 +137,7 @@ class OidcSettings(Section):
             raise ConfigError(
                 self.variable(missing), "jobs' JWTs are checked by issuer and audience: give both"
             )
-        if importlib.util.find_spec("jwt") is None:
-            raise ConfigError(
-                self.variable("issuer"),
-                "jobs' JWTs are checked with PyJWT, which is not installed: "
-                + install_extra("oidc"),
-            )
+        _needs("jwt", "oidc", self.variable("issuer"), "jobs' JWTs are checked with PyJWT")
         return self
 
 
@@ -225,8 +210,6 @@ class CommitSettings(Section):
 
 
 class StatusSettings(Section):
-    """Lag and status (core.lag.status)."""
-
     title = "Lag and status"
 
     lag_read_interval_seconds: PositiveFloat = Field(
@@ -259,8 +242,6 @@ class StatusSettings(Section):
 
 
 class MetricsSettings(Section):
-    """What /metrics exports per group (observe.fleet_metrics): the cost of looking."""
-
     prefix = "SIDECAR_METRICS_"
     title = "What /metrics exports"
 
@@ -297,9 +278,6 @@ class MetricsSettings(Section):
 
 
 class ReplicaSettings(Section):
-    """Several replicas on one PostgreSQL (core.ledger.leases): each group is committed by the
-    replica holding its lease."""
-
     title = "Replicas"
 
     replicated: Flag = Field(
@@ -315,18 +293,13 @@ class ReplicaSettings(Section):
 
     @model_validator(mode="after")
     def _driver_installed(self) -> Self:
-        if self.replicated and importlib.util.find_spec("psycopg") is None:
-            raise ConfigError(
-                self.variable("replicated"),
-                "replicas hear each other through psycopg 3, which is not installed: "
-                + install_extra("postgres"),
-            )
+        if self.replicated:
+            what = "replicas hear each other through psycopg 3"
+            _needs("psycopg", "postgres", self.variable("replicated"), what)
         return self
 
 
 class FollowSettings(Section):
-    """Checkpoint folders followed instead of a listener (runtime.checkpoint_follower)."""
-
     prefix = "SIDECAR_FOLLOW_"
     title = "Followed checkpoint folders"
 
@@ -353,8 +326,6 @@ class FollowSettings(Section):
 
 
 class KafkaSettings(Section):
-    """How the service reaches one Kafka cluster (each cluster has its own)."""
-
     prefix = "SIDECAR_KAFKA_"
     title = "Kafka: how the service reaches a cluster"
 
@@ -448,17 +419,19 @@ class KafkaSettings(Section):
             )
 
     def _check_msk_iam(self) -> None:
-        if importlib.util.find_spec("aws_msk_iam_sasl_signer") is None:
-            raise ConfigError(
-                self.variable("sasl_mechanism"),
-                "AWS_MSK_IAM signs with aws-msk-iam-sasl-signer-python, which is not "
-                "installed: " + install_extra("msk-iam"),
-            )
+        what = "AWS_MSK_IAM signs with aws-msk-iam-sasl-signer-python"
+        _needs("aws_msk_iam_sasl_signer", "msk-iam", self.variable("sasl_mechanism"), what)
         if not self.aws_region:
             raise ConfigError(
                 self.variable("aws_region"),
                 "AWS_MSK_IAM needs the cluster's region (or AWS_REGION)",
             )
+
+
+def _needs(module: str, extra: str, variable: str, what: str) -> None:
+    """Refuse ``variable`` unless ``module``, of the extra ``extra``, is installed."""
+    if importlib.util.find_spec(module) is None:
+        raise ConfigError(variable, f"{what}, which is not installed: {install_extra(extra)}")
 
 
 def _secret(path: Path | None, literal: str | None) -> str | None:
@@ -467,10 +440,6 @@ def _secret(path: Path | None, literal: str | None) -> str | None:
 
 
 class ClusterSettings(Section):
-    """Several Kafka clusters: the ``SIDECAR_KAFKA_*`` settings describe the cluster named
-    ``SIDECAR_KAFKA_CLUSTER_NAME``; each of ``SIDECAR_KAFKA_CLUSTERS`` is one more,
-    described by the same settings under ``SIDECAR_CLUSTER_<NAME>_`` ('-' as '_')."""
-
     title = "Several Kafka clusters"
 
     name: ClusterName = Field(

@@ -1,22 +1,9 @@
-"""Kubernetes' service-link variables: not settings, though some begin with ``SIDECAR_``.
+"""Kubernetes' service-link variables: not settings, though some begin with ``SIDECAR_``
+(a Service named ``sidecar`` gives ``SIDECAR_PORT=tcp://...``; docs/run/service.md).
 
-A kubelet gives every container, for every Service of its namespace (unless the pod sets
-``enableServiceLinks: false``, as the chart's does), these variables (kubernetes/kubernetes
-pkg/kubelet/envvars/envvars.go, ``FromServices`` and ``makeLinkVariables``), where ``<S>``
-is the Service's name upper-cased, ``-`` as ``_``::
-
-    <S>_SERVICE_HOST=<cluster IP>
-    <S>_SERVICE_PORT=<first port>
-    <S>_SERVICE_PORT_<PORT NAME>=<port>           each named port
-    <S>_PORT=<proto>://<cluster IP>:<first port>
-    <S>_PORT_<port>_<PROTO>=<proto>://<cluster IP>:<port>   and, of each port,
-    <S>_PORT_<port>_<PROTO>_PROTO=<proto>, ..._PORT=<port>, ..._ADDR=<cluster IP>
-
-(an IPv6 cluster IP in brackets in a URL). A Service whose name begins with ``sidecar``
-(``helm install sidecar`` makes ``sidecar-spark-offset-sidecar``) gives ``SIDECAR_*``
-variables; one named ``sidecar`` gives ``SIDECAR_PORT=tcp://...``, which is not the setting
-``SIDECAR_PORT`` (a number). A variable is one of them only if its name and its value
-have these shapes together, so a misspelled setting is still refused as unknown.
+Their shapes are those of kubernetes/kubernetes pkg/kubelet/envvars/envvars.go
+(``FromServices``, ``makeLinkVariables``). A variable is one of them only if its name and
+its value have these shapes together, so a misspelled setting is still refused as unknown.
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
 """The service's settings: its sections, and the checks that span sections.
 
-Read once from ``SIDECAR_*`` environment variables (``Settings.from_env``) and checked at
-start-up; built in code (tests, benchmarks) they are checked the same way. A value that
-does not parse, a check that fails, or an unknown ``SIDECAR_`` variable (a typo would
-otherwise be silently ignored) raises ``ConfigError`` naming the variable. Kubernetes'
-service-link variables (``service_links``: ``SIDECAR_SERVICE_HOST``, ``SIDECAR_PORT=tcp://...``
-for a Service named ``sidecar``) are not settings: they are left out, not refused.
-
-Several Kafka clusters: ``kafka`` describes the cluster ``clusters.name``; each name of
-``clusters.more`` has its own ``KafkaSettings`` in ``more_kafka``, read from the same
-variables under ``SIDECAR_CLUSTER_<NAME>_`` (``-`` as ``_``). A setting not given for a
-cluster takes its default, never another cluster's value (credentials never cross
-clusters).
+Read once from ``SIDECAR_*`` variables (``Settings.from_env``); an unknown ``SIDECAR_``
+variable is refused (a typo would otherwise be ignored), Kubernetes' service links are
+left out (docs/run/service.md). Each of ``clusters.more`` has its own ``KafkaSettings``
+in ``more_kafka``; a setting not given for a cluster takes its default, never another
+cluster's value (credentials never cross clusters).
 """
 
 from __future__ import annotations
@@ -66,14 +59,10 @@ class Settings(BaseModel):
     def from_env(
         cls, environ: Mapping[str, str] | None = None, only: Collection[str] | None = None
     ) -> Settings:
-        """The settings ``environ``'s ``SIDECAR_*`` variables give (the process's by default).
-
-        With ``only`` (section names), for a command that serves nothing: those sections
-        are read (and ``clusters``), the others keep their defaults, and the checks across
-        sections, which are about serving, are not made. Kubernetes' service-link
-        variables are left out (``service_links``: whoever reads them says so). This is
-        the one reader of the process's environment: each section is handed its variables
-        (and the Kafka sections AWS's region variables, their region's default)."""
+        """The settings ``environ``'s ``SIDECAR_*`` variables give (the process's by default);
+        the one reader of the process's environment. With ``only`` (section names), for a
+        command that serves nothing: only those sections (and ``clusters``) are read, and
+        the checks across sections, which are about serving, are not made."""
         environ = os.environ if environ is None else environ
         links = set(service_links(environ))
         given = {k: v for k, v in environ.items() if k.startswith(PREFIX) and k not in links}

@@ -1,10 +1,6 @@
 """The kinds of value a setting holds: pydantic's types and constraints, and the few
-checks pydantic has none for.
-
-A variable's text is parsed once: by pydantic (``"9000"`` is 9000, ``"yes"`` is True) or,
-for a list, split at its commas first (``comma_separated``). A value given in code is
-validated as the value it is (a tuple as a tuple, never written as text and read again).
-A check of ours raises ``ValueError`` saying what is wrong; the section names the variable.
+checks pydantic has none for (each raises ``ValueError``; the section names the variable).
+A list in one variable is split at its commas; a value given in code is validated as is.
 """
 
 from __future__ import annotations

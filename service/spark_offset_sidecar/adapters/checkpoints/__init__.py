@@ -1,4 +1,2 @@
-"""Spark checkpoint folders, through fsspec (``fsspec_storage``): local and mounted
-folders with fsspec alone; ``s3://`` with the ``s3`` extra (s3fs), imported only when a
-followed folder is on S3.
-"""
+"""Spark checkpoint folders, through fsspec; a store's extra (s3fs, ...) is imported only
+when a followed folder is on it."""

@@ -1,26 +1,13 @@
-"""``CheckpointStorage`` on fsspec: ``/local/path``, ``file://``, ``s3://`` (S3 and
-S3-compatible stores: MinIO, Ceph, ...), ``abfs://`` / ``abfss://`` (Azure Data Lake
-Storage Gen2 and Blob Storage, adlfs), ``gs://`` (Google Cloud Storage, gcsfs), and any
-other fsspec protocol whose package is installed.
+"""``CheckpointStorage`` on fsspec: local paths, ``file://``, ``s3://``, ``abfs://``,
+``gs://`` and any other fsspec protocol whose package is installed (credentials from each
+client's usual places: docs/attach/checkpoint-folder.md; options are never logged).
 
 Foreign errors are mapped here and nowhere else: a missing file is None (or an empty
-listing), unless its bucket or container is missing too: then the folder can never
-appear and the read is ``unreachable``, naming the bucket; ``PermissionError`` and the
-stores' access errors (S3's, Azure's, Google's) are ``denied``; anything else the
-filesystem or its client raises (connection refused, timeouts, 5xx) is ``unreachable``.
-
-Hostile folders cost their own poll only: a read takes at most ``MAX_FILE_BYTES`` (a file
-over it is refused, never read whole), and a local file that is not a regular file (a
-pipe, whose read would wait for a writer forever; a device; a folder) is refused without
-waiting. A symlink loop is the operating system's error, named.
-
-Listings are never cached (s3fs caches them by default): a poll must see new batches.
-One filesystem object per protocol, made on first use with that protocol's options
-(``SIDECAR_CHECKPOINT_STORAGE_OPTIONS``, e.g. ``{"s3": {"endpoint_url": "..."}}``);
-credentials come from the usual places of each client (S3: ``AWS_*`` variables, the
-pod's role; Azure: ``AZURE_STORAGE_*`` variables, workload identity through
-``DefaultAzureCredential``; Google: ``GOOGLE_APPLICATION_CREDENTIALS``, workload identity
-through the metadata server). Options and credentials are never logged.
+listing) unless its bucket is missing too (the folder can never appear: ``unreachable``);
+access errors are ``denied``; anything else the client raises is ``unreachable``. A
+hostile folder costs its own poll only: a read takes at most ``MAX_FILE_BYTES``, and a
+local file that is not a regular file (a pipe would wait for a writer forever) is
+refused without waiting. Listings are never cached (s3fs caches them by default).
 """
 
 from __future__ import annotations

@@ -1,4 +1,1 @@
-"""Kafka, through aiokafka: commits (``committer``), log ends (``log_ends``), reads of a
-group's coordinator and committed offsets (``admin``), and what is built on those reads
-(``starting_offsets``, ``group_report``); client options from the settings (``options``).
-"""
+"""Kafka, through aiokafka (below its public API only in ``wire``)."""

@@ -1,18 +1,11 @@
 """Reads of a consumer group from Kafka with the admin client: its coordinator, its
-committed offsets, its state and members, its topics' partitions (never creating a topic:
-``topic_metadata``). Shared by
-``describe-group`` (``adapters.kafka.group_report``) and ``starting-offsets``
-(``adapters.kafka.starting_offsets``), so that every read takes the same care:
+committed offsets, its state and members, its topics' partitions. Shared by
+``group_report`` and ``starting_offsets``, so that every read takes the same care:
 
-- A brand-new broker creates ``__consumer_offsets`` on the first FindCoordinator and
-  answers COORDINATOR_NOT_AVAILABLE, then COORDINATOR_LOAD_IN_PROGRESS, until its
-  partitions are led (seconds). A coordinator look-up, and any group request answered
-  with one of those or NOT_COORDINATOR, means "not yet": it is asked again with backoff
-  until ``wait_seconds`` have passed, then fails naming what Kafka kept answering.
-- aiokafka's ``list_consumer_group_offsets`` ignores OffsetFetch's top-level error code
-  (v2+), so a coordinator still loading reads as "no offsets". ``committed`` sends the
-  request itself (``wire.committed``) and treats a top-level error as an error, never as
-  an empty group.
+- A brand-new broker answers COORDINATOR_NOT_AVAILABLE, then COORDINATOR_LOAD_IN_PROGRESS,
+  for seconds while it creates ``__consumer_offsets``: such answers (and NOT_COORDINATOR)
+  are asked again with backoff until ``wait_seconds`` have passed.
+- A top-level OffsetFetch error is an error, never an empty group (``wire.committed``).
 
 Every failure is a ``KafkaReadError`` saying "... from Kafka failed: <why>".
 """
@@ -60,14 +53,9 @@ class GroupDescription:
 
 
 class GroupAdmin:
-    """An admin client for reading groups, as an async context manager::
-
-        async with GroupAdmin(options, request_timeout=10) as admin:
-            offsets = await admin.committed("orders-to-parquet")
-
-    ``wait_seconds`` bounds how long a group read waits for its coordinator (default:
-    three request timeouts, which covers a new broker creating ``__consumer_offsets``).
-    """
+    """An admin client for reading groups, as an async context manager. ``wait_seconds``
+    bounds how long a group read waits for its coordinator (default: three request
+    timeouts, which covers a new broker creating ``__consumer_offsets``)."""
 
     def __init__(
         self,
@@ -147,6 +135,7 @@ class GroupAdmin:
     ) -> T:
         """``request(coordinator node)``, asked again while Kafka answers "not yet", until
         ``wait_seconds`` have passed."""
+        failed = f"{what} group {group_id!r} from Kafka failed"
         deadline = time.monotonic() + self.wait_seconds
         not_yet = 0  # answers so far
         resends = wire.RESENDS
@@ -155,33 +144,24 @@ class GroupAdmin:
                 async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
                     return await request(await self._admin.find_coordinator(group_id))
             except KafkaConnectionError as exc:
-                # The broker closed a connection under the request (an expired
-                # OAUTHBEARER token): again, aiokafka connects anew.
+                # Closed under the request (an expired OAUTHBEARER token): again, anew.
                 if not resends:
-                    raise KafkaReadError(
-                        f"{what} group {group_id!r} from Kafka failed: {exc!r}"
-                    ) from exc
+                    raise KafkaReadError(f"{failed}: {exc!r}") from exc
                 resends -= 1
             except NOT_YET as exc:
                 not_yet += 1
                 backoff = NOT_YET_BACKOFF.delay(not_yet)
                 if time.monotonic() + backoff >= deadline:
                     raise KafkaReadError(
-                        f"{what} group {group_id!r} from Kafka failed: its coordinator was not "
-                        f"available within {self.wait_seconds:g} s (Kafka kept answering "
-                        f"{type(exc).__name__}; a new broker creates __consumer_offsets "
-                        "first); try again"
+                        f"{failed}: its coordinator was not available within "
+                        f"{self.wait_seconds:g} s (Kafka kept answering {type(exc).__name__}; "
+                        "a new broker creates __consumer_offsets first); try again"
                     ) from exc
                 await asyncio.sleep(backoff)
             except TimeoutError as exc:
-                raise KafkaReadError(
-                    f"{what} group {group_id!r} from Kafka failed: no answer within "
-                    f"{self.wait_seconds:g} s"
-                ) from exc
+                raise KafkaReadError(f"{failed}: no answer within {self.wait_seconds:g} s") from exc
             except (KafkaError, OSError) as exc:
-                raise KafkaReadError(
-                    f"{what} group {group_id!r} from Kafka failed: {exc!r}"
-                ) from exc
+                raise KafkaReadError(f"{failed}: {exc!r}") from exc
 
 
 class KafkaCommittedReader:

@@ -1,45 +1,16 @@
-"""Commit offsets to Kafka: aiokafka's implementation of the ``OffsetCommitter`` port
-(``ports.kafka``; the in-memory double is ``testing.InMemoryCommitter``).
+"""Commit offsets to Kafka: aiokafka's implementation of the ``OffsetCommitter`` port.
 
-``KafkaOffsetCommitter`` sends each commit as a plain OffsetCommit request (v2 or v3, as
-aiokafka would choose: generation -1, no member id, broker-default retention; encoded,
-and its answer decoded, by ``wire``) to the group's coordinator, over one
-of a fixed number of *lanes* (connections); a group always uses the same lane. A lane
-carries the groups of one partition of ``__consumer_offsets`` only (``offsets_topic``):
-commits on a partition whose replica died wait for Kafka to fence it, and the broker
-answers a connection in order, so a lane shared with another partition would make that
-partition's groups wait too. Lanes are at most ``max(lanes, partitions)`` in all, spread
-over the coordinators (``lanes`` per coordinator while ``__consumer_offsets`` has one
-partition).
-One shared client (``wire.Client``) finds coordinators (FindCoordinator to a random broker),
-and a lane connects to the address the answer names: the client's metadata lists a
-broker only from its next refresh on, and during a rolling restart the coordinators move
-to a broker that has just come back (its preferred leadership) before the metadata says
-it is back (a refresh sent to the broker shutting down next waits for its socket to
-close: seconds). Broker connections therefore depend on the number of brokers, lanes and
-partitions, never on the number of groups. Facts this relies on (Kafka protocol and
-broker, aiokafka 0.14 read in source):
-  - A commit with generation -1 and an empty member id is what a consumer that never
-    joins the group sends; the broker accepts it only while the group has no members,
-    else answers UNKNOWN_MEMBER_ID / ILLEGAL_GENERATION / REBALANCE_IN_PROGRESS.
-  - NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE and COORDINATOR_LOAD_IN_PROGRESS mean
-    "ask again": the coordinator is looked up anew and the commit retried, within the
-    commit's timeout. So does a coordinator (or the broker asked for it) that refuses the
-    connection: a dead broker keeps its groups until Kafka fences it
-    (``broker.session.timeout.ms``, 9 s by default), and a look-up after that names the
-    new coordinator; each look-up asks a random broker. A brand-new broker answers "ask
-    again" for seconds while it creates ``__consumer_offsets``; a commit whose timeout
-    ends that way fails with reason
-    ``coordinator_not_available`` (and is retried with backoff like any failure).
-  - The broker handles one request per connection at a time, in order (it mutes the
-    connection until the answer is sent), and Kafka 4's group coordinator lingers
-    (``group.coordinator.append.linger.ms``) to batch its log appends: one connection
-    carries about 1 / (a few ms) commits per second whatever the client does. Lanes
-    multiply that; the coordinator batches the lanes' commits together.
-  - Ordering: a group's commits share a lane, so a commit sent after an earlier one of
-    the same group (the ledger allows one at a time) is applied after it, even when the
-    earlier one timed out and its answer never came. So a lane is kept after a timeout
-    and replaced only when the connection is broken (then nothing more is read from it)."""
+Each commit is a plain OffsetCommit (generation -1, no member id: a commit from outside
+the group, accepted only while it has no members; encoded by ``wire``) sent to the
+group's coordinator over one of a fixed set of *lanes* (connections). A group always
+uses the same lane, so its commits arrive in order; a lane carries the groups of one
+partition of ``__consumer_offsets`` only, so a dead broker delays only the groups it
+holds (docs/decisions.md, "Commit lanes", with the Kafka facts this relies on).
+Coordinators are looked up by the shared ``wire.Client`` and a lane connects to the
+address the answer names: during a rolling restart the coordinators move to a broker that
+has just come back before the client's metadata lists it. A lane is kept after a
+timeout (its answer may still come, in order) and replaced only once its connection is
+broken."""
 
 from __future__ import annotations
 
@@ -182,11 +153,9 @@ class KafkaOffsetCommitter:
             return True
         except _ASK_AGAIN as exc:
             tries.asked_again = exc
-            self._coordinators.pop(group, None)
             await asyncio.sleep(ASK_AGAIN_WAIT)
         except _UNREACHABLE as exc:
             tries.unreachable = exc
-            self._coordinators.pop(group, None)
             if tries.node is not None:
                 address = self._address(tries.node)
                 self.unreachable.missed(group, tries.node, address, time.monotonic())
@@ -205,7 +174,7 @@ class KafkaOffsetCommitter:
                 raise
             tries.resends -= 1
             self.resent += 1
-            self._coordinators.pop(group, None)
+        self._coordinators.pop(group, None)  # looked up again by the next try
         return False
 
     async def _failure(

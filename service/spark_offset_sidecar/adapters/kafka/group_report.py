@@ -1,9 +1,6 @@
 """A consumer group as ``kafka-consumer-groups.sh --describe`` shows it, read from Kafka
-itself with the admin client (committed offsets) and ListOffsets (log ends): what any lag
-tool sees, independent of the service's database.
-
-Partitions of the group's topics that were never committed are listed with ``-`` as the
-current offset and the whole log as lag, as Kafka's tool does for an assigned partition.
+itself (what any lag tool sees, independent of the service's database). Partitions never
+committed show ``-`` as the current offset and the whole log as lag, as Kafka's tool does.
 """
 
 from __future__ import annotations
@@ -15,7 +12,6 @@ from typing import Any
 from spark_offset_sidecar.adapters.kafka.admin import GroupAdmin
 from spark_offset_sidecar.adapters.kafka.log_ends import KafkaLogEndReader
 from spark_offset_sidecar.core.offsets import TopicPartition
-from spark_offset_sidecar.ports.kafka import Committed
 
 COLUMNS = ("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG")
 
@@ -91,11 +87,9 @@ async def describe_group(
     finally:
         await reader.close()
     rows = tuple(
-        PartitionRow(tp.topic, tp.partition, _offset(committed.get(tp)), ends.get(tp))
+        PartitionRow(
+            tp.topic, tp.partition, committed[tp].offset if tp in committed else None, ends.get(tp)
+        )
         for tp in sorted(partitions)
     )
     return GroupReport(group_id, described.state, described.members, rows)
-
-
-def _offset(committed: Committed | None) -> int | None:
-    return committed.offset if committed is not None else None

@@ -1,12 +1,9 @@
-"""Read the brokers' log-end offsets: aiokafka's implementation of the ``LogEndReader`` port
-(``ports.kafka``; the in-memory double is ``testing.InMemoryLogEnds``).
+"""Read the brokers' log-end offsets: aiokafka's implementation of the ``LogEndReader`` port.
 
-``KafkaLogEndReader`` asks for the topics' metadata with auto-creation off
-(``wire``: the consumer's ``end_offsets`` would create a deleted topic again), then
-sends ListOffsets(latest) and ListOffsets(earliest) to each partition's leader, over one
-shared client (``wire.Client``) (checked on the broker by tests/e2e/test_lag_tools.py). A topic that
-does not exist, or a partition without a leader, is reported in ``LogEnds.failed_topics``
-and leaves the other topics' answers intact."""
+Topic metadata is asked with auto-creation off (``wire``: the consumer's ``end_offsets``
+would create a deleted topic again), then ListOffsets(latest) and (earliest) go to each
+partition's leader over one shared ``wire.Client``. A topic that does not exist, or a
+partition without a leader, is reported in ``LogEnds.failed_topics``, the others intact."""
 
 from __future__ import annotations
 

@@ -1,30 +1,14 @@
 """Tokens for SASL/OAUTHBEARER: aiokafka's ``AbstractTokenProvider``, fed by an OAuth 2
-token endpoint (the client-credentials grant, as Kafka's own clients do it: KIP-768) or by
-AWS's MSK IAM signer (``aws-msk-iam-sasl-signer-python``, the ``msk-iam`` extra).
+token endpoint (client credentials, as KIP-768) or by AWS's MSK IAM signer (the ``msk-iam``
+extra). How tokens live: docs/secure/kafka.md.
 
-aiokafka asks for a token each time it opens a connection and never again on it (it has
-no KIP-368 re-authentication); a Kafka 4 broker closes a connection whose token has
-expired at its next request. Hence the rules:
-
-- A token is renewed once 80 % of its lifetime has passed (KIP-768's refresh window), so a
-  new connection never carries one about to expire; what sends on these connections sends
-  again, up to ``wire.RESENDS`` times, after the broker closed one under its request.
-- A failed renewal while the current token is still valid hands out the current one (a
-  token endpoint down for a minute stops nothing) and keeps the failure in ``problem``.
-- Without a valid token, ``token()`` raises ``TokenUnavailable`` naming the cause (HTTP
-  status and OAuth error code, an unreachable host); never the secret or the token.
-- ``problem`` holds the last failure until a token is had again; its changes are logged
-  once each, not at every connection.
-- The client secret is read (from its file, when one is given) at every request to the
-  token endpoint: a rotated Secret is used without a restart.
-- A broker that refuses a token answers, per RFC 7628 3.2.2, with a JSON error as its
-  challenge (``{"status":"invalid_token"}``) and waits for the client to end the exchange;
-  aiokafka 0.14 ignores that challenge and takes the connection for authenticated (its
-  next request then fails as a closed connection, and every refusal looked like an
-  unreachable broker). ``wire.refuse_oauth_error_challenge`` (installed where the
-  clients' options are made, ``options``) raises ``SaslAuthenticationFailed`` with the
-  broker's words, and the refused token is forgotten (``forget``: the next connection
-  asks for a new one).
+aiokafka asks for a token each time it opens a connection and never again on it (no
+KIP-368 re-authentication), so a token is renewed at 80 % of its lifetime and a new
+connection never carries one about to expire. A failed renewal while the current token
+is valid hands out the current one and keeps the failure in ``problem`` (logged once per
+change); without a valid token, ``token()`` raises ``TokenUnavailable`` naming the cause,
+never the secret. A token the broker refuses is forgotten (``forget``, called by
+``wire.RefusingOAuthAuthenticator``): the next connection asks for a new one.
 """
 
 from __future__ import annotations
@@ -35,7 +19,6 @@ import binascii
 import json
 import logging
 import time
-import urllib.parse
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -158,19 +141,15 @@ class ClientCredentialsTokens(RenewedTokens):
             form["scope"] = self.scope
         if self.audience:
             form["audience"] = self.audience
-        basic = base64.b64encode(f"{self.client_id}:{secret}".encode()).decode()
         try:
             status, body = fetch(
                 "POST",
                 self.token_url,
                 timeout=self.timeout,
                 limit=1 << 20,
-                content=urllib.parse.urlencode(form).encode(),
-                headers={
-                    "Authorization": f"Basic {basic}",
-                    "Content-Type": "application/x-www-form-urlencoded",
-                    "Accept": "application/json",
-                },
+                form=form,
+                auth=(self.client_id, secret),  # HTTP Basic
+                headers={"Accept": "application/json"},
             )
         except httpx.HTTPError as exc:
             raise TokenUnavailable(

@@ -1,12 +1,8 @@
-"""Where Kafka keeps a group's commits: one partition of ``__consumer_offsets``.
-
-A group's coordinator is the leader of that partition, and its commits are appended to it
-with acks=all: while a replica of the partition is in its ISR but dead (until Kafka fences
-the broker, ``broker.session.timeout.ms``), every commit of every group on the partition
-waits, whichever broker coordinates it. Groups on other partitions are not concerned; the
-committer keeps them on other connections (the broker answers a connection's requests one
-at a time, in order), which needs each group's partition, known here without asking Kafka
-(Kafka 3.9-4.4, ``GroupCoordinatorService.partitionFor`` / ``Utils.abs``):
+"""Where Kafka keeps a group's commits: one partition of ``__consumer_offsets``, whose
+leader coordinates the group. While a replica of it is in its ISR but dead, every commit
+of every group on it waits (acks=all), so the committer keeps the groups of other
+partitions on other connections. A group's partition, as Kafka 3.9-4.4 computes it
+(``GroupCoordinatorService.partitionFor`` / ``Utils.abs``):
 ``abs(groupId.hashCode()) % partitions``, with ``abs(Integer.MIN_VALUE)`` taken as 0."""
 
 from __future__ import annotations

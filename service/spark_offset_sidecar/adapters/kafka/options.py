@@ -1,10 +1,7 @@
-"""aiokafka client options from the settings: bootstrap, client id, TLS and SASL.
-
-One place for every Kafka client of the service (the committer, the log-end and record
-readers, the recovery reader), so they always connect the same way; the composition root
-calls it once, so they share one token provider (one token, renewed once for all). The
-SASL password is read here, when the options are made, and goes nowhere else; an OAuth
-client secret is read by the token provider at each renewal.
+"""aiokafka client options from the settings: bootstrap, client id, TLS and SASL, one place
+for every Kafka client of the service. The composition root calls it once per cluster, so
+its clients share one token provider; the SASL password is read here, and an OAuth client
+secret by the token provider at each renewal.
 """
 
 from __future__ import annotations

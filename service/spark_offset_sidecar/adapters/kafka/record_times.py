@@ -1,17 +1,12 @@
 """Read the timestamps of records at given offsets: aiokafka's implementation of the
-``RecordTimeReader`` port (``ports.kafka``; the double is ``testing.InMemoryRecordTimes``).
+``RecordTimeReader`` port.
 
 One consumer without a group, kept between reads: each read assigns the partitions, seeks
 each to its offset and takes the first record at or after it, then unassigns them all so
-that nothing is fetched between reads. aiokafka's fetcher sends one Fetch per broker for
-every partition it leads. Each partition's fetch is capped at ``max_partition_bytes``
-(Kafka still returns one whole record batch when the first is larger, KIP-74): the cost
-is about one batch per partition. Only the timestamp is kept; keys and values are dropped
-where they are read.
-
-An offset below the log start (deleted) reads the oldest record kept (``auto_offset_reset``
-earliest). A partition whose record did not arrive within ``timeout`` is left out of the
-answer; a consumer that fails is closed and made anew at the next read.
+that nothing is fetched between reads. A partition's fetch is capped at
+``max_partition_bytes`` (Kafka still returns one whole batch, KIP-74): about one batch per
+partition. An offset below the log start reads the oldest record kept; a partition whose
+record did not arrive within ``timeout`` is left out of the answer.
 """
 
 from __future__ import annotations
@@ -44,14 +39,12 @@ class KafkaRecordTimeReader:
         self.max_partition_bytes = max_partition_bytes
         self._consumer: AIOKafkaConsumer | None = None
         self.records_read = 0  # records handed back by the fetcher, in all
-        self.reads = 0  # partitions asked for, in all
 
     async def record_times(
         self, offsets: Mapping[TopicPartition, int]
     ) -> dict[TopicPartition, float | None]:
         if not offsets:
             return {}
-        self.reads += len(offsets)
         wanted = {KafkaTopicPartition(tp.topic, tp.partition): o for tp, o in offsets.items()}
         found: dict[TopicPartition, float | None] = {}
         try:

@@ -1,12 +1,8 @@
 """Disaster recovery: the ``startingOffsets`` that restarts a Spark query exactly where its
-consumer group's committed offsets stand (when its checkpoint is lost).
-
-Read from Kafka itself, not from the service's database: the committed offsets in
-``__consumer_offsets`` are what lag tools see and what survived.
-
-Spark's Kafka source requires *every* partition of its topics in a specific
-``startingOffsets`` ("you must specify all TopicPartitions"); a partition without a committed
-offset gets -2 (earliest), so that no record is lost.
+consumer group's committed offsets stand, read from Kafka itself (what lag tools see and
+what survived). Spark requires *every* partition of its topics in a specific
+``startingOffsets``: a partition without a committed offset gets -2 (earliest), so that
+no record is lost.
 """
 
 from __future__ import annotations
@@ -48,9 +44,9 @@ async def starting_offsets(
             raise OffsetsNotFound(f"topic {name!r} is unknown to Kafka: no offsets to start from")
         for partition in partitions:
             found = committed.get(TopicPartition(name, partition))
-            offset = found.offset if found is not None else EARLIEST
             if found is None:
                 uncommitted.append(f"{name}/{partition}")
+            offset = EARLIEST if found is None else found.offset
             offsets.setdefault(name, {})[str(partition)] = offset
     return StartingOffsets(group_id, offsets, uncommitted)
 

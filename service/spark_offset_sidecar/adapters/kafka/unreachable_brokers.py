@@ -1,11 +1,6 @@
 """Brokers that coordinate groups but cannot be reached: one clear reason for a dead
-broker, said once, instead of one error per commit attempt.
-
-A broker enters when a commit cannot reach it as its group's coordinator, and leaves when
-no group waits on it any more: each waiting group has committed since (through it again,
-or through the coordinator Kafka named once it fenced the broker). The log says each once
-(WARNING when it enters, INFO when it leaves); ``problem`` says it for ``/readyz`` and
-``/ui`` while it lasts."""
+broker, logged once when it enters and once when no group waits on it any more, instead
+of one error per commit attempt; ``problem`` says it for ``/readyz`` and ``/ui``."""
 
 from __future__ import annotations
 
@@ -20,6 +15,9 @@ class _Down:
     address: str
     since: float
     waiting: set[str] = field(default_factory=set)  # groups whose coordinator it was
+
+    def named(self, node: int) -> str:
+        return f"broker {node} ({self.address})" if self.address else f"broker {node}"
 
 
 class UnreachableBrokers:
@@ -39,11 +37,10 @@ class UnreachableBrokers:
         if down is None:
             down = self._down[node] = _Down(address, now)
             log.warning(
-                "Kafka broker %d%s cannot be reached: the groups it coordinates wait "
-                "until Kafka moves them (it fences a dead broker after "
-                "broker.session.timeout.ms, 9 s by default); said once",
-                node,
-                f" ({address})" if address else "",
+                "Kafka %s cannot be reached: the groups it coordinates wait until Kafka moves "
+                "them (it fences a dead broker after broker.session.timeout.ms, 9 s by "
+                "default); said once",
+                down.named(node),
             )
         down.waiting.add(group)
         self._waits_on[group] = node
@@ -80,18 +77,17 @@ class UnreachableBrokers:
             return None
         down = self._down[node]
         return (
-            f"its coordinator, broker {node}{f' ({down.address})' if down.address else ''}, "
-            f"cannot be reached for {now - down.since:.0f} s: Kafka names a new coordinator "
-            "once it fences the broker (broker.session.timeout.ms, 9 s by default)"
+            f"its coordinator, {down.named(node)}, cannot be reached for "
+            f"{now - down.since:.0f} s: Kafka names a new coordinator once it fences the "
+            "broker (broker.session.timeout.ms, 9 s by default)"
         )
 
     def problem(self, now: float) -> str | None:
         if not self._down:
             return None
         return "; ".join(
-            f"broker {node}{f' ({down.address})' if down.address else ''} cannot be reached "
-            f"for {now - down.since:.0f} s: {len(down.waiting)} group(s) it coordinated wait "
-            "for Kafka to name a new coordinator (it fences a dead broker after "
-            "broker.session.timeout.ms)"
+            f"{down.named(node)} cannot be reached for {now - down.since:.0f} s: "
+            f"{len(down.waiting)} group(s) it coordinated wait for Kafka to name a new "
+            "coordinator (it fences a dead broker after broker.session.timeout.ms)"
             for node, down in sorted(self._down.items())
         )

@@ -1,46 +1,31 @@
 """The one door below aiokafka's public API: every use of what aiokafka does not document
 (its cluster client, its connections, its protocol classes, the admin client's
-``_send_request``, its OAUTHBEARER authenticator) is here, and the rest of the service
-calls this module's small classes and functions only. aiokafka's documented API (the
-consumer, the admin client, ``errors``, ``abc``, ``helpers``, ``TopicPartition``) is used
-where it is needed. This module imports aiokafka and the standard library only, so that
-``tests/e2e/test_aiokafka_contract.py`` runs it against the newest aiokafka release
-(in a virtual environment of its own) and against every Kafka version the project
-supports; aiokafka's types are checked against our stubs (``stubs/aiokafka``) of exactly
-what is used here.
+``_send_request``, its OAUTHBEARER authenticator) is here; the rest of the service uses
+aiokafka's documented API and this module's small classes and functions. It imports
+aiokafka and the standard library only, so that ``tests/e2e/test_aiokafka_contract.py``
+runs it against the newest aiokafka and every supported Kafka version (docs/decisions.md,
+"Kafka through one door"); ``stubs/aiokafka`` types exactly what is used here.
 
-- ``Client``: aiokafka's cluster client, started: coordinator look-ups, Metadata (never
-  creating a topic: aiokafka's ``MetadataRequest`` allows auto-creation unless told
-  otherwise, v4+, and so do the consumer's ``end_offsets`` and the admin client's
-  ``describe_topics``; on a broker with ``auto.create.topics.enable``, Kafka's default, a
-  lag read of a deleted topic would bring it back) and ListOffsets to a given broker.
+- ``Client``: aiokafka's cluster client, started: coordinator look-ups, Metadata and
+  ListOffsets to a given broker. Metadata never creates a topic: aiokafka's
+  ``MetadataRequest`` (v4+), the consumer's ``end_offsets`` and the admin client's
+  ``describe_topics`` allow auto-creation, and on a broker with
+  ``auto.create.topics.enable`` (Kafka's default) a lag read would bring a deleted topic back.
 - ``Lane``: a connection of the service's own to one broker, for the committer's commits.
-- ``committed``, ``describe_group``, ``topic_metadata``: OffsetFetch, DescribeGroups and
-  Metadata through an admin client (aiokafka's ``list_consumer_group_offsets`` ignores
-  OffsetFetch's top-level error code, v2+, so a coordinator still loading would read as
-  "no offsets": ``committed`` returns it).
-- ``OffsetCommit``: OffsetCommit requests encoded, and their answers decoded, by hand, for
-  the committer's hot path. aiokafka encodes through its generic ``Struct``/``Schema``
-  machinery, one Python call per field: for one group's commit of 8 partitions that was
-  most of the committer's CPU per commit (docs/decisions.md, "OffsetCommit packed by
-  hand"). The request has a fixed shape (generation -1, no member id, broker-default
-  retention: v2 and v3 share it), packed with ``struct`` in one pass; its answer (per
-  topic, each partition's error code; v3 adds a throttle time before them) is read the
-  same way. Byte for byte what aiokafka's ``OffsetCommitRequest`` encodes for the same
-  arguments and broker versions, header included, the version chosen as aiokafka chooses
-  it (the highest of v2/v3 the broker supports), and an answer decodes to the same
-  ``topics`` as aiokafka's response type of that version (tests/adapters/test_kafka_wire.py).
-- ``refuse_oauth_error_challenge``: a broker that refuses a token answers, per RFC 7628
-  3.2.2, with a JSON error as its challenge (``{"status":"invalid_token"}``) and waits for
-  the client to end the exchange; aiokafka 0.14 ignores that challenge and takes the
-  connection for authenticated (its next request then fails as a closed connection). Our
-  authenticator raises ``SaslAuthenticationFailed`` with the broker's words and tells the
-  token provider (``forget``). aiokafka builds every connection of its clients (the
-  cluster client's, hence the admin client's and the consumer's) with the module-level
-  ``create_conn`` and its connection's ``authenticator_oauth``, with no hook for another
-  authenticator: the door installs ours there, when the options of an OAUTHBEARER client
-  are made (``options.kafka_client_options``), never at import (docs/decisions.md, "Kafka
-  through one door").
+- ``committed``, ``describe_group``, ``topic_metadata``: through an admin client.
+  aiokafka's ``list_consumer_group_offsets`` ignores OffsetFetch's top-level error code
+  (v2+), so a coordinator still loading would read as "no offsets": ``committed`` raises it.
+- ``OffsetCommit``: packed with ``struct`` in one pass, its answer read the same way
+  (docs/decisions.md, "OffsetCommit packed by hand"): one fixed shape (generation -1, no
+  member id, broker-default retention: v2 and v3 share it), byte for byte what aiokafka
+  encodes, the version chosen as aiokafka chooses it (tests/adapters/test_kafka_wire.py).
+- ``refuse_oauth_error_challenge``: a broker that refuses a token answers with a JSON error
+  as its challenge (RFC 7628 3.2.2) and waits for the client to end the exchange; aiokafka
+  0.14 ignores it and takes the connection for authenticated. Our authenticator raises
+  ``SaslAuthenticationFailed`` with the broker's words and tells the token provider
+  (``forget``). aiokafka's clients make every connection with the module-level
+  ``create_conn`` and its connection's ``authenticator_oauth``, with no hook for another:
+  ours is installed there when an OAUTHBEARER client's options are made, never at import.
 """
 
 from __future__ import annotations
@@ -175,7 +160,8 @@ class _Encoded:
     and how to read the answer (the rest, e.g. the response header's parsing, from the
     aiokafka class it stands for)."""
 
-    _body: bytes
+    def __init__(self, body: bytes) -> None:  # aiokafka's fields are not kept
+        self._body = body
 
     def build_request_header(self, correlation_id: int, client_id: str) -> _Header:
         return _Header(self.API_VERSION, correlation_id, client_id)  # type: ignore[attr-defined]
@@ -190,15 +176,9 @@ class _Encoded:
 class _EncodedV2(_Encoded, OffsetCommitRequest_v2):
     RESPONSE_TYPE = _AnswerReader(throttle_time=False)
 
-    def __init__(self, body: bytes) -> None:  # aiokafka's fields are not kept
-        self._body = body
-
 
 class _EncodedV3(_Encoded, OffsetCommitRequest_v3):
     RESPONSE_TYPE = _AnswerReader(throttle_time=True)
-
-    def __init__(self, body: bytes) -> None:
-        self._body = body
 
 
 class OffsetCommit:

@@ -1,32 +1,18 @@
 """Jobs' JWTs checked against their issuer's keys: PyJWT's implementation of the
 ``TokenVerifier`` port (``ports.identity``). PyJWT comes with the ``oidc`` extra and is
-imported only here, only when the settings name an issuer.
+imported only here, only when the settings name an issuer. What is checked:
+docs/secure/workload-identity.md.
 
-    verifier = JwksVerifier(issuer="https://kubernetes.default.svc.cluster.local",
-                            audience="spark-offset-sidecar")
-    identity = await verifier.verify(token)   # VerifiedIdentity(subject=..., claims=...)
-
-Rules:
-
-- Keys come from the issuer's JWKS: ``jwks_url``, else the ``jwks_uri`` of
-  ``<issuer>/.well-known/openid-configuration``. A Kubernetes API server serves both to
-  service accounts (``ca_file``: the cluster's CA; ``bearer_file``: the pod's own token,
-  read at each fetch).
-- Keys are fetched in a worker thread, never on the event loop: when first needed, again
-  once ``refresh`` seconds old, and when a token names a key id not among them (at most
-  once per ``REFETCH_AFTER`` seconds: a flood of forged key ids costs the issuer nothing).
-  Concurrent requests share one fetch. Keys once had are kept while a refresh fails.
-- Only asymmetric signatures (RS*, PS*, ES*, EdDSA): ``none`` and HMAC are refused
-  whatever key they name.
-- Checked: the signature by ``kid``; ``exp`` and ``nbf`` with ``LEEWAY`` seconds of clock
-  skew; ``iat``, ``sub``, ``iss`` (equal to ``issuer``) and ``aud`` (holding ``audience``).
-- A refusal (``Unauthenticated``) names the reason and never quotes the token; no key to
-  check with is ``IdentityUnavailable`` (the caller gets 503 and retries) and ``problem``.
-- Checking a signature costs ~0.15-0.3 ms of the event loop, and a driver sends the same
-  token for an hour: a verified token is trusted again without checking for
-  ``TRUSTED_FOR`` seconds (never past its ``exp``), at most ``TRUSTED_TOKENS`` of them;
-  a fetch that changes the keys forgets them all (a key taken out of the JWKS stops its
-  tokens at the next fetch).
+- Keys are fetched in a worker thread, never on the event loop: when first needed, once
+  ``refresh`` seconds old, and for an unknown key id at most once per ``REFETCH_AFTER``
+  seconds (a flood of forged key ids costs the issuer nothing). Concurrent requests share
+  one fetch; keys once had are kept while a refresh fails.
+- Only asymmetric signatures: ``none`` and HMAC are refused whatever key they name.
+- A refusal (``Unauthenticated``) never quotes the token; no key to check with is
+  ``IdentityUnavailable`` (503, retried).
+- Checking a signature costs ~0.15-0.3 ms of the event loop and a driver sends the same
+  token for an hour, so a verified token is trusted for ``TRUSTED_FOR`` seconds (never
+  past its ``exp``); a fetch that changes the keys forgets them all.
 """
 
 from __future__ import annotations

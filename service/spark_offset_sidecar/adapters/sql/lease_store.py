@@ -1,29 +1,16 @@
 """The database side of replica leases (``core.ledger.leases`` states the rules L1-L5).
 
-PostgreSQL only: leased rows are claimed with ``SELECT ... FOR NO KEY UPDATE SKIP
-LOCKED``, and every expiry is set and judged by the database's clock (``DATABASE_NOW``,
-the store's ``now``), so the replicas' clocks never meet. Each method runs short
-transactions and blocks (call them from a thread).
+PostgreSQL only: every expiry is set and judged by the database's clock (``DATABASE_NOW``),
+so the replicas' clocks never meet. Each method runs short transactions and blocks.
 
-No lease statement waits for a row lock: renewals, claims and releases skip rows that a
-batch of events is writing (``SKIP LOCKED``), so they never deadlock with batches, whose
-row locks follow their advisory locks. A skipped row is left for the next round: it is not
-renewed now, so this round does not count it as held (L3 holds only for renewed rows).
-The other way round, a batch that writes a group waits for a renewal holding its row, so a
-renewal holds few at a time: ``RENEWED_A_TRANSACTION`` groups a transaction (one
-transaction of 10,000 groups held their rows ~150 ms every round: the events' p99 of a
-replica at that size). Each expiry is the database's ``now()`` of its own transaction
-plus the lease, so none is earlier than the round's start plus the lease (L3).
-Every row lock taken on ``consumer_groups`` is ``FOR NO KEY UPDATE`` (no statement changes
-a group's key): it does not conflict with the ``KEY SHARE`` lock that a foreign key check
-takes (a status report being written, ``status_board``), so neither a renewal skips a
-group nor a batch waits for one while its report is written.
-
-Why renew the group rows, not only a row per replica: a claim locks the rows it takes
-and re-checks their expiry on the row itself, so a renewal and a claim racing for a group
-serialise on the row lock and exactly one of them gets it. (A claim that judged a
-separate replica row from its snapshot could take a group whose owner renewed meanwhile.)
-The ``replicas`` rows only count the live replicas for the fair share (L4).
+No lease statement waits for a row lock: renewals, claims and releases skip rows a batch
+is writing (``SKIP LOCKED``), so they never deadlock with batches; a skipped row is not
+renewed this round, so not counted as held (L3). A batch waits for a renewal holding its
+row, so a renewal holds ``RENEWED_A_TRANSACTION`` groups a transaction. Row locks are
+``FOR NO KEY UPDATE``: they do not conflict with a foreign key check's ``KEY SHARE``
+(a status report being written). The group rows are renewed, not a row per replica, so
+that a renewal and a claim racing for a group serialise on its row lock and exactly one
+gets it; the ``replicas`` rows only count the live replicas for the fair share (L4).
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""Apply and inspect the Alembic migrations from code.
-
-They live in the checkout's ``migrations/`` folder, installed as the package
-``migrations`` (pyproject.toml maps the one onto the other). Alembic is imported by the
-function that applies them alone: the batches' writer and the watcher, which only check
-that this release can use the database (``unready``), start without it (alembic, mako
-and pygments, and the migrations read: about 0.2 s of CPU a start)."""
+"""Apply and inspect the Alembic migrations (``migrations/``, installed as
+``spark_offset_sidecar.migrations``). Only ``upgrade`` imports Alembic: the writer and
+the watcher, which only check the database (``unready``), start without it (0.2 s of CPU)."""
 
 from __future__ import annotations
 
@@ -95,12 +91,9 @@ REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008", "00
 HEAD = REVISIONS[-1]  # the schema this release reads and writes
 _KNOWN: tuple[str | None, ...] = (None, *REVISIONS)  # not among them: a newer release's
 
-# The expand/contract window (docs/decisions.md, "Migrations serve the release before").
-# Alembic records this tree's revision in VERSION_TABLE (from 0.3.0). ``alembic_version``,
-# where 0.2.0 and older read their own, holds the marker: the newest applied migration's
-# ``serves``, the head of the oldest release its schema still serves (a migration without
-# one serves its own release only). A release reads and writes a database whose marker it
-# knows; one whose marker it does not know was migrated two releases ahead: refused.
+# The expand/contract window (docs/decisions.md, "Migrations serve the release before"):
+# this tree's revision in VERSION_TABLE, the marker (the newest migration's ``serves``) in
+# MARKER_TABLE, where 0.2.0 and older read their own revision.
 VERSION_TABLE = "sidecar_schema_version"
 MARKER_TABLE = "alembic_version"
 
@@ -111,10 +104,6 @@ class Revisions:
 
     revision: str | None
     serves: str | None
-
-
-def head_revision() -> str:
-    return HEAD
 
 
 def revisions(connection: Connection) -> Revisions:

@@ -11,13 +11,10 @@ them; ``tests/adapters/test_migrations.py`` checks the two agree.
   group_reports        with replicas: each group's status, live commits and status window
                        as its owner last published them (``ports.status_board``)
 
-Offsets are stored as Spark-shaped JSON text: ``{"topic": {"0": 42}}``.
-
-On PostgreSQL, ``consumer_groups`` pages are filled to ``GROUP_ROWS_FILLFACTOR`` percent
-(migration 0007; metadata cannot say it in SQLAlchemy 2.0): a group's row is rewritten by
-each batch of its events and each lease renewal, and the room left keeps every new
-version on its page, with no new index entry (a heap-only update; docs/decisions.md,
-"consumer_groups pages half full").
+Offsets are stored as Spark-shaped JSON text: ``{"topic": {"0": 42}}``. On PostgreSQL,
+``consumer_groups`` pages are filled to ``GROUP_ROWS_FILLFACTOR`` percent (migration 0007;
+SQLAlchemy 2.0's metadata cannot say it; docs/decisions.md, "consumer_groups pages half
+full").
 """
 
 from __future__ import annotations

@@ -1,23 +1,13 @@
 """``SqlStore`` shared by several replicas on one PostgreSQL (ledger R11, leases L2).
 
-Each batch of events is one transaction in three steps:
-  1. ``begin(query_ids, group_ids)``: the groups of the batch's queries are looked up,
-     the batch's queries and groups are locked with transaction-scoped advisory locks
-     (in one sorted order, so two replicas' batches never deadlock), and their rows are
-     loaded for the ledger to refresh (R11) before it decides;
-  2. the ledger decides, in the event loop;
-  3. ``persist(changes)`` writes them, drops commit successes whose fence no longer
-     holds (the group has another owner or epoch now: L2), tells the other replicas which
-     groups changed (``NOTIFY``, delivered when the transaction commits:
-     ``change_notices``), and commits.
-``abort()`` rolls back a batch that failed between steps 1 and 3.
-
-Invariants
-  - Between ``begin`` and ``persist``/``abort`` no other replica's batch changes the
-    batch's queries and groups: every row a batch writes (its events' and its commit
-    results') is under its advisory locks. Lease columns change outside them, in
-    statements that skip locked rows (``adapters.sql.lease_store``), so nothing deadlocks.
-  - One connection serves the batches, kept between them; a failed batch drops it.
+A batch of events is one transaction: ``begin`` locks the batch's queries and groups (and
+their partners) with transaction-scoped advisory locks, in one sorted order so that two
+replicas' batches never deadlock, and loads their rows for the ledger to refresh (R11);
+``persist`` writes the ledger's changes, drops successes whose fence no longer holds (L2),
+tells the other replicas which groups changed (``NOTIFY``, delivered at commit:
+``change_notices``) and commits; ``abort`` rolls back. Every row a batch writes is under
+its advisory locks; lease columns change outside them, in statements that skip locked
+rows (``lease_store``). One connection serves the batches; a failed batch drops it.
 """
 
 from __future__ import annotations
@@ -33,7 +23,7 @@ from sqlalchemy.dialects import postgresql
 
 from spark_offset_sidecar.adapters.sql import change_notices
 from spark_offset_sidecar.adapters.sql.schema import consumer_groups, pending_checkpoints, queries
-from spark_offset_sidecar.adapters.sql.store import SqlStore
+from spark_offset_sidecar.adapters.sql.store import PENDING_IN_ORDER, SqlStore
 from spark_offset_sidecar.adapters.sql.writes import write_changes
 from spark_offset_sidecar.core.ledger.changes import (
     Change,
@@ -57,10 +47,8 @@ _NAMED_OR_PARTNER = or_(
 )
 _PARTNERS = select(queries.c.query_id, queries.c.group_id).where(_NAMED_OR_PARTNER)
 _QUERIES = select(queries).where(_NAMED_OR_PARTNER)
-_PENDING = (
-    select(pending_checkpoints)
-    .where(pending_checkpoints.c.query_id == any_(bindparam("q", type_=_IDS)))
-    .order_by(pending_checkpoints.c.query_id, pending_checkpoints.c.checkpoint_id)
+_PENDING = PENDING_IN_ORDER.where(
+    pending_checkpoints.c.query_id == any_(bindparam("q", type_=_IDS))
 )
 _GROUPS = select(consumer_groups).where(
     consumer_groups.c.group_id == any_(bindparam("g", type_=_IDS))

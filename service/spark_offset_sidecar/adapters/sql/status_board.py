@@ -1,19 +1,12 @@
 """The ``StatusBoard`` port on PostgreSQL: the ``group_reports`` table, one row per group
-holding its owner's last published report and status window as JSON.
+holding its owner's last published report and status window as JSON. ``publish`` writes
+a row only where this replica owns the group (one statement: a replica that lost the
+group writes nothing); reads take no lock.
 
-Only the group's owner writes its row: ``publish`` inserts from the group's
-``consumer_groups`` row on the condition that its ``owner_id`` is this replica, in one
-statement, so a replica that lost the group (its lease taken meanwhile) writes nothing.
-Reads take no lock. Each method is one short transaction and blocks.
-
-Versions. Replicas of two releases share the board during a rolling upgrade, so each
-report says the version of its layout (``version``; none: 1). A reader takes every
-version up to its own: a field that an older version lacks reads as its default. A
-report of a newer version than it knows is left out (its group reads as not reported
-on that replica until it is upgraded; said once per version) rather than misread. A
-change that an older reader would misread (a field renamed, removed or given another
-meaning) takes a new version; a field added with a default does too, so that readers
-know what they may find.
+Versions: replicas of two releases share the board during a rolling upgrade, so each
+report says its layout's ``version``. A reader takes every version up to its own (a field
+an older one lacks reads as its default) and leaves out a newer one rather than misread
+it. A field renamed, removed, given another meaning, or added takes a new version.
 """
 
 from __future__ import annotations
@@ -67,15 +60,10 @@ log = logging.getLogger(__name__)
 # ``cluster`` may be absent); 2: ``version`` written, every field present.
 REPORT_VERSION = 2
 
-# A chunk of entries in one statement (a statement an entry was a round trip an entry: at
-# 10,000 groups, a fifth of a watcher's CPU between events). A row is written only where
-# the group exists and this replica owns it; RETURNING counts those written.
-# The chunk travels as one JSON array of entries, one text parameter: arrays of text, a
-# parameter a column, cost the watcher two thirds of its CPU a publish at 10,000 groups
-# (psycopg quotes each element of a text array in Python, and a report's JSON is mostly
-# characters to quote; JSON's own escaping is C). Reports and windows are JSON strings in
-# it, not nested documents: PostgreSQL then scans them instead of parsing them (0.6x of
-# its CPU a publish), and a figure Python writes as NaN, not JSON, fails nothing.
+# A chunk of entries in one statement, as one JSON text (docs/decisions.md, "Reports
+# published as one JSON text"); RETURNING counts the rows written. Reports and windows are
+# JSON strings in it, not nested documents: PostgreSQL scans them instead of parsing them
+# (0.6x of its CPU a publish), and a figure Python writes as NaN, not JSON, fails nothing.
 _PUBLISH = text(
     """
     INSERT INTO group_reports
@@ -208,18 +196,7 @@ def encode_report(report: GroupReport) -> str:
             "total_lag": status.total_lag,
             "consecutive_failures": status.consecutive_failures,
             "last_commit_at": status.last_commit_at,
-            "partitions": [
-                [
-                    p.topic,
-                    p.partition,
-                    p.status.value,
-                    p.offset,
-                    p.log_end,
-                    p.current_lag,
-                    p.samples,
-                ]
-                for p in status.partitions
-            ],
+            "partitions": [[*p[:2], p.status.value, *p[3:]] for p in status.partitions],
             "pending": report.pending,
             "log_ends_read_at": report.log_ends_read_at,
             "in_flight": [flight.checkpoint_id, to_json(flight.offsets), flight.attempt]

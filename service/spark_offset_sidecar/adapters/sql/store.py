@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Collection, Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -93,11 +93,9 @@ _PENDING_MARKS = select(
 _IDS: BindParameter[str] = bindparam("ids", expanding=True)
 _QUERIES_NAMED = select(queries).where(_queries.query_id.in_(_IDS))
 _QUERIES_OF_GROUPS = select(queries).where(_queries.group_id.in_(_IDS))
-_PENDING_OF = (
-    select(pending_checkpoints)
-    .where(_pending.query_id.in_(_IDS))
-    .order_by(_pending.query_id, _pending.checkpoint_id)
-)
+# Pending checkpoints in the order ``assemble`` needs: by query, then checkpoint.
+PENDING_IN_ORDER = select(pending_checkpoints).order_by(_pending.query_id, _pending.checkpoint_id)
+_PENDING_OF = PENDING_IN_ORDER.where(_pending.query_id.in_(_IDS))
 _GROUPS_NAMED = select(consumer_groups).where(_groups.group_id.in_(_IDS))
 _CHUNK = 500  # ids per statement: far below SQLite's and PostgreSQL's limits
 
@@ -106,6 +104,7 @@ class SqlStore:
     def __init__(self, url: str) -> None:
         self.url = url
         self.engine = create_store_engine(url)
+        self._named = f"database {make_url(url).render_as_string(hide_password=True)}"
 
     def migrate(self) -> None:
         with self._errors("migrating"):
@@ -135,11 +134,7 @@ class SqlStore:
         """Every stored query (with its pending checkpoints) and group."""
         return self.assemble(
             conn.execute(select(queries)).mappings().all(),
-            conn.execute(
-                select(pending_checkpoints).order_by(
-                    pending_checkpoints.c.query_id, pending_checkpoints.c.checkpoint_id
-                )
-            ).mappings(),
+            conn.execute(PENDING_IN_ORDER).mappings(),
             conn.execute(select(consumer_groups)).mappings().all(),
         )
 
@@ -239,8 +234,23 @@ class SqlStore:
         with self._errors("writing"), self.engine.begin() as conn:
             write_changes(conn, changes)
 
-    def _errors(self, doing: str) -> AbstractContextManager[None]:
-        return _database_errors(doing, self.url)
+    @contextmanager
+    def _errors(self, doing: str) -> Iterator[None]:
+        """Database errors become ``StoreRefused`` (a value it cannot hold),
+        ``StoreUnavailable`` (retry later) or ``StoreError`` (a constraint broken: a bug)."""
+        where = self._named
+        try:
+            yield
+        except DataError as exc:  # NUL in PostgreSQL's text, a value over a column's size, ...
+            raise StoreRefused(f"{where} refused a value: {_first_line(exc)}") from exc
+        except UnicodeError as exc:  # the driver could not encode a value (a lone surrogate)
+            raise StoreRefused(f"{where} refused a value: {exc}") from exc
+        except IntegrityError as exc:
+            raise StoreError(f"{where} refused {doing}: {_first_line(exc)}") from exc
+        except DBAPIError as exc:
+            raise StoreUnavailable(f"{where} failed while {doing}: {_first_line(exc)}") from exc
+        except SQLAlchemyError as exc:
+            raise StoreError(f"{where} failed while {doing}: {exc}") from exc
 
 
 def _chunked(conn: Connection, statement: Any, ids: Collection[str]) -> list[RowMapping]:
@@ -252,30 +262,6 @@ def _chunked(conn: Connection, statement: Any, ids: Collection[str]) -> list[Row
         for at in range(0, len(ordered), _CHUNK)
         for row in conn.execute(statement, {"ids": ordered[at : at + _CHUNK]}).mappings()
     ]
-
-
-@contextmanager
-def _database_errors(doing: str, url: str) -> Iterator[None]:
-    """Database errors become ``StoreRefused`` (a value it cannot hold), ``StoreUnavailable``
-    (retry later) or ``StoreError`` (a constraint broken: a bug)."""
-    try:
-        yield
-    except DataError as exc:  # NUL in PostgreSQL's text, a value over a column's size, ...
-        raise StoreRefused(f"database {_safe(url)} refused a value: {_first_line(exc)}") from exc
-    except UnicodeError as exc:  # the driver could not encode a value (a lone surrogate)
-        raise StoreRefused(f"database {_safe(url)} refused a value: {exc}") from exc
-    except IntegrityError as exc:
-        raise StoreError(f"database {_safe(url)} refused {doing}: {_first_line(exc)}") from exc
-    except DBAPIError as exc:
-        raise StoreUnavailable(
-            f"database {_safe(url)} failed while {doing}: {_first_line(exc)}"
-        ) from exc
-    except SQLAlchemyError as exc:
-        raise StoreError(f"database {_safe(url)} failed while {doing}: {exc}") from exc
-
-
-def _safe(url: str) -> str:
-    return make_url(url).render_as_string(hide_password=True)
 
 
 def _first_line(exc: DBAPIError) -> str:

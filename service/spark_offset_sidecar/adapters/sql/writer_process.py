@@ -1,37 +1,17 @@
 """The ledger's writes in a process of their own: a ``BatchWriter`` (``ports.store``) whose
 batches a child process writes with ``SqlStore.persist``, answering over its channel
-(``adapters.child_process``).
-
-Why a process: the event loop and a store thread share one GIL, and a batch's write is
-many short steps (SQLite and the driver give the GIL up at each): every step waits for
-the loop to let go, and the batch's cycle through both threads, not either one's work,
-bounds the events a second (docs/decisions.md, "The writer is a child"). A child has a
-GIL of its own; the loop only pickles the batch and reads a reply.
-
-    writer = ProcessWriter(store, command)  # the parent's SqlStore (migrated); the
-                                            # program: ``child_command("writer", ...)``
-    await writer.start()            # the child opened the database
-    await writer.write(changes)     # one transaction, or StoreError as persist raises it
-    await writer.close()
+(``adapters.child_process``). A child has a GIL of its own, so a batch's many short steps
+never wait for the event loop (docs/decisions.md, "The writer is a child").
 
 Invariants
   - One write at a time: the durable ledger's writer task is the only caller.
-  - A reply answers the newest request: a write cut short (cancelled, the child lost)
-    ends the child, so no late reply is ever read as another batch's.
-  - The child's errors come back as the kinds ``persist`` raises (``StoreUnavailable``,
-    ``StoreRefused``, ``StoreError``; anything else as ``StoreError``), so the ledger
-    handles a batch as it would have in its own thread.
+  - A write cut short (cancelled, the child lost) ends the child, so no late reply is
+    ever read as another batch's.
+  - The child's errors come back as the kinds ``persist`` raises, so the ledger handles a
+    batch as it would have in its own thread.
   - A child that ends with a batch unanswered may have committed it or not:
-    ``WriteOutcomeUnknown`` carries the stored rows of the batch's queries and groups,
-    read by the parent after the child is gone (None when they could not be read), and
-    the next write starts a new child.
-  - The child never writes for a parent that is gone: it ends when its input closes, and
-    it is killed with its parent (``adapters.child_process``: SIGKILL), so that a
-    transaction it has under way when the parent is SIGKILLed is rolled back rather than
-    committed behind the back of the parent's successor, which loads the database as it
-    stands.
-  - Its process is run by a ``Supervisor`` (``adapters.child_process``): a lost child is
-    started again for the next batch, after the supervisor's backoff if it died young.
+    ``WriteOutcomeUnknown`` carries the batch's rows as read back by the parent, and the
+    next write starts a new child (after the supervisor's backoff if it died young).
 """
 
 from __future__ import annotations
@@ -177,12 +157,8 @@ def serve() -> None:
 def _persisted(store: SqlStore, changes: list[Change]) -> tuple[str, str] | None:
     try:
         store.persist(changes)
-    except StoreUnavailable as exc:
-        return "unavailable", str(exc)
-    except StoreRefused as exc:
-        return "refused", str(exc)
-    except StoreError as exc:  # a constraint broken: the ledger writes each event alone
-        return "error", str(exc)
+    except StoreError as exc:  # "error": a constraint broken, the ledger writes each alone
+        return next(k for k, kind in _KINDS.items() if isinstance(exc, kind)), str(exc)
     except Exception as exc:  # a bug in a batch's rows: that batch's alone, as in a thread
         log.exception("writing a batch failed")
         return "error", f"{type(exc).__name__}: {exc}"

@@ -1,22 +1,14 @@
 """How a batch of ledger changes becomes SQL: few statements, each run with executemany.
 
-A group-committed batch holds hundreds of changes. Run one by one, each costs a statement
-compiled and executed from Python; here the changes are put in *layers* and each layer's
-changes of one kind go to the database as one ``executemany`` (a loop in the driver).
+The changes are put in *layers*: a change that shares a query or group with an earlier
+one lands in a later layer (layer = 1 + the highest layer of such a change), so changes
+of one row keep their order, and those of different rows, which commute, go together:
+each layer's changes of one kind are one ``executemany``. ``CommitStarted`` and
+``CommitFailed`` are not written: the slot row stays until a success.
 
-Order: two changes that touch the same query or group keep their order (a later change
-lands in a later layer); changes that touch different rows commute, so within a layer
-their order does not matter. Layer of a change = 1 + the highest layer of an earlier
-change sharing a key with it.
-
-``CommitStarted`` and ``CommitFailed`` are not written: the slot row stays until a success.
-
-Each statement is a ``_Write``: built once with SQLAlchemy Core, compiled once per dialect,
-and run as its driver's SQL text with ``Connection.exec_driver_sql``: in the caller's
-transaction and through SQLAlchemy's error wrapping as any statement, without its per-call
-work on the compiled statement and on every row's parameters (about half an
-``executemany``'s CPU: bench/statement_cost.py). Sound because no written column's type
-converts values on the way in (strings, integers, floats, booleans; JSON goes as text).
+Each statement is a ``_Write``, compiled once per dialect and run as the driver's SQL
+(docs/decisions.md, "Statements as the driver's SQL"). Sound because no written column's
+type converts values on the way in (strings, integers, floats, booleans; JSON as text).
 """
 
 from __future__ import annotations
@@ -273,8 +265,8 @@ def _completed(conn: Connection, changes: list[CheckpointCompleted]) -> None:
         }
         for c in changes
     ]
-    _DELETE_PENDING_UP_TO.run(conn, [{k: p[k] for k in ("b_query", "b_id")} for p in params])
-    _SET_COMPLETED.run(conn, [{k: p[k] for k in ("b_query", "b_id", "b_run")} for p in params])
+    _DELETE_PENDING_UP_TO.run(conn, _picked(params, "b_query", "b_id"))
+    _SET_COMPLETED.run(conn, _picked(params, "b_query", "b_id", "b_run"))
     _SET_SLOT.run(conn, params)
 
 
@@ -292,18 +284,19 @@ def _succeeded(conn: Connection, changes: list[CommitSucceeded]) -> None:
     ]
     fields = ("b_group", "b_query", "b_id", "b_offsets", "b_at")
     for statement, rewind in ((_SET_COMMITTED, False), (_SET_COMMITTED_REWOUND, True)):
-        statement.run(conn, [{k: p[k] for k in fields} for p in params if p["rewind"] is rewind])
-    _CLEAR_COMMITTED_SLOT.run(
-        conn,
-        [{k: p[k] for k in ("b_group", "b_query", "b_id")} for p in params],
-    )
+        statement.run(conn, _picked([p for p in params if p["rewind"] is rewind], *fields))
+    _CLEAR_COMMITTED_SLOT.run(conn, _picked(params, "b_group", "b_query", "b_id"))
 
 
 def _released(conn: Connection, changes: list[QueryReleased]) -> None:
     params = [{"b_query": c.query_id, "b_group": c.group_id} for c in changes]
-    _DELETE_PENDING_OF_QUERY.run(conn, [{"b_query": p["b_query"]} for p in params])
-    _DELETE_QUERY.run(conn, [{"b_query": p["b_query"]} for p in params])
+    _DELETE_PENDING_OF_QUERY.run(conn, _picked(params, "b_query"))
+    _DELETE_QUERY.run(conn, _picked(params, "b_query"))
     _CLEAR_RELEASED_SLOT.run(conn, params)
+
+
+def _picked(params: Params, *names: str) -> Params:
+    return [{name: row[name] for name in names} for row in params]
 
 
 def _rewind_allowed(conn: Connection, changes: list[RewindAllowed]) -> None:

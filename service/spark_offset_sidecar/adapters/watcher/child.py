@@ -1,18 +1,11 @@
-"""The watcher (the ``child`` program's watcher) as a child of the process that takes events
-(``topology``), asked over its channel (``adapters.child_process``): each request a GET or
-POST of its app's routes, run there as a server would run it (``adapters.watcher.answering``).
+"""The watcher as a child of the process that takes events (``topology``), asked over its
+channel (``adapters.child_process``): each request a GET or POST of its app's routes, run
+there as a server would run it (``adapters.watcher.answering``).
 
-Its first request is its brief (``app.watcher_brief``): its service's settings and
-topology; its environment is the service's without the settings' (``SIDECAR_*``)
-variables. Its process is run by a ``Supervisor``: ``start`` spawns it; ``run`` starts it
-again whenever it exits (at once after a long life, else after 1 s doubling to 30 s);
-``stop`` ends it (SIGTERM and its input closed, then SIGKILL). A child whose service is
-gone gets SIGTERM from the kernel, its input closes, and it ends.
-
-Invariants
-  - At most one child runs at a time; ``problem`` is None only while the last request to
-    it was answered.
-  - A request not answered in ``timeout`` seconds is ``WatcherUnavailable``.
+Its first request at each start is its brief (``app.watcher_brief``), and its environment
+is the service's without the ``SIDECAR_*`` variables. ``run`` starts it again whenever it
+exits. ``problem`` is None only while the last request to it was answered; a request not
+answered in ``timeout`` seconds is ``WatcherUnavailable``.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """``ports.watcher.MemoryUpdate`` between a service and its watcher child: the dataclasses
-themselves, pickled, as the writer's batches are (docs/decisions.md, "One channel to
-each child"). Sent by ``WatcherChild.tell`` (``adapters.watcher.child``), read by the
-watcher's ``MEMORY_UPDATES`` route, which only its service reaches (its channel: no port
-serves the watcher). No HTTP client here: the watcher, which only reads them, imports
-none.
-
-A message names the release that sent it: a watcher started again after the package was
-upgraded on disk refuses its older service's messages rather than misread them.
+themselves, pickled (docs/decisions.md, "One channel to each child"). A message names the
+release that sent it: a watcher started again after the package was upgraded on disk
+refuses its older service's messages rather than misread them.
 """
 
 from __future__ import annotations
