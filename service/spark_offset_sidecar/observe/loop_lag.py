@@ -31,11 +31,9 @@ class LoopLag:
         self.observe = observe
         self.interval = interval
         self.clock = clock
-        self.ticks = 0
 
     async def run(self) -> None:
         while True:
             due = self.clock() + self.interval
             await asyncio.sleep(self.interval)
             self.observe(max(0.0, self.clock() - due))
-            self.ticks += 1

@@ -40,13 +40,11 @@ class _Lag:
 
 
 class _Pauses:
-    collections = 0
     seconds = longest = 0.0
 
 
 class _Heap:
     pauses: Sequence[_Pauses] = (_Pauses(),)
-    frozen = thaws = 0
 
 
 _ABSENT = {

@@ -67,11 +67,6 @@ class Ownership:
         self.renewed = started
         self.epochs = dict(held)
 
-    def give_up(self, group_ids: set[str]) -> None:
-        """Stop committing these (before releasing them)."""
-        for group_id in group_ids:
-            self.epochs.pop(group_id, None)
-
     def owns(self, group_id: str) -> bool:
         return group_id in self.epochs
 

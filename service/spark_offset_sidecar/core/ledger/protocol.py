@@ -68,14 +68,10 @@ def _cluster(name: str | None) -> str:
     return "the default Kafka cluster" if name is None else f"Kafka cluster {name!r}"
 
 
-def _nothing(outcome: Outcome, detail: str, **where: Any) -> Decision:
-    return Decision(outcome, detail, **where)
-
-
 def unknown_query(query_id: str, **where: Any) -> Decision:
     """The answer about a query that is not known. The HTTP layer gives the same answer
     for a query the caller may not see, so that the two cannot be told apart."""
-    return _nothing(
+    return Decision(
         Outcome.UNKNOWN_QUERY, f"no query {query_id} is known", query_id=query_id, **where
     )
 
@@ -144,11 +140,11 @@ class Protocol:
         existing = pending.get(checkpoint_id)
         if existing is not None:
             if existing.offsets == checkpoint.offsets:
-                return _nothing(
+                return Decision(
                     Outcome.DUPLICATE, f"checkpoint {checkpoint_id} is already pending", **where
                 )
             if existing.run_id == run_id:
-                return _nothing(
+                return Decision(
                     Outcome.CONFLICT,
                     f"checkpoint {checkpoint_id} is already pending with other offsets "
                     f"({describe(existing.offsets)}) from the same run",
@@ -180,7 +176,7 @@ class Protocol:
             return stale
         checkpoint = query.pending.get(checkpoint_id)
         if checkpoint is None:
-            return _nothing(
+            return Decision(
                 Outcome.UNKNOWN_CHECKPOINT,
                 f"checkpoint {checkpoint_id} is not pending (pending: {list(query.pending)})",
                 **where,
@@ -207,7 +203,7 @@ class Protocol:
     def decide_commit_interval(self, group_id: str, seconds: float | None) -> Decision:
         """R13: ``group_id``'s own commit interval (None: back to the default)."""
         if group_id not in self.groups:
-            return _nothing(Outcome.UNKNOWN_QUERY, f"no group {group_id} is known")
+            return Decision(Outcome.UNKNOWN_QUERY, f"no group {group_id} is known")
         said = "the default" if seconds is None else f"{seconds:g} s"
         return Decision(
             Outcome.ACCEPTED,
@@ -218,7 +214,7 @@ class Protocol:
 
     def decide_allow_rewind(self, group_id: str) -> Decision:
         if group_id not in self.groups:
-            return _nothing(Outcome.UNKNOWN_QUERY, f"no group {group_id} is known")
+            return Decision(Outcome.UNKNOWN_QUERY, f"no group {group_id} is known")
         return Decision(
             Outcome.ACCEPTED,
             f"the next commit of {group_id} may move partitions backwards",
@@ -243,7 +239,7 @@ class Protocol:
             "checkpoint_id": checkpoint_id,
         }
         if not offsets:
-            return _nothing(Outcome.IGNORED, "no Kafka offsets in it", **where)
+            return Decision(Outcome.IGNORED, "no Kafka offsets in it", **where)
         claimed = self._claim(query_id, group_id, now, cluster)
         if isinstance(claimed, Decision):
             return claimed
@@ -256,7 +252,7 @@ class Protocol:
         where: dict[str, Any] = {"query_id": query_id, "group_id": group_id}
         query = self.queries.get(query_id)
         if query is not None and query.group_id != group_id:
-            return _nothing(
+            return Decision(
                 Outcome.CONFLICT,
                 f"query {query_id} commits to group {query.group_id!r}, not {group_id!r}; "
                 "release the query first to move it",
@@ -264,14 +260,14 @@ class Protocol:
             )
         group = self.groups.get(group_id)
         if group is not None and group.query_id not in (None, query_id):
-            return _nothing(
+            return Decision(
                 Outcome.CONFLICT,
                 f"group {group_id!r} belongs to query {group.query_id}; two queries on one "
                 "group would overwrite each other's offsets",
                 **where,
             )
         if group is not None and cluster.named and group.cluster != cluster.name:
-            return _nothing(
+            return Decision(
                 Outcome.CONFLICT,
                 f"group {group_id!r} commits to {_cluster(group.cluster)}, not "
                 f"{_cluster(cluster.name)}; a group's offsets live on one cluster",
@@ -289,8 +285,8 @@ class Protocol:
         if last is None or checkpoint_id > last:
             return None
         if checkpoint_id == last:
-            return _nothing(Outcome.DUPLICATE, f"checkpoint {last} was already completed", **where)
-        return _nothing(
+            return Decision(Outcome.DUPLICATE, f"checkpoint {last} was already completed", **where)
+        return Decision(
             Outcome.STALE,
             f"checkpoint {checkpoint_id} is older than completed checkpoint {last}",
             **where,
