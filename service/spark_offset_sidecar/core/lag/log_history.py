@@ -1,20 +1,13 @@
 """What the lag monitor has seen of each partition's log: (read time, log start, log end)
-samples, and what they tell without asking Kafka again. Pure: no I/O, times passed in.
-
-A read at time ``t`` that finds log end ``e`` means: every record below ``e`` had reached
-the log by ``t``. So the record at offset ``c`` reached it after the last read whose end
-was ``<= c`` and by the first read whose end was ``> c``; with records arriving evenly in
-between, at the interpolated time. That is *when it was appended* as this service saw it;
-for a topic whose producers stamp records as they send them (CreateTime, the default) or
-whose broker stamps them (LogAppendTime), it is the record's timestamp within the gap
-between the two reads. A record older than the history, or one inside a gap wider than
-``max_gap``, is not estimated: the caller reads its timestamp from Kafka once.
+samples. A read at ``t`` finding log end ``e`` means every record below ``e`` was in the
+log by ``t``, so a record's append time is interpolated between the two reads around it
+(docs/operate/lag-in-time.md); one older than the history, or in a gap wider than
+``max_gap``, is not estimated (the caller reads its timestamp from Kafka).
 
 Invariants
-  - Samples are kept in read order, oldest first, at most ``capacity`` of them (the oldest
-    are dropped); a sample is stored only when the start or end changed, preceded by the
-    previous read's values when those were not stored yet, so that every bracket is as
-    narrow as the reads were.
+  - Samples are kept in read order, at most ``capacity`` (the oldest dropped); a sample
+    is stored only when the start or end changed, preceded by the previous read's values
+    when those were not stored yet, so that every bracket is as narrow as the reads were.
   - Offsets never go backwards in a history: a log whose end moved back (a topic deleted
     and created again) starts a new history.
 """

@@ -1,8 +1,7 @@
 """Which groups this replica may commit: its leases as the database granted them.
 
-Pure: no I/O; times are this replica's monotonic clock, passed in. The database side
-(claims, renewals, the fence) is ``adapters.sql.lease_store``; the loop that drives both is
-``runtime.lease_keeper``.
+Times are this replica's monotonic clock, passed in; the database side is
+``adapters.sql.lease_store``, the loop that drives both ``runtime.lease_keeper``.
 
 Rules
   L1 lease     A group's row carries its owner and the owner's lease expiry, by the

@@ -1,8 +1,7 @@
 """The offset ledger: Flink's commit-on-checkpoint protocol for Spark queries.
 
-Pure: standard library only, no asyncio, HTTP, database or Kafka; time comes in as ``now``
-(seconds). Every ``decide_*`` method only reads state and returns a ``Decision`` whose
-changes the caller makes durable before ``apply`` mutates the ledger (see ``changes``).
+Time comes in as ``now`` (seconds). Every ``decide_*`` method only reads state and returns
+a ``Decision`` whose changes the caller makes durable before ``apply`` mutates the ledger.
 
 Per query: pending checkpoints in id order, the last completed id, the one group it owns.
 Per group: the owning query, the *slot* (newest completed offsets not yet committed, like
