@@ -82,7 +82,7 @@ class SidecarMetrics:
         """``clusters``: with several Kafka clusters, the commits' durations are by cluster
         (``cluster_name``, each cluster's at 0 from the start); None: one, no label."""
         self.registry = registry
-        self._clusters = clusters
+        self._names: Callable[[str | None], str] | None = clusters.name_of if clusters else None
         # Not by group: 15 series a group would be most of a scrape at fleet scale.
         self.commit_duration = Histogram(
             "sidecar_commit_duration_seconds",
@@ -167,25 +167,21 @@ class SidecarMetrics:
     ) -> None:
         """Each Kafka cluster's lag monitor's reads (keyed as the ledger keeps clusters).
         ``also``: a registry that exports them too (a watcher's share of ``/metrics``)."""
-        collector = LagCollector(monitors, self._cluster_names())
+        collector = LagCollector(monitors, self._names)
         self.registry.register(collector)
         if also is not None:
             also.register(collector)
 
-    def _cluster_names(self) -> Callable[[str | None], str] | None:
-        """A cluster's name for the ``cluster_name`` label; None: one cluster, no label."""
-        return self._clusters.name_of if self._clusters is not None else None
-
     def commit_took(self, cluster: str | None, seconds: float) -> None:
         """One commit's duration, to ``cluster`` (as the ledger keeps it)."""
-        if self._clusters is None:
+        if self._names is None:
             self.commit_duration.observe(seconds)
         else:
-            self.commit_duration.labels(self._clusters.name_of(cluster)).observe(seconds)
+            self.commit_duration.labels(self._names(cluster)).observe(seconds)
 
     def watch_resent(self, resent: Mapping[str | None, Callable[[], int]]) -> None:
         """Requests sent again after the broker closed their connection, by cluster."""
-        self.registry.register(ResentCollector(resent, self._cluster_names()))
+        self.registry.register(ResentCollector(resent, self._names))
 
     def watch_heap(self, heap: HeapView) -> None:
         self.registry.register(HeapCollector(heap))

@@ -55,14 +55,6 @@ class PartitionHistory:
         self.starts.append(start)
         self.ends.append(end)
 
-    @property
-    def end(self) -> int | None:
-        return None if self.last is None else self.last[2]
-
-    @property
-    def start(self) -> int | None:
-        return None if self.last is None else self.last[1]
-
     def appended_at(self, offset: int, max_gap: float) -> float | None:
         """When the record at ``offset`` reached the log, interpolated between the two
         reads around it; None when it is older than the history, not in the log yet, or
@@ -82,9 +74,5 @@ class PartitionHistory:
         or DeleteRecords at work); None when it has not moved in the history."""
         if len(self.times) < 2 or self.starts[-1] == self.starts[0]:
             return None
-        span = self.last_time - self.times[0]
+        span = (self.times[-1] if self.last is None else self.last[0]) - self.times[0]
         return (self.starts[-1] - self.starts[0]) / span if span > 0 else None
-
-    @property
-    def last_time(self) -> float:
-        return self.times[-1] if self.last is None else self.last[0]

@@ -95,11 +95,8 @@ class PackedRows(Sequence[Row], Generic[Row]):
             index += len(self)
         if not 0 <= index < len(self):
             raise IndexError("row index out of range")
-        return self._row(index)
-
-    def _row(self, i: int) -> Row:
         return self.join(
-            self._topics[i], self.ints, i * self.width, self.reals, i * self.real_width
+            self._topics[index], self.ints, index * self.width, self.reals, index * self.real_width
         )
 
     def __iter__(self) -> Iterator[Row]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from spark_offset_sidecar.core.lag.figures import DATA_SEVERITY, DataStatus, GroupLag
-from spark_offset_sidecar.core.lag.status import GroupStatus, Status, severity
+from spark_offset_sidecar.core.lag.status import SEVERITY, GroupStatus, Status
 from spark_offset_sidecar.core.ledger.state import GroupCounters, GroupState
 from spark_offset_sidecar.core.offsets import OffsetMap
 
@@ -133,7 +133,7 @@ class GroupSummary:
     def __post_init__(self) -> None:
         data = DATA_SEVERITY.index(self.data_status) if self.data_status is not None else 0
         rank = (
-            -severity(self.status),
+            -SEVERITY.index(self.status),
             -data,
             -(self.lag_seconds or 0.0),
             -(self.total_lag or 0),

@@ -21,7 +21,7 @@ import enum
 import math
 from array import array
 from collections import deque
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import pairwise
@@ -43,11 +43,6 @@ class Status(enum.Enum):
 
 SEVERITY = (Status.OK, Status.WARN, Status.STALL, Status.STOP, Status.REWIND, Status.ERR)
 _RANK = {status: rank for rank, status in enumerate(SEVERITY)}
-
-
-def severity(status: Status) -> int:
-    """How bad ``status`` is: its place in ``SEVERITY`` (OK 0 ... ERR 5)."""
-    return _RANK[status]
 
 
 @dataclass(frozen=True)
@@ -205,20 +200,13 @@ class CommitWindows:
         self._lagging_since: dict[str, float] = {}  # first read of the current lag > 0
 
     def observe(
-        self,
-        groups: Iterable[GroupState],
-        log_ends: Mapping[TopicPartition, int],
-        now: float,
-        *,
-        present: Collection[str] | None = None,
+        self, groups: Collection[GroupState], log_ends: Mapping[TopicPartition, int], now: float
     ) -> None:
-        """After each read of the log ends: sample every group of ``groups`` that committed
-        since its last sample; forget groups not in ``present`` (by default, ``groups``)."""
-        seen: set[str] = set()
+        """``sample`` every group of ``groups``, then forget the others."""
+        seen = {group.group_id for group in groups}
         for group in groups:
-            seen.add(group.group_id)
             self.sample(group, log_ends, now)
-        self.keep_only(seen if present is None else present)
+        self.keep_only(seen)
 
     def sample(self, group: GroupState, log_ends: Mapping[TopicPartition, int], now: float) -> None:
         """``observe`` one group and forget nothing (``keep_only`` forgets): for callers

@@ -174,10 +174,6 @@ class Ledger:
         """R15: the groups whose memory changed since last read; None until followed."""
         return self._watch.changed
 
-    @memory_changed.setter
-    def memory_changed(self, changed: set[str] | None) -> None:
-        self._watch.changed = changed
-
     # --- savepoints (R10) ---------------------------------------------------------------
 
     def savepoint(self, decision: Decision) -> Savepoint:
