@@ -68,6 +68,11 @@ def _cluster(name: str | None) -> str:
     return "the default Kafka cluster" if name is None else f"Kafka cluster {name!r}"
 
 
+def _where(query_id: str, group_id: str, checkpoint_id: int | None = None) -> dict[str, Any]:
+    """What a decision is about, as ``Decision``'s fields."""
+    return {"query_id": query_id, "group_id": group_id, "checkpoint_id": checkpoint_id}
+
+
 def unknown_query(query_id: str, **where: Any) -> Decision:
     """The answer about a query that is not known. The HTTP layer gives the same answer
     for a query the caller may not see, so that the two cannot be told apart."""
@@ -129,11 +134,7 @@ class Protocol:
         claimed = self._admit(query_id, group_id, checkpoint_id, offsets, now, cluster)
         if isinstance(claimed, Decision):
             return claimed
-        where: dict[str, Any] = {
-            "query_id": query_id,
-            "group_id": group_id,
-            "checkpoint_id": checkpoint_id,
-        }
+        where = _where(query_id, group_id, checkpoint_id)
         query = self.queries.get(query_id)
         pending = query.pending if query else {}
         checkpoint = Checkpoint(query_id, group_id, checkpoint_id, run_id, dict(offsets), now)
@@ -166,11 +167,7 @@ class Protocol:
         query = self.queries.get(query_id)
         if query is None:
             return unknown_query(query_id, checkpoint_id=checkpoint_id)
-        where: dict[str, Any] = {
-            "query_id": query_id,
-            "group_id": query.group_id,
-            "checkpoint_id": checkpoint_id,
-        }
+        where = _where(query_id, query.group_id, checkpoint_id)
         stale = self._stale(query_id, checkpoint_id, where)
         if stale is not None:
             return stale
@@ -233,11 +230,7 @@ class Protocol:
     ) -> Decision | tuple[Change, ...]:
         """The refusal of a new checkpoint (nothing to commit, R1, R3), or the changes that
         admitting it starts with (a registration for a new query)."""
-        where: dict[str, Any] = {
-            "query_id": query_id,
-            "group_id": group_id,
-            "checkpoint_id": checkpoint_id,
-        }
+        where = _where(query_id, group_id, checkpoint_id)
         if not offsets:
             return Decision(Outcome.IGNORED, "no Kafka offsets in it", **where)
         claimed = self._claim(query_id, group_id, now, cluster)
@@ -249,7 +242,7 @@ class Protocol:
         self, query_id: str, group_id: str, now: float, cluster: ClusterOf
     ) -> Decision | tuple[Change, ...]:
         """R1, R14: the registration to add, or the CONFLICT that refuses the event."""
-        where: dict[str, Any] = {"query_id": query_id, "group_id": group_id}
+        where = _where(query_id, group_id)
         query = self.queries.get(query_id)
         if query is not None and query.group_id != group_id:
             return Decision(
