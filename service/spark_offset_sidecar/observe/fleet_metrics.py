@@ -247,8 +247,9 @@ class FleetExposition:
                 f["behind_seconds"].add(g, now - group.slot.created_at)  # the clock's: not kept
         if not commits:
             return
-        if STORED in series:
-            self._stored(f, g, group, ledger)
+        if STORED in series:  # what the store holds and no commit changes
+            query = ledger.queries.get(group.query_id or "")
+            f["pending"].add(g, len(query.pending) if query else 0)
         if monitor is not None and EVALUATED in series:
             for key, lines in self._evaluated(g, monitor, group_id):
                 f[key].lines.append(lines)
@@ -311,39 +312,24 @@ class FleetExposition:
                         f'{g},topic="{escape(tp.topic)}",partition="{tp.partition}"', offset
                     )
 
-    def _stored(self, f: dict[str, Family], g: str, group: GroupState, ledger: Ledger) -> None:
-        """What the store holds and no commit changes (a watcher reads it there)."""
-        query = ledger.queries.get(group.query_id or "")
-        f["pending"].add(g, len(query.pending) if query else 0)
-
     def _evaluated(self, g: str, monitor: FleetView, group_id: str) -> tuple[tuple[str, str], ...]:
         """The group's series of the lag monitor's evaluation: rendered again only when an
         evaluation computed it again (``evaluated_in``) or its labels changed."""
         evaluation = monitor.evaluated_in.get(group_id)
         kept = self._rendered.get(group_id)
         if kept is None or kept[0] != evaluation or kept[1] != g:
+            self.renders += 1
+            f = self._scratch
             status, lag = monitor.statuses.get(group_id), monitor.lags.get(group_id)
-            lost = monitor.lost.get(group_id, _NONE_LOST)
-            kept = (evaluation, g, self._render_evaluated(g, status, lag, lost))
+            if status is not None:
+                f["status"].add(f'{g},status="{status.status.value}"', 1)
+                if self.options.export_kafka_lag:
+                    self._kafka_exporter(f, g, status.partitions)
+            if lag is not None:
+                self._lag(f, g, lag, monitor.lost.get(group_id, _NONE_LOST))
+            kept = (evaluation, g, self._scratched())
         self._rendering[group_id] = kept
         return kept[2]
-
-    def _render_evaluated(
-        self,
-        g: str,
-        status: GroupStatus | None,
-        lag: GroupLag | None,
-        lost: Mapping[str, int],
-    ) -> tuple[tuple[str, str], ...]:
-        self.renders += 1
-        f = self._scratch
-        if status is not None:
-            f["status"].add(f'{g},status="{status.status.value}"', 1)
-            if self.options.export_kafka_lag:
-                self._kafka_exporter(f, g, status.partitions)
-        if lag is not None:
-            self._lag(f, g, lag, lost)
-        return self._scratched()
 
     def _scratched(self) -> tuple[tuple[str, str], ...]:
         """What was rendered into the scratch families, by family, taken out of them."""

@@ -55,7 +55,9 @@ def batch_id_of(name: str) -> int | None:
 
 def parse_metadata(text: str, where: str) -> str:
     """The query id of a checkpoint's ``metadata`` file (``{"id":"<uuid>"}``)."""
-    line = _first_line(text, where)
+    line = text.split("\n", 1)[0]
+    if not line.strip():
+        raise UnreadableCheckpoint(where, 1, "is empty (half-written?)")
     document = _json(line, where, 1)
     if not isinstance(document, Mapping) or "id" not in document:
         raise UnreadableCheckpoint(where, 1, 'is not {"id": "<query id>"}')
@@ -120,13 +122,6 @@ def _kafka_source(offset: Any, where: str, line: int) -> dict[TopicPartition, in
         raise UnreadableCheckpoint(
             where, line, f"looks like a Kafka source's offsets but {exc}"
         ) from None
-
-
-def _first_line(text: str, where: str) -> str:
-    line = text.split("\n", 1)[0]
-    if not line.strip():
-        raise UnreadableCheckpoint(where, 1, "is empty (half-written?)")
-    return line
 
 
 def _version(line: str, where: str, known: frozenset[int]) -> int:
