@@ -12,6 +12,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from statistics import linear_regression
 from typing import NamedTuple
 
 from spark_offset_sidecar.core.lag.packed_rows import (
@@ -269,8 +270,9 @@ class GroupTrend:
         reads = list(self.reads)
         if lag is None or len(reads) < 2 or reads[-1].at <= reads[0].at:
             return CatchUp(CatchUpState.UNKNOWN, job=job)
-        consume = _slope([(r.at, r.committed) for r in reads])
-        produce = _slope([(r.at, r.ends) for r in reads])
+        times = [r.at for r in reads]  # least-squares slopes
+        consume = linear_regression(times, [r.committed for r in reads]).slope
+        produce = linear_regression(times, [r.ends for r in reads]).slope
         net = consume - produce
         if consume <= 0:
             state, eta = CatchUpState.STALLED, None
@@ -279,13 +281,3 @@ class GroupTrend:
         else:
             state, eta = CatchUpState.FALLING_BEHIND, None
         return CatchUp(state, eta, consume, produce, job)
-
-
-def _slope(points: list[tuple[float, int]]) -> float:
-    """Least-squares slope of ``points`` (at least two distinct times)."""
-    n = len(points)
-    mean_t = sum(t for t, _ in points) / n
-    mean_v = sum(v for _, v in points) / n
-    num = sum((t - mean_t) * (v - mean_v) for t, v in points)
-    den = sum((t - mean_t) ** 2 for t, _ in points)
-    return num / den if den else 0.0
