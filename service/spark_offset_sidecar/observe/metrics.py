@@ -23,16 +23,11 @@ def package_version() -> str:
 class LagReads(Protocol):
     """How many reads of the log ends and of record timestamps succeeded and failed."""
 
-    @property
-    def succeeded(self) -> int: ...
-    @property
-    def failed(self) -> int: ...
-    @property
-    def record_reads(self) -> int: ...
-    @property
-    def record_partitions(self) -> int: ...
-    @property
-    def record_failures(self) -> int: ...
+    succeeded: int
+    failed: int
+    record_reads: int
+    record_partitions: int
+    record_failures: int
 
 
 class LagView(Protocol):
@@ -45,10 +40,8 @@ class LagView(Protocol):
 
 
 class GenerationPauses(Protocol):
-    @property
-    def seconds(self) -> float: ...
-    @property
-    def longest(self) -> float: ...
+    seconds: float
+    longest: float
 
 
 class HeapView(Protocol):
