@@ -174,10 +174,6 @@ class FleetExposition:
         self.memory_renders = 0  # groups whose series of this process's memory were rendered
         self.clock = clock
 
-    async def render(self) -> bytes:
-        """``head`` and the per-group series, built at most ``max_age`` seconds ago."""
-        return (await self.rendered())[0]
-
     async def rendered(self) -> tuple[bytes, bytes]:
         """``head`` and the per-group series as text and gzip-compressed, built at most
         ``max_age`` seconds ago."""
