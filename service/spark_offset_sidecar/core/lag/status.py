@@ -199,18 +199,9 @@ class CommitWindows:
         self._samples: dict[str, deque[GroupSample]] = {}
         self._lagging_since: dict[str, float] = {}  # first read of the current lag > 0
 
-    def observe(
-        self, groups: Collection[GroupState], log_ends: Mapping[TopicPartition, int], now: float
-    ) -> None:
-        """``sample`` every group of ``groups``, then forget the others."""
-        seen = {group.group_id for group in groups}
-        for group in groups:
-            self.sample(group, log_ends, now)
-        self.keep_only(seen)
-
     def sample(self, group: GroupState, log_ends: Mapping[TopicPartition, int], now: float) -> None:
-        """``observe`` one group and forget nothing (``keep_only`` forgets): for callers
-        that hand the event loop back between groups."""
+        """After a read of the log ends: a sample of ``group`` if it committed since its last
+        one (``keep_only`` forgets the groups gone)."""
         committed = group.committed
         if committed is None:
             return
@@ -244,7 +235,7 @@ class CommitWindows:
         return tuple(self._samples.get(group_id, ()))
 
     def knows(self, group_id: str) -> bool:
-        """Whether ``group_id`` has a window here (``observe`` saw it since it was last
+        """Whether ``group_id`` has a window here (``sample`` saw it since it was last
         gone): a group without one may be ``seed``-ed from a previous owner's."""
         return group_id in self._samples
 
