@@ -222,8 +222,8 @@ def test_scrapes_that_come_together_share_one_build() -> None:
     ledger = Ledger()
     fleet = FleetExposition(lambda: ledger, lambda: None, FleetOptions(max_age=60))
 
-    async def scrapes() -> list[bytes]:
-        return await asyncio.gather(*(fleet.render() for _ in range(5)))
+    async def scrapes() -> list[tuple[bytes, bytes]]:
+        return await asyncio.gather(*(fleet.rendered() for _ in range(5)))
 
     bodies = asyncio.run(scrapes())
     assert fleet.builds == 1

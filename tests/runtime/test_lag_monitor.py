@@ -26,7 +26,9 @@ PARTITIONS = 3
 def every_group_evaluated(
     windows: CommitWindows, fleet: Ledger, ends: dict[TopicPartition, int], now: float
 ) -> dict[str, GroupStatus]:
-    windows.observe(fleet.groups.values(), ends, now)
+    for group in fleet.groups.values():
+        windows.sample(group, ends, now)
+    windows.keep_only(fleet.groups)
     return {g.group_id: windows.evaluate(g, ends, now, err_after=3) for g in fleet.groups.values()}
 
 

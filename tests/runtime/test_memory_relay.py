@@ -112,7 +112,9 @@ def test_the_first_message_is_whole_then_only_what_changed_and_what_is_in_flight
 
     ledger.apply_change(ledger.commit_result(in_flight, now=101.0, failure=None))
     del ledger.groups["c"]  # gone (as a rolled-back registration leaves it)
-    ledger.memory_changed = (ledger.memory_changed or set()) | {"c"}
+    changed = ledger.memory_changed
+    assert changed is not None  # the relay follows it
+    changed.add("c")
     assert asyncio.run(relay.tell())
     third = watcher.updates[-1]
     assert third.groups["c"] is None

@@ -56,7 +56,7 @@ def test_a_build_that_keeps_renderings_says_what_a_build_from_nothing_says(
 
     def afresh() -> bytes:
         fresh = FleetExposition(lambda: fleet, lambda: monitor, options, clock=lambda: clock[0])
-        return asyncio.run(fresh.render())
+        return asyncio.run(fresh.rendered())[0]
 
     for _ in range(30):
         roll = rng.random()
@@ -87,13 +87,13 @@ def test_a_build_that_keeps_renderings_says_what_a_build_from_nothing_says(
             fleet.groups[g] = GroupState(g, f"q-{g}", failures=rng.randint(0, 4))
             asyncio.run(monitor.poll())
         # else: nothing changed since the last build
-        assert asyncio.run(kept.render()) == afresh()
+        assert asyncio.run(kept.rendered())[0] == afresh()
     rendered, remembered = kept.renders, kept.memory_renders
     fleet.groups[sorted(fleet.groups)[0]].counters.succeeded += 1  # no evaluation since
-    assert asyncio.run(kept.render()) == afresh()
+    assert asyncio.run(kept.rendered())[0] == afresh()
     assert kept.renders == rendered, "an unchanged evaluation is not rendered again"
     assert kept.memory_renders == remembered + 1, "only the group that counted"
-    assert asyncio.run(kept.render()) == afresh()
+    assert asyncio.run(kept.rendered())[0] == afresh()
     assert kept.memory_renders == remembered + 1, "nothing counted: nothing rendered"
 
 
@@ -143,13 +143,13 @@ def test_a_groups_memory_series_are_rendered_again_when_a_value_they_show_change
     )
     clock = [10_000.0]
     kept = FleetExposition(lambda: fleet, lambda: None, options, clock=lambda: clock[0])
-    asyncio.run(kept.render())
+    asyncio.run(kept.rendered())
     for what, change in MEMORY_CHANGES:
         before = kept.memory_renders
         change(fleet.groups["b"])
         clock[0] += 1  # the time a checkpoint waits moves: written anew, not kept
         fresh = FleetExposition(lambda: fleet, lambda: None, options, clock=lambda: clock[0])
-        assert asyncio.run(kept.render()) == asyncio.run(fresh.render()), what
+        assert asyncio.run(kept.rendered())[0] == asyncio.run(fresh.rendered())[0], what
         assert kept.memory_renders == before + 1, what
 
 
@@ -168,12 +168,12 @@ def test_a_group_the_evaluation_kept_is_not_rendered_again() -> None:
     monitor = monitor_of(fleet, reader, clock)
     exposition = FleetExposition(lambda: fleet, lambda: monitor, FleetOptions(max_age=0))
     asyncio.run(monitor.poll())
-    asyncio.run(exposition.render())
+    asyncio.run(exposition.rendered())
     assert exposition.renders == 2
     for read in range(1, 4):
         clock[0] += 10
         asyncio.run(monitor.poll())
-        asyncio.run(exposition.render())
+        asyncio.run(exposition.rendered())
         assert exposition.renders == 2 + read  # the lagging group's, each read
     assert monitor.evaluated_in["idle"] == 1 < monitor.evaluated_in["lagging"] == monitor.rounds
 
@@ -199,7 +199,7 @@ def test_the_taker_and_the_watcher_export_every_series_of_one_process_once(
     def exported(series: frozenset[str]) -> list[str]:
         options = FleetOptions(granularity=granularity, max_age=0, series=series)
         return samples(
-            asyncio.run(FleetExposition(lambda: fleet, lambda: monitor, options).render())
+            asyncio.run(FleetExposition(lambda: fleet, lambda: monitor, options).rendered())[0]
         )
 
     one = exported(ALL_SERIES)

@@ -86,7 +86,7 @@ def test_a_sample_per_new_commit_only_and_the_window_is_bounded() -> None:
     windows = CommitWindows(window=3)
     ends = {TP0: 100}
     for at, offset in [(1.0, 10), (1.0, 10), (2.0, 20), (3.0, 30), (4.0, 40)]:
-        windows.observe([group(at, {TP0: offset})], ends, at)
+        windows.sample(group(at, {TP0: offset}), ends, at)
     assert [(s.at, list(s.lags)) for s in windows.samples("g1")] == [
         (2.0, [80]),
         (3.0, [70]),
@@ -96,7 +96,7 @@ def test_a_sample_per_new_commit_only_and_the_window_is_bounded() -> None:
 
 def test_a_partition_whose_log_end_is_unknown_is_ok_incomplete_and_not_zero_lag() -> None:
     windows = CommitWindows(window=2)
-    windows.observe([group(1.0, {TP0: 10, TP1: 10})], {TP0: 50}, 1.0)
+    windows.sample(group(1.0, {TP0: 10, TP1: 10}), {TP0: 50}, 1.0)
     assert windows.samples("g1") == ()  # sampled once every partition's end is known
     status = windows.evaluate(group(1.0, {TP0: 10, TP1: 10}), {TP0: 50}, 5.0, err_after=3)
     assert status.total_lag is None
@@ -117,7 +117,7 @@ def test_a_group_with_nothing_committed_yet_has_unknown_lag_not_zero() -> None:
 def test_group_is_its_worst_partition_and_err_after_repeated_failures() -> None:
     windows = CommitWindows(window=3)
     for at, o0, o1 in [(0.0, 10, 5), (10.0, 20, 5), (20.0, 30, 5)]:
-        windows.observe([group(at, {TP0: o0, TP1: o1})], {TP0: 30, TP1: 50}, at)
+        windows.sample(group(at, {TP0: o0, TP1: o1}), {TP0: 30, TP1: 50}, at)
     ok_and_stalled = group(20.0, {TP0: 30, TP1: 5})
     status = windows.evaluate(ok_and_stalled, {TP0: 30, TP1: 50}, 21.0, err_after=3)
     assert [p.status for p in status.partitions] == [Status.OK, Status.STALL]
@@ -133,15 +133,15 @@ def test_group_is_its_worst_partition_and_err_after_repeated_failures() -> None:
 def test_idle_caught_up_group_stays_ok_and_records_waiting_too_long_make_it_stop() -> None:
     windows = CommitWindows(window=3, stop_after=300.0)
     for at, offset in [(0.0, 10), (10.0, 20), (20.0, 30)]:
-        windows.observe([group(at, {TP0: offset})], {TP0: 30}, at)
+        windows.sample(group(at, {TP0: offset}), {TP0: 30}, at)
     idle = group(20.0, {TP0: 30})
-    windows.observe([idle], {TP0: 30}, 10_000.0)
+    windows.sample(idle, {TP0: 30}, 10_000.0)
     assert windows.evaluate(idle, {TP0: 30}, 10_000.0, err_after=3).status is Status.OK
     # Hours later records arrive: the job has stop_after to commit them, counted from the
     # first read that saw them, not from its last commit hours ago.
-    windows.observe([idle], {TP0: 90}, 10_010.0)
+    windows.sample(idle, {TP0: 90}, 10_010.0)
     assert windows.evaluate(idle, {TP0: 90}, 10_300.0, err_after=3).status is Status.OK
-    windows.observe([idle], {TP0: 95}, 10_311.0)
+    windows.sample(idle, {TP0: 95}, 10_311.0)
     assert windows.evaluate(idle, {TP0: 95}, 10_311.0, err_after=3).status is Status.STOP
     # Burrow alone would still say OK: the window's last sample had lag 0.
     assert CommitWindows(window=3).evaluate(idle, {TP0: 95}, 10_311.0, err_after=3).status is (
@@ -149,15 +149,15 @@ def test_idle_caught_up_group_stays_ok_and_records_waiting_too_long_make_it_stop
     )
     # It commits: the wait starts again (a commit at 10,320 with records still behind).
     moving = group(10_320.0, {TP0: 60})
-    windows.observe([moving], {TP0: 95}, 10_321.0)
+    windows.sample(moving, {TP0: 95}, 10_321.0)
     assert windows.evaluate(moving, {TP0: 95}, 10_330.0, err_after=3).status is not Status.STOP
 
 
 def test_groups_that_are_gone_are_forgotten() -> None:
     windows = CommitWindows(window=2)
-    windows.observe([group(1.0, {TP0: 1})], {TP0: 5}, 1.0)
+    windows.sample(group(1.0, {TP0: 1}), {TP0: 5}, 1.0)
     assert windows.samples("g1")
-    windows.observe([], {TP0: 5}, 2.0)
+    windows.keep_only(())
     assert windows.samples("g1") == ()
 
 
@@ -167,8 +167,8 @@ def test_a_new_owner_seeded_with_the_old_owners_window_judges_as_the_old_one_wou
     into it; without the window it would have to start over (OK, incomplete)."""
     old = CommitWindows(window=3, stop_after=300.0)
     for at, o0, o1 in [(0.0, 10, 5), (10.0, 20, 5), (20.0, 30, 5)]:
-        old.observe([group(at, {TP0: o0, TP1: o1})], {TP0: 30, TP1: 50}, at)
-    old.observe([group(20.0, {TP0: 30, TP1: 5})], {TP0: 40, TP1: 50}, 25.0)  # lagging since 25
+        old.sample(group(at, {TP0: o0, TP1: o1}), {TP0: 30, TP1: 50}, at)
+    old.sample(group(20.0, {TP0: 30, TP1: 5}), {TP0: 40, TP1: 50}, 25.0)  # lagging since 25
     stalled = group(20.0, {TP0: 30, TP1: 5})
     ends = {TP0: 40, TP1: 50}
     expected = old.evaluate(stalled, ends, 26.0, err_after=3)
@@ -181,10 +181,10 @@ def test_a_new_owner_seeded_with_the_old_owners_window_judges_as_the_old_one_wou
     assert new.evaluate(stalled, ends, 26.0, err_after=3) == expected
     assert new.evaluate(stalled, ends, 326.0, err_after=3).status is Status.STOP  # P2 carried
     fresh = CommitWindows(window=3, stop_after=300.0)
-    fresh.observe([stalled], ends, 26.0)
+    fresh.sample(stalled, ends, 26.0)
     assert fresh.evaluate(stalled, ends, 26.0, err_after=3).complete == 0.0
 
-    new.observe([group(30.0, {TP0: 40, TP1: 6})], {TP0: 40, TP1: 50}, 30.0)
+    new.sample(group(30.0, {TP0: 40, TP1: 6}), {TP0: 40, TP1: 50}, 30.0)
     assert [s.at for s in new.samples("g1")] == [10.0, 20.0, 30.0]  # bounded, in order
     # A group with a window of its own keeps it.
     new.seed("g1", CommitWindows(window=3).window_of("g1"))

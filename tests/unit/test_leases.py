@@ -24,13 +24,6 @@ def test_commits_only_before_the_deadline_two_commit_timeouts_before_the_lease_e
     assert ownership.epoch_for_commit("other", 105.0) is None
 
 
-def test_giving_up_a_group_stops_its_commits_at_once() -> None:
-    ownership = Ownership("r", lease=30.0, commit_timeout=1.0)
-    ownership.renewed_at(0.0, {"a": 1, "b": 2})
-    ownership.give_up({"a"})
-    assert (ownership.epoch_for_commit("a", 1.0), ownership.epoch_for_commit("b", 1.0)) == (None, 2)
-
-
 def test_a_lease_shorter_than_two_commit_timeouts_is_refused() -> None:
     with pytest.raises(ValueError, match="two commit timeouts"):
         Ownership("r", lease=2.0, commit_timeout=1.0)

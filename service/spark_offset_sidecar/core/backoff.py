@@ -1,13 +1,4 @@
-"""How long to wait before trying again, the one rule every retry of the service uses.
-
-    Backoff(initial=0.5, cap=10.0).delay(1)   # 0.5: after the first failure
-    Backoff(initial=0.5, cap=10.0).delay(3)   # 2.0: after the third in a row
-    Backoff(initial=0.5, cap=10.0).delay(9)   # 10.0: never longer than the cap
-
-``jitter`` takes up to that share off each wait, drawn from ``random`` (injected, so that
-tests choose it): waits of several processes that failed together spread out, and none is
-longer than without jitter, so the cap still bounds it.
-"""
+"""How long to wait before trying again, the one rule every retry of the service uses."""
 
 from __future__ import annotations
 
@@ -19,7 +10,8 @@ from dataclasses import dataclass, field
 @dataclass(frozen=True)
 class Backoff:
     """The wait after ``attempt`` failures in a row: ``initial * factor**(attempt - 1)``,
-    at most ``cap``, less up to ``jitter`` of it at random."""
+    at most ``cap``, less up to ``jitter`` of it at random (``random``, injected): waits of
+    processes that failed together spread out, and the cap still bounds them."""
 
     initial: float
     cap: float

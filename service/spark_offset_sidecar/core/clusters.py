@@ -1,13 +1,6 @@
 """Several Kafka clusters behind one service: which cluster a group's offsets go to
-(ledger R14). Pure.
-
-A job may name its group's cluster (the listener's ``cluster`` option, the JVM listener's
-``spark.offsetSidecar.cluster``, a followed folder's registration); a group whose job
-names none takes the first of the settings' patterns that matches it, else the default
-cluster. The ledger stores the default cluster as None, so that every group registered
-before there were clusters, and every group of a service with one cluster, is on it
-whatever the default cluster is named.
-"""
+(ledger R14; docs/run/clusters.md). The ledger stores the default cluster as None, so
+that every group registered before there were clusters is on it whatever its name."""
 
 from __future__ import annotations
 

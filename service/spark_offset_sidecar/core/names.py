@@ -1,31 +1,12 @@
-"""Names the service accepts: the one definition, used at every edge.
+"""Names the service accepts: the one definition, used at every edge (HTTP, progress
+events, checkpoint files, the tokens file; the kinds: docs/api/index.md and below).
 
-Every name that reaches the ledger, the store, an answer, a metric label or a log line
-passes one of these rules first: HTTP bodies, paths and query strings (``http.models``,
-the hot path ``http.progress_route``), progress events (``core.spark.progress``), Spark's
-checkpoint files (``core.spark.checkpoint_log``), the tokens file's grants (``http.auth``).
-
-Rules every name keeps (so that one caller's name can never fail another's write: a
-batch of writes holds many callers' values, and one value the database cannot take
-fails the batch):
-  N1 it is a ``str`` of Unicode scalar values: no lone surrogate (U+D800-U+DFFF). JSON
-     text may carry one (``"\\ud800"``), but it is not Unicode text: UTF-8 cannot encode
-     it, so neither SQLite, PostgreSQL, nor a JSON answer could hold it.
-  N2 it has no control character (U+0000-U+001F, U+007F): no NUL (PostgreSQL's text
-     cannot hold one), no line break or escape sequence in a log line or a terminal.
+Rules every name keeps (one caller's name can never fail a batch of many callers' writes):
+  N1 it is a ``str`` of Unicode scalar values: no lone surrogate (U+D800-U+DFFF), which
+     UTF-8, and so no database or JSON answer, cannot hold.
+  N2 it has no control character (U+0000-U+001F, U+007F): no NUL, no line break.
   N3 it has 1 to the kind's maximum characters.
   N4 it has only the kind's own characters, and is none of its reserved names.
-
-Kinds (N3, N4):
-  group id      1-255, any character (Kafka allows any string)
-  query/run id  1-200, ASCII letters, digits, '.', '_', ':', '-' (Spark's are UUIDs)
-  topic         Kafka's own rule: 1-249, ASCII letters, digits, '.', '_', '-'; not '.'
-                or '..' (a topic Kafka cannot have could never be committed)
-  folder path   1-2048, any character
-  grant pattern a token's group or topic pattern: 1-255, any character
-  token name    1-255, any character (shown in logs, metrics and answers)
-  cluster name  1-40, lowercase ASCII letters, digits and '-' (also in environment
-                variables' names and metric labels)
 """
 
 from __future__ import annotations
@@ -100,4 +81,5 @@ TOPIC = NameRule(
 FOLDER_PATH = NameRule("path", 2048)
 GRANT_PATTERN = NameRule("pattern", 255)
 TOKEN_NAME = NameRule("token name", 255)
+# Also in environment variables' names and metric labels: lowercase, no escaping.
 CLUSTER = NameRule("cluster name", 40, r"[a-z0-9-]", "lowercase ASCII letters, digits and '-'")

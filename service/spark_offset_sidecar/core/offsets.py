@@ -1,12 +1,6 @@
-"""Kafka positions as the ledger sees them, and their Spark-shaped JSON form.
-
-An offset map sends each (topic, partition) to the *next offset to read*: exactly Spark's
-``endOffset``, which is committed as is (Flink adds 1 because its state holds the last
-processed offset; Spark's does not).
-
-JSON form, as Spark prints it: ``{"topic": {"0": 42, "1": 7}}`` (partition keys are
-strings; offsets may exceed 2**31).
-"""
+"""Kafka positions as the ledger sees them, and their Spark-shaped JSON form
+(``{"topic": {"0": 42}}``). An offset is the *next offset to read*: Spark's ``endOffset``,
+committed as is (Flink adds 1 because its state holds the last processed offset)."""
 
 from __future__ import annotations
 
@@ -29,11 +23,9 @@ class TopicPartition(NamedTuple):
         return shared_partition, (self.topic, self.partition)
 
 
-# One object per partition for the whole process (``shared_partition``): ten thousand
-# groups reading the same topics hold the same objects in their offset maps, not 32 each
-# (the collector scans every one of them in each full collection). Bounded, as any caller
-# may name partitions: past ``SHARED_MAX`` (more than a big Kafka cluster has, ~20 MB)
-# new ones are made as they come, equal and merely not shared.
+# One object per partition for the whole process, which the cyclic collector scans once
+# however many groups read it. Bounded, as any caller may name partitions: past
+# ``SHARED_MAX`` (more than a big Kafka cluster has) new ones are equal, merely not shared.
 SHARED_MAX = 100_000
 _shared: dict[tuple[str, int], TopicPartition] = {}  # keyed by equal plain tuples too
 

@@ -1,57 +1,11 @@
-"""The per-group series of ``/metrics``: what grows with the fleet, rendered by hand.
+"""The per-group series of ``/metrics``, written straight to text: at fleet scale they are
+nearly all of a scrape (docs/operate/metrics.md lists them; docs/decisions.md, "/metrics
+built in slices, renderings kept", says why by hand).
 
-At 5,000 groups the per-group series are nearly all of a scrape. prometheus_client's
-collectors build every sample as an object and format it at once, on the event loop:
-seconds during which no event is answered. Here they are written straight to text,
-handing the event loop back every few milliseconds (``turns``), and the text is kept
-for ``max_age`` seconds: scrapes that come together (two Prometheus replicas, a
-dashboard) share one build, and a scrape that finds a build under way waits for it
-instead of starting another.
-
-What is exported per group (docs/operate/metrics.md lists every series):
-  - ``granularity`` ``topic`` (default): lag figures per group and topic; ``partition``
-    adds the partition label and the committed offset of each partition; ``group`` keeps
-    only the group label.
-  - ``groups`` / ``exclude_groups`` and ``topics`` / ``exclude_topics``: shell patterns
-    of what is exported at all (a group excluded is in no per-group series; a topic
-    excluded in no per-topic one).
-  - Counters stand at 0 from the group's first event (commits succeeded, failed and
-    skipped; records lost per topic from the first read of its log ends), so that the
-    first failure of a group is a step that ``increase()`` and ``rate()`` see (a series
-    that appears at 1 has no earlier sample). Breakdowns of open-ended label sets (a
-    failure's reason, an event's outcome) appear with their first count: 8 reasons at 0
-    for every group would be most of a scrape.
-  - Gauges that alerts and panels read are exported whenever they have a value
-    (``sidecar_pending_checkpoints`` at 0 too); a gauge with no value is absent, never
-    NaN: catch-up while not catching up, the retention margin while the log start does
-    not move, the time lag before it is known. Gauges of something held or in flight are
-    exported while it is so. ``observe.reference`` says which is which.
-  - Statuses are one series per group, the current one, at 1 (``status`` label).
-  - With several Kafka clusters, every per-group series also has ``cluster_name`` (the
-    group's cluster; klag-exporter's label); with one, none.
-
-Which process exports what (``FleetOptions.series``): an app built in code exports every
-series. With its watcher a child (``offset-sidecar serve``), the process taking events
-exports what its memory knows first (``MEMORY``: the counters, a commit in flight, and
-its commits: the last commit's time and offsets, how far commits trail the newest
-checkpoint, as Kafka answered them, which the store has a write and the watcher a read of
-it later: seconds); the watcher what it reads from the store and no commit changes
-(``STORED``: pending checkpoints) and what its lag monitor evaluates (``EVALUATED``);
-every series is exported by exactly one of them.
-
-A group's series of this process's memory (its counters, a commit in flight, its last
-commit) are kept the same way, with the values they show, until one of them changes: the
-process taking events renders only the groups whose events or commits counted since its
-last build (at 10,000 groups its build's CPU was mostly these); the time a checkpoint has
-waited uncommitted moves with the clock and is written by every build.
-
-A group's series of the lag monitor's evaluation (status, lag, time lag, margin, lost,
-catch-up: most of a build's work) are kept from one build to the next until an evaluation
-computes its status and lag figures again (``LagMonitor.evaluated_in``): builds between two
-reads of the log ends render the ledger's series alone (at 10,000 groups x 32 partitions
-50 ms of CPU instead of 250 ms), and a group the evaluations keep (idle, caught up) is
-not rendered again at all. What is kept is strings and numbers, which the cyclic
-collector stops scanning.
+A build hands the event loop back every few milliseconds (``turns``) and is kept
+``max_age`` seconds for every scrape meanwhile. A group's series are kept from one build
+to the next until a value they show changes (this process's memory) or an evaluation
+computes the group again (``LagMonitor.evaluated_in``).
 
 Invariants
   - The text is as of one build: groups that appear or go during a build are in it or
@@ -109,6 +63,10 @@ def _tables(view: FleetView | None) -> _Tables | None:
     return None if view is None else _Tables(view.statuses, view.lags, view.lost, view.evaluated_in)
 
 
+# Which process exports what (``FleetOptions.series``), each series by one: with its watcher
+# a child, the process taking events exports what its memory knows first (MEMORY: counters,
+# a commit in flight, its commits as Kafka answered them), the watcher what it reads from
+# the store (STORED: pending checkpoints) and what its lag monitor evaluates (EVALUATED).
 MEMORY, STORED, EVALUATED = "memory", "stored", "evaluated"
 ALL_SERIES = frozenset({MEMORY, STORED, EVALUATED})  # one process
 MEMORY_SERIES = frozenset({MEMORY})  # the process taking events, its watcher a child
@@ -124,10 +82,8 @@ class FleetOptions:
     exclude_topics: tuple[str, ...] = ()
     export_kafka_lag: bool = False  # kafka_exporter's own series too
     max_age: float = 1.0
-    # With several Kafka clusters, every per-group series has a ``cluster_name`` label (not
-    # ``cluster``, which Kubernetes set-ups often give each scrape target): the name of the
-    # group's cluster (None, as the ledger keeps the default one: its name). None:
-    # one cluster, no label (the series of a single-cluster service do not change).
+    # A group's cluster's name, for the ``cluster_name`` label (not ``cluster``, which
+    # Kubernetes set-ups often give each scrape target); None: one cluster, no label.
     cluster_names: Callable[[str | None], str] | None = None
     series: frozenset[str] = ALL_SERIES  # which of MEMORY, STORED, EVALUATED are exported
 
@@ -160,9 +116,9 @@ def number(value: float) -> str:
 class Family:
     """One metric family's text: HELP, TYPE, then its samples as they are added."""
 
-    def __init__(self, name: str, kind: str, help_text: str) -> None:
-        self.sample_name = name + "_total" if kind == "counter" else name
-        self.head = f"# HELP {self.sample_name} {help_text}\n# TYPE {self.sample_name} {kind}\n"
+    def __init__(self, spec: FamilySpec) -> None:
+        self.sample_name = name = spec.sample_name
+        self.head = f"# HELP {name} {spec.help}\n# TYPE {name} {spec.kind}\n"
         self.lines: list[str] = []
 
     def add(self, labels: str, value: float) -> None:
@@ -175,8 +131,8 @@ class Family:
 _NONE_LOST: Mapping[str, int] = {}
 
 
-# A group's series of one evaluation: (its number, its labels, (family key, lines) ...).
-# Atomic values only: the collector stops tracking them after its first look.
+# A group's series of one evaluation: (its number, its labels, (family key, lines) ...);
+# atomic values only, which the cyclic collector stops scanning.
 _Rendered = tuple[int | None, str, tuple[tuple[str, str], ...]]
 # A group's series of this process's memory: (the values they show, (family key, lines) ...).
 _Remembered = tuple[tuple[object, ...], tuple[tuple[str, str], ...]]
@@ -217,10 +173,6 @@ class FleetExposition:
         self.renders = 0  # groups whose evaluated series were rendered (not kept)
         self.memory_renders = 0  # groups whose series of this process's memory were rendered
         self.clock = clock
-
-    async def render(self) -> bytes:
-        """``head`` and the per-group series, built at most ``max_age`` seconds ago."""
-        return (await self.rendered())[0]
 
     async def rendered(self) -> tuple[bytes, bytes]:
         """``head`` and the per-group series as text and gzip-compressed, built at most
@@ -291,17 +243,16 @@ class FleetExposition:
                 f["behind_seconds"].add(g, now - group.slot.created_at)  # the clock's: not kept
         if not commits:
             return
-        if STORED in series:
-            self._stored(f, g, group, ledger)
+        if STORED in series:  # what the store holds and no commit changes
+            query = ledger.queries.get(group.query_id or "")
+            f["pending"].add(g, len(query.pending) if query else 0)
         if monitor is not None and EVALUATED in series:
             for key, lines in self._evaluated(g, monitor, group_id):
                 f[key].lines.append(lines)
 
     def _remembered(self, g: str, group: GroupState, commits: bool) -> tuple[tuple[str, str], ...]:
         """The group's series of this process's memory: rendered again only when a value
-        they show changed (their labels, a count, a commit in flight, the last commit),
-        kept otherwise (at 10,000 groups most of a build's work where its watcher renders
-        the rest)."""
+        they show changed, kept otherwise."""
         c = group.counters
         done = group.committed
         shown = (
@@ -319,8 +270,7 @@ class FleetExposition:
         return kept[1]
 
     def _memory(self, f: dict[str, Family], g: str, group: GroupState, commits: bool) -> None:
-        """What the memory of the process taking events and making the commits knows first:
-        its counters, a commit in flight, and the commits of the groups it commits."""
+        """Its counters, a commit in flight, and the commits of the groups it commits."""
         counters = group.counters
         f["succeeded"].add(g, counters.succeeded)
         f["failed"].add(g, sum(counters.failed.values()))
@@ -344,8 +294,7 @@ class FleetExposition:
             self._commits(f, g, group)
 
     def _commits(self, f: dict[str, Family], g: str, group: GroupState) -> None:
-        """The group's last commit and how far it trails the newest checkpoint, as Kafka
-        answered it (the store, which a watcher reads, has them a write and a read later)."""
+        """The group's last commit and how far it trails the newest checkpoint."""
         if behind := checkpoints_behind(group):
             f["behind"].add(g, behind)
         committed = group.committed
@@ -359,40 +308,24 @@ class FleetExposition:
                         f'{g},topic="{escape(tp.topic)}",partition="{tp.partition}"', offset
                     )
 
-    def _stored(self, f: dict[str, Family], g: str, group: GroupState, ledger: Ledger) -> None:
-        """What the store holds and no commit changes (a watcher reads it there)."""
-        query = ledger.queries.get(group.query_id or "")
-        f["pending"].add(g, len(query.pending) if query else 0)
-
     def _evaluated(self, g: str, monitor: FleetView, group_id: str) -> tuple[tuple[str, str], ...]:
         """The group's series of the lag monitor's evaluation: rendered again only when an
-        evaluation computed its status and lag figures again (``evaluated_in``) or its labels
-        changed; kept from the last build otherwise."""
+        evaluation computed it again (``evaluated_in``) or its labels changed."""
         evaluation = monitor.evaluated_in.get(group_id)
         kept = self._rendered.get(group_id)
         if kept is None or kept[0] != evaluation or kept[1] != g:
+            self.renders += 1
+            f = self._scratch
             status, lag = monitor.statuses.get(group_id), monitor.lags.get(group_id)
-            lost = monitor.lost.get(group_id, _NONE_LOST)
-            kept = (evaluation, g, self._render_evaluated(g, status, lag, lost))
+            if status is not None:
+                f["status"].add(f'{g},status="{status.status.value}"', 1)
+                if self.options.export_kafka_lag:
+                    self._kafka_exporter(f, g, status.partitions)
+            if lag is not None:
+                self._lag(f, g, lag, monitor.lost.get(group_id, _NONE_LOST))
+            kept = (evaluation, g, self._scratched())
         self._rendering[group_id] = kept
         return kept[2]
-
-    def _render_evaluated(
-        self,
-        g: str,
-        status: GroupStatus | None,
-        lag: GroupLag | None,
-        lost: Mapping[str, int],
-    ) -> tuple[tuple[str, str], ...]:
-        self.renders += 1
-        f = self._scratch
-        if status is not None:
-            f["status"].add(f'{g},status="{status.status.value}"', 1)
-            if self.options.export_kafka_lag:
-                self._kafka_exporter(f, g, status.partitions)
-        if lag is not None:
-            self._lag(f, g, lag, lost)
-        return self._scratched()
 
     def _scratched(self) -> tuple[tuple[str, str], ...]:
         """What was rendered into the scratch families, by family, taken out of them."""
@@ -577,21 +510,16 @@ FAMILIES: tuple[FamilySpec, ...] = (
 def _families(options: FleetOptions) -> dict[str, Family]:
     """Every per-group family of ``options``, in the order they are written."""
     return {
-        spec.key: Family(spec.name, spec.kind, spec.help)
+        spec.key: Family(spec)
         for spec in FAMILIES
         if options.export_kafka_lag or not spec.kafka_exporter
     }
 
 
 class MetricsPage:
-    """What ``GET /metrics`` answers: the last build of ``FleetExposition`` (the
-    registry's process-wide series, then the per-group ones), gzip-compressed when the
-    scraper accepts it (Prometheus does; compressed once per build).
-
-    Scrapes are answered at most ``max_per_second`` a second, in the order they come:
-    the answer changes only once per ``max_age`` anyway, and a client scraping back to
-    back would otherwise take the event loop from the jobs' events.
-    """
+    """What ``GET /metrics`` answers: the last build of ``FleetExposition``, gzip-compressed
+    when the scraper accepts it, at most ``max_per_second`` a second (a client scraping
+    back to back would otherwise take the event loop from the jobs' events)."""
 
     def __init__(
         self,

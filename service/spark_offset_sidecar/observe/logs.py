@@ -1,14 +1,6 @@
 """Logging set-up: one JSON object a line (``SIDECAR_LOG_FORMAT=json``, the default) or
-plain text, for the service's own loggers and uvicorn's alike.
-
-A line about a query, a group or a checkpoint carries them as fields, not only in the
-message: log calls pass ``extra=about(query_id=..., group_id=..., checkpoint_id=...)`` and
-the formatter writes every one of ``CONTEXT`` that the record has. Fields of a JSON line:
-``time`` (UTC, ISO 8601, milliseconds), ``level``, ``logger``, ``message``, the context
-fields, ``exception`` when there is one, and ``process`` in a child's lines (``watcher``,
-``writer``: a child writes to its service's output, and each process says its own lines
-once). A line is UTF-8 JSON whatever a message quotes:
-text that UTF-8 cannot encode (a lone surrogate) is written as its escape (``errors.shown``).
+plain text, for the service's own loggers and uvicorn's alike. Context fields come from
+``extra=about(...)``; a line is UTF-8 whatever a message quotes (``errors.shown``).
 """
 
 from __future__ import annotations

@@ -1,15 +1,7 @@
-"""How late the event loop runs what is due: every event waits for what holds the loop.
-
-A ticker asks to be woken every ``interval`` seconds and counts how much later than that
-it was woken: the time the loop was held by other work (a lag read's turn, a scrape's
-build, a collection of the cyclic collector) or kept from the GIL by another thread. An
-event that arrives meanwhile waits as long before it is read. Its distribution is
-``sidecar_event_loop_lag_seconds``; the benchmarks read it beside the events' latency to
-tell a loop held from a write waited on.
-
-Invariants
-  - One observation per tick, never negative; the ticker never ends on its own (cancel it).
-  - It costs ``1 / interval`` wake-ups a second (20 at the default), nothing per event.
+"""How late the event loop runs what is due (``sidecar_event_loop_lag_seconds``): a ticker
+asks to be woken every ``interval`` seconds and observes how much later it was woken, the
+time an event arriving then waits before it is read. One observation per tick, never
+negative; it never ends on its own (cancel it).
 """
 
 from __future__ import annotations
@@ -31,11 +23,9 @@ class LoopLag:
         self.observe = observe
         self.interval = interval
         self.clock = clock
-        self.ticks = 0
 
     async def run(self) -> None:
         while True:
             due = self.clock() + self.interval
             await asyncio.sleep(self.interval)
             self.observe(max(0.0, self.clock() - due))
-            self.ticks += 1

@@ -1,12 +1,5 @@
-"""Prometheus metrics on an injected registry: the process-wide ones.
-
-Everything per group (commits, events, statuses, lag in records and seconds, data at
-risk, catch-up and, when ``SIDECAR_EXPORT_KAFKA_LAG`` is on, kafka_exporter's own series)
-is ``observe.fleet_metrics``'s: at fleet scale it is nearly all of a scrape, and it is
-built off the hot path. ``/metrics`` serves this registry's text followed by that one.
-Labels are ``consumergroup``, ``topic``, ``partition`` (kafka_exporter's names), and the
-bounded ``reason``, ``outcome``, ``result`` and ``status`` sets; never a batch or run id.
-"""
+"""Prometheus metrics on an injected registry: the process-wide ones (the per-group ones
+are ``observe.fleet_metrics``'s; ``/metrics`` serves this registry's text, then those)."""
 
 from __future__ import annotations
 
@@ -23,29 +16,22 @@ from spark_offset_sidecar.core.clusters import Clusters
 
 
 def package_version() -> str:
-    """The release this is (releases.toml, written into the package): the API schema's
-    version and ``sidecar_build_info``'s."""
+    """The release this is: the API schema's version and ``sidecar_build_info``'s."""
     return __version__
 
 
 class LagReads(Protocol):
     """How many reads of the log ends and of record timestamps succeeded and failed."""
 
-    @property
-    def succeeded(self) -> int: ...
-    @property
-    def failed(self) -> int: ...
-    @property
-    def record_reads(self) -> int: ...
-    @property
-    def record_partitions(self) -> int: ...
-    @property
-    def record_failures(self) -> int: ...
+    succeeded: int
+    failed: int
+    record_reads: int
+    record_partitions: int
+    record_failures: int
 
 
 class LagView(Protocol):
-    """What the lag metrics read at scrape time (``runtime.lag_monitor.LagMonitor`` is
-    one): observe sees the runtime's state through this, never the runtime's modules."""
+    """What the lag metrics read at scrape time (``runtime.lag_monitor.LagMonitor`` is one)."""
 
     @property
     def read_at(self) -> float | None: ...
@@ -54,12 +40,8 @@ class LagView(Protocol):
 
 
 class GenerationPauses(Protocol):
-    @property
-    def collections(self) -> int: ...
-    @property
-    def seconds(self) -> float: ...
-    @property
-    def longest(self) -> float: ...
+    seconds: float
+    longest: float
 
 
 class HeapView(Protocol):
@@ -93,7 +75,7 @@ class SidecarMetrics:
         """``clusters``: with several Kafka clusters, the commits' durations are by cluster
         (``cluster_name``, each cluster's at 0 from the start); None: one, no label."""
         self.registry = registry
-        self._clusters = clusters
+        self._names: Callable[[str | None], str] | None = clusters.name_of if clusters else None
         # Not by group: 15 series a group would be most of a scrape at fleet scale.
         self.commit_duration = Histogram(
             "sidecar_commit_duration_seconds",
@@ -176,30 +158,23 @@ class SidecarMetrics:
     def watch_lag(
         self, monitors: Mapping[str | None, LagView], also: CollectorRegistry | None = None
     ) -> None:
-        """Each Kafka cluster's lag monitor's reads (keyed as the ledger keeps clusters:
-        None the default); by ``cluster_name`` with several clusters. ``also``: a registry
-        that exports them too (a watcher's share of its service's ``/metrics``)."""
-        collector = LagCollector(monitors, self._cluster_names())
+        """Each Kafka cluster's lag monitor's reads (keyed as the ledger keeps clusters).
+        ``also``: a registry that exports them too (a watcher's share of ``/metrics``)."""
+        collector = LagCollector(monitors, self._names)
         self.registry.register(collector)
         if also is not None:
             also.register(collector)
 
-    def _cluster_names(self) -> Callable[[str | None], str] | None:
-        """A cluster's name for the ``cluster_name`` label; None: one cluster, no label."""
-        return self._clusters.name_of if self._clusters is not None else None
-
     def commit_took(self, cluster: str | None, seconds: float) -> None:
-        """One commit's duration, to ``cluster`` (as the ledger keeps it: None the
-        default)."""
-        if self._clusters is None:
+        """One commit's duration, to ``cluster`` (as the ledger keeps it)."""
+        if self._names is None:
             self.commit_duration.observe(seconds)
         else:
-            self.commit_duration.labels(self._clusters.name_of(cluster)).observe(seconds)
+            self.commit_duration.labels(self._names(cluster)).observe(seconds)
 
     def watch_resent(self, resent: Mapping[str | None, Callable[[], int]]) -> None:
-        """Requests sent again after the broker closed their connection, by cluster (as
-        the ledger keeps it); by ``cluster_name`` with several clusters."""
-        self.registry.register(ResentCollector(resent, self._cluster_names()))
+        """Requests sent again after the broker closed their connection, by cluster."""
+        self.registry.register(ResentCollector(resent, self._names))
 
     def watch_heap(self, heap: HeapView) -> None:
         self.registry.register(HeapCollector(heap))
@@ -214,9 +189,7 @@ class SidecarMetrics:
 
 
 class LagCollector(Collector):
-    """The lag monitor's own reads (process-wide, or per Kafka cluster with a
-    ``cluster_name`` label when there are several); the per-group series are
-    ``observe.fleet_metrics``'s."""
+    """The lag monitor's own reads (per Kafka cluster when there are several)."""
 
     def __init__(
         self,
@@ -310,8 +283,7 @@ class HeapCollector(Collector):
 
 
 class FolderCollector(Collector):
-    """Followed checkpoint folders (``runtime.checkpoint_follower``); the label ``folder``
-    is the folder's path (one series per followed folder, like one per group)."""
+    """Followed checkpoint folders (``runtime.checkpoint_follower``), by path (``folder``)."""
 
     def __init__(
         self,

@@ -1,8 +1,5 @@
-"""Every series ``/metrics`` can export, read from the code that exports it: the
-registry's process-wide families (collected from a ``SidecarMetrics`` watching views that
-report one sample each) and the per-group ``fleet_metrics.FAMILIES``. The manual's metrics
-reference (``scripts/references.py``) and the tests of the chart's queries read this, so
-neither can name a series the service does not have."""
+"""Every series ``/metrics`` can export, read from the code that exports it, for the
+manual's metrics reference (``scripts/references.py``) and the tests of the chart's queries."""
 
 from __future__ import annotations
 
@@ -40,13 +37,11 @@ class _Lag:
 
 
 class _Pauses:
-    collections = 0
     seconds = longest = 0.0
 
 
 class _Heap:
     pauses: Sequence[_Pauses] = (_Pauses(),)
-    frozen = thaws = 0
 
 
 _ABSENT = {

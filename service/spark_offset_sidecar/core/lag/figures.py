@@ -1,34 +1,8 @@
-"""Lag you can act on, per group: how late in time, what data is at risk, and when the job
-catches up. Pure: no I/O, ``now`` passed in; the lag monitor feeds it the log histories
-(``core.lag.log_history``), the record timestamps it read from Kafka and the job's progress.
-
-Per partition, with ``c`` the committed offset (the next record the job reads), ``s`` the
-log start and ``e`` the log end:
-
-  lag            e - c records (0 when caught up)
-  lag_seconds    now - the time of the oldest record the job has not processed: the record
-                 at max(c, s). 0 when caught up. From the history when the record was
-                 appended inside it, else from its timestamp read from Kafka. None while
-                 neither is known (never NaN).
-  lost           s - c when c < s: records deleted (retention, DeleteRecords) before the
-                 job read them. The monitor counts each lost offset once.
-  margin         c - s records still between the log start and the job, and
-  margin_seconds the estimated time until the record at c is deleted: margin divided by
-                 the rate the log start advanced in the history (None: it did not move).
-
-A group's data status (apart from Burrow's status, which judges commits):
-  LOST     some partition's committed offset is below its log start now
-  AT_RISK  some lagging partition's record at c is estimated to be deleted within
-           ``risk_seconds``
-  OK       otherwise
-
-Catch-up, from the group's trend of (time, sum of committed offsets, sum of log ends):
-the job consumes at ``consume_rate`` and producers add ``produce_rate`` records/s; the lag
-changes by their difference. CAUGHT_UP with no lag; CATCHING_UP with an ETA of
-lag / (consume - produce); FALLING_BEHIND at (produce - consume) records/s; STALLED when the
-lag is above zero and nothing is consumed; UNKNOWN with fewer than two reads. The job's
-own figures (input and processed rows/s, batch duration) come with it: processed rows/s
-is what the job can do at full speed, and below the produce rate it cannot catch up.
+"""Lag you can act on, per group: lag in time, data at risk, catch-up
+(docs/operate/lag-in-time.md says each). Per partition, with ``c`` the committed offset,
+``s`` the log start and ``e`` the log end: lag ``e - c``; lag_seconds the age of the record
+at ``max(c, s)`` (None while not known, never NaN); lost ``s - c`` when ``c < s``; margin
+``c - s`` and margin_seconds, margin over the rate the log start advanced.
 """
 
 from __future__ import annotations
@@ -38,6 +12,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from statistics import linear_regression
 from typing import NamedTuple
 
 from spark_offset_sidecar.core.lag.packed_rows import (
@@ -192,8 +167,7 @@ class GroupLag:
     @cached_property
     def lag_seconds(self) -> float | None:
         """The group's time lag: its most late partition's (None: some lagging partition's
-        is not known). Kept once computed: the figures are frozen, and every read of the
-        fleet (the page's order, the statuses, the board) asks for it."""
+        is not known). Kept once computed: every read of the fleet asks for it."""
         return max_lag_seconds(figures_of(self.partitions))
 
     @property
@@ -296,8 +270,9 @@ class GroupTrend:
         reads = list(self.reads)
         if lag is None or len(reads) < 2 or reads[-1].at <= reads[0].at:
             return CatchUp(CatchUpState.UNKNOWN, job=job)
-        consume = _slope([(r.at, r.committed) for r in reads])
-        produce = _slope([(r.at, r.ends) for r in reads])
+        times = [r.at for r in reads]  # least-squares slopes
+        consume = linear_regression(times, [r.committed for r in reads]).slope
+        produce = linear_regression(times, [r.ends for r in reads]).slope
         net = consume - produce
         if consume <= 0:
             state, eta = CatchUpState.STALLED, None
@@ -306,13 +281,3 @@ class GroupTrend:
         else:
             state, eta = CatchUpState.FALLING_BEHIND, None
         return CatchUp(state, eta, consume, produce, job)
-
-
-def _slope(points: list[tuple[float, int]]) -> float:
-    """Least-squares slope of ``points`` (at least two distinct times)."""
-    n = len(points)
-    mean_t = sum(t for t, _ in points) / n
-    mean_v = sum(v for _, v in points) / n
-    num = sum((t - mean_t) * (v - mean_v) for t, v in points)
-    den = sum((t - mean_t) ** 2 for t, _ in points)
-    return num / den if den else 0.0

@@ -1,25 +1,12 @@
-"""What only the process taking events knows of a group, told to its watcher.
-
-The store holds what events decided (ledger R10); the memory of the process that takes
-them holds the rest: the group's counters, its commit in flight, its consecutive failures
-and retry time, its last failure, what the commit in flight waits for, and the job's pace
-from its last progress event. It also knows the group's last commit first, as Kafka
-answered it: the store has it once its batch is written, and a watcher once it reads the
-store again (seconds later), so it is sent too. Its watcher (the service's child) follows
-the store, and is sent this memory (a memory update, ``runtime.memory_relay``), so that it
-evaluates and reports a group as the process taking events would: a failing group's status
-counts its failures (P-rules read ``GroupState.failures``), its report shows its counters
-and its commit in flight.
-
-Pure data, and the two steps on a ``GroupState``: ``memory_of`` (the teller's) and
-``remember`` (the watcher's ledger takes it).
+"""What only the process taking events knows of a group (its counters, commit in flight,
+failures, retry time, the job's pace, its last commit as Kafka answered it), told to its
+watcher (a memory update, ``runtime.memory_relay``) so that the watcher evaluates and
+reports the group as the process taking events would.
 
 Invariants
   - A memory is a snapshot: nothing in it refers to the teller's living objects.
   - ``remember`` sets only memory's fields, and the committed offsets when the sent ones
-    are newer (M2 of ``core.ledger.merge``): what the store holds of the group (its
-    query, slot, interval, cluster) stays as the store has it, and a later refresh from
-    the store keeps what was remembered (``core.ledger.merge``: the newer commit stands).
+    are newer (M2 of ``core.ledger.merge``): what the store holds of the group stays.
 """
 
 from __future__ import annotations

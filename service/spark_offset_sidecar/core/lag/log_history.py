@@ -1,20 +1,13 @@
 """What the lag monitor has seen of each partition's log: (read time, log start, log end)
-samples, and what they tell without asking Kafka again. Pure: no I/O, times passed in.
-
-A read at time ``t`` that finds log end ``e`` means: every record below ``e`` had reached
-the log by ``t``. So the record at offset ``c`` reached it after the last read whose end
-was ``<= c`` and by the first read whose end was ``> c``; with records arriving evenly in
-between, at the interpolated time. That is *when it was appended* as this service saw it;
-for a topic whose producers stamp records as they send them (CreateTime, the default) or
-whose broker stamps them (LogAppendTime), it is the record's timestamp within the gap
-between the two reads. A record older than the history, or one inside a gap wider than
-``max_gap``, is not estimated: the caller reads its timestamp from Kafka once.
+samples. A read at ``t`` finding log end ``e`` means every record below ``e`` was in the
+log by ``t``, so a record's append time is interpolated between the two reads around it
+(docs/operate/lag-in-time.md); one older than the history, or in a gap wider than
+``max_gap``, is not estimated (the caller reads its timestamp from Kafka).
 
 Invariants
-  - Samples are kept in read order, oldest first, at most ``capacity`` of them (the oldest
-    are dropped); a sample is stored only when the start or end changed, preceded by the
-    previous read's values when those were not stored yet, so that every bracket is as
-    narrow as the reads were.
+  - Samples are kept in read order, at most ``capacity`` (the oldest dropped); a sample
+    is stored only when the start or end changed, preceded by the previous read's values
+    when those were not stored yet, so that every bracket is as narrow as the reads were.
   - Offsets never go backwards in a history: a log whose end moved back (a topic deleted
     and created again) starts a new history.
 """
@@ -62,14 +55,6 @@ class PartitionHistory:
         self.starts.append(start)
         self.ends.append(end)
 
-    @property
-    def end(self) -> int | None:
-        return None if self.last is None else self.last[2]
-
-    @property
-    def start(self) -> int | None:
-        return None if self.last is None else self.last[1]
-
     def appended_at(self, offset: int, max_gap: float) -> float | None:
         """When the record at ``offset`` reached the log, interpolated between the two
         reads around it; None when it is older than the history, not in the log yet, or
@@ -89,9 +74,5 @@ class PartitionHistory:
         or DeleteRecords at work); None when it has not moved in the history."""
         if len(self.times) < 2 or self.starts[-1] == self.starts[0]:
             return None
-        span = self.last_time - self.times[0]
+        span = (self.times[-1] if self.last is None else self.last[0]) - self.times[0]
         return (self.starts[-1] - self.starts[0]) / span if span > 0 else None
-
-    @property
-    def last_time(self) -> float:
-        return self.times[-1] if self.last is None else self.last[0]

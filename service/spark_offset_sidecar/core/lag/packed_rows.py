@@ -1,24 +1,13 @@
-"""Per-partition figures kept as columns: a group's 32 partitions are three objects, not 32.
-
-The lag monitor rebuilds every lagging group's status and lag figures at each read of the
-log ends. As one named tuple per partition, 10,000 groups of 32 partitions are 640,000
-objects a read that live until the next one: the cyclic collector scans each of them in
-every full collection it makes meanwhile (about 300 ms at that size, in which no event is
-answered). Packed, the same figures are a tuple of topic names (which the collector stops
-tracking: it holds only strings) and two byte strings of machine numbers per group, which
-the collector never tracks (an ``array`` it would): one tracked object a group.
-
-A ``PackedRows`` is a read-only ``Sequence`` of the named tuples it was packed from: a row
-is made again when it is read, and is equal to the one packed (reference counting frees
-it when the reader drops it). What reads every partition of every group (a scrape) reads
-the columns it needs instead (``core.lag.figures.figures_of``).
+"""Per-partition figures kept as columns: a group's 32 partitions are a tuple of topic names
+and two byte strings, which the cyclic collector does not scan, not 32 tuples it does
+(docs/decisions.md, "Per-partition figures packed"). A ``PackedRows`` is a read-only
+``Sequence`` of the named tuples it was packed from, each made again when it is read.
 
 Invariants
   - ``rows == tuple(packed)`` for the rows it was packed from, and a packed sequence is
     equal to (and hashes as) the tuple of its rows.
   - A column of whole numbers keeps ``None`` as ``NO_INT`` (no offset, lag or count is
-    that low); a column of real numbers keeps it as NaN (no figure is NaN: they are
-    ``None`` when not known).
+    that low); a column of real numbers keeps it as NaN (no figure is NaN).
 """
 
 from __future__ import annotations
@@ -106,11 +95,8 @@ class PackedRows(Sequence[Row], Generic[Row]):
             index += len(self)
         if not 0 <= index < len(self):
             raise IndexError("row index out of range")
-        return self._row(index)
-
-    def _row(self, i: int) -> Row:
         return self.join(
-            self._topics[i], self.ints, i * self.width, self.reals, i * self.real_width
+            self._topics[index], self.ints, index * self.width, self.reals, index * self.real_width
         )
 
     def __iter__(self) -> Iterator[Row]:

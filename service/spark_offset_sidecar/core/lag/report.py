@@ -1,17 +1,11 @@
-"""What a group's owner knows of it beyond the stored ledger: its status
-(``core.lag.status``) and how its commits go (the one in flight, the retry, the last
-failure, the counters), as of one evaluation of the lag monitor. Pure data.
-
-Alone, the service builds reports from memory when asked. With replicas, each owner
-publishes its groups' reports, with their status windows, on a board that every replica
-reads (``ports.status_board``): every replica then gives the same answer to every read,
-and a new owner starts from the old owner's windows.
+"""What a group's owner knows of it beyond the stored ledger, as of one evaluation of the
+lag monitor: its status and how its commits go. With replicas, owners publish these on
+the status board (``ports.status_board``), so that every replica answers alike.
 
 Invariants
   - A report is a snapshot: nothing in it refers to the ledger's living objects.
   - ``counters`` count what the reporting replica did and saw since it took the group
-    (commits) or since it started (events it was sent); they start again after a
-    failover, the ledger's stored state does not.
+    (commits) or since it started (events); they start again after a failover.
 """
 
 from __future__ import annotations
@@ -19,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from spark_offset_sidecar.core.lag.figures import DATA_SEVERITY, DataStatus, GroupLag
-from spark_offset_sidecar.core.lag.status import GroupStatus, Status, severity
+from spark_offset_sidecar.core.lag.status import SEVERITY, GroupStatus, Status
 from spark_offset_sidecar.core.ledger.state import GroupCounters, GroupState
 from spark_offset_sidecar.core.offsets import OffsetMap
 
@@ -122,9 +116,8 @@ def report_of(
 
 @dataclass(frozen=True, slots=True)
 class GroupSummary:
-    """What ranks, filters and counts a group in a list (``/ui``) without its report: the
-    same figures as its report's, and when they were evaluated. A page of thousands of
-    groups builds the reports of the groups it shows only."""
+    """What ranks, filters and counts a group in a list (``/ui``) without its report, so
+    that a page builds the reports of the groups it shows only."""
 
     group_id: str
     status: Status
@@ -140,7 +133,7 @@ class GroupSummary:
     def __post_init__(self) -> None:
         data = DATA_SEVERITY.index(self.data_status) if self.data_status is not None else 0
         rank = (
-            -severity(self.status),
+            -SEVERITY.index(self.status),
             -data,
             -(self.lag_seconds or 0.0),
             -(self.total_lag or 0),

@@ -1,30 +1,18 @@
-"""The status of a consumer group in the spirit of Burrow's evaluator: no thresholds, a
-sliding window of the group's commits and their lag. Pure: no I/O, ``now`` passed in.
-
-A *sample* is taken when the lag monitor reads the brokers' log-end offsets and finds that
-the group committed since the previous sample: the committed offsets, and per partition
-the lag ``max(0, log end - offset)`` at that read. A group keeps its last ``window``
-samples. Rules per partition, in this order (P3-P8 are Burrow's, with its names):
+"""A consumer group's status as Burrow's evaluator judges it: no thresholds, a sliding
+window of the group's commits and their lag (docs/operate/status.md). Rules per
+partition, the first that holds (P3-P8 are Burrow's):
 
   P1 OK      the current lag is 0
-  P2 STOP    records have waited ``stop_after`` seconds with no commit: the group's lag has
-             been above zero since a read that long ago and nothing was committed since
-             (Burrow alone misses this: a stopped job whose window once had zero lag stays
-             OK there forever)
-  P3 OK      some sample in the window has lag 0, or fewer than two samples (too little
-             to judge; ``complete`` < 1 says so)
+  P2 STOP    records have waited ``stop_after`` seconds with no commit (Burrow misses it)
+  P3 OK      some sample in the window has lag 0, or fewer than two samples
   P4 REWIND  an offset in the window is lower than the one before it
   P5 STOP    the time since the last commit exceeds the time the window's commits span
-             (the group stopped committing at the pace it had)
   P6 STALL   every sample has the same offset while the lag stays above zero
   P7 WARN    the offsets move but the lag never decreases from one sample to the next
   P8 OK      otherwise
 
-Group: ERR when its last ``err_after`` commits all failed (the sidecar cannot commit, so
-lag tools see nothing new); else the worst of its partitions by ``SEVERITY``. A partition
-whose log end is unknown (the brokers were not read yet, or failed) is OK and not
-complete. Every status is a Burrow status string, so the same dashboards and alerts read
-both.
+Group: ERR when its last ``err_after`` commits all failed, else the worst of its
+partitions by ``SEVERITY``. A partition whose log end is unknown is OK and not complete.
 """
 
 from __future__ import annotations
@@ -33,7 +21,7 @@ import enum
 import math
 from array import array
 from collections import deque
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import pairwise
@@ -57,17 +45,10 @@ SEVERITY = (Status.OK, Status.WARN, Status.STALL, Status.STOP, Status.REWIND, St
 _RANK = {status: rank for rank, status in enumerate(SEVERITY)}
 
 
-def severity(status: Status) -> int:
-    """How bad ``status`` is: its place in ``SEVERITY`` (OK 0 ... ERR 5)."""
-    return _RANK[status]
-
-
 @dataclass(frozen=True)
 class GroupSample:
     """The group's committed offsets at ``at`` (the commit's time) and their lags, as arrays
-    aligned with ``partitions``. A window keeps no reference to the ledger's offset maps,
-    and consecutive samples of an unchanged partition set share one ``partitions`` tuple:
-    ten samples of 32 partitions take about 6 KB."""
+    aligned with ``partitions`` (shared by consecutive samples of one partition set)."""
 
     at: float
     partitions: tuple[TopicPartition, ...]
@@ -162,11 +143,9 @@ def status_inputs(
     log_ends: Mapping[TopicPartition, int],
     log_starts: Mapping[TopicPartition, int] | None = None,
 ) -> StatusInputs:
-    """What a group's status (and its lag figures, ``core.lag.figures``) are computed
-    from, but the time: its commit, query and failures and the log ends (and starts) of
-    its partitions (its window changes only when these do). Equal inputs give an equal
-    status at any later time when no partition lags (``timeless``): every rule that reads
-    the time (P2, P5) is reached only by a lagging partition."""
+    """What a group's status and lag figures are computed from, but the time. Equal inputs
+    give an equal status at any later time when no partition lags (``timeless``): only a
+    lagging partition reaches the rules that read the time (P2, P5)."""
     committed = group.committed
     if committed is None:
         return None, group.query_id, group.failures, (), ()
@@ -220,27 +199,9 @@ class CommitWindows:
         self._samples: dict[str, deque[GroupSample]] = {}
         self._lagging_since: dict[str, float] = {}  # first read of the current lag > 0
 
-    def observe(
-        self,
-        groups: Iterable[GroupState],
-        log_ends: Mapping[TopicPartition, int],
-        now: float,
-        *,
-        present: Collection[str] | None = None,
-    ) -> None:
-        """Sample every group of ``groups`` that committed since its last sample; forget
-        groups that are gone (not in ``present``: by default, ``groups``). Call after each
-        read of the log ends, at ``now``. A group left out whose ``status_inputs`` did not
-        change since it was last observed would gain nothing from it."""
-        seen: set[str] = set()
-        for group in groups:
-            seen.add(group.group_id)
-            self.sample(group, log_ends, now)
-        self.keep_only(seen if present is None else present)
-
     def sample(self, group: GroupState, log_ends: Mapping[TopicPartition, int], now: float) -> None:
-        """``observe`` one group and forget nothing (``keep_only`` forgets): for callers
-        that hand the event loop back between groups."""
+        """After a read of the log ends: a sample of ``group`` if it committed since its last
+        one (``keep_only`` forgets the groups gone)."""
         committed = group.committed
         if committed is None:
             return
@@ -274,7 +235,7 @@ class CommitWindows:
         return tuple(self._samples.get(group_id, ()))
 
     def knows(self, group_id: str) -> bool:
-        """Whether ``group_id`` has a window here (``observe`` saw it since it was last
+        """Whether ``group_id`` has a window here (``sample`` saw it since it was last
         gone): a group without one may be ``seed``-ed from a previous owner's."""
         return group_id in self._samples
 

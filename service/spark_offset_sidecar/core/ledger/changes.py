@@ -1,12 +1,7 @@
-"""What the ledger decides: an outcome for the caller and the changes to make durable.
-
-The ledger never mutates state while deciding. ``Ledger.decide_*`` returns a ``Decision``;
-the application writes ``decision.changes`` to the store and only then calls
-``Ledger.apply(decision)``. A failed write therefore leaves memory and disk as they were.
-
-Each change is a fact stated in full (no reference to state it was decided on), so the
-store can persist it without reading the ledger and a restart can replay what is on disk.
-"""
+"""What the ledger decides: an outcome for the caller and the changes to make durable
+before ``Ledger.apply``. Each change is a fact stated in full (no reference to the state
+it was decided on): the store persists it without reading the ledger, and a restart
+replays what is on disk."""
 
 from __future__ import annotations
 

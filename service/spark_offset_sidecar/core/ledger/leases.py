@@ -1,8 +1,7 @@
 """Which groups this replica may commit: its leases as the database granted them.
 
-Pure: no I/O; times are this replica's monotonic clock, passed in. The database side
-(claims, renewals, the fence) is ``adapters.sql.lease_store``; the loop that drives both is
-``runtime.lease_keeper``.
+Times are this replica's monotonic clock, passed in; the database side is
+``adapters.sql.lease_store``, the loop that drives both ``runtime.lease_keeper``.
 
 Rules
   L1 lease     A group's row carries its owner and the owner's lease expiry, by the
@@ -66,11 +65,6 @@ class Ownership:
         (L5: only groups whose stored state memory already took in)."""
         self.renewed = started
         self.epochs = dict(held)
-
-    def give_up(self, group_ids: set[str]) -> None:
-        """Stop committing these (before releasing them)."""
-        for group_id in group_ids:
-            self.epochs.pop(group_id, None)
 
     def owns(self, group_id: str) -> bool:
         return group_id in self.epochs

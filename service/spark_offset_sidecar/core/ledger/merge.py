@@ -8,11 +8,6 @@
                  (``merge_group``). A replica takes only the groups it owns
                  (``commit_only``, ``core.ledger.retries``).
 
-Pure, like the ledger. With several replicas on one database, events on a group may be
-decided by any replica, and only the group's owner commits it. Each replica's memory is
-therefore a cache of the store for what events decided, and the truth for what is its
-own: the commit in flight, its retry timing, its counters.
-
 Rules, for a group's stored row ``stored`` and memory's ``mine``:
   M1 owner, rewind  The stored query, rewind permission and commit interval stand (a rewind
                     already handed to the commit in flight is not handed out again).

@@ -68,14 +68,15 @@ def _cluster(name: str | None) -> str:
     return "the default Kafka cluster" if name is None else f"Kafka cluster {name!r}"
 
 
-def _nothing(outcome: Outcome, detail: str, **where: Any) -> Decision:
-    return Decision(outcome, detail, **where)
+def _where(query_id: str, group_id: str, checkpoint_id: int | None = None) -> dict[str, Any]:
+    """What a decision is about, as ``Decision``'s fields."""
+    return {"query_id": query_id, "group_id": group_id, "checkpoint_id": checkpoint_id}
 
 
 def unknown_query(query_id: str, **where: Any) -> Decision:
     """The answer about a query that is not known. The HTTP layer gives the same answer
     for a query the caller may not see, so that the two cannot be told apart."""
-    return _nothing(
+    return Decision(
         Outcome.UNKNOWN_QUERY, f"no query {query_id} is known", query_id=query_id, **where
     )
 
@@ -133,22 +134,18 @@ class Protocol:
         claimed = self._admit(query_id, group_id, checkpoint_id, offsets, now, cluster)
         if isinstance(claimed, Decision):
             return claimed
-        where: dict[str, Any] = {
-            "query_id": query_id,
-            "group_id": group_id,
-            "checkpoint_id": checkpoint_id,
-        }
+        where = _where(query_id, group_id, checkpoint_id)
         query = self.queries.get(query_id)
         pending = query.pending if query else {}
         checkpoint = Checkpoint(query_id, group_id, checkpoint_id, run_id, dict(offsets), now)
         existing = pending.get(checkpoint_id)
         if existing is not None:
             if existing.offsets == checkpoint.offsets:
-                return _nothing(
+                return Decision(
                     Outcome.DUPLICATE, f"checkpoint {checkpoint_id} is already pending", **where
                 )
             if existing.run_id == run_id:
-                return _nothing(
+                return Decision(
                     Outcome.CONFLICT,
                     f"checkpoint {checkpoint_id} is already pending with other offsets "
                     f"({describe(existing.offsets)}) from the same run",
@@ -170,17 +167,13 @@ class Protocol:
         query = self.queries.get(query_id)
         if query is None:
             return unknown_query(query_id, checkpoint_id=checkpoint_id)
-        where: dict[str, Any] = {
-            "query_id": query_id,
-            "group_id": query.group_id,
-            "checkpoint_id": checkpoint_id,
-        }
+        where = _where(query_id, query.group_id, checkpoint_id)
         stale = self._stale(query_id, checkpoint_id, where)
         if stale is not None:
             return stale
         checkpoint = query.pending.get(checkpoint_id)
         if checkpoint is None:
-            return _nothing(
+            return Decision(
                 Outcome.UNKNOWN_CHECKPOINT,
                 f"checkpoint {checkpoint_id} is not pending (pending: {list(query.pending)})",
                 **where,
@@ -207,7 +200,7 @@ class Protocol:
     def decide_commit_interval(self, group_id: str, seconds: float | None) -> Decision:
         """R13: ``group_id``'s own commit interval (None: back to the default)."""
         if group_id not in self.groups:
-            return _nothing(Outcome.UNKNOWN_QUERY, f"no group {group_id} is known")
+            return Decision(Outcome.UNKNOWN_QUERY, f"no group {group_id} is known")
         said = "the default" if seconds is None else f"{seconds:g} s"
         return Decision(
             Outcome.ACCEPTED,
@@ -218,7 +211,7 @@ class Protocol:
 
     def decide_allow_rewind(self, group_id: str) -> Decision:
         if group_id not in self.groups:
-            return _nothing(Outcome.UNKNOWN_QUERY, f"no group {group_id} is known")
+            return Decision(Outcome.UNKNOWN_QUERY, f"no group {group_id} is known")
         return Decision(
             Outcome.ACCEPTED,
             f"the next commit of {group_id} may move partitions backwards",
@@ -237,13 +230,9 @@ class Protocol:
     ) -> Decision | tuple[Change, ...]:
         """The refusal of a new checkpoint (nothing to commit, R1, R3), or the changes that
         admitting it starts with (a registration for a new query)."""
-        where: dict[str, Any] = {
-            "query_id": query_id,
-            "group_id": group_id,
-            "checkpoint_id": checkpoint_id,
-        }
+        where = _where(query_id, group_id, checkpoint_id)
         if not offsets:
-            return _nothing(Outcome.IGNORED, "no Kafka offsets in it", **where)
+            return Decision(Outcome.IGNORED, "no Kafka offsets in it", **where)
         claimed = self._claim(query_id, group_id, now, cluster)
         if isinstance(claimed, Decision):
             return claimed
@@ -253,10 +242,10 @@ class Protocol:
         self, query_id: str, group_id: str, now: float, cluster: ClusterOf
     ) -> Decision | tuple[Change, ...]:
         """R1, R14: the registration to add, or the CONFLICT that refuses the event."""
-        where: dict[str, Any] = {"query_id": query_id, "group_id": group_id}
+        where = _where(query_id, group_id)
         query = self.queries.get(query_id)
         if query is not None and query.group_id != group_id:
-            return _nothing(
+            return Decision(
                 Outcome.CONFLICT,
                 f"query {query_id} commits to group {query.group_id!r}, not {group_id!r}; "
                 "release the query first to move it",
@@ -264,14 +253,14 @@ class Protocol:
             )
         group = self.groups.get(group_id)
         if group is not None and group.query_id not in (None, query_id):
-            return _nothing(
+            return Decision(
                 Outcome.CONFLICT,
                 f"group {group_id!r} belongs to query {group.query_id}; two queries on one "
                 "group would overwrite each other's offsets",
                 **where,
             )
         if group is not None and cluster.named and group.cluster != cluster.name:
-            return _nothing(
+            return Decision(
                 Outcome.CONFLICT,
                 f"group {group_id!r} commits to {_cluster(group.cluster)}, not "
                 f"{_cluster(cluster.name)}; a group's offsets live on one cluster",
@@ -289,8 +278,8 @@ class Protocol:
         if last is None or checkpoint_id > last:
             return None
         if checkpoint_id == last:
-            return _nothing(Outcome.DUPLICATE, f"checkpoint {last} was already completed", **where)
-        return _nothing(
+            return Decision(Outcome.DUPLICATE, f"checkpoint {last} was already completed", **where)
+        return Decision(
             Outcome.STALE,
             f"checkpoint {checkpoint_id} is older than completed checkpoint {last}",
             **where,

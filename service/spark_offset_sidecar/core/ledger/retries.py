@@ -3,8 +3,7 @@ R6, R8, R9, R12, R13), kept in heaps so that the committer's questions cost O(re
 groups x log n), not O(groups).
 
 Rules held here
-  R6 in flight   A slot is takeable only when no commit of its group is in flight and its
-                 retry time has come (``ready_at``).
+  R6 in flight   (stated in ``core.ledger.protocol``) its retry time is ``ready_at``.
   R8 backoff     A failed commit is retried after ``backoff.delay(attempt)``.
   R9 retention   Kafka drops a member-less group's offsets ``offsets.retention.minutes``
                  after its last commit. A group with nothing to commit whose last commit is

@@ -1,8 +1,7 @@
 """The offset ledger: Flink's commit-on-checkpoint protocol for Spark queries.
 
-Pure: standard library only, no asyncio, HTTP, database or Kafka; time comes in as ``now``
-(seconds). Every ``decide_*`` method only reads state and returns a ``Decision`` whose
-changes the caller makes durable before ``apply`` mutates the ledger (see ``changes``).
+Time comes in as ``now`` (seconds). Every ``decide_*`` method only reads state and returns
+a ``Decision`` whose changes the caller makes durable before ``apply`` mutates the ledger.
 
 Per query: pending checkpoints in id order, the last completed id, the one group it owns.
 Per group: the owning query, the *slot* (newest completed offsets not yet committed, like
@@ -28,9 +27,8 @@ A group's commit phase (slot, commit in flight) moves on an event only as the ta
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 from spark_offset_sidecar.core.backoff import Backoff
 from spark_offset_sidecar.core.ledger.changes import (
@@ -56,33 +54,6 @@ from spark_offset_sidecar.core.ledger.state import (
     counter_copy,
 )
 from spark_offset_sidecar.core.ledger.watched import MemoryWatch
-
-_Args = ParamSpec("_Args")
-_Result = TypeVar("_Result")
-
-
-class _By(Generic[_Args, _Result]):
-    """A method of ``Ledger`` that is ``method`` of its part ``part``, with its signature.
-    Each ledger binds it to its part when built (``Ledger.__init__``: its instance
-    attribute hides this class attribute), so that a call costs what a call of the
-    part's method does: no forwarding on the event path."""
-
-    def __init__(self, part: str, method: Callable[Concatenate[Any, _Args], _Result]) -> None:
-        self.part, self.method = part, method
-        self.__doc__ = method.__doc__
-
-    def bound(self, ledger: Ledger) -> Callable[_Args, _Result]:
-        bound: Callable[_Args, _Result] = getattr(getattr(ledger, self.part), self.method.__name__)
-        return bound
-
-    @overload
-    def __get__(self, ledger: None, owner: type[Ledger]) -> _By[_Args, _Result]: ...
-    @overload
-    def __get__(self, ledger: Ledger, owner: type[Ledger]) -> Callable[_Args, _Result]: ...
-    def __get__(
-        self, ledger: Ledger | None, owner: type[Ledger]
-    ) -> _By[_Args, _Result] | Callable[_Args, _Result]:
-        return self if ledger is None else self.bound(ledger)
 
 
 @dataclass(frozen=True)
@@ -128,32 +99,30 @@ class Ledger:
         )
         self._replica = Replica(self.queries, self.groups, self._retries.update)
         self._protocol = Protocol(self.queries, self.groups, self._held, self._retries, max_pending)
-        for name, by in vars(Ledger).items():  # the parts' methods, bound (``_By``)
-            if isinstance(by, _By):
-                vars(self)[name] = by.bound(self)
-
-    # --- the protocol: decisions on events, the committer's takes and results -----------
-
-    decide_progress = _By("_protocol", Protocol.decide_progress)
-    decide_snapshot = _By("_protocol", Protocol.decide_snapshot)
-    decide_complete = _By("_protocol", Protocol.decide_complete)
-    decide_release = _By("_protocol", Protocol.decide_release)
-    decide_commit_interval = _By("_protocol", Protocol.decide_commit_interval)
-    decide_allow_rewind = _By("_protocol", Protocol.decide_allow_rewind)
-    take = _By("_protocol", Protocol.take)
-    commit_result = _By("_protocol", Protocol.commit_result)
-    apply_change = _By("_protocol", Protocol.apply_change)
-
-    # --- retries: when groups are ready (R6, R8, R9, R12, R13), which this one commits --
-
-    ready_groups = _By("_retries", Retries.ready_groups)
-    next_retry_at = _By("_retries", Retries.next_retry_at)
-    interval_of = _By("_retries", Retries.interval_of)
-    ready_at = _By("_retries", Retries.ready_at)
-    waiting_for_interval = _By("_retries", Retries.waiting_for_interval)
-    repair = _By("_retries", Retries.repair)
-    commit_only = _By("_retries", Retries.commit_only)
-    commits = _By("_retries", Retries.commits)
+        # The parts' methods, bound: a call costs what a call of the part's method does.
+        # The protocol: decisions on events, the committer's takes and results.
+        self.decide_progress = self._protocol.decide_progress
+        self.decide_snapshot = self._protocol.decide_snapshot
+        self.decide_complete = self._protocol.decide_complete
+        self.decide_release = self._protocol.decide_release
+        self.decide_commit_interval = self._protocol.decide_commit_interval
+        self.decide_allow_rewind = self._protocol.decide_allow_rewind
+        self.take = self._protocol.take
+        self.commit_result = self._protocol.commit_result
+        self.apply_change = self._protocol.apply_change
+        # Retries: when groups are ready (R6, R8, R9, R12, R13), which this one commits.
+        self.ready_groups = self._retries.ready_groups
+        self.next_retry_at = self._retries.next_retry_at
+        self.interval_of = self._retries.interval_of
+        self.ready_at = self._retries.ready_at
+        self.waiting_for_interval = self._retries.waiting_for_interval
+        self.repair = self._retries.repair
+        self.commit_only = self._retries.commit_only
+        self.commits = self._retries.commits
+        # Replicas: the store's rows merged in (R11); watchers (R15).
+        self.refresh = self._replica.refresh
+        self.follow_memory = self._watch.follow
+        self.memory_changes = self._watch.take
 
     @property
     def committing(self) -> frozenset[str] | None:
@@ -161,23 +130,10 @@ class Ledger:
         committing = self._retries.committing
         return None if committing is None else frozenset(committing)
 
-    # --- replicas: the store's rows merged in (R11) -------------------------------------
-
-    refresh = _By("_replica", Replica.refresh)
-
-    # --- watchers (R15) -----------------------------------------------------------------
-
-    follow_memory = _By("_watch", MemoryWatch.follow)
-    memory_changes = _By("_watch", MemoryWatch.take)
-
     @property
     def memory_changed(self) -> set[str] | None:
         """R15: the groups whose memory changed since last read; None until followed."""
         return self._watch.changed
-
-    @memory_changed.setter
-    def memory_changed(self, changed: set[str] | None) -> None:
-        self._watch.changed = changed
 
     # --- savepoints (R10) ---------------------------------------------------------------
 

@@ -1,13 +1,10 @@
 """A group's commit phase and the events that move it: the transition table as data.
 
-A group's phase follows from (slot, commit in flight) (``GroupState.phase``). The ledger
-checks every change that is one of these events against ``TRANSITIONS`` as it applies it
-(``check``): a change the table does not allow raises ``errors.TransitionError``, a bug in
-the ledger, rather than pass silently. A pair missing from the table is a '-' cell: the
-event is refused there (TAKE while a commit is in flight, R6) or cannot occur (a result
-with no commit in flight). Results of a commit no longer in flight, and the replica merge
-(R11) and rollbacks (R10), which put a stored or earlier state back, are not events of
-the table.
+A group's phase follows from (slot, commit in flight). The ledger checks each change that
+is one of these events against ``TRANSITIONS`` as it applies it: one the table does not
+allow ('-': refused there, or cannot occur) raises ``errors.TransitionError``, a bug in the
+ledger. The replica merge (R11) and rollbacks (R10) put a stored or earlier state back:
+they are not events of the table.
 
 ``table()`` prints it (a test keeps this copy the same):
 

@@ -1,14 +1,6 @@
-"""Read Spark's checkpoint folder files: ``metadata``, ``offsets/N`` and ``commits/N``.
-
-They are Flink's two checkpoint events, written by Spark itself:
-
-- ``offsets/N`` (Spark's ``OffsetSeqLog``) is written when batch N is planned, with every
-  source's end offsets: the snapshot (Flink ``pendingOffsetsToCommit.put(N, offsets)``).
-- ``commits/N`` (Spark's ``CommitLog``) is written when batch N is done: the completion
-  (Flink ``notifyCheckpointComplete(N)``).
-- ``metadata`` holds the query id; a re-created checkpoint has a new one.
-
-The offset log, as Spark 3.5 and 4.x write it::
+"""Read Spark's checkpoint folder files (docs/attach/checkpoint-folder.md): ``offsets/N``
+(``OffsetSeqLog``, batch N planned: the snapshot), ``commits/N`` (``CommitLog``, batch N
+done: the completion) and ``metadata`` (the query id). The offset log::
 
     v1                              version: v1 (every Spark), v2 (OffsetMap, Spark 4.1+)
     {"batchWatermarkMs":0,...}      batch metadata (JSON object; may be empty)
@@ -16,13 +8,9 @@ The offset log, as Spark 3.5 and 4.x write it::
     -                               a source without offsets
     0:{"orders":{"0":42}}           v2: ``sourceId:offset`` per line
 
-A Kafka source's offset is its topic -> partition -> offset map, the same JSON a progress
-event carries (``core.spark.progress.kafka_offsets`` validates both). Kafka sources are
-recognised by content, as in progress events; other sources (files, rate, Delta, ...)
-are skipped. A line that looks like Kafka's map but is not a valid one is *ambiguous*:
-the file is refused with its path and line number, never guessed at.
-
-Pure functions of text; reading the files is the ``ports.checkpoints`` port's job.
+Kafka sources are recognised by content, as in progress events; a line that looks like
+Kafka's map but is not a valid one is refused with its path and line number, never
+guessed at. Pure functions of text.
 """
 
 from __future__ import annotations
@@ -67,7 +55,9 @@ def batch_id_of(name: str) -> int | None:
 
 def parse_metadata(text: str, where: str) -> str:
     """The query id of a checkpoint's ``metadata`` file (``{"id":"<uuid>"}``)."""
-    line = _first_line(text, where)
+    line = text.split("\n", 1)[0]
+    if not line.strip():
+        raise UnreadableCheckpoint(where, 1, "is empty (half-written?)")
     document = _json(line, where, 1)
     if not isinstance(document, Mapping) or "id" not in document:
         raise UnreadableCheckpoint(where, 1, 'is not {"id": "<query id>"}')
@@ -132,13 +122,6 @@ def _kafka_source(offset: Any, where: str, line: int) -> dict[TopicPartition, in
         raise UnreadableCheckpoint(
             where, line, f"looks like a Kafka source's offsets but {exc}"
         ) from None
-
-
-def _first_line(text: str, where: str) -> str:
-    line = text.split("\n", 1)[0]
-    if not line.strip():
-        raise UnreadableCheckpoint(where, 1, "is empty (half-written?)")
-    return line
 
 
 def _version(line: str, where: str, known: frozenset[int]) -> int:

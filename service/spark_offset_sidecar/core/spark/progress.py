@@ -1,16 +1,9 @@
-"""Read a Spark StreamingQueryProgress (as ``progress.json`` prints it) into a checkpoint.
-
-A progress event means: batch ``batchId`` of query ``id`` is in the checkpoint, and each
-source's ``endOffset`` is where it ends. Kafka sources are recognised by the *content* of
-``endOffset`` -- an object of topics, each an object of partition -> offset -- never by
-their position in ``sources`` or their description (Spark's own order and wording change
-between versions). Other sources (files, Delta, rate, ...) are ignored.
-
-Also accepted: ``endOffset`` as a JSON *string* (the form a Python listener's
-``SourceProgress.endOffset`` has) and the string ``"None"`` for a Java null.
-
-When two Kafka sources name the same partition (a self-join of one topic), the smaller
-offset is kept: the group then never claims more progress than every reader made.
+"""Read a Spark StreamingQueryProgress (as ``progress.json`` prints it, or with
+``endOffset`` as a JSON string, as a Python listener has it) into a checkpoint. Kafka
+sources are recognised by the content of ``endOffset`` (topic -> partition -> offset),
+never by position or description, which change between Spark versions. When two Kafka
+sources name one partition (a self-join), the smaller offset is kept: the group never
+claims more progress than every reader made.
 """
 
 from __future__ import annotations
