@@ -80,6 +80,9 @@ def test_the_ledger_collects_changed_memory_only_once_followed() -> None:
     assert ledger.memory_changes() == set()  # emptied
     progress(ledger, "b", 2, 11)  # an event counted on the group is a change of memory
     assert ledger.memory_changes() == {"b"}
+    ledger.refresh((), ("b",), (), ())  # the store has no b any more (replicas, R11)
+    assert "b" not in ledger.groups
+    assert ledger.memory_changes() == {"b"}  # a watcher forgets it too
 
 
 def test_the_first_message_is_whole_then_only_what_changed_and_what_is_in_flight() -> None:
@@ -111,21 +114,24 @@ def test_the_first_message_is_whole_then_only_what_changed_and_what_is_in_flight
     assert second.folders is None  # unchanged
 
     ledger.apply_change(ledger.commit_result(in_flight, now=101.0, failure=None))
-    del ledger.groups["c"]  # gone (as a rolled-back registration leaves it)
-    changed = ledger.memory_changed
-    assert changed is not None  # the relay follows it
-    changed.add("c")
+    registration = ledger.decide_progress("q-d", "d", "r", 1, {T0: 5}, 1.0)
+    savepoint = ledger.savepoint(registration)
+    ledger.apply(registration)
     assert asyncio.run(relay.tell())
     third = watcher.updates[-1]
-    assert third.groups["c"] is None
+    assert third.groups["d"] is not None  # told while its batch is being written
     done = third.groups["a"]
     assert done is not None
     assert done.in_flight is None
     assert done.waiting is None
     assert done.counters.succeeded == 1
 
+    ledger.rollback(savepoint)  # its batch failed: the registration is undone
+    assert asyncio.run(relay.tell())
+    assert watcher.updates[-1].groups == {"d": None}  # the watcher forgets it too
+
     assert asyncio.run(relay.tell())  # nothing changed, nothing in flight: nothing sent
-    assert len(watcher.updates) == 3
+    assert len(watcher.updates) == 4
 
 
 def test_a_message_not_taken_or_a_watcher_started_again_is_followed_by_a_whole_one() -> None:

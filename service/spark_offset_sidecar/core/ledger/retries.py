@@ -141,15 +141,14 @@ class Retries:
         """Reindex ``group_id`` after its group was replaced or removed."""
         group = self._groups.get(group_id)
         if group is None:
+            self._watch.mark(group_id)  # R15: a watcher forgets it too
             self.untake(group_id)
         else:
             self.reindex(group)
 
     def reindex(self, group: GroupState) -> None:
         # Every change to a group's memory reindexes it (or is an event, ``apply``): R15.
-        changed = self._watch.changed
-        if changed is not None:
-            changed.add(group.group_id)
+        self._watch.mark(group.group_id)
         if not self.commits(group.group_id):
             self.untake(group.group_id)
             return

@@ -196,8 +196,7 @@ class Ledger:
         group = self.groups.get(decision.group_id or "")
         if group is not None:
             group.counters.events[decision.outcome.value] += 1
-            if self._watch.changed is not None:
-                self._watch.changed.add(group.group_id)
+            self._watch.mark(group.group_id)
         else:
             self.unattributed[decision.outcome.value] += 1
 

@@ -18,6 +18,11 @@ class MemoryWatch:
         if self.changed is None:
             self.changed = set()
 
+    def mark(self, group_id: str) -> None:
+        """``group_id``'s memory may have changed (or it is gone): collected when followed."""
+        if self.changed is not None:
+            self.changed.add(group_id)
+
     def take(self) -> set[str]:
         """The groups whose memory may have changed since the last call (emptied); none
         while not followed (and it stays not followed)."""
