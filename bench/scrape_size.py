@@ -41,11 +41,7 @@ from spark_offset_sidecar.settings import (
     Settings,
     StatusSettings,
 )
-from spark_offset_sidecar.testing import (
-    InMemoryLogEnds,
-    InMemoryRecordTimes,
-    MemoryKafka,
-)
+from spark_offset_sidecar.testing import InMemoryLogEnds, InMemoryRecordTimes, MemoryKafka
 
 TOPIC = "bench"
 READ_INTERVAL = 2.0  # seconds between the lag monitor's reads of the log ends

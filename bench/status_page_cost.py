@@ -31,11 +31,7 @@ from spark_offset_sidecar.app.parts import on_sql
 from spark_offset_sidecar.app.root import create_app
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.settings import DatabaseSettings, Settings, StatusSettings
-from spark_offset_sidecar.testing import (
-    InMemoryLogEnds,
-    InMemoryRecordTimes,
-    MemoryKafka,
-)
+from spark_offset_sidecar.testing import InMemoryLogEnds, InMemoryRecordTimes, MemoryKafka
 
 
 def progress(group: int, batch: int, partitions: int) -> dict[str, object]:

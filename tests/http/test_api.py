@@ -21,11 +21,7 @@ import spark_offset_sidecar.app.watching as watching
 from spark_offset_sidecar.app.root import create_app
 from spark_offset_sidecar.errors import StoreUnavailable
 from spark_offset_sidecar.settings import CommitSettings, DatabaseSettings, Settings
-from spark_offset_sidecar.testing import (
-    InMemoryCommitter,
-    InMemoryStore,
-    MemoryKafka,
-)
+from spark_offset_sidecar.testing import InMemoryCommitter, InMemoryStore, MemoryKafka
 from tests.support.app import doubles, post_progress, settings_for
 from tests.support.service import QUERY, metric, wait_for
 

@@ -15,11 +15,7 @@ from fastapi.testclient import TestClient
 from spark_offset_sidecar.app.root import create_app
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.errors import StoreUnavailable
-from spark_offset_sidecar.testing import (
-    InMemoryLogEnds,
-    InMemoryStatusBoard,
-    MemoryKafka,
-)
+from spark_offset_sidecar.testing import InMemoryLogEnds, InMemoryStatusBoard, MemoryKafka
 from tests.support.app import doubles, post_progress, settings_for
 from tests.support.service import settled_reads, wait_for
 
