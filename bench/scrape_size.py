@@ -32,7 +32,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.figures import CpuMeter, Table
-from spark_offset_sidecar.app.parts import Parts
+from spark_offset_sidecar.app.parts import on_sql
 from spark_offset_sidecar.app.root import create_app
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.settings import (
@@ -41,7 +41,7 @@ from spark_offset_sidecar.settings import (
     Settings,
     StatusSettings,
 )
-from spark_offset_sidecar.testing import InMemoryCommitter, InMemoryLogEnds, InMemoryRecordTimes
+from spark_offset_sidecar.testing import InMemoryLogEnds, InMemoryRecordTimes, MemoryKafka
 
 TOPIC = "bench"
 READ_INTERVAL = 2.0  # seconds between the lag monitor's reads of the log ends
@@ -91,7 +91,7 @@ async def measure(groups: int, partitions: int, granularity: str = "topic") -> S
         }
         ends = InMemoryLogEnds(dict(start))
         times = InMemoryRecordTimes()
-        parts = Parts(committer=InMemoryCommitter(), log_ends=ends, record_times=times)
+        parts = on_sql(settings, MemoryKafka(log_ends=ends, record_times=times))
         app = create_app(settings, parts)
         transport = httpx.ASGITransport(app=app)
         async with (

@@ -27,11 +27,11 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.figures import CpuMeter, Table
-from spark_offset_sidecar.app.parts import Parts
+from spark_offset_sidecar.app.parts import on_sql
 from spark_offset_sidecar.app.root import create_app
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.settings import DatabaseSettings, Settings, StatusSettings
-from spark_offset_sidecar.testing import InMemoryCommitter, InMemoryLogEnds, InMemoryRecordTimes
+from spark_offset_sidecar.testing import InMemoryLogEnds, InMemoryRecordTimes, MemoryKafka
 
 
 def progress(group: int, batch: int, partitions: int) -> dict[str, object]:
@@ -62,9 +62,7 @@ async def _measure_in(
         database=DatabaseSettings(url=f"sqlite:///{folder}/s.db"),
         status=StatusSettings(lag_read_interval_seconds=1),
     )
-    app = create_app(
-        settings, Parts(committer=InMemoryCommitter(), log_ends=ends, record_times=times)
-    )
+    app = create_app(settings, on_sql(settings, MemoryKafka(log_ends=ends, record_times=times)))
     await _measure(app, groups, partitions)
 
 

@@ -29,11 +29,13 @@ shares, the names' rules and examples: [The API](index.md).
 
 
 def schema() -> dict[str, Any]:
+    from spark_offset_sidecar.app.parts import production
     from spark_offset_sidecar.app.root import create_app
     from spark_offset_sidecar.settings import DatabaseSettings, Settings
 
     with tempfile.TemporaryDirectory() as folder:  # nothing is opened before the lifespan
-        app = create_app(Settings(database=DatabaseSettings(url=f"sqlite:///{folder}/sidecar.db")))
+        settings = Settings(database=DatabaseSettings(url=f"sqlite:///{folder}/sidecar.db"))
+        app = create_app(settings, production(settings, children=False))
         found: dict[str, Any] = app.openapi()
         return found
 

@@ -41,6 +41,7 @@ def watcher() -> int:
 
     from spark_offset_sidecar.adapters.child_process import ChannelEnd
     from spark_offset_sidecar.adapters.watcher.answering import answer_on_channel
+    from spark_offset_sidecar.app.kafka_clients import KafkaClients
     from spark_offset_sidecar.app.watch import create_watch_app
     from spark_offset_sidecar.app.watcher_brief import WatcherBrief
 
@@ -57,7 +58,8 @@ def watcher() -> int:
         print(f"offset-sidecar watcher: no brief: {exc.errors()[0]['msg']}", file=sys.stderr)
         return 2
     channel.reply(number, None)
-    return answer_on_channel(channel, create_watch_app(brief.settings, brief.topology))
+    kafka = KafkaClients(brief.settings)
+    return answer_on_channel(channel, create_watch_app(brief.settings, brief.topology, kafka))
 
 
 PROGRAMS: dict[str, Callable[[], int]] = {"writer": writer, "watcher": watcher}

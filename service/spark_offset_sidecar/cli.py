@@ -61,13 +61,13 @@ def heap_keeper() -> Iterator[HeapKeeper]:
 
 def _serve(settings: Settings) -> int:
     # serve's handler alone imports the service (the other commands need none of it).
-    from spark_offset_sidecar.app.parts import Parts
+    from spark_offset_sidecar.app.parts import production
     from spark_offset_sidecar.app.root import create_app
     from spark_offset_sidecar.serving import run_http
 
     _refuse_a_newer_database(settings)
     with heap_keeper() as heap:
-        run_http(settings, create_app(settings, Parts(children=True, heap=heap)))
+        run_http(settings, create_app(settings, production(settings, heap=heap)))
     return 0
 
 

@@ -1,5 +1,5 @@
 """In-memory doubles of the service's ports, for tests of the pure core and of the HTTP
-layer (``create_app(settings, Parts(store=..., committer=..., log_ends=...))``). None of
+layer (``create_app(settings, Parts(MemoryKafka(...), MemoryDatabase(...)))``). None of
 them is evidence that the system works with Kafka or a database: the real adapters are
 tested against a real broker and real databases.
 
@@ -15,6 +15,10 @@ tested against a real broker and real databases.
 - ``InMemoryWatcher``    a ``WatcherLink`` (``ports.watcher``) that keeps what it is told;
                          ``started_again`` makes it a new watcher, ``down`` one that
                          does not answer
+- ``MemoryKafka``       the Kafka clients (``ports.kafka.KafkaCommitting``) of one
+                         cluster: the doubles above, given or new
+- ``MemoryDatabase``    the ledger's database (``ports.database``): a store double, its
+                         followed folders (None: it keeps none) and status board
 - ``StaticVerifier``     a ``TokenVerifier`` (``ports.identity``): the identities of
                          tokens the test names; any other JWT-looking token is refused
 """
@@ -22,7 +26,8 @@ tested against a real broker and real databases.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 
 from spark_offset_sidecar.core.lag.report import GroupReport
@@ -36,11 +41,24 @@ from spark_offset_sidecar.errors import (
     Unauthenticated,
     WatcherUnavailable,
 )
-from spark_offset_sidecar.ports.checkpoints import FollowedFolder
+from spark_offset_sidecar.ports.checkpoints import FollowedFolder, FollowedFolders
+from spark_offset_sidecar.ports.database import Opened
 from spark_offset_sidecar.ports.identity import VerifiedIdentity
-from spark_offset_sidecar.ports.kafka import Committed, LogEnds
-from spark_offset_sidecar.ports.status_board import BoardEntry
-from spark_offset_sidecar.ports.store import StoredState
+from spark_offset_sidecar.ports.kafka import (
+    Cluster,
+    Committed,
+    CommittedOffsetsReader,
+    GroupCluster,
+    LogEndReader,
+    LogEnds,
+    OffsetCommitter,
+    Problem,
+    RecordTimeReader,
+    StartingOffsets,
+    StartingOffsetsReader,
+)
+from spark_offset_sidecar.ports.status_board import BoardEntry, StatusBoard
+from spark_offset_sidecar.ports.store import LedgerStore, StoredState
 from spark_offset_sidecar.ports.watcher import Answer, MemoryUpdate
 
 
@@ -315,3 +333,63 @@ class InMemoryWatcher:
         if self.down:
             raise WatcherUnavailable("down")
         self.updates.append(update)
+
+
+class MemoryKafka:
+    """One cluster's clients: ``committer``, ``log_ends``, ``record_times`` (none: times not
+    read), ``committed`` (what a takeover reads back; none: nothing) as given; no starting
+    offsets are found."""
+
+    def __init__(
+        self,
+        committer: OffsetCommitter | None = None,
+        log_ends: LogEndReader | None = None,
+        record_times: RecordTimeReader | None = None,
+        committed: CommittedOffsetsReader | None = None,
+    ) -> None:
+        self.commits = committer or InMemoryCommitter()
+        self.ends = log_ends or InMemoryLogEnds()
+        self.times: dict[Cluster, RecordTimeReader] = {}
+        if record_times is not None:
+            self.times[None] = record_times
+        self.committed = committed
+
+    def log_ends(self) -> dict[Cluster, LogEndReader]:
+        return {None: self.ends}
+
+    def record_times(self) -> dict[Cluster, RecordTimeReader]:
+        return dict(self.times)
+
+    def resent(self) -> dict[Cluster, Callable[[], int]]:
+        return {}
+
+    def token_problems(self) -> list[Problem]:
+        return []
+
+    committer_problems = token_problems
+
+    def committer(self, replica_id: str | None) -> OffsetCommitter:
+        return self.commits
+
+    def starting_offsets(self, group_cluster: GroupCluster) -> StartingOffsetsReader:
+        return self._starting_offsets
+
+    async def _starting_offsets(self, group_id: str, topics: Sequence[str]) -> StartingOffsets:
+        raise KafkaReadError("an in-memory Kafka holds no starting offsets")
+
+    def committed_reader(self, group_cluster: GroupCluster) -> CommittedOffsetsReader | None:
+        return self.committed
+
+
+@dataclass
+class MemoryDatabase:
+    """A store double, its followed folders (None: it keeps none) and the board its
+    reports are published on (None: kept in memory); never shared by replicas."""
+
+    store: LedgerStore = field(default_factory=InMemoryStore)
+    followed: FollowedFolders | None = None
+    board: StatusBoard | None = None
+    url: None = None
+
+    async def open(self, stack: AsyncExitStack, replica_id: str | None, writer: bool) -> Opened:
+        return Opened(self.store, followed=self.followed, board=self.board)

@@ -13,8 +13,8 @@ part reads what runs from the ``Topology`` it is given; none decides it again.
     replicas: a replica's batch is one transaction around the ledger's decision, in a
     thread of the process taking events).
 
-An app built in code (``create_app(settings)``: embedding, the in-memory tests) runs all
-of it in one process: no child.
+An app built in code (``create_app(settings, parts)`` with parts of ``children=False``:
+embedding, the in-memory tests) runs all of it in one process: no child.
 """
 
 from __future__ import annotations

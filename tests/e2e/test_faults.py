@@ -30,10 +30,9 @@ from harness.machine import ROOT
 from harness.processes import children_running
 from harness.service_process import ServiceProcess
 from spark_offset_sidecar.adapters.sql.store import SqlStore
-from spark_offset_sidecar.app.parts import Parts
 from spark_offset_sidecar.app.root import create_app
 from spark_offset_sidecar.settings import DatabaseSettings, Settings
-from spark_offset_sidecar.testing import InMemoryCommitter, InMemoryLogEnds
+from tests.support.app import doubles
 from tests.support.bench_output import check_cpu_columns
 from tests.support.kafka import create_topics, run_sync, unique_group
 from tests.support.offset_watch import OffsetWatch
@@ -352,10 +351,8 @@ def _state(client: TestClient) -> Any:
 def test_full_database_answers_503_and_keeps_what_was_accepted(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'small.db'}"
     store = SmallSqliteStore(url, pages=60)
-    app = create_app(
-        Settings(database=DatabaseSettings(url=url)),
-        Parts(store=store, committer=InMemoryCommitter(), log_ends=InMemoryLogEnds()),
-    )
+    settings = Settings(database=DatabaseSettings(url=url))
+    app = create_app(settings, doubles(settings, store=store))
     last_accepted, refused = -1, None
     with TestClient(app) as client:
         for batch in range(400):  # one query each: every event adds rows
@@ -376,12 +373,7 @@ def test_full_database_answers_503_and_keeps_what_was_accepted(tmp_path: Path) -
         accepted = [(f"q-{b}", b, []) for b in range(last_accepted + 1)]
         assert sorted(_state(client)) == sorted(accepted)
     # A new process on the same file sees exactly what was accepted, nothing half-written.
-    with TestClient(
-        create_app(
-            Settings(database=DatabaseSettings(url=url)),
-            Parts(committer=InMemoryCommitter(), log_ends=InMemoryLogEnds()),
-        )
-    ) as client:
+    with TestClient(create_app(settings, doubles(settings))) as client:
         assert sorted(_state(client)) == sorted(accepted)
     print(f"\nfull database: {last_accepted + 1} events stored, the next answered 503")
 
@@ -389,12 +381,8 @@ def test_full_database_answers_503_and_keeps_what_was_accepted(tmp_path: Path) -
 def test_read_only_database_answers_503(tmp_path: Path) -> None:
     path = tmp_path / "db.sqlite"
     writable = f"sqlite:///{path}"
-    with TestClient(
-        create_app(
-            Settings(database=DatabaseSettings(url=writable)),
-            Parts(committer=InMemoryCommitter(), log_ends=InMemoryLogEnds()),
-        )
-    ) as client:
+    settings = Settings(database=DatabaseSettings(url=writable))
+    with TestClient(create_app(settings, doubles(settings))) as client:
         assert (
             client.post(
                 "/v1/progress",
@@ -403,12 +391,8 @@ def test_read_only_database_answers_503(tmp_path: Path) -> None:
             == 200
         )
     read_only = f"sqlite:///file:{path}?mode=ro&uri=true"
-    with TestClient(
-        create_app(
-            Settings(database=DatabaseSettings(url=read_only)),
-            Parts(committer=InMemoryCommitter(), log_ends=InMemoryLogEnds()),
-        )
-    ) as client:
+    settings = Settings(database=DatabaseSettings(url=read_only))
+    with TestClient(create_app(settings, doubles(settings))) as client:
         answer = client.post(
             "/v1/progress", json={"group_id": "g", "progress": spark_progress(2, {"t": {"0": 2}})}
         )
@@ -420,9 +404,7 @@ def test_read_only_database_answers_503(tmp_path: Path) -> None:
 def test_lost_postgresql_connection_answers_503_then_recovers(postgres_server: Any) -> None:
     postgres_server.reset()
     settings = Settings(database=DatabaseSettings(url=postgres_server.url))
-    with TestClient(
-        create_app(settings, Parts(committer=InMemoryCommitter(), log_ends=InMemoryLogEnds()))
-    ) as client:
+    with TestClient(create_app(settings, doubles(settings))) as client:
 
         def post(batch: int) -> Any:
             return client.post(

@@ -25,7 +25,6 @@ import yaml
 from fastapi.testclient import TestClient
 
 from spark_offset_listener.listener import OffsetCommitListener
-from spark_offset_sidecar.app.parts import Parts
 from spark_offset_sidecar.app.root import create_app
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.errors import BrokerUnavailable
@@ -36,9 +35,10 @@ from spark_offset_sidecar.testing import (
     InMemoryCommitter,
     InMemoryLogEnds,
     InMemoryRecordTimes,
+    MemoryKafka,
     StaticVerifier,
 )
-from tests.support.app import post_progress, settings_for
+from tests.support.app import doubles, post_progress, settings_for
 from tests.support.helm import (
     CHART,
     KUBERNETES,
@@ -510,7 +510,7 @@ def test_a_healthy_service_exports_every_name_the_alerts_and_panels_query(
     settings = settings_for(tmp_path, export_kafka_lag=True, lag_read_interval_seconds=0.05)
     app = create_app(
         settings,
-        Parts(committer=InMemoryCommitter(), log_ends=ends, record_times=InMemoryRecordTimes()),
+        doubles(settings, MemoryKafka(log_ends=ends, record_times=InMemoryRecordTimes())),
     )
     with TestClient(app) as client:
         for batch, offset in enumerate((10, 20, 30)):
@@ -559,7 +559,10 @@ def test_alerts_and_dashboard_query_only_metrics_the_service_exports(tmp_path: P
     times.stamp(tp, 50, 1.0)  # the first record after every committed offset here
     committer = InMemoryCommitter()
     settings = settings_for(tmp_path, export_kafka_lag=True, lag_read_interval_seconds=0.05)
-    app = create_app(settings, Parts(committer=committer, log_ends=ends, record_times=times))
+    app = create_app(
+        settings,
+        doubles(settings, MemoryKafka(committer=committer, log_ends=ends, record_times=times)),
+    )
     with TestClient(app) as client:
         post_progress(client, 0, {"orders": {"0": 5}}, group="lossy", query="q-lossy")
         for batch, offset in enumerate((20, 30, 40), start=1):

@@ -21,7 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from harness.processes import alive, children_running
 from harness.service_process import ServiceProcess
 from spark_offset_sidecar.adapters.child_process import child_command, frame
-from spark_offset_sidecar.app.parts import Parts
+from spark_offset_sidecar.app.parts import production
 from spark_offset_sidecar.app.root import create_app
 from spark_offset_sidecar.app.watcher_brief import WatcherBrief
 from spark_offset_sidecar.observe.metrics import package_version
@@ -71,7 +71,7 @@ def test_a_service_built_in_code_hands_its_watcher_its_own_settings(
         status=StatusSettings(lag_read_interval_seconds=0.2),
     )
     topic, group = new_topic(partitions=1), unique_group("in-code")
-    with TestClient(create_app(settings, Parts(children=True))) as client:
+    with TestClient(create_app(settings, production(settings))) as client:
         assert client.get("/readyz").text == "ok\n"  # and its watcher answered ready
         assert client.get("/v1/service").json()["watcher"] == "child"
         assert post_progress(client, 1, {topic: {"0": 0}}, group=group).status_code == 200

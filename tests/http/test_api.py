@@ -18,12 +18,11 @@ from fastapi.testclient import TestClient
 
 import spark_offset_sidecar.app.start as start_module
 import spark_offset_sidecar.app.watching as watching
-from spark_offset_sidecar.app.parts import Parts
 from spark_offset_sidecar.app.root import create_app
 from spark_offset_sidecar.errors import StoreUnavailable
 from spark_offset_sidecar.settings import CommitSettings, DatabaseSettings, Settings
-from spark_offset_sidecar.testing import InMemoryCommitter, InMemoryLogEnds, InMemoryStore
-from tests.support.app import post_progress, settings_for
+from spark_offset_sidecar.testing import InMemoryCommitter, InMemoryStore, MemoryKafka
+from tests.support.app import doubles, post_progress, settings_for
 from tests.support.service import QUERY, metric, wait_for
 
 
@@ -34,10 +33,8 @@ def committer() -> InMemoryCommitter:
 
 @pytest.fixture
 def client(tmp_path: Path, committer: InMemoryCommitter) -> Iterator[TestClient]:
-    app = create_app(
-        settings_for(tmp_path, max_body_bytes=64_000),
-        Parts(committer=committer, log_ends=InMemoryLogEnds()),
-    )
+    settings = settings_for(tmp_path, max_body_bytes=64_000)
+    app = create_app(settings, doubles(settings, MemoryKafka(committer=committer)))
     with TestClient(app) as test_client:
         yield test_client
 
@@ -196,7 +193,8 @@ def test_openapi_documents_the_contract(client: TestClient) -> None:
 
 def test_start_up_and_shutdown(tmp_path: Path) -> None:
     committer = InMemoryCommitter()
-    app = create_app(settings_for(tmp_path), Parts(committer=committer, log_ends=InMemoryLogEnds()))
+    settings = settings_for(tmp_path)
+    app = create_app(settings, doubles(settings, MemoryKafka(committer=committer)))
     with TestClient(app) as client:
         assert client.get("/readyz").status_code == 200
         assert client.get("/livez").status_code == 200
@@ -252,9 +250,8 @@ def test_a_failure_while_starting_stops_what_had_started(
     monkeypatch.setattr(start_module, "run_in_background", recorded)
     monkeypatch.setattr(start_module, "stop_commits", recorded_stop)
     committer, store = _Closing(), _ClosingStore()
-    app = create_app(
-        settings_for(tmp_path), Parts(store=store, committer=committer, log_ends=InMemoryLogEnds())
-    )
+    settings = settings_for(tmp_path)
+    app = create_app(settings, doubles(settings, MemoryKafka(committer=committer), store=store))
     with pytest.raises(RuntimeError, match="the last step"), TestClient(app):
         pass
     runtime = app.state.runtime
@@ -270,10 +267,8 @@ def test_a_failure_while_starting_stops_what_had_started(
 def test_a_store_without_followed_folders_says_so_and_the_rest_works(tmp_path: Path) -> None:
     """A store that keeps no followed folders (a double) is not "starting" forever: the
     folder routes answer 501 naming why, and events, statuses and /ui work."""
-    app = create_app(
-        settings_for(tmp_path),
-        Parts(store=InMemoryStore(), committer=InMemoryCommitter(), log_ends=InMemoryLogEnds()),
-    )
+    settings = settings_for(tmp_path)
+    app = create_app(settings, doubles(settings, store=InMemoryStore()))
     with TestClient(app) as client:
         answer = client.get("/v1/followed-folders")
         assert answer.status_code == 501
@@ -285,10 +280,8 @@ def test_a_store_without_followed_folders_says_so_and_the_rest_works(tmp_path: P
 
 def test_store_unavailable_answers_503_and_changes_nothing(tmp_path: Path) -> None:
     store = InMemoryStore()
-    app = create_app(
-        settings_for(tmp_path),
-        Parts(store=store, committer=InMemoryCommitter(), log_ends=InMemoryLogEnds()),
-    )
+    settings = settings_for(tmp_path)
+    app = create_app(settings, doubles(settings, store=store))
     with TestClient(app) as client:
         store.fail_with = StoreUnavailable("disk full")
         answer = post_progress(client, 1, {"t": {"0": 1}})
@@ -310,7 +303,7 @@ def test_restart_commits_what_was_accepted_but_not_committed(database_url: str) 
         commits=CommitSettings(shutdown_grace_seconds=0.2),
     )
     with TestClient(
-        create_app(settings, Parts(committer=stuck, log_ends=InMemoryLogEnds()))
+        create_app(settings, doubles(settings, MemoryKafka(committer=stuck)))
     ) as client:
         post_progress(client, 1, {"t": {"0": 10}})
         post_progress(client, 2, {"t": {"0": 20}})
@@ -319,7 +312,7 @@ def test_restart_commits_what_was_accepted_but_not_committed(database_url: str) 
 
     fresh = InMemoryCommitter()
     with TestClient(
-        create_app(settings, Parts(committer=fresh, log_ends=InMemoryLogEnds()))
+        create_app(settings, doubles(settings, MemoryKafka(committer=fresh)))
     ) as client:
         state = wait_for(lambda: committed(client), what="commit after restart")
         assert state["offsets"] == {"t": {"0": 20}}
@@ -330,14 +323,12 @@ def test_restart_commits_what_was_accepted_but_not_committed(database_url: str) 
 
 def test_commit_results_survive_restart(tmp_path: Path) -> None:
     settings = settings_for(tmp_path)
-    with TestClient(
-        create_app(settings, Parts(committer=InMemoryCommitter(), log_ends=InMemoryLogEnds()))
-    ) as client:
+    with TestClient(create_app(settings, doubles(settings))) as client:
         post_progress(client, 4, {"t": {"0": 40}})
         wait_for(lambda: committed(client), what="commit")
     again = InMemoryCommitter()
     with TestClient(
-        create_app(settings, Parts(committer=again, log_ends=InMemoryLogEnds()))
+        create_app(settings, doubles(settings, MemoryKafka(committer=again)))
     ) as client:
         view = client.get(f"/v1/queries/{QUERY}").json()
         assert view["committed"]["offsets"] == {"t": {"0": 40}}

@@ -11,11 +11,10 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from spark_offset_sidecar.app.parts import Parts
 from spark_offset_sidecar.app.root import create_app
 from spark_offset_sidecar.core.offsets import TopicPartition
-from spark_offset_sidecar.testing import InMemoryCommitter, InMemoryLogEnds
-from tests.support.app import settings_for
+from spark_offset_sidecar.testing import InMemoryCommitter, InMemoryLogEnds, MemoryKafka
+from tests.support.app import doubles, settings_for
 from tests.support.service import metric, spark_progress, wait_for
 
 
@@ -38,7 +37,7 @@ def test_a_groups_cluster_reaches_the_committer_and_every_view(tmp_path: Path) -
     )
     committer = InMemoryCommitter()
     ends = InMemoryLogEnds({TopicPartition("orders", 0): 9})
-    app = create_app(settings, Parts(committer=committer, log_ends=ends))
+    app = create_app(settings, doubles(settings, MemoryKafka(committer=committer, log_ends=ends)))
     with TestClient(app) as client:
         before = client.get("/metrics").text  # each cluster's commit durations at 0
         for cluster in ("main", "eu"):
@@ -91,9 +90,8 @@ def test_a_groups_cluster_reaches_the_committer_and_every_view(tmp_path: Path) -
 
 
 def test_with_one_cluster_the_series_have_no_cluster_label(tmp_path: Path) -> None:
-    app = create_app(
-        settings_for(tmp_path), Parts(committer=InMemoryCommitter(), log_ends=InMemoryLogEnds())
-    )
+    settings = settings_for(tmp_path)
+    app = create_app(settings, doubles(settings))
     with TestClient(app) as client:
         assert _post(client, "orders") == 200
         text = wait_for(
@@ -115,16 +113,12 @@ def test_a_cluster_dropped_from_the_settings_is_said_at_start(
     before = settings_for(
         tmp_path, kafka_clusters="eu", cluster_eu_kafka_bootstrap_servers="eu-1:9092"
     )
-    with TestClient(
-        create_app(before, Parts(committer=InMemoryCommitter(), log_ends=InMemoryLogEnds()))
-    ) as client:
+    with TestClient(create_app(before, doubles(before))) as client:
         assert _post(client, "payments", cluster="eu") == 200
         assert _post(client, "orders") == 200
     caplog.set_level(logging.WARNING, logger="spark_offset_sidecar.app")
     after = settings_for(tmp_path)  # eu is no longer named
-    with TestClient(
-        create_app(after, Parts(committer=InMemoryCommitter(), log_ends=InMemoryLogEnds()))
-    ) as client:
+    with TestClient(create_app(after, doubles(after))) as client:
         assert client.get("/v1/status/payments").json()["cluster"] == "eu"
     said = [r.getMessage() for r in caplog.records if "do not name" in r.getMessage()]
     assert said == [

@@ -11,11 +11,10 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from spark_offset_sidecar.app.parts import Parts
 from spark_offset_sidecar.app.root import create_app
 from spark_offset_sidecar.core.offsets import TopicPartition
-from spark_offset_sidecar.testing import InMemoryCommitter, InMemoryLogEnds
-from tests.support.app import settings_for
+from spark_offset_sidecar.testing import InMemoryCommitter, MemoryKafka
+from tests.support.app import doubles, settings_for
 from tests.support.checkpoints import write_batch
 from tests.support.service import metric, wait_for
 
@@ -46,7 +45,7 @@ def client(tmp_path: Path, committer: InMemoryCommitter) -> Iterator[TestClient]
     settings = settings_for(
         tmp_path, tokens_file=str(tmp_path / "tokens.json"), follow_interval_seconds=0.05
     )
-    app = create_app(settings, Parts(committer=committer, log_ends=InMemoryLogEnds()))
+    app = create_app(settings, doubles(settings, MemoryKafka(committer=committer)))
     with TestClient(app) as test_client:
         yield test_client
 

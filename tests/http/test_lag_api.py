@@ -11,13 +11,17 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from spark_offset_sidecar.app.parts import Parts
 from spark_offset_sidecar.app.root import create_app
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.errors import BrokerUnavailable
 from spark_offset_sidecar.observe.fleet_metrics import FleetExposition, FleetOptions
-from spark_offset_sidecar.testing import InMemoryCommitter, InMemoryLogEnds, InMemoryRecordTimes
-from tests.support.app import post_progress, settings_for
+from spark_offset_sidecar.testing import (
+    InMemoryCommitter,
+    InMemoryLogEnds,
+    InMemoryRecordTimes,
+    MemoryKafka,
+)
+from tests.support.app import doubles, post_progress, settings_for
 from tests.support.service import metric, wait_for
 
 GROUP = "orders-app"
@@ -36,7 +40,7 @@ def running(tmp_path: Path, ends: InMemoryLogEnds, times: InMemoryRecordTimes, *
     clock = kw.pop("clock", None)
     settings = settings_for(tmp_path, lag_read_interval_seconds=0.05, **kw)
     extra = {"clock": clock} if clock is not None else {}
-    parts = Parts(committer=InMemoryCommitter(), log_ends=ends, record_times=times, **extra)
+    parts = doubles(settings, MemoryKafka(log_ends=ends, record_times=times), **extra)
     app = create_app(settings, parts)
     return TestClient(app)
 
@@ -255,7 +259,11 @@ def test_a_group_that_never_committed_has_no_lag_figures(tmp_path: Path) -> None
     committer.fail_with = BrokerUnavailable("down")
     settings = settings_for(tmp_path, lag_read_interval_seconds=0.05)
     app = create_app(
-        settings, Parts(committer=committer, log_ends=ends, record_times=InMemoryRecordTimes())
+        settings,
+        doubles(
+            settings,
+            MemoryKafka(committer=committer, log_ends=ends, record_times=InMemoryRecordTimes()),
+        ),
     )
     with TestClient(app) as client:
         post_progress(client, 1, {"orders": {"0": 60}})

@@ -17,13 +17,12 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from spark_offset_sidecar.app.parts import Parts
 from spark_offset_sidecar.app.root import create_app
 from spark_offset_sidecar.core.offsets import MAX_OFFSET, MAX_PARTITION
 from spark_offset_sidecar.core.spark.progress import kafka_offsets
 from spark_offset_sidecar.errors import InvalidEvent
 from spark_offset_sidecar.settings import DatabaseSettings, Settings
-from spark_offset_sidecar.testing import InMemoryCommitter, InMemoryLogEnds
+from tests.support.app import doubles
 from tests.support.fuzz import examples
 from tests.support.service import spark_progress
 
@@ -56,10 +55,8 @@ def test_the_parser_accepts_exactly_kafkas_ranges(partition: int, offset: int) -
 @pytest.fixture(scope="module")
 def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     folder: Path = tmp_path_factory.mktemp("ranges")
-    app = create_app(
-        Settings(database=DatabaseSettings(url=f"sqlite:///{folder / 'sidecar.db'}")),
-        Parts(committer=InMemoryCommitter(), log_ends=InMemoryLogEnds()),
-    )
+    settings = Settings(database=DatabaseSettings(url=f"sqlite:///{folder / 'sidecar.db'}"))
+    app = create_app(settings, doubles(settings))
     with TestClient(app) as test_client:
         yield test_client
 

@@ -14,12 +14,11 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from spark_offset_sidecar.app.parts import Parts
 from spark_offset_sidecar.app.root import create_app
 from spark_offset_sidecar.errors import StoreUnavailable
 from spark_offset_sidecar.http import access, progress_route
-from spark_offset_sidecar.testing import InMemoryCommitter, InMemoryLogEnds, InMemoryStore
-from tests.support.app import settings_for
+from spark_offset_sidecar.testing import InMemoryStore
+from tests.support.app import doubles, settings_for
 from tests.support.service import spark_progress
 
 TOKENS = {
@@ -105,12 +104,7 @@ def _app(tmp_path: Path, store: InMemoryStore | None = None) -> TestClient:
     settings = settings_for(tmp_path, tokens_file=str(tmp_path / "tokens.json"))
     app = create_app(
         settings,
-        Parts(
-            store=store,
-            committer=InMemoryCommitter(),
-            log_ends=InMemoryLogEnds(),
-            clock=lambda: 1_800_000_000.0,
-        ),
+        doubles(settings, store=store, clock=lambda: 1_800_000_000.0),
     )
     return TestClient(app, raise_server_exceptions=False)
 

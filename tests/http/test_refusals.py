@@ -12,10 +12,9 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from spark_offset_sidecar.app.parts import Parts
 from spark_offset_sidecar.app.root import create_app
 from spark_offset_sidecar.settings import DatabaseSettings, HttpSettings, Settings
-from spark_offset_sidecar.testing import InMemoryCommitter, InMemoryLogEnds
+from tests.support.app import doubles
 
 SHAPE = {"outcome", "detail", "errors"}
 
@@ -26,7 +25,7 @@ def client(tmp_path: Path) -> Iterator[TestClient]:
         database=DatabaseSettings(url=f"sqlite:///{tmp_path / 'sidecar.db'}"),
         http=HttpSettings(max_body_bytes=4096),
     )
-    app = create_app(settings, Parts(committer=InMemoryCommitter(), log_ends=InMemoryLogEnds()))
+    app = create_app(settings, doubles(settings))
     with TestClient(app) as test_client:
         yield test_client
 
@@ -63,7 +62,7 @@ def test_bodies_that_do_not_parse_are_refused_in_the_one_shape(
 def test_deep_nesting_within_the_body_limit_is_refused_naming_the_problem(tmp_path: Path) -> None:
     # 200,000 levels: too deep for json on every Python (3.13 parses 2,000, 3.11 does not).
     settings = Settings(database=DatabaseSettings(url=f"sqlite:///{tmp_path / 'sidecar.db'}"))
-    app = create_app(settings, Parts(committer=InMemoryCommitter(), log_ends=InMemoryLogEnds()))
+    app = create_app(settings, doubles(settings))
     with TestClient(app) as client:
         deep = b"[" * 200_000 + b"]" * 200_000
         body = refused(client.post("/v1/progress", content=deep, headers=JSON), 422, "invalid")
@@ -98,7 +97,7 @@ def test_with_tokens_reads_need_one_and_the_scrape_and_probes_stay_open(tmp_path
     secret = "reader-secret-0123456789abcdefghij"
     tokens.write_text(json.dumps({"tokens": [{"name": "reader", "token": secret, "read": ["*"]}]}))
     settings = settings_for(tmp_path, tokens_file=str(tokens))
-    app = create_app(settings, Parts(committer=InMemoryCommitter(), log_ends=InMemoryLogEnds()))
+    app = create_app(settings, doubles(settings))
     with TestClient(app) as client:
         for path in ("/metrics", "/livez", "/readyz", "/v1/service"):
             assert client.get(path).status_code == 200, path

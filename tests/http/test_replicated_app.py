@@ -11,7 +11,6 @@ from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, select
 
 from spark_offset_sidecar.adapters.sql.schema import consumer_groups, replicas
-from spark_offset_sidecar.app.parts import Parts
 from spark_offset_sidecar.app.root import create_app
 from spark_offset_sidecar.errors import ConfigError
 from spark_offset_sidecar.settings import (
@@ -20,7 +19,8 @@ from spark_offset_sidecar.settings import (
     ReplicaSettings,
     Settings,
 )
-from spark_offset_sidecar.testing import InMemoryCommitter, InMemoryLogEnds
+from spark_offset_sidecar.testing import InMemoryCommitter, MemoryKafka
+from tests.support.app import doubles
 from tests.support.service import metric, spark_progress, wait_for
 
 
@@ -47,7 +47,7 @@ def test_a_replica_claims_new_groups_commits_them_and_hands_them_back_on_stop(
         commits=CommitSettings(commit_timeout_seconds=10.0),
     )
     committer = InMemoryCommitter()
-    app = create_app(settings, Parts(committer=committer, log_ends=InMemoryLogEnds()))
+    app = create_app(settings, doubles(settings, MemoryKafka(committer=committer)))
     with TestClient(app) as client:
         (replica,), groups = _rows(postgres_server.url)
         assert groups == []

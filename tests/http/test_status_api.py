@@ -10,12 +10,11 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from spark_offset_sidecar.app.parts import Parts
 from spark_offset_sidecar.app.root import create_app
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.errors import BrokerUnavailable, KafkaReadError
-from spark_offset_sidecar.testing import InMemoryCommitter, InMemoryLogEnds
-from tests.support.app import post_progress, settings_for
+from spark_offset_sidecar.testing import InMemoryCommitter, InMemoryLogEnds, MemoryKafka
+from tests.support.app import doubles, post_progress, settings_for
 from tests.support.service import metric, wait_for
 
 GROUP = "orders-app"
@@ -26,7 +25,9 @@ def running(
     tmp_path: Path, ends: InMemoryLogEnds, committer: InMemoryCommitter, **overrides: Any
 ) -> TestClient:
     settings = settings_for(tmp_path, **FAST, **overrides)
-    return TestClient(create_app(settings, Parts(committer=committer, log_ends=ends)))
+    return TestClient(
+        create_app(settings, doubles(settings, MemoryKafka(committer=committer, log_ends=ends)))
+    )
 
 
 def status_of(client: TestClient, group: str = GROUP) -> Any:

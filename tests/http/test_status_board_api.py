@@ -12,12 +12,11 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from spark_offset_sidecar.app.parts import Parts
 from spark_offset_sidecar.app.root import create_app
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.errors import StoreUnavailable
-from spark_offset_sidecar.testing import InMemoryCommitter, InMemoryLogEnds, InMemoryStatusBoard
-from tests.support.app import post_progress, settings_for
+from spark_offset_sidecar.testing import InMemoryLogEnds, InMemoryStatusBoard, MemoryKafka
+from tests.support.app import doubles, post_progress, settings_for
 from tests.support.service import settled_reads, wait_for
 
 GROUP = "orders-app"
@@ -29,9 +28,7 @@ def app_on(tmp_path: Path, board: InMemoryStatusBoard, ends: InMemoryLogEnds) ->
     tmp_path.mkdir()
     settings = settings_for(tmp_path, **FAST)
     return TestClient(
-        create_app(
-            settings, Parts(committer=InMemoryCommitter(), log_ends=ends, status_board=board)
-        )
+        create_app(settings, doubles(settings, MemoryKafka(log_ends=ends), board=board))
     )
 
 

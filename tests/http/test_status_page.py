@@ -14,15 +14,14 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from spark_offset_sidecar.app.parts import Parts
 from spark_offset_sidecar.app.root import create_app
 from spark_offset_sidecar.core.lag.report import NOT_REPORTED, GroupReport, summary_of
 from spark_offset_sidecar.core.lag.status import GroupStatus, Status
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.errors import UnknownTopicPartition
 from spark_offset_sidecar.http.status_page import in_rank_order
-from spark_offset_sidecar.testing import InMemoryCommitter, InMemoryLogEnds
-from tests.support.app import settings_for
+from spark_offset_sidecar.testing import InMemoryCommitter, InMemoryLogEnds, MemoryKafka
+from tests.support.app import doubles, settings_for
 from tests.support.service import spark_progress, wait_for
 
 TOKENS = {
@@ -59,7 +58,7 @@ def client(tmp_path: Path, committer: InMemoryCommitter) -> Iterator[TestClient]
         lag_read_interval_seconds=0.05,
         status_err_after_failures=1,
     )
-    app = create_app(settings, Parts(committer=committer, log_ends=ends))
+    app = create_app(settings, doubles(settings, MemoryKafka(committer=committer, log_ends=ends)))
     with TestClient(app) as test_client:
         yield test_client
 
@@ -201,7 +200,7 @@ def test_pages_are_answered_at_most_as_often_as_the_setting_says(tmp_path: Path)
     """A page left reloading back to back takes its turn: 4 pages at 2 a second cannot
     all be answered in less than 1.5 s (the first at once, each next 0.5 s later)."""
     settings = settings_for(tmp_path, ui_max_pages_per_second=2)
-    with TestClient(create_app(settings, Parts(committer=InMemoryCommitter()))) as client:
+    with TestClient(create_app(settings, doubles(settings))) as client:
         started = time.monotonic()
         for _ in range(4):
             assert client.get("/ui").status_code == 200

@@ -12,7 +12,6 @@ import pytest
 from fastapi.testclient import TestClient
 
 from spark_offset_sidecar.adapters.watcher.memory_update import encode_memory_update
-from spark_offset_sidecar.app.parts import Parts
 from spark_offset_sidecar.app.root import create_app
 from spark_offset_sidecar.app.watch import create_watch_app
 from spark_offset_sidecar.core.lag.group_memory import GroupMemory
@@ -21,9 +20,9 @@ from spark_offset_sidecar.core.ledger.state import GroupCounters
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.errors import StoreUnavailable
 from spark_offset_sidecar.ports.watcher import MEMORY_UPDATES, MemoryUpdate
-from spark_offset_sidecar.testing import InMemoryCommitter, InMemoryLogEnds
+from spark_offset_sidecar.testing import InMemoryLogEnds, MemoryKafka
 from spark_offset_sidecar.topology import Topology
-from tests.support.app import post_progress, settings_for
+from tests.support.app import doubles, post_progress, settings_for
 from tests.support.service import metric, wait_for
 
 GROUP = "orders-app"
@@ -35,9 +34,9 @@ def test_the_watcher_follows_what_the_taker_writes(tmp_path: Path) -> None:
     ends = InMemoryLogEnds({P0: 100, P1: 40})
     taker_settings = settings_for(tmp_path)
     watcher_settings = settings_for(tmp_path, lag_read_interval_seconds=0.05)
-    taker = create_app(taker_settings, Parts(committer=InMemoryCommitter(), log_ends=ends))
+    taker = create_app(taker_settings, doubles(taker_settings, MemoryKafka(log_ends=ends)))
     with TestClient(taker) as events:
-        watcher = create_watch_app(watcher_settings, SERVED, Parts(log_ends=ends))
+        watcher = create_watch_app(watcher_settings, SERVED, MemoryKafka(log_ends=ends))
         with TestClient(watcher) as readers:
             assert post_progress(events, 1, {"orders": {"0": 60, "1": 40}}).status_code == 200
             wait_for(
@@ -75,7 +74,9 @@ def test_the_watcher_follows_what_the_taker_writes(tmp_path: Path) -> None:
 
 
 def test_a_watcher_never_migrates(tmp_path: Path) -> None:
-    watcher = create_watch_app(settings_for(tmp_path), SERVED, Parts(log_ends=InMemoryLogEnds({})))
+    watcher = create_watch_app(
+        settings_for(tmp_path), SERVED, MemoryKafka(log_ends=InMemoryLogEnds({}))
+    )
     with pytest.raises(StoreUnavailable, match="a watcher never migrates"), TestClient(watcher):
         pass
 
@@ -85,10 +86,11 @@ def test_a_child_watcher_answers_with_what_its_service_told_it(tmp_path: Path) -
     its status; a body that is not a memory update is refused with the reason, and so is
     one that is not whole before a whole one was taken."""
     ends = InMemoryLogEnds({P0: 100, P1: 40})
-    taker = create_app(settings_for(tmp_path), Parts(committer=InMemoryCommitter(), log_ends=ends))
+    settings = settings_for(tmp_path)
+    taker = create_app(settings, doubles(settings, MemoryKafka(log_ends=ends)))
     with TestClient(taker) as events:
         assert post_progress(events, 1, {"orders": {"0": 60, "1": 40}}).status_code == 200
-        watcher = create_watch_app(settings_for(tmp_path), SERVED, Parts(log_ends=ends))
+        watcher = create_watch_app(settings, SERVED, MemoryKafka(log_ends=ends))
         with TestClient(watcher) as readers:
             query = events.get("/v1/queries").json()[0]["query_id"]
             checkpoint = Checkpoint(query, GROUP, 1, "run-1", {P0: 60, P1: 40}, 1.0)

@@ -9,11 +9,9 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 
-from spark_offset_sidecar.app.parts import Parts
 from spark_offset_sidecar.app.root import create_app
 from spark_offset_sidecar.observe.loop_lag import LoopLag
-from spark_offset_sidecar.testing import InMemoryCommitter, InMemoryLogEnds
-from tests.support.app import settings_for
+from tests.support.app import doubles, settings_for
 from tests.support.service import metric, wait_for
 
 HOLD = 0.3  # seconds the tests hold the loop (time.sleep: at least that long)
@@ -50,9 +48,8 @@ def test_a_hold_of_the_loop_is_seen_as_late_as_it_held() -> None:
 
 
 def test_the_service_exports_the_loops_lag(tmp_path: Path) -> None:
-    app = create_app(
-        settings_for(tmp_path), Parts(committer=InMemoryCommitter(), log_ends=InMemoryLogEnds())
-    )
+    settings = settings_for(tmp_path)
+    app = create_app(settings, doubles(settings))
     with TestClient(app) as client:
         name = "sidecar_event_loop_lag_seconds"
 

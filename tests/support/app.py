@@ -1,14 +1,24 @@
 """The app in-process (FastAPI's TestClient): settings on a SQLite file of the test's own,
-and posting a Spark progress."""
+its parts with Kafka's doubles, and posting a Spark progress."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from fastapi.testclient import TestClient
 
+from spark_offset_sidecar.app.parts import Parts, on_sql
+from spark_offset_sidecar.app.shared import new_metrics
+from spark_offset_sidecar.ports.database import Database, Opened
+from spark_offset_sidecar.ports.status_board import StatusBoard
+from spark_offset_sidecar.ports.store import LedgerStore
 from spark_offset_sidecar.settings import Settings
+from spark_offset_sidecar.testing import MemoryDatabase, MemoryKafka
 from tests.support.service import spark_progress
 
 
@@ -19,6 +29,39 @@ def settings_for(tmp_path: Path, **values: Any) -> Settings:
     environ = {"SIDECAR_DATABASE_URL": f"sqlite:///{tmp_path / 'sidecar.db'}"}
     environ.update({f"SIDECAR_{name.upper()}": _text(value) for name, value in values.items()})
     return Settings.from_env(environ)
+
+
+def doubles(
+    settings: Settings,
+    kafka: MemoryKafka | None = None,
+    *,
+    store: LedgerStore | None = None,
+    board: StatusBoard | None = None,
+    clock: Callable[[], float] = time.time,
+) -> Parts:
+    """Kafka's doubles (``kafka``, or new ones) on the SQL database of ``settings``, or on
+    the store double ``store``; the reports published on ``board`` when given."""
+    kafka = kafka or MemoryKafka()
+    if store is not None:
+        return Parts(kafka, MemoryDatabase(store, board=board), new_metrics(settings), clock)
+    parts = on_sql(settings, kafka, clock=clock)
+    return parts if board is None else replace(parts, database=BoardOn(parts.database, board))
+
+
+@dataclass(frozen=True)
+class BoardOn:
+    """``database`` with its reports published on ``board`` (a double)."""
+
+    database: Database
+    board: StatusBoard
+
+    @property
+    def url(self) -> str | None:
+        return self.database.url
+
+    async def open(self, stack: AsyncExitStack, replica_id: str | None, writer: bool) -> Opened:
+        opened = await self.database.open(stack, replica_id, writer)
+        return replace(opened, board=self.board)
 
 
 def _text(value: Any) -> str:

@@ -1,24 +1,30 @@
 """Each Kafka cluster's client options, made once (every client of a cluster shares its
 token provider), and the readers both the service and its watcher build on them: one of
-each kind per cluster. The clients that commit are the service's alone
-(``app.kafka_commits``): the watcher imports none of them.
+each kind per cluster (``ports.kafka.KafkaReading``). The clients that commit are the
+service's alone (``app.kafka_commits``): the watcher imports none of them.
 
 Clusters are keyed as the ledger keeps them: None is the default cluster
-(``SIDECAR_KAFKA_*``), a name each other one (``SIDECAR_CLUSTER_<NAME>_KAFKA_*``).
+(``SIDECAR_KAFKA_*``), a name each other one (``SIDECAR_CLUSTER_<NAME>_KAFKA_*``). The
+clients built last are kept (``built``): the requests they sent again are read from them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Protocol
+from collections.abc import Callable, Mapping
+from functools import partial
+from typing import TYPE_CHECKING, Protocol
 
 from spark_offset_sidecar.adapters.kafka.log_ends import KafkaLogEndReader
 from spark_offset_sidecar.adapters.kafka.options import kafka_client_options
 from spark_offset_sidecar.adapters.kafka.record_times import KafkaRecordTimeReader
+from spark_offset_sidecar.ports.kafka import Cluster, LogEndReader, Problem, RecordTimeReader
+from spark_offset_sidecar.runtime.own_loop import RecordTimesOnOwnLoop
 from spark_offset_sidecar.settings import Settings
 
-Key = str | None  # a cluster as the ledger keeps it
-GroupCluster = Callable[[str], Key]  # the cluster a group's commits go to
+if TYPE_CHECKING:  # the committers are the service's alone (``app.kafka_commits``)
+    from spark_offset_sidecar.adapters.kafka.committer import KafkaOffsetCommitter
+
+    Resending = KafkaLogEndReader | KafkaOffsetCommitter  # counts its requests sent again
 
 
 class SaysProblem(Protocol):
@@ -26,7 +32,7 @@ class SaysProblem(Protocol):
     def problem(self) -> str | None: ...
 
 
-def problem_of(what: str, source: SaysProblem) -> Callable[[], str | None]:
+def problem_of(what: str, source: SaysProblem) -> Problem:
     """``source``'s problem, when it has one, as ``/readyz`` says it: "what: problem"."""
     return lambda: (problem := source.problem) and f"{what}: {problem}"
 
@@ -35,19 +41,21 @@ class KafkaClients:
     def __init__(self, settings: Settings) -> None:
         self.clusters = clusters = settings.clusters.choice()
         self.timeout = settings.commits.commit_timeout_seconds
+        self.read_record_times = settings.status.read_record_times
         self.options = {
             clusters.stored(name): kafka_client_options(settings.for_cluster(name), self.timeout)
             for name in clusters.names
         }
         self.several = len(self.options) > 1
+        self.built: dict[str, Mapping[Cluster, Resending]] = {}  # by kind, the last built
 
-    def said(self, key: Key, what: str) -> str:
+    def said(self, key: Cluster, what: str) -> str:
         """``what`` naming the cluster when there are several: "Kafka (eu) token"."""
         if not self.several:
             return what
         return what.replace("Kafka", f"Kafka ({self.clusters.name_of(key)})", 1)
 
-    def token_problems(self) -> list[Callable[[], str | None]]:
+    def token_problems(self) -> list[Problem]:
         """Each OAUTHBEARER cluster's token provider's problem, for ``/readyz``."""
         return [
             problem_of(self.said(key, "Kafka token"), provider)
@@ -55,14 +63,28 @@ class KafkaClients:
             if (provider := options.get("sasl_oauth_token_provider")) is not None
         ]
 
-    def log_ends(self) -> dict[Key, KafkaLogEndReader]:
-        return {
+    def log_ends(self) -> dict[Cluster, LogEndReader]:
+        readers = {
             key: KafkaLogEndReader(options, timeout=self.timeout)
             for key, options in self.options.items()
         }
+        self.built["log ends"] = readers
+        return dict(readers)
 
-    def record_times(self) -> dict[Key, KafkaRecordTimeReader]:
+    def record_times(self) -> dict[Cluster, RecordTimeReader]:
+        """Read on their own loop (aiokafka parses the fetched records off the events'),
+        when ``read_record_times``."""
         return {
-            key: KafkaRecordTimeReader(options, timeout=self.timeout)
+            key: RecordTimesOnOwnLoop(
+                KafkaRecordTimeReader(options, timeout=self.timeout),
+                f"record times {key or 'default'}",
+            )
             for key, options in self.options.items()
+            if self.read_record_times
         }
+
+    def resent(self) -> dict[Cluster, Callable[[], int]]:
+        return {key: partial(self._resent, key) for key in self.options}
+
+    def _resent(self, key: Cluster) -> int:
+        return sum(clients[key].resent for clients in self.built.values() if key in clients)

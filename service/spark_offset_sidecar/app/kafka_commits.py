@@ -1,21 +1,24 @@
 """The Kafka clients only the process taking events builds on each cluster's options
-(``app.kafka_clients``): the committers, the starting offsets' reader and, with replicas,
-the reader of what was committed (a takeover's check). One of each kind per cluster, or
-the one of the default cluster when there is only it. The committers it built last are
-kept: Kafka refusing a cluster's credentials is read from them (``committer_problems``)."""
+(``app.kafka_clients``; ``ports.kafka.KafkaCommitting``): the committers, the starting
+offsets' reader and, with replicas, the reader of what was committed (a takeover's check).
+One of each kind per cluster, or the one of the default cluster when there is only it.
+The committers built last are kept: Kafka refusing a cluster's credentials is read from
+them (``committer_problems``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from functools import partial
 
 from spark_offset_sidecar.adapters.kafka.admin import KafkaCommittedReader
 from spark_offset_sidecar.adapters.kafka.committer import KafkaOffsetCommitter
 from spark_offset_sidecar.adapters.kafka.starting_offsets import KafkaStartingOffsetsReader
-from spark_offset_sidecar.app.kafka_clients import GroupCluster, KafkaClients, Key, problem_of
+from spark_offset_sidecar.app.kafka_clients import KafkaClients, problem_of
 from spark_offset_sidecar.ports.kafka import (
+    Cluster,
     CommittedOffsetsReader,
+    GroupCluster,
     OffsetCommitter,
+    Problem,
     StartingOffsetsReader,
 )
 from spark_offset_sidecar.runtime.by_cluster import (
@@ -29,7 +32,7 @@ from spark_offset_sidecar.settings import Settings
 class CommittingClients(KafkaClients):
     def __init__(self, settings: Settings) -> None:
         super().__init__(settings)
-        self.built: dict[Key, KafkaOffsetCommitter] = {}  # none yet, or a committer given
+        self.committers: dict[Cluster, KafkaOffsetCommitter] = {}  # the last built
 
     def starting_offsets(self, group_cluster: GroupCluster) -> StartingOffsetsReader:
         readers = {
@@ -38,25 +41,20 @@ class CommittingClients(KafkaClients):
         }
         return ClusterStartingOffsets(readers, group_cluster) if self.several else readers[None]
 
-    def committers(self, replica_id: str | None) -> dict[Key, KafkaOffsetCommitter]:
-        self.built = {
+    def committer(self, replica_id: str | None) -> OffsetCommitter:
+        committers = {
             key: KafkaOffsetCommitter(options, timeout=self.timeout, replica_id=replica_id)
             for key, options in self.options.items()
         }
-        return self.built
+        self.built["committers"] = self.committers = committers
+        return ClusterCommitters(committers) if self.several else committers[None]
 
-    def committer_problems(self) -> list[Callable[[], str | None]]:
-        """Each cluster's committer's problem (Kafka refusing the credentials), for
-        ``/readyz``: None while none is built."""
+    def committer_problems(self) -> list[Problem]:
         return [partial(self._committer_problem, key) for key in self.options]
 
-    def _committer_problem(self, key: Key) -> str | None:
-        committer = self.built.get(key)
+    def _committer_problem(self, key: Cluster) -> str | None:
+        committer = self.committers.get(key)
         return problem_of(self.said(key, "Kafka"), committer)() if committer is not None else None
-
-    def committer(self, committers: dict[Key, KafkaOffsetCommitter]) -> OffsetCommitter:
-        """The one committer the commit loop sees: each group's commit to its cluster's."""
-        return ClusterCommitters(committers) if self.several else committers[None]
 
     def committed_reader(self, group_cluster: GroupCluster) -> CommittedOffsetsReader:
         readers = {

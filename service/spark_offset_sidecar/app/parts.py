@@ -1,12 +1,8 @@
-"""What ``create_app`` is built from besides the settings: each part it would otherwise
-build itself, and whether the service runs its watcher and writer as child processes.
-
-Tests hand in doubles (``testing``); ``offset-sidecar serve`` hands in ``children=True``
-and the process's heap keeper. A part left None is built from the settings: the SQL store
-(``database.url``), aiokafka's committer, readers and record-time reader per Kafka cluster,
-fsspec's checkpoint storage, the SQL store's followed folders and (with replicas) its
-status board.
-"""
+"""What ``create_app`` is built from besides the settings, each part complete: the Kafka
+clients, the ledger's database, the metrics, the clock, and whether the watcher and the
+writer run as child processes (what ``offset-sidecar serve`` runs). ``production``:
+aiokafka's clients on the SQL database; tests hand in ``testing.MemoryKafka`` on the SQL
+database (``on_sql``) or ``testing.MemoryDatabase``."""
 
 from __future__ import annotations
 
@@ -14,34 +10,41 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from prometheus_client import CollectorRegistry
-
-from spark_offset_sidecar.observe.metrics import HeapView
-from spark_offset_sidecar.ports.checkpoints import CheckpointStorage, FollowedFolders
-from spark_offset_sidecar.ports.kafka import (
-    CommittedOffsetsReader,
-    LogEndReader,
-    OffsetCommitter,
-    RecordTimeReader,
-    StartingOffsetsReader,
-)
-from spark_offset_sidecar.ports.status_board import StatusBoard
-from spark_offset_sidecar.ports.store import LedgerStore
+from spark_offset_sidecar.app.database import SqlDatabase
+from spark_offset_sidecar.app.kafka_commits import CommittingClients
+from spark_offset_sidecar.app.shared import new_metrics
+from spark_offset_sidecar.observe.metrics import HeapView, SidecarMetrics
+from spark_offset_sidecar.ports.database import Database
+from spark_offset_sidecar.ports.kafka import KafkaCommitting
+from spark_offset_sidecar.settings import Settings
 
 
 @dataclass(frozen=True)
 class Parts:
-    store: LedgerStore | None = None
-    committer: OffsetCommitter | None = None
-    log_ends: LogEndReader | None = None
-    record_times: RecordTimeReader | None = None
-    starting_offsets: StartingOffsetsReader | None = None
-    committed_reader: CommittedOffsetsReader | None = None  # replicas: a takeover's check
-    checkpoint_storage: CheckpointStorage | None = None
-    followed_folders: FollowedFolders | None = None
-    status_board: StatusBoard | None = None  # replicas: the reports every replica reads
-    registry: CollectorRegistry | None = None
+    kafka: KafkaCommitting
+    database: Database
+    metrics: SidecarMetrics
     clock: Callable[[], float] = time.time
-    heap: HeapView | None = None  # the process's heap keeper: its pauses exported
     # The watcher and the writer as child processes (``Topology.resolve``): what serve runs.
     children: bool = False
+
+
+def on_sql(
+    settings: Settings,
+    kafka: KafkaCommitting,
+    *,
+    children: bool = False,
+    clock: Callable[[], float] = time.time,
+) -> Parts:
+    """``kafka`` on the SQL database of ``settings``."""
+    metrics = new_metrics(settings)
+    return Parts(kafka, SqlDatabase(settings, metrics), metrics, clock, children)
+
+
+def production(settings: Settings, *, children: bool = True, heap: HeapView | None = None) -> Parts:
+    """What serve runs: aiokafka's clients on the SQL database, the process's heap keeper's
+    pauses exported."""
+    parts = on_sql(settings, CommittingClients(settings), children=children)
+    if heap is not None:
+        parts.metrics.watch_heap(heap)
+    return parts

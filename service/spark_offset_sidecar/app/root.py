@@ -8,11 +8,10 @@ the beginning of the shutdown.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 
 from fastapi import FastAPI
-from prometheus_client import CollectorRegistry
 
 from spark_offset_sidecar.adapters.checkpoints.fsspec_storage import (
     FsspecCheckpointStorage,
@@ -20,9 +19,12 @@ from spark_offset_sidecar.adapters.checkpoints.fsspec_storage import (
 )
 from spark_offset_sidecar.adapters.child_process import child_command
 from spark_offset_sidecar.adapters.watcher.child import PROBLEM, WatcherChild
-from spark_offset_sidecar.app.kafka_commits import CommittingClients
 from spark_offset_sidecar.app.parts import Parts
-from spark_offset_sidecar.app.shared import add_operational_routes, new_runtime, token_verifier
+from spark_offset_sidecar.app.shared import (
+    add_operational_routes,
+    new_runtime,
+    token_verifier,
+)
 from spark_offset_sidecar.app.start import Start
 from spark_offset_sidecar.app.watcher_brief import WatcherBrief
 from spark_offset_sidecar.http.body_limit import BodySizeLimit
@@ -30,11 +32,11 @@ from spark_offset_sidecar.http.event_routes import router
 from spark_offset_sidecar.http.follow_routes import router as follow_router
 from spark_offset_sidecar.http.progress_route import ProgressRoute
 from spark_offset_sidecar.http.refusals import exception_answers
-from spark_offset_sidecar.http.state import any_folder
 from spark_offset_sidecar.http.status_page import router as status_page_router
 from spark_offset_sidecar.http.status_routes import router as status_router
 from spark_offset_sidecar.http.watcher_routes import forwarding_router
-from spark_offset_sidecar.observe.metrics import SidecarMetrics, package_version
+from spark_offset_sidecar.observe.metrics import package_version
+from spark_offset_sidecar.ports.kafka import Problem
 from spark_offset_sidecar.settings import Settings
 from spark_offset_sidecar.topology import Topology
 
@@ -46,22 +48,18 @@ DESCRIPTION = (
 )
 
 
-def create_app(settings: Settings, parts: Parts | None = None) -> FastAPI:
-    """Build the service from ``settings`` and ``parts`` (``app.parts``: what is handed in
-    instead of built, and whether the watcher and the writer run as child processes)."""
-    parts = parts or Parts()
+def create_app(settings: Settings, parts: Parts) -> FastAPI:
+    """Build the service from ``settings`` and ``parts`` (``app.parts``: its Kafka clients
+    and database, and whether the watcher and the writer run as child processes)."""
     topology = Topology.resolve(
         children=parts.children,
         replicated=settings.replicas.replicated,
-        database=None if parts.store is not None else settings.database.url,
+        database=parts.database.url,
     )
-    kafka = CommittingClients(settings)
-    metrics = SidecarMetrics(
-        parts.registry or CollectorRegistry(), kafka.clusters if kafka.several else None
-    )
+    metrics = parts.metrics
     verifier = token_verifier(settings.oidc)
     watcher = None
-    problems: list[Callable[[], str | None]] = []  # the watcher's, then Kafka refusing one
+    problems: list[Problem] = []  # the watcher's, then Kafka refusing one
     if topology.watcher == "child":
         watcher = WatcherChild(
             child_command("watcher", settings.log.level, settings.log.format),
@@ -72,16 +70,16 @@ def create_app(settings: Settings, parts: Parts | None = None) -> FastAPI:
         settings,
         metrics,
         parts.clock,
-        kafka,
+        parts.kafka,
         verifier,
         topology,
-        check_folder=check_path if parts.checkpoint_storage is None else any_folder,
-        problems=problems + kafka.committer_problems(),
+        check_folder=check_path,
+        problems=problems + parts.kafka.committer_problems(),
     )
-    storage = parts.checkpoint_storage or FsspecCheckpointStorage(settings.follow.storage_options)
-    if parts.heap is not None:
-        metrics.watch_heap(parts.heap)
-    start = Start(settings, topology, runtime, kafka, parts, storage, verifier, watcher)
+    storage = FsspecCheckpointStorage(settings.follow.storage_options)
+    start = Start(
+        settings, topology, runtime, parts.kafka, parts.database, storage, verifier, watcher
+    )
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:

@@ -9,9 +9,9 @@ from collections.abc import Callable, Sequence
 
 from fastapi import FastAPI, Request
 from fastapi.responses import PlainTextResponse, Response
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-from spark_offset_sidecar.app.kafka_clients import KafkaClients, problem_of
+from spark_offset_sidecar.app.kafka_clients import problem_of
 from spark_offset_sidecar.errors import StoreError
 from spark_offset_sidecar.http.auth import TokenRegistry
 from spark_offset_sidecar.http.service_route import router as service_router
@@ -19,13 +19,19 @@ from spark_offset_sidecar.http.state import Runtime, any_folder
 from spark_offset_sidecar.observe.fleet_metrics import FleetOptions
 from spark_offset_sidecar.observe.metrics import SidecarMetrics
 from spark_offset_sidecar.ports.identity import TokenVerifier
-from spark_offset_sidecar.settings import MetricsSettings, OidcSettings, Settings
+from spark_offset_sidecar.ports.kafka import KafkaReading, Problem
+from spark_offset_sidecar.settings import OidcSettings, Settings
 from spark_offset_sidecar.topology import Topology
 
 
-def fleet_options(
-    metrics: MetricsSettings, kafka: KafkaClients, series: frozenset[str]
-) -> FleetOptions:
+def new_metrics(settings: Settings) -> SidecarMetrics:
+    """The process's series; by cluster when there are several Kafka clusters."""
+    clusters = settings.clusters.choice()
+    return SidecarMetrics(CollectorRegistry(), clusters if len(clusters.names) > 1 else None)
+
+
+def fleet_options(settings: Settings, series: frozenset[str]) -> FleetOptions:
+    metrics, clusters = settings.metrics, settings.clusters.choice()
     return FleetOptions(
         granularity=metrics.granularity,
         groups=metrics.groups,
@@ -34,7 +40,7 @@ def fleet_options(
         exclude_topics=metrics.exclude_topics,
         export_kafka_lag=metrics.export_kafka_lag,
         max_age=metrics.max_age_seconds,
-        cluster_names=kafka.clusters.name_of if kafka.several else None,
+        cluster_names=clusters.name_of if len(clusters.names) > 1 else None,
         series=series,
     )
 
@@ -60,12 +66,12 @@ def new_runtime(
     settings: Settings,
     metrics: SidecarMetrics,
     clock: Callable[[], float],
-    kafka: KafkaClients,
+    kafka: KafkaReading,
     verifier: TokenVerifier | None,
     topology: Topology,
     *,
     check_folder: Callable[[str], str | None] = any_folder,
-    problems: Sequence[Callable[[], str | None]] = (),
+    problems: Sequence[Problem] = (),
     service_problems: Callable[[], Sequence[str]] = tuple,
 ) -> Runtime:
     """What the routes reach, with the tokens and the identity problems both processes

@@ -1,6 +1,6 @@
 """The lifespan's steps: what starts, in which order, and how each part stops.
 
-``Start.run`` opens the ledger (migrating the SQL store it built), starts the issuer's key
+``Start.run`` opens the ledger's database (``ports.database``), starts the issuer's key
 refresh, the committers, with replicas the lease keeper (whose first round claims a share
 of the groups before the replica answers ready), the commit loop, the lag monitors and the
 checkpoint follower, and hands back every part as ``Running``. Each part registers how it
@@ -9,8 +9,8 @@ shutdown runs in the reverse order (commits in flight finish within
 ``shutdown_grace_seconds``, then the leases are handed back, then Kafka and the database
 are closed).
 
-What is built here is known by its type, never tested for it: the SQL store built here
-(None when one was given), the Kafka clients built here (none of a kind that was given).
+Every part is built by the bundles it is handed (``app.parts``): their Kafka clients,
+their database; what differs is read from the ``Topology`` alone.
 """
 
 from __future__ import annotations
@@ -28,17 +28,9 @@ from typing import TYPE_CHECKING
 
 from prometheus_client import generate_latest
 
-from spark_offset_sidecar.adapters.child_process import child_command
-from spark_offset_sidecar.adapters.kafka.committer import KafkaOffsetCommitter
-from spark_offset_sidecar.adapters.sql.followed_folders import SqlFollowedFolders
-from spark_offset_sidecar.adapters.sql.store import SqlStore
-from spark_offset_sidecar.adapters.sql.writer_process import ProcessWriter
 from spark_offset_sidecar.adapters.watcher.child import FIRST_READY, PROBLEM, WatcherChild
-from spark_offset_sidecar.app.kafka_clients import GroupCluster, Key
-from spark_offset_sidecar.app.kafka_commits import CommittingClients
-from spark_offset_sidecar.app.parts import Parts
 from spark_offset_sidecar.app.shared import fleet_options
-from spark_offset_sidecar.app.watching import Watched, cancel, run_in_background, watch_lag
+from spark_offset_sidecar.app.watching import cancel, run_in_background, watch_lag
 from spark_offset_sidecar.core.backoff import Backoff
 from spark_offset_sidecar.core.clusters import Clusters
 from spark_offset_sidecar.core.ledger.leases import Ownership
@@ -53,22 +45,27 @@ from spark_offset_sidecar.observe.fleet_metrics import (
 from spark_offset_sidecar.observe.loop_lag import LoopLag
 from spark_offset_sidecar.observe.metrics import SidecarMetrics
 from spark_offset_sidecar.ports.checkpoints import CheckpointStorage, FollowedFolders
+from spark_offset_sidecar.ports.database import Database, Opened, Replicas
 from spark_offset_sidecar.ports.identity import TokenVerifier
 from spark_offset_sidecar.ports.kafka import (
+    Cluster,
+    GroupCluster,
+    KafkaCommitting,
     OffsetCommitter,
-    StartingOffsetsReader,
 )
-from spark_offset_sidecar.ports.status_board import StatusBoard
-from spark_offset_sidecar.ports.store import BatchWriter, LedgerStore
 from spark_offset_sidecar.runtime.checkpoint_follower import REASONS, CheckpointFollower
 from spark_offset_sidecar.runtime.commit_loop import CommitLoop
 from spark_offset_sidecar.runtime.durable_ledger import DurableLedger
-from spark_offset_sidecar.runtime.group_reports import LocalReports, PublishedReports
+from spark_offset_sidecar.runtime.group_reports import (
+    FolderReports,
+    LocalReports,
+    PublishedReports,
+)
 from spark_offset_sidecar.runtime.identity_keys import keep_keys_fresh
 from spark_offset_sidecar.runtime.lag_monitor import LagMonitor
 from spark_offset_sidecar.runtime.lag_monitors import LagMonitors
 from spark_offset_sidecar.runtime.memory_relay import MemoryRelay
-from spark_offset_sidecar.settings import DatabaseSettings, Settings
+from spark_offset_sidecar.settings import Settings
 from spark_offset_sidecar.topology import Topology
 
 if TYPE_CHECKING:  # replicas' modules need the postgres extra: imported when replicated
@@ -86,8 +83,8 @@ class Start:
     settings: Settings
     topology: Topology
     runtime: Runtime
-    kafka: CommittingClients
-    parts: Parts
+    kafka: KafkaCommitting
+    database: Database
     storage: CheckpointStorage
     verifier: TokenVerifier | None
     watcher: WatcherChild | None = None  # the watcher as a child: started after migrating
@@ -98,19 +95,20 @@ class Start:
 
     @property
     def clusters(self) -> Clusters:
-        return self.kafka.clusters
+        return self.runtime.clusters
 
     async def run(self, stack: AsyncExitStack) -> Running:
         replica_id = new_replica_id() if self.topology.replicated else None
         run_in_background(stack, LoopLag(self.metrics.loop_lag.observe).run(), "loop lag")
         wake = asyncio.Event()  # the commit loop's: a batch written frees its groups
-        sql, durable = await self._ledger(stack, replica_id, wake)
+        opened, durable = await self._ledger(stack, replica_id, wake)
         if self.watcher is not None:  # it reads the database at the newest migration
             await self.watcher.start()
             stack.push_async_callback(self.watcher.stop)
             run_in_background(stack, self.watcher.run(), "watcher")
         await self._issuer_keys(stack)
-        built, committer = self._committers(stack, replica_id)
+        committer = self.kafka.committer(replica_id)  # their problems: ``committer_problems``
+        stack.push_async_callback(committer.close)
         ownership = self._ownership(durable, replica_id)
         commit_loop = CommitLoop(
             durable,
@@ -120,30 +118,40 @@ class Start:
             ownership=ownership,
             wake=wake,
         )
-        board = self.parts.status_board
-        if ownership is not None and sql is not None:
-            board = await self._replicas(stack, sql, ownership, durable, commit_loop, board)
+        if ownership is not None and opened.replicas is not None:
+            await self._replicas(stack, opened.replicas, ownership, durable, commit_loop)
         commit_task = self._commits(stack, durable, commit_loop)
-        lag_monitor = self._lag_monitors(stack, durable, board, committer, built)
+        follower = self._follower(opened.followed, durable)
+        folders = follower.reports if follower is not None else dict
+        lag_monitor = watch_lag(
+            stack,
+            self.settings,
+            self.kafka,
+            self.metrics,
+            lambda: durable.ledger,
+            clock=self.runtime.clock,
+            board=opened.board,
+            waits=committer.waiting,
+            folders=folders,  # published with the groups
+            reads_exported=self.watcher is None,
+        )
         if self.watcher is None:  # else the watcher reads the log ends
             run_in_background(stack, lag_monitor.run(), "lag monitor")
-        followed = self.parts.followed_folders or (
-            SqlFollowedFolders(sql.engine) if sql is not None else None
-        )
-        follower = self._follower(stack, followed, durable, lag_monitor)
+        if follower is not None:
+            run_in_background(stack, follower.run(), "checkpoint follower")
         if self.watcher is not None:
             await self._tell_watcher(
-                stack, self.watcher, durable, committer, lag_monitor, follower, replica_id
+                stack, self.watcher, durable, committer, lag_monitor, folders, replica_id
             )
         warn_of_dropped_clusters(durable, self.clusters)
         reports = (
-            PublishedReports(board)
-            if board is not None
+            PublishedReports(opened.board)
+            if opened.board is not None
             else LocalReports(
                 lambda: durable.ledger,
                 lag_monitor,
                 committer.waiting,
-                follower.reports if follower is not None else None,
+                folders,
                 self.runtime.clock,
             )
         )
@@ -153,17 +161,11 @@ class Start:
             commit_task,
             lag_monitor,
             reports=reports,
-            followed=followed,
+            followed=opened.followed,
             follower=follower,
-            starting_offsets=self._starting_offsets(durable),
+            starting_offsets=self.kafka.starting_offsets(group_cluster(durable, self.clusters)),
             page=self._metrics_page(durable, lag_monitor),
         )
-
-    def _starting_offsets(self, durable: DurableLedger) -> StartingOffsetsReader:
-        """Reads a group's commits from Kafka (a client a call: nothing held between)."""
-        if self.parts.starting_offsets is not None:
-            return self.parts.starting_offsets
-        return self.kafka.starting_offsets(group_cluster(durable, self.clusters))
 
     def _metrics_page(
         self, durable: DurableLedger, lag_monitor: LagMonitor | LagMonitors
@@ -174,7 +176,7 @@ class Start:
         fleet = FleetExposition(
             lambda: durable.ledger,
             lambda: lag_monitor,
-            fleet_options(settings.metrics, self.kafka, MEMORY_SERIES if watcher else ALL_SERIES),
+            fleet_options(settings, MEMORY_SERIES if watcher else ALL_SERIES),
             self.runtime.clock,
             head=lambda: generate_latest(self.metrics.registry),
             tail=watcher_share(watcher) if watcher is not None else None,
@@ -188,7 +190,7 @@ class Start:
         durable: DurableLedger,
         committer: OffsetCommitter,
         lag_monitor: LagMonitor | LagMonitors,
-        follower: CheckpointFollower | None,
+        folders: FolderReports,
         replica_id: str | None,
     ) -> None:
         """The watcher told what only this process's memory knows, from now on: ready once
@@ -199,7 +201,7 @@ class Start:
             watcher,
             waiting=committer.waiting,
             job=lag_monitor.job_of,
-            folders=follower.reports if follower is not None else None,
+            folders=folders,
             problems=lambda: [p for p in self.runtime.problems() if not p.startswith(PROBLEM)],
             owned=lambda: durable.ledger.committing,  # None (every group) but with replicas
             replica=replica_id,  # its watcher publishes as this replica
@@ -217,44 +219,23 @@ class Start:
 
     async def _ledger(
         self, stack: AsyncExitStack, replica_id: str | None, wake: asyncio.Event
-    ) -> tuple[SqlStore | None, DurableLedger]:
-        """The store (the SQL one built and migrated here, unless one was given) and the
-        ledger loaded from it."""
+    ) -> tuple[Opened, DurableLedger]:
+        """The database opened (the SQL store migrated, the writer child started when the
+        topology says so) and the ledger loaded from its store."""
         commits = self.settings.commits
-        sql: SqlStore | None = None
-        store: LedgerStore
-        writer: BatchWriter | None = None
-        if self.parts.store is None:
-            sql = store = sql_store(self.settings.database, replica_id, self.metrics)
-            stack.callback(sql.close)  # also closed with the ledger: idempotent
-            await asyncio.to_thread(sql.migrate)
-            if self.topology.writer == "child":
-                writer = await self._writer_process(stack, sql)
-        else:
-            store = self.parts.store
+        writer_child = self.topology.writer == "child"
+        opened = await self.database.open(stack, replica_id, writer_child)
         durable = await DurableLedger.open(
-            store,
+            opened.store,
             max_pending=commits.max_pending_checkpoints,
             backoff=Backoff(initial=commits.retry_initial_seconds, cap=commits.retry_max_seconds),
             refresh_after=commits.recommit_idle_after_seconds,
             commit_interval=commits.min_commit_interval_seconds,
-            writer=writer,
+            writer=opened.writer,
             on_batch_done=on_batch_done(wake, self.metrics),
         )
         stack.push_async_callback(durable.close)
-        return sql, durable
-
-    async def _writer_process(self, stack: AsyncExitStack, sql: SqlStore) -> BatchWriter:
-        """The batches' writer process, started (closed with the ledger, or here if the
-        start fails after it)."""
-        writer = ProcessWriter(
-            sql,
-            child_command("writer", self.settings.log.level, self.settings.log.format),
-            on_lost=self.metrics.store_writer_lost.inc,
-        )
-        stack.push_async_callback(writer.close)  # idempotent
-        await writer.start()
-        return writer
+        return opened, durable
 
     async def _issuer_keys(self, stack: AsyncExitStack) -> None:
         if self.verifier is None:
@@ -262,19 +243,6 @@ class Start:
         await self.verifier.refresh()  # a wrong issuer URL shows on /readyz at once
         refresh = self.settings.oidc.jwks_refresh_seconds
         run_in_background(stack, keep_keys_fresh(self.verifier, refresh, KEYS_RETRY), "issuer keys")
-
-    def _committers(
-        self, stack: AsyncExitStack, replica_id: str | None
-    ) -> tuple[dict[Key, KafkaOffsetCommitter], OffsetCommitter]:
-        """The Kafka committers built here (none when one was given), and the committer
-        the commit loop sees."""
-        if self.parts.committer is not None:
-            stack.push_async_callback(self.parts.committer.close)
-            return {}, self.parts.committer
-        built = self.kafka.committers(replica_id)  # their problems: ``kafka.committer_problems``
-        committer = self.kafka.committer(built)
-        stack.push_async_callback(committer.close)
-        return built, committer
 
     def _ownership(self, durable: DurableLedger, replica_id: str | None) -> Ownership | None:
         if replica_id is None:
@@ -290,28 +258,22 @@ class Start:
     async def _replicas(
         self,
         stack: AsyncExitStack,
-        sql: SqlStore,
+        replicas: Replicas,
         ownership: Ownership,
         durable: DurableLedger,
         commit_loop: CommitLoop,
-        board: StatusBoard | None,
-    ) -> StatusBoard:
-        """The lease keeper, after its first round (a share of the groups held before the
-        replica answers ready), and the board of reports every replica reads."""
-        from spark_offset_sidecar.adapters.sql.change_notices import PostgresChangeNotices
-        from spark_offset_sidecar.adapters.sql.lease_store import LeaseStore
-        from spark_offset_sidecar.adapters.sql.status_board import SqlStatusBoard
+    ) -> None:
+        """The lease keeper, after its first round: a share of the groups held before the
+        replica answers ready."""
         from spark_offset_sidecar.runtime.lease_keeper import LeaseKeeper
 
         settings, metrics = self.settings, self.metrics
-        # A double committer never wrote to Kafka: nothing there to read back.
-        read_back = self.parts.committed_reader
-        if read_back is None and self.parts.committer is None:
-            read_back = self.kafka.committed_reader(group_cluster(durable, self.clusters))
+        read_back = self.kafka.committed_reader(group_cluster(durable, self.clusters))
+        if read_back is not None:
             stack.push_async_callback(read_back.close)
         keeper = LeaseKeeper(
-            LeaseStore(sql.engine, ownership.replica_id, settings.replicas.lease_seconds),
-            PostgresChangeNotices(settings.database.url),
+            replicas.leases,
+            replicas.notices,
             ownership,
             durable,
             on_owned=commit_loop.wake,
@@ -324,7 +286,6 @@ class Start:
         await keeper.round()
         run_in_background(stack, keeper.run(), "lease keeper")
         run_in_background(stack, keeper.listen(), "notices")
-        return board if board is not None else SqlStatusBoard(sql.engine, ownership.replica_id)
 
     def _commits(
         self, stack: AsyncExitStack, durable: DurableLedger, commit_loop: CommitLoop
@@ -335,32 +296,10 @@ class Start:
         )
         return task
 
-    def _lag_monitors(
-        self,
-        stack: AsyncExitStack,
-        durable: DurableLedger,
-        board: StatusBoard | None,
-        committer: OffsetCommitter,
-        committers: dict[Key, KafkaOffsetCommitter],
-    ) -> LagMonitor | LagMonitors:
-        return watch_lag(
-            stack,
-            Watched(self.settings, self.kafka, self.metrics, self.runtime.clock),
-            lambda: durable.ledger,
-            given=self.parts,
-            board=board,
-            waits=committer.waiting,
-            committers=committers,
-            reads_exported=self.watcher is None,
-        )
-
     def _follower(
-        self,
-        stack: AsyncExitStack,
-        followed: FollowedFolders | None,
-        durable: DurableLedger,
-        lag_monitor: LagMonitor | LagMonitors,
+        self, followed: FollowedFolders | None, durable: DurableLedger
     ) -> CheckpointFollower | None:
+        """The checkpoint follower of the followed folders (none: the store keeps none)."""
         if followed is None:
             return None
         follow = self.settings.follow
@@ -374,9 +313,7 @@ class Start:
             clock=self.runtime.clock,
             clusters=self.clusters,
         )
-        lag_monitor.set_folders(follower.reports)  # published with the groups
         self.metrics.watch_folders(follower.figures, lambda: self.storage.requests, REASONS)
-        run_in_background(stack, follower.run(), "checkpoint follower")
         return follower
 
 
@@ -384,7 +321,7 @@ def group_cluster(durable: DurableLedger, clusters: Clusters) -> GroupCluster:
     """The cluster of a group's commits: as the ledger stores it, else as the settings
     choose for it."""
 
-    def cluster(group_id: str) -> Key:
+    def cluster(group_id: str) -> Cluster:
         group = durable.ledger.groups.get(group_id)
         return group.cluster if group is not None else clusters.of(group_id).name
 
@@ -410,21 +347,6 @@ def warn_of_dropped_clusters(durable: DurableLedger, clusters: Clusters) -> None
 def new_replica_id() -> str:
     """Unique per process start: a restarted pod is a new owner (its memory is new)."""
     return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
-
-
-def sql_store(
-    database: DatabaseSettings, replica_id: str | None, metrics: SidecarMetrics
-) -> SqlStore:
-    if replica_id is None:
-        return SqlStore(database.url)
-    from spark_offset_sidecar.adapters.sql.shared_store import SharedSqlStore
-
-    return SharedSqlStore(
-        database.url,
-        replica_id,
-        on_fenced=metrics.commits_fenced.inc,
-        on_step=lambda step, seconds: metrics.store_step_cpu.labels(step).inc(seconds),
-    )
 
 
 async def leave(keeper: LeaseKeeper, loop: CommitLoop) -> None:

@@ -31,7 +31,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Collection, Sequence
+import time
+from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 
@@ -45,15 +46,14 @@ from spark_offset_sidecar.adapters.watcher.memory_update import (
     MemoryUpdateRefused,
     decode_memory_update,
 )
-from spark_offset_sidecar.app.kafka_clients import KafkaClients
-from spark_offset_sidecar.app.parts import Parts
 from spark_offset_sidecar.app.shared import (
     add_operational_routes,
     fleet_options,
+    new_metrics,
     new_runtime,
     token_verifier,
 )
-from spark_offset_sidecar.app.watching import Watched, run_in_background, watch_lag
+from spark_offset_sidecar.app.watching import run_in_background, watch_lag
 from spark_offset_sidecar.core.ledger.rules import Ledger
 from spark_offset_sidecar.errors import StoreUnavailable
 from spark_offset_sidecar.http.refusals import exception_answers
@@ -63,10 +63,9 @@ from spark_offset_sidecar.http.status_routes import router as status_router
 from spark_offset_sidecar.observe.fleet_metrics import WATCHER_SERIES, FleetExposition, MetricsPage
 from spark_offset_sidecar.observe.loop_lag import LoopLag
 from spark_offset_sidecar.observe.metrics import SidecarMetrics, package_version
-from spark_offset_sidecar.ports.checkpoints import FollowedFolders
 from spark_offset_sidecar.ports.group_reports import GroupReports
+from spark_offset_sidecar.ports.kafka import KafkaReading
 from spark_offset_sidecar.ports.status_board import StatusBoard
-from spark_offset_sidecar.ports.store import LedgerRows
 from spark_offset_sidecar.ports.watcher import MEMORY_UPDATES, WATCHED_METRICS
 from spark_offset_sidecar.runtime.group_reports import LocalReports, PublishedReports
 from spark_offset_sidecar.runtime.lag_monitor import LagMonitor
@@ -84,23 +83,17 @@ NO_REPLICA_YET = ""  # a replica's watcher's board before it is told which repli
 def create_watch_app(
     settings: Settings,
     topology: Topology,
-    parts: Parts | None = None,
-    *,
-    rows: LedgerRows | None = None,
+    kafka: KafkaReading,
+    clock: Callable[[], float] = time.time,
 ) -> FastAPI:
     """Build the watcher of a service that runs as ``topology`` says (its own, resolved by
-    the service). ``rows`` default to the SQL store's (``database_url``); of ``parts``,
-    ``log_ends``, ``record_times``, ``status_board``, ``registry`` and ``clock`` are used
-    (tests hand in doubles: ``testing``)."""
-    parts = parts or Parts()
-    kafka = KafkaClients(settings)
-    metrics = SidecarMetrics(
-        parts.registry or CollectorRegistry(), kafka.clusters if kafka.several else None
-    )
+    the service), on the SQL database of ``settings`` and the Kafka clients ``kafka``
+    (``app.kafka_clients``; tests hand in ``testing.MemoryKafka``)."""
+    metrics = new_metrics(settings)
     verifier = token_verifier(settings.oidc)
-    start = WatchStart(settings, topology, kafka, metrics, parts, rows)
+    start = WatchStart(settings, topology, kafka, metrics, clock)
     runtime = new_runtime(
-        settings, metrics, parts.clock, kafka, verifier, topology, service_problems=start.problems
+        settings, metrics, clock, kafka, verifier, topology, service_problems=start.problems
     )
     ledger = start.ledger
 
@@ -172,10 +165,9 @@ class WatchStart:
 
     settings: Settings
     topology: Topology
-    kafka: KafkaClients
+    kafka: KafkaReading
     metrics: SidecarMetrics
-    parts: Parts
-    rows: LedgerRows | None = None
+    clock: Callable[[], float]
     ledger: Ledger = field(default_factory=Ledger)
     memory: WatcherMemory | None = None  # what it was told, once ``run`` built it
     board: StatusBoard | None = None  # a replica's, once ``run`` built it
@@ -196,8 +188,8 @@ class WatchStart:
         return FleetExposition(
             lambda: self.ledger,
             lambda: self.monitor,
-            fleet_options(self.settings.metrics, self.kafka, WATCHER_SERIES),
-            self.parts.clock,
+            fleet_options(self.settings, WATCHER_SERIES),
+            self.clock,
             head=lambda: generate_latest(registry),
         )
 
@@ -227,34 +219,31 @@ class WatchStart:
     async def run(self, stack: AsyncExitStack) -> Watching:
         settings, metrics, ledger = self.settings, self.metrics, self.ledger
         run_in_background(stack, LoopLag(metrics.loop_lag.observe).run(), "loop lag")
-        rows: LedgerRows
-        followed: FollowedFolders | None = None
-        board = self.parts.status_board
-        if self.rows is None:
-            rows = sql = SqlStore(settings.database.url)
-            stack.callback(sql.close)
-            followed = SqlFollowedFolders(sql.engine)
-            if self.replicated and board is None:
-                from spark_offset_sidecar.adapters.sql.status_board import SqlStatusBoard
-
-                board = SqlStatusBoard(sql.engine, NO_REPLICA_YET)
-        else:
-            rows = self.rows
+        sql = SqlStore(settings.database.url)
+        stack.callback(sql.close)
+        followed = SqlFollowedFolders(sql.engine)
+        board: StatusBoard | None = None
         if self.replicated:
-            self.board = board
+            from spark_offset_sidecar.adapters.sql.status_board import SqlStatusBoard
+
+            self.board = board = SqlStatusBoard(sql.engine, NO_REPLICA_YET)
             ledger.commit_only(set())  # L5: nothing of the replica's until told its groups
+        memory: WatcherMemory  # built below, on the lag monitor: read once running
         lag_monitor = watch_lag(
             stack,
-            Watched(settings, self.kafka, metrics, self.parts.clock),
+            settings,
+            self.kafka,
+            metrics,
             lambda: ledger,
-            given=self.parts,
+            clock=self.clock,
             board=board,
             waits=self._waiting,  # what its service told of each commit in flight
+            folders=lambda: memory.folder_reports(),  # published with the groups
             reads_also=self.share_registry,
         )
         self.monitor = lag_monitor
         follower = StoreFollower(
-            rows,
+            sql,
             ledger,
             interval=settings.status.lag_read_interval_seconds,
             refreshed=self._refreshed,
@@ -269,10 +258,9 @@ class WatchStart:
             publish_as=self._publish_as,
             follows_owned=self.replicated,
         )
-        lag_monitor.set_folders(memory.folder_reports)  # published with the groups
         stack.callback(follower.close)
         try:  # a watcher reads columns of the newest schema
-            await asyncio.to_thread(rows.check)
+            await asyncio.to_thread(sql.check)
         except StoreUnavailable as exc:
             raise StoreUnavailable(
                 f"{exc}; a watcher never migrates: its service (offset-sidecar serve) "
@@ -289,7 +277,7 @@ class WatchStart:
                 lag_monitor,
                 self._waiting,
                 memory.folder_reports,
-                self.parts.clock,
+                self.clock,
             )
         )
         page = MetricsPage(self._fleet(metrics.registry), settings.metrics.max_scrapes_per_second)

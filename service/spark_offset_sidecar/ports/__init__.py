@@ -1,5 +1,5 @@
 """The ports: what the runtime and the HTTP layer need from Kafka (``kafka``) and from the
-database (``store``, ``leases``) and from an identity provider (``identity``), as
+database (``store``, ``leases``, ``database``) and from an identity provider (``identity``), as
 protocols and plain data.
 
 No third-party import. The real adapters are in ``spark_offset_sidecar.adapters``; the

@@ -1,12 +1,13 @@
 """The ports towards Kafka: what the loops and the HTTP layer need, with no third-party
 import. The real adapters implement them with aiokafka (``adapters.kafka.committer``,
 ``adapters.kafka.log_ends``, ``adapters.kafka.starting_offsets``); ``testing`` has the
-in-memory doubles."""
+in-memory doubles. ``KafkaReading`` and ``KafkaCommitting``: what a process builds on
+Kafka, per cluster, once a lifespan (``app.kafka_clients``; ``testing.MemoryKafka``)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -89,3 +90,31 @@ class StartingOffsetsReader(Protocol):
     async def __call__(self, group_id: str, topics: Sequence[str]) -> StartingOffsets:
         """Read the group's committed offsets from Kafka; raises ``KafkaReadError`` or
         ``OffsetsNotFound``."""
+
+
+Cluster = str | None  # a Kafka cluster as the ledger keeps it (None: the default one)
+GroupCluster = Callable[[str], Cluster]  # the cluster a group's commits go to
+Problem = Callable[[], str | None]  # an identity's problem now, as /readyz says it, or None
+
+
+class KafkaReading(Protocol):
+    """The clients a process reads Kafka with, by cluster, built anew at each start (the
+    caller closes them), and the problems of the clusters' tokens."""
+
+    def log_ends(self) -> dict[Cluster, LogEndReader]: ...
+    def record_times(self) -> dict[Cluster, RecordTimeReader]: ...  # none: times not read
+    def resent(self) -> dict[Cluster, Callable[[], int]]: ...  # by the clients built last
+    def token_problems(self) -> list[Problem]: ...
+
+
+class KafkaCommitting(KafkaReading, Protocol):
+    """Those of the process taking events: its committers besides. ``committer``: the one
+    the commit loop sees (each group's commits to its cluster's); ``committer_problems``:
+    Kafka refusing a cluster's credentials (to the committers built last);
+    ``committed_reader``: what a group's commits are in Kafka, a takeover's check (None:
+    a double committer never wrote to Kafka)."""
+
+    def committer(self, replica_id: str | None) -> OffsetCommitter: ...
+    def committer_problems(self) -> list[Problem]: ...
+    def starting_offsets(self, group_cluster: GroupCluster) -> StartingOffsetsReader: ...
+    def committed_reader(self, group_cluster: GroupCluster) -> CommittedOffsetsReader | None: ...

@@ -133,9 +133,6 @@ class LagMonitor:
         """The widest gap between two reads that a record's time is interpolated in."""
         return 1.5 * self.interval + 0.5
 
-    def set_folders(self, folders: Callable[[], Mapping[str, tuple[FolderReport, ...]]]) -> None:
-        self.folders = folders
-
     def note_job(self, group_id: str, rates: JobRates) -> None:
         """What the group's job said of its pace in its last progress event."""
         self.jobs[group_id] = rates

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import asyncio
 from collections import ChainMap
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 from spark_offset_sidecar.core.lag.figures import GroupLag, JobRates
-from spark_offset_sidecar.core.lag.report import FolderReport, GroupReport
+from spark_offset_sidecar.core.lag.report import GroupReport
 from spark_offset_sidecar.core.lag.status import GroupStatus
 from spark_offset_sidecar.core.ledger.rules import Ledger
 from spark_offset_sidecar.core.ledger.state import GroupState
@@ -60,10 +60,6 @@ class LagMonitors:
     @property
     def evaluated_at(self) -> float | None:
         return _oldest(m.evaluated_at for m in self.by_cluster.values())
-
-    def set_folders(self, folders: Callable[[], Mapping[str, tuple[FolderReport, ...]]]) -> None:
-        for monitor in self.by_cluster.values():
-            monitor.folders = folders
 
     def note_job(self, group_id: str, rates: JobRates) -> None:
         for monitor in self.by_cluster.values():  # kept only by the group's (forget_gone)
