@@ -83,7 +83,9 @@ def main() -> None:
         reader.ends = ends
         monitor.log_ends = ends  # as a read of the log ends leaves them (its cost is Kafka's)
         started = time.process_time()
-        full.observe(fleet.groups.values(), ends, clock[0])
+        for group in fleet.groups.values():
+            full.sample(group, ends, clock[0])
+        full.keep_only(fleet.groups.keys())
         statuses = {
             g.group_id: full.evaluate(g, ends, clock[0], err_after=3) for g in fleet.groups.values()
         }
