@@ -1,5 +1,5 @@
 """In-memory doubles of the service's ports, for tests of the pure core and of the HTTP
-layer (``create_app(settings, Parts(MemoryKafka(...), MemoryDatabase(...)))``). None of
+layer (``create_app(settings, Parts(MemoryKafka(...), MemoryDatabase(...), metrics))``). None of
 them is evidence that the system works with Kafka or a database: the real adapters are
 tested against a real broker and real databases.
 
