@@ -222,17 +222,21 @@ class _Entry(BaseModel, extra="forbid"):
     @model_validator(mode="before")
     @classmethod
     def _unambiguous(cls, entry: Any) -> Any:
-        if isinstance(entry, dict) and "groups" in entry:
+        if not isinstance(entry, dict):
+            return entry
+        if "groups" in entry:
             raise ValueError(
                 '"groups" is ambiguous (it granted writes, and "read": true added reads of the '
                 'same groups): name what the token may do, "write": [group patterns] and/or '
                 '"read": [group patterns]'
             )
-        if isinstance(entry, dict) and isinstance(entry.get("read"), bool):
+        if isinstance(entry.get("read"), bool):
             raise ValueError(
                 '"read": true|false is ambiguous; "read" is the list of group patterns the '
                 'token may read (e.g. "read": ["*"])'
             )
+        if "token" in entry and "token" not in cls.model_fields:
+            raise ValueError('an identity is granted by "subject" and/or "claims", not by "token"')
         return entry
 
     @model_validator(mode="after")
@@ -256,13 +260,6 @@ class _Token(_Entry):
 class _Identity(_Entry):
     subject: Pattern | None = None  # a pattern of the token's sub
     claims: Claims | None = None  # claim path (keys split by /) -> pattern
-
-    @model_validator(mode="before")
-    @classmethod
-    def _no_secret(cls, entry: Any) -> Any:
-        if isinstance(entry, dict) and "token" in entry:
-            raise ValueError('an identity is granted by "subject" and/or "claims", not by "token"')
-        return entry
 
     @model_validator(mode="after")
     def _names_somebody(self) -> Self:
