@@ -155,7 +155,7 @@ def test_the_service_wheel_holds_one_import_name_with_every_module_and_migration
     expected = {
         "spark_offset_sidecar/" + path.relative_to(package).as_posix()
         for path in package.rglob("*")
-        if path.suffix in {".py", ".typed"} and "__pycache__" not in path.parts
+        if path.suffix in {".py", ".typed", ".html"} and "__pycache__" not in path.parts
     }
     migrations = ROOT / "migrations"
     expected |= {
@@ -165,6 +165,7 @@ def test_the_service_wheel_holds_one_import_name_with_every_module_and_migration
     }
     assert expected - files == set(), "pyproject.toml's package list misses these"
     assert "spark_offset_sidecar/migrations/versions/0001_initial.py" in files
+    assert "spark_offset_sidecar/http/status_page.html" in files  # /ui's page
 
 
 def test_the_listener_wheel_is_the_listener_alone_with_no_dependency(

@@ -82,23 +82,30 @@ def _entry(**fields: Any) -> dict[str, Any]:
         ("not json", "is not JSON"),
         ({"tokens": []}, "at least one"),
         (_entry(token="short", write=["*"]), "at least 16"),
-        (_entry(write=[]), "write, when given, must be"),
-        (_entry(read=[""]), "read, when given, must be"),
+        (_entry(write=[]), "tokens[0] ('a'): write: must not be empty"),
+        (_entry(read=[""]), "read[0]: pattern must have 1 to 255 characters, not 0"),
         # Names and patterns keep core.names' rules (Unicode text, no control characters).
         (
             _entry(write=["orders-\ud800"]),
-            "group patterns: [0]: pattern has a lone surrogate (U+D800)",
+            "write[0]: pattern has a lone surrogate (U+D800)",
         ),
-        (_entry(write=["*"], topics=["t\x00"]), "[0]: pattern has a control character (U+0000)"),
+        (
+            _entry(write=["*"], topics=["t\x00"]),
+            "topics[0]: pattern has a control character (U+0000)",
+        ),
         (_entry(read=["g" * 256]), "pattern must have 1 to 255 characters"),
         (
             {"tokens": [{"name": "a\nb", "token": ETL, "write": ["*"]}]},
             "name: token name has a control character",
         ),
-        (_entry(write=["*"], x=1), "unknown keys"),
+        (_entry(write=["*"], x=1), "unknown key 'x'; known: ['events_per_second', 'name',"),
         (_entry(write=["*"], events_per_second=0), "events_per_second"),
         (_entry(write=["*"], events_per_second=float("nan")), "events_per_second"),
         (_entry(write=["*"], events_per_second=float("inf")), "events_per_second"),
+        # A number is a JSON number, a list a JSON list: nothing is converted.
+        (_entry(write=["*"], events_per_second="5"), "events_per_second: must be a valid number"),
+        (_entry(write=["*"], events_per_second=True), "events_per_second: must be a valid number"),
+        (_entry(write="orders-*"), "write: must be a list"),
         # Ambiguous or meaningless: refused, naming the entry.
         (_entry(groups=["*"], read=True), "tokens[0] ('a'): \"groups\" is ambiguous"),
         (_entry(groups=["orders-*"]), '"groups" is ambiguous'),
@@ -114,7 +121,7 @@ def _entry(**fields: Any) -> dict[str, Any]:
                     {"name": "a", "token": OPS, "read": ["*"]},
                 ]
             },
-            "unique",
+            "token and identity names must be unique: ['a'] given twice",
         ),
         (
             {
@@ -135,6 +142,7 @@ def test_bad_token_files_fail_naming_the_variable_never_the_secret(
     with pytest.raises(ConfigError) as caught:
         TokenRegistry.from_file(str(path))
     assert caught.value.variable == "SIDECAR_TOKENS_FILE"
+    assert f"{path}" in str(caught.value)  # the file, then the entry and its key
     assert problem in str(caught.value)
     assert ETL not in str(caught.value)
 
@@ -202,7 +210,7 @@ def test_a_verified_identity_without_a_grant_is_forbidden_naming_its_subject(
         ({"name": "x", "write": ["*"]}, "names nobody"),
         ({"name": "x", "subject": "a", "token": ETL, "write": ["*"]}, 'not by "token"'),
         ({"name": "x", "subject": "a"}, "grants nothing"),
-        ({"name": "x", "claims": {}, "write": ["*"]}, "non-empty object"),
+        ({"name": "x", "claims": {}, "write": ["*"]}, "claims: must not be empty"),
         ({"name": "x", "claims": {"a//b": "c"}, "write": ["*"]}, "split by /"),
         ({"name": "x", "subject": "a", "write": ["*"], "groups": ["*"]}, "ambiguous"),
     ],

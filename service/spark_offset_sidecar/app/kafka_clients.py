@@ -5,12 +5,13 @@ service's alone (``app.kafka_commits``): the watcher imports none of them.
 
 Clusters are keyed as the ledger keeps them: None is the default cluster
 (``SIDECAR_KAFKA_*``), a name each other one (``SIDECAR_CLUSTER_<NAME>_KAFKA_*``). The
-clients built last are kept (``built``): the requests they sent again are read from them.
+clients built last are kept (``log_end_readers``, ``committers``): the requests they sent
+again are read from them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
@@ -23,8 +24,6 @@ from spark_offset_sidecar.settings import Settings
 
 if TYPE_CHECKING:  # the committers are the service's alone (``app.kafka_commits``)
     from spark_offset_sidecar.adapters.kafka.committer import KafkaOffsetCommitter
-
-    Resending = KafkaLogEndReader | KafkaOffsetCommitter  # counts its requests sent again
 
 
 class SaysProblem(Protocol):
@@ -47,7 +46,9 @@ class KafkaClients:
             for name in clusters.names
         }
         self.several = len(self.options) > 1
-        self.built: dict[str, Mapping[Cluster, Resending]] = {}  # by kind, the last built
+        # The clients built last: each counts its requests sent again (``resent``).
+        self.log_end_readers: dict[Cluster, KafkaLogEndReader] = {}
+        self.committers: dict[Cluster, KafkaOffsetCommitter] = {}  # built by kafka_commits
 
     def said(self, key: Cluster, what: str) -> str:
         """``what`` naming the cluster when there are several: "Kafka (eu) token"."""
@@ -64,12 +65,11 @@ class KafkaClients:
         ]
 
     def log_ends(self) -> dict[Cluster, LogEndReader]:
-        readers = {
+        self.log_end_readers = {
             key: KafkaLogEndReader(options, timeout=self.timeout)
             for key, options in self.options.items()
         }
-        self.built["log ends"] = readers
-        return dict(readers)
+        return dict(self.log_end_readers)
 
     def record_times(self) -> dict[Cluster, RecordTimeReader]:
         """Read on their own loop (aiokafka parses the fetched records off the events'),
@@ -87,4 +87,5 @@ class KafkaClients:
         return {key: partial(self._resent, key) for key in self.options}
 
     def _resent(self, key: Cluster) -> int:
-        return sum(clients[key].resent for clients in self.built.values() if key in clients)
+        kinds = (self.log_end_readers, self.committers)
+        return sum(clients[key].resent for clients in kinds if key in clients)

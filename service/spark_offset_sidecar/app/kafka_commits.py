@@ -26,14 +26,9 @@ from spark_offset_sidecar.runtime.by_cluster import (
     ClusterCommitters,
     ClusterStartingOffsets,
 )
-from spark_offset_sidecar.settings import Settings
 
 
 class CommittingClients(KafkaClients):
-    def __init__(self, settings: Settings) -> None:
-        super().__init__(settings)
-        self.committers: dict[Cluster, KafkaOffsetCommitter] = {}  # the last built
-
     def starting_offsets(self, group_cluster: GroupCluster) -> StartingOffsetsReader:
         readers = {
             key: KafkaStartingOffsetsReader(options, request_timeout=self.timeout)
@@ -42,11 +37,10 @@ class CommittingClients(KafkaClients):
         return ClusterStartingOffsets(readers, group_cluster) if self.several else readers[None]
 
     def committer(self, replica_id: str | None) -> OffsetCommitter:
-        committers = {
+        self.committers = committers = {
             key: KafkaOffsetCommitter(options, timeout=self.timeout, replica_id=replica_id)
             for key, options in self.options.items()
         }
-        self.built["committers"] = self.committers = committers
         return ClusterCommitters(committers) if self.several else committers[None]
 
     def committer_problems(self) -> list[Problem]:

@@ -12,15 +12,18 @@ import base64
 import binascii
 import hmac
 import json
-import math
-from collections.abc import Callable, Iterable, Sequence
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Annotated, Any, Self
+
+from pydantic import BaseModel, Field, Strict, ValidationError, model_validator
 
 from spark_offset_sidecar.core.names import GRANT_PATTERN, TOKEN_NAME
 from spark_offset_sidecar.core.patterns import matches_any
 from spark_offset_sidecar.errors import ConfigError, Forbidden, RateLimited, Unauthenticated
+from spark_offset_sidecar.http.models import checked_by
 from spark_offset_sidecar.ports.identity import TokenVerifier, VerifiedIdentity
 
 TOKENS_VARIABLE = "SIDECAR_TOKENS_FILE"
@@ -139,29 +142,12 @@ class TokenRegistry:
             raise ConfigError(TOKENS_VARIABLE, f"cannot read {path}: {exc.strerror}") from None
         except json.JSONDecodeError as exc:
             raise ConfigError(TOKENS_VARIABLE, f"{path} is not JSON ({exc.msg})") from None
-        if not isinstance(document, dict):
-            document = {}
-        entries, identities = document.get("tokens", []), document.get("identities", [])
-        unknown = set(document) - {"tokens", "identities"}
-        if (
-            unknown
-            or not isinstance(entries, list)
-            or not isinstance(identities, list)
-            or not (entries or identities)
-        ):
-            raise ConfigError(
-                TOKENS_VARIABLE,
-                f'{path} needs {{"tokens": [...]}} and/or {{"identities": [...]}} with at '
-                "least one entry" + (f" (unknown keys {sorted(unknown)})" if unknown else ""),
-            )
-        grants = [_grant(entry, index) for index, entry in enumerate(entries)]
-        rules = [_identity(entry, index) for index, entry in enumerate(identities)]
-        names = [g.name for g in grants] + [r.grant.name for r in rules]
-        if len(set(names)) != len(names):
-            raise ConfigError(TOKENS_VARIABLE, "token and identity names must be unique")
-        if len({g.secret for g in grants}) != len(grants):
-            raise ConfigError(TOKENS_VARIABLE, "two entries share one token")
-        return cls(grants, rules, verifier)
+        try:
+            tokens_file = _TokensFile.model_validate(document)
+        except ValidationError as exc:
+            raise ConfigError(TOKENS_VARIABLE, _refusal(path, document, exc)) from None
+        grants = [entry.grant(entry.token) for entry in tokens_file.tokens]
+        return cls(grants, [entry.rule() for entry in tokens_file.identities], verifier)
 
     async def identify(self, authorization: str | None) -> TokenGrant:
         """The caller's grant: a JWT goes to the verifier (when one is set), anything else
@@ -215,103 +201,124 @@ def _basic_password(credentials: str) -> str:
     return decoded.partition(":")[2]
 
 
-_GRANTS = frozenset({"name", "write", "read", "topics", "events_per_second"})
-_KEYS = _GRANTS | {"token"}
-_IDENTITY_KEYS = _GRANTS | {"subject", "claims"}
+# The tokens file as pydantic models; a refusal names the file, the entry and the key.
+Pattern = Annotated[str, checked_by(GRANT_PATTERN)]
+Patterns = Annotated[tuple[Pattern, ...], Field(min_length=1)]
 
 
-def _identity(entry: Any, index: int) -> IdentityRule:
-    fail = _failing(entry, f"identities[{index}]")
-    if isinstance(entry, dict) and "token" in entry:
-        raise fail('an identity is granted by "subject" and/or "claims", not by "token"')
-    grant = _grant(entry, index, kind="identities", keys=_IDENTITY_KEYS)
-    subject, claims = entry.get("subject"), entry.get("claims")
-    if subject is None and claims is None:
-        raise fail('names nobody: give "subject" (a pattern of the token\'s sub) and/or "claims"')
-    if subject is not None and (problem := GRANT_PATTERN.problem(subject)):
-        raise fail(f"subject: {problem}")
-    rules: list[tuple[tuple[str, ...], str]] = []
-    if claims is not None:
-        if not isinstance(claims, dict) or not claims:
-            raise fail("claims, when given, must be a non-empty object of claim path -> pattern")
-        for path, pattern in claims.items():
-            keys = tuple(path.split("/"))
-            if not all(keys) or not isinstance(pattern, str) or not pattern:
-                raise fail(f"claims[{path!r}]: a path of names split by / -> a non-empty pattern")
-            rules.append((keys, pattern))
-    return IdentityRule(grant, subject, tuple(rules))
+ClaimPath = Annotated[str, Field(pattern="^[^/]+(/[^/]+)*$")]  # names split by /
+Claims = Annotated[dict[ClaimPath, Annotated[str, Field(min_length=1)]], Field(min_length=1)]
 
 
-def _failing(entry: Any, where: str) -> Callable[[str], ConfigError]:
-    if isinstance(entry, dict) and isinstance(entry.get("name"), str) and entry["name"]:
-        where += f" ({entry['name']!r})"
+class _Entry(BaseModel, extra="forbid"):
+    """What an entry grants, a token's or an identity's."""
 
-    def fail(problem: str) -> ConfigError:
-        return ConfigError(TOKENS_VARIABLE, f"{where}: {problem}")
+    name: Annotated[str, checked_by(TOKEN_NAME)]
+    write: Patterns | None = None
+    read: Patterns | None = None
+    topics: Patterns | None = None  # with write: the topics it may name
+    events_per_second: Annotated[float, Strict(), Field(gt=0, allow_inf_nan=False)] | None = None
 
-    return fail
+    @model_validator(mode="before")
+    @classmethod
+    def _unambiguous(cls, entry: Any) -> Any:
+        if not isinstance(entry, dict):
+            return entry
+        if "groups" in entry:
+            raise ValueError(
+                '"groups" is ambiguous (it granted writes, and "read": true added reads of the '
+                'same groups): name what the token may do, "write": [group patterns] and/or '
+                '"read": [group patterns]'
+            )
+        if isinstance(entry.get("read"), bool):
+            raise ValueError(
+                '"read": true|false is ambiguous; "read" is the list of group patterns the '
+                'token may read (e.g. "read": ["*"])'
+            )
+        if "token" in entry and "token" not in cls.model_fields:
+            raise ValueError('an identity is granted by "subject" and/or "claims", not by "token"')
+        return entry
 
+    @model_validator(mode="after")
+    def _grants_something(self) -> Self:
+        if self.write is None and self.read is None:
+            raise ValueError('grants nothing: give "write" and/or "read" (lists of group patterns)')
+        for key in ("topics", "events_per_second"):
+            if self.write is None and getattr(self, key) is not None:
+                raise ValueError(f'{key} limits what a token writes, and this one has no "write"')
+        return self
 
-def _grant(  # noqa: C901, PLR0912  (one check per field of a token entry)
-    entry: Any, index: int, *, kind: str = "tokens", keys: frozenset[str] = _KEYS
-) -> TokenGrant:
-    fail = _failing(entry, f"{kind}[{index}]")
-    if not isinstance(entry, dict):
-        raise fail("must be an object")
-    if "groups" in entry:
-        raise fail(
-            '"groups" is ambiguous (it granted writes, and "read": true added reads of the '
-            'same groups): name what the token may do, "write": [group patterns] and/or '
-            '"read": [group patterns]'
-        )
-    unknown = set(entry) - keys
-    if unknown:
-        raise fail(f"unknown keys {sorted(unknown)}; known: {sorted(keys)}")
-    name, secret = entry.get("name"), entry.get("token", "")
-    if problem := TOKEN_NAME.problem(name):
-        raise fail(f"name: {problem}")
-    if "token" in keys and (not isinstance(secret, str) or len(secret) < MIN_TOKEN_LENGTH):
-        raise fail(f"token must be a string of at least {MIN_TOKEN_LENGTH} characters")
-    write, read = entry.get("write"), entry.get("read")
-    if isinstance(read, bool):
-        raise fail(
-            '"read": true|false is ambiguous; "read" is the list of group patterns the token '
-            'may read (e.g. "read": ["*"])'
-        )
-    for key, value in (("write", write), ("read", read)):
-        if value is not None and (problem := _patterns_problem(value)):
-            raise fail(f"{key}, when given, must be a non-empty list of group patterns: {problem}")
-    if write is None and read is None:
-        raise fail('grants nothing: give "write" and/or "read" (lists of group patterns)')
-    topics = entry.get("topics")
-    if topics is not None and (problem := _patterns_problem(topics)):
-        raise fail(f"topics, when given, must be a non-empty list of topic patterns: {problem}")
-    rate = entry.get("events_per_second")
-    if rate is not None and (
-        isinstance(rate, bool)
-        or not isinstance(rate, int | float)
-        or not math.isfinite(rate)
-        or rate <= 0
-    ):
-        raise fail("events_per_second must be a positive finite number")
-    if write is None:
-        for key, value in (("topics", topics), ("events_per_second", rate)):
-            if value is not None:
-                raise fail(f'{key} limits what a token writes, and this one has no "write"')
-    return TokenGrant(
-        cast(str, name),  # TOKEN_NAME checked it
-        secret.encode(),
-        write=tuple(cast(list[str], write or ())),  # _patterns_problem checked both
-        read=tuple(cast(list[str], read or ())),
-        topics=tuple(cast(list[str], topics)) if topics is not None else None,
-        events_per_second=float(rate) if rate is not None else None,
-    )
+    def grant(self, secret: str = "") -> TokenGrant:
+        fields = (self.write or (), self.read or (), self.topics, self.events_per_second)
+        return TokenGrant(self.name, secret.encode(), *fields)
 
 
-def _patterns_problem(value: Any) -> str | None:
-    if not isinstance(value, list) or not value:
-        return "not a non-empty list"
-    for index, pattern in enumerate(value):
-        if problem := GRANT_PATTERN.problem(pattern):
-            return f"[{index}]: {problem}"
-    return None
+class _Token(_Entry):
+    token: Annotated[str, Field(min_length=MIN_TOKEN_LENGTH)]
+
+
+class _Identity(_Entry):
+    subject: Pattern | None = None  # a pattern of the token's sub
+    claims: Claims | None = None  # claim path (keys split by /) -> pattern
+
+    @model_validator(mode="after")
+    def _names_somebody(self) -> Self:
+        if self.subject is None and self.claims is None:
+            raise ValueError(
+                'names nobody: give "subject" (a pattern of the token\'s sub) and/or "claims"'
+            )
+        return self
+
+    def rule(self) -> IdentityRule:
+        claims = tuple((tuple(k.split("/")), v) for k, v in (self.claims or {}).items())
+        return IdentityRule(self.grant(), self.subject, claims)
+
+
+class _TokensFile(BaseModel, extra="forbid"):
+    tokens: list[_Token] = []
+    identities: list[_Identity] = []
+
+    @model_validator(mode="after")
+    def _each_once(self) -> Self:
+        if not (self.tokens or self.identities):
+            raise ValueError(
+                'needs {"tokens": [...]} and/or {"identities": [...]} with at least one entry'
+            )
+        names = Counter(e.name for e in [*self.tokens, *self.identities])
+        if twice := sorted(name for name, count in names.items() if count > 1):
+            raise ValueError(f"token and identity names must be unique: {twice} given twice")
+        if len({t.token for t in self.tokens}) != len(self.tokens):
+            raise ValueError("two entries share one token")
+        return self
+
+
+# pydantic's refusals where the tokens file's words are other than its own.
+_WORDS = {
+    "model_type": "must be an object",
+    "dict_type": "must be an object",
+    "tuple_type": "must be a list",
+    "too_short": "must not be empty",
+    "missing": "is missing",
+    "string_pattern_mismatch": "a claim path is names split by /, none of them empty",
+}
+
+
+def _refusal(path: str | Path, document: Any, exc: ValidationError) -> str:
+    """The first problem ``exc`` found, in words that never show a secret: the file, the
+    entry (``tokens[0] ('etl')``) and the key."""
+    error = exc.errors()[0]
+    cause, loc = error.get("ctx", {}).get("error"), error["loc"]
+    problem = str(cause) if isinstance(cause, Exception) else _WORDS.get(error["type"])
+    where = str(path)
+    if len(loc) >= 2 and isinstance(loc[1], int):  # an entry's problem
+        entry = document[loc[0]][loc[1]]
+        name = entry.get("name") if isinstance(entry, dict) else None
+        where += f": {loc[0]}[{loc[1]}]" + (f" ({name!r})" if isinstance(name, str) else "")
+        loc = loc[2:]
+    if error["type"] == "extra_forbidden":
+        models: dict[str, type[BaseModel]] = {"tokens": _Token, "identities": _Identity}
+        known = models.get(str(error["loc"][0]), _TokensFile).model_fields
+        return f"{where}: unknown key {loc[-1]!r}; known: {sorted(known)}"
+    key = "".join(f"[{p!r}]" if i else str(p) for i, p in enumerate(loc) if p != "[key]")
+    problem = problem or error["msg"].replace("Input should be", "must be")
+    return f"{where}: {key}: {problem}" if key else f"{where}: {problem}"

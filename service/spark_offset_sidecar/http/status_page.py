@@ -15,7 +15,9 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
+from importlib.resources import files
 from operator import attrgetter
+from string import Template
 from typing import TYPE_CHECKING, Annotated
 from urllib.parse import urlencode
 
@@ -51,6 +53,10 @@ _COLUMNS = 10
 _RANK = attrgetter("rank")  # the worst first (``GroupSummary.rank``)
 _DATA_WORDS = {DataStatus.OK: "OK", DataStatus.AT_RISK: "AT RISK", DataStatus.LOST: "LOST"}
 _DATA_SHOWN = [d for d in reversed(DATA_SEVERITY) if d is not DataStatus.OK]  # the worst first
+# The page around its rows and its style: status_page.html, package data read once.
+_PAGE = Template(
+    files("spark_offset_sidecar.http").joinpath("status_page.html").read_text(encoding="utf-8")
+)
 HEADERS = {
     "Cache-Control": "no-store",
     "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'",
@@ -167,41 +173,22 @@ def render_page(
         if count
     )
     read = f"log ends read {_ago(now, read_at)}" if read_at else "log ends not read yet"
-    page, pages, kept = arranged.page, arranged.pages, arranged.kept
     rows = "".join(_group(report, now) for report in reports)
     if not rows:
         empty = "No group matches." if arranged.total else "No group yet."
         rows = f'<tbody><tr><td colspan="{_COLUMNS}" class="empty">{empty}</td></tr></tbody>'
-    return f"""<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta http-equiv="refresh" content="{refresh}">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>spark-offset-sidecar: {arranged.total} groups</title>
-<style>{_STYLE}</style>
-</head>
-<body>
-<header>
-<h1>spark-offset-sidecar</h1>
-<p class="meta">{arranged.total} consumer groups &middot; {read} &middot; as of
-{_utc(now)} &middot; reloads every {refresh} s</p>
-{"".join(f'<p class="problem">{escape(problem)}</p>' for problem in problems)}
-<p class="chips">{chips}</p>
-{_filter(view)}
-</header>
-{_pager(view, page, pages, kept)}
-<table class="groups">
-<thead><tr><th>Consumer group</th><th>Status</th><th>Data</th>
-<th class="num">Lag</th><th class="num">Time lag</th><th>Catch-up</th><th>Last hour</th>
-<th>Last commit</th><th>Failed commits</th><th class="num">Pending</th></tr></thead>
-{rows}
-</table>
-{_pager(view, page, pages, kept)}
-{_folders(folders, now)}
-</body>
-</html>
-"""
+    return _PAGE.substitute(
+        refresh=refresh,
+        total=arranged.total,
+        read=read,
+        now=_utc(now),
+        problems="".join(f'<p class="problem">{escape(problem)}</p>' for problem in problems),
+        chips=chips,
+        filter=_filter(view),
+        pager=_pager(view, arranged.page, arranged.pages, arranged.kept),
+        rows=rows,
+        folders=_folders(folders, now),
+    )
 
 
 def _group(report: GroupReport, now: float) -> str:
@@ -432,51 +419,3 @@ def _ago(now: float, then: float | None) -> str:
 
 def _utc(at: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(at)) if at else ""
-
-
-_STYLE = """
-body { font: 15px/1.4 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 24px 32px;
-       color: #1f2328; background: #f6f8fa; }
-h1 { font-size: 22px; margin: 0 0 4px; }
-.meta { color: #59636e; margin: 0 0 10px; }
-.problem { background: #ffebe9; border: 1px solid #cf222e; padding: 6px 10px; margin: 6px 0; }
-.chips .badge { margin-right: 6px; }
-table.groups { width: 100%; border-collapse: collapse; background: #fff;
-               border: 1px solid #d1d9e0; border-radius: 6px; }
-table.groups > thead th { text-align: left; font-size: 13px; color: #59636e;
-                          padding: 8px 12px; border-bottom: 2px solid #d1d9e0; }
-tbody.group > tr:first-child td { padding: 10px 12px 4px; vertical-align: top;
-                                  border-top: 1px solid #d1d9e0; }
-tbody.group.STOP, tbody.group.STALL, tbody.group.ERR, tbody.group.REWIND
-  { background: #fff5f5; }
-tbody.group.WARN { background: #fffbeb; }
-tr.partitions td { padding: 0 12px 10px 28px; }
-.name { font-size: 16px; }
-.sub { color: #59636e; font-size: 12px; }
-.num { text-align: right; font-variant-numeric: tabular-nums; }
-.empty { padding: 24px; text-align: center; color: #59636e; }
-table.parts { border-collapse: collapse; font-size: 13px; margin-top: 4px; }
-table.parts th { text-align: left; color: #59636e; font-weight: 600; padding: 2px 12px 2px 0; }
-table.parts td { padding: 1px 12px 1px 0; }
-.badge { display: inline-block; min-width: 44px; text-align: center; padding: 2px 8px;
-         border-radius: 12px; font-weight: 700; font-size: 13px; color: #fff; }
-.badge.small { min-width: 0; padding: 0 6px; font-size: 11px; }
-.badge.OK { background: #1a7f37; }
-.badge.WARN { background: #9a6700; }
-.badge.STALL { background: #bc4c00; }
-.badge.STOP { background: #cf222e; }
-.badge.REWIND { background: #8250df; }
-.badge.ERR { background: #82071e; }
-.badge.AT_RISK { background: #9a6700; }
-.badge.LOST { background: #82071e; }
-a.badge { text-decoration: none; }
-.bad { color: #cf222e; }
-svg.spark { color: #0969da; display: block; }
-form.filter { margin: 0 0 8px; }
-form.filter input, form.filter select, form.filter button { font: inherit; padding: 2px 6px; }
-.pager { color: #59636e; margin: 8px 0; }
-h2 { font-size: 18px; margin: 24px 0 8px; }
-table.folders td { padding: 8px 12px; border-top: 1px solid #d1d9e0; vertical-align: top; }
-table.folders tr.failing { background: #fff5f5; }
-.error { color: #82071e; font-size: 12px; max-width: 60ch; overflow-wrap: anywhere; }
-"""
