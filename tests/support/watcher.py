@@ -58,6 +58,14 @@ class LoopWatcher(AskedWatcher):
         self._task = asyncio.create_task(self._answering.run(self._stop), name="watcher app")
         self.starts += 1
 
+    async def first_ready(self) -> bool:
+        """As the child's, asked once its lifespan has started or ended (no poll's pause)."""
+        if self._answering is not None and self._task is not None:
+            started = asyncio.ensure_future(self._answering.started.wait())
+            await asyncio.wait({started, self._task}, return_when=asyncio.FIRST_COMPLETED)
+            started.cancel()
+        return await super().first_ready()
+
     async def run(self) -> None:
         """Until cancelled; a watcher that could not start says why (``problem``)."""
         assert self._task is not None
