@@ -42,6 +42,7 @@ from spark_offset_sidecar.settings import (
     StatusSettings,
 )
 from spark_offset_sidecar.testing import InMemoryLogEnds, InMemoryRecordTimes, MemoryKafka
+from tests.support.watcher import loop_watcher
 
 TOPIC = "bench"
 READ_INTERVAL = 2.0  # seconds between the lag monitor's reads of the log ends
@@ -91,7 +92,8 @@ async def measure(groups: int, partitions: int, granularity: str = "topic") -> S
         }
         ends = InMemoryLogEnds(dict(start))
         times = InMemoryRecordTimes()
-        parts = on_sql(settings, MemoryKafka(log_ends=ends, record_times=times))
+        kafka = MemoryKafka(log_ends=ends, record_times=times)
+        parts = on_sql(settings, kafka, loop_watcher(kafka))
         app = create_app(settings, parts)
         transport = httpx.ASGITransport(app=app)
         async with (

@@ -32,6 +32,7 @@ from spark_offset_sidecar.app.root import create_app
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.settings import DatabaseSettings, Settings, StatusSettings
 from spark_offset_sidecar.testing import InMemoryLogEnds, InMemoryRecordTimes, MemoryKafka
+from tests.support.watcher import loop_watcher
 
 
 def progress(group: int, batch: int, partitions: int) -> dict[str, object]:
@@ -62,7 +63,8 @@ async def _measure_in(
         database=DatabaseSettings(url=f"sqlite:///{folder}/s.db"),
         status=StatusSettings(lag_read_interval_seconds=1),
     )
-    app = create_app(settings, on_sql(settings, MemoryKafka(log_ends=ends, record_times=times)))
+    kafka = MemoryKafka(log_ends=ends, record_times=times)
+    app = create_app(settings, on_sql(settings, kafka, loop_watcher(kafka)))
     await _measure(app, groups, partitions)
 
 

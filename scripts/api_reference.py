@@ -35,7 +35,7 @@ def schema() -> dict[str, Any]:
 
     with tempfile.TemporaryDirectory() as folder:  # nothing is opened before the lifespan
         settings = Settings(database=DatabaseSettings(url=f"sqlite:///{folder}/sidecar.db"))
-        app = create_app(settings, production(settings, children=False))
+        app = create_app(settings, production(settings))
         found: dict[str, Any] = app.openapi()
         return found
 

@@ -40,7 +40,7 @@ def test_a_watcher_on_a_database_never_migrated_refuses_to_start_and_says_why(
     """From a cold start (an empty folder): the watcher never migrates (its service does,
     before starting it)."""
     settings = Settings.from_env(ServiceProcess(tmp_path, kafka_bootstrap).env)
-    topology = Topology.resolve(children=True, replicated=False, database=settings.database.url)
+    topology = Topology.resolve(replicated=False, database=settings.database.url)
     done = subprocess.run(
         child_command("watcher", "INFO", "text"),
         cwd=tmp_path,

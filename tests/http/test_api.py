@@ -24,6 +24,7 @@ from spark_offset_sidecar.settings import CommitSettings, DatabaseSettings, Sett
 from spark_offset_sidecar.testing import InMemoryCommitter, InMemoryStore, MemoryKafka
 from tests.support.app import doubles, post_progress, settings_for
 from tests.support.service import QUERY, metric, wait_for
+from tests.support.watcher import watchers_of
 
 
 @pytest.fixture
@@ -58,15 +59,22 @@ def test_progress_is_committed_and_shown_in_state_and_metrics(
     assert view["group_id"] == "orders-app"
     assert view["counters"]["commits_succeeded"] == 1
     assert [q["query_id"] for q in client.get("/v1/queries").json()] == [QUERY]
-    text = client.get("/metrics").text
     group = {"consumergroup": "orders-app"}
+    text = wait_for(  # the watcher follows the database a step behind
+        lambda: (
+            (t := client.get("/metrics").text)
+            and metric(t, "sidecar_pending_checkpoints", **group) is not None
+            and t
+        ),
+        what="the watcher's share of /metrics with the group",
+    )
     assert metric(text, "sidecar_commits_succeeded_total", **group) == 1
     assert metric(text, "sidecar_events_total", outcome="accepted", **group) == 1
     # Counters stand at 0 from the group's first event, so that its first failure or skip
     # is a step increase() sees; a reason or an outcome appears with its first count.
     assert metric(text, "sidecar_commits_skipped_total", **group) == 0
     assert metric(text, "sidecar_commits_failed_total", **group) == 0
-    assert metric(text, "sidecar_pending_checkpoints", **group) == 0
+    assert metric(text, "sidecar_pending_checkpoints", **group) == 0  # the watcher's share
     assert metric(text, "sidecar_commits_failed_by_reason_total", **group) is None
     assert metric(text, "sidecar_events_total", outcome="stale", **group) is None
     # Per-partition series only when asked for (SIDECAR_METRICS_GRANULARITY=partition).
@@ -227,8 +235,8 @@ class _ClosingStore(InMemoryStore):
 def test_a_failure_while_starting_stops_what_had_started(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The last step of the start fails: the commit loop, the lag monitor, the follower,
-    the committer, the readers and the ledger that had started are stopped, as at
+    """The last step of the start fails: the commit loop, the watcher (its lag monitor),
+    the memory relay, the committer and the ledger that had started are stopped, as at
     shutdown, and routes never see a service half started."""
 
     def fails(*_args: object) -> None:
@@ -251,7 +259,8 @@ def test_a_failure_while_starting_stops_what_had_started(
     monkeypatch.setattr(start_module, "stop_commits", recorded_stop)
     committer, store = _Closing(), _ClosingStore()
     settings = settings_for(tmp_path)
-    app = create_app(settings, doubles(settings, MemoryKafka(committer=committer), store=store))
+    parts = doubles(settings, MemoryKafka(committer=committer), store=store)
+    app = create_app(settings, parts)
     with pytest.raises(RuntimeError, match="the last step"), TestClient(app):
         pass
     runtime = app.state.runtime
@@ -259,7 +268,10 @@ def test_a_failure_while_starting_stops_what_had_started(
     assert runtime.running is None, "routes never saw a service half started"
     assert len(commits) == 1, "the commit loop was stopped"
     assert commits[0].done(), "the commit loop stopped"
-    assert background["lag monitor"].done(), "the lag monitor stopped"
+    assert background["watcher"].done(), "the watcher's supervision stopped"
+    assert background["memory relay"].done(), "the memory relay stopped"
+    (watcher,) = watchers_of(parts).made
+    assert not watcher.running, "the watcher (its lag monitor) stopped"
     assert committer.closed, "the committer closed"
     assert store.closed, "the ledger's store closed"
 

@@ -45,6 +45,11 @@ def running(tmp_path: Path, ends: InMemoryLogEnds, times: InMemoryRecordTimes, *
     return TestClient(app)
 
 
+def listed(client: TestClient) -> list[str]:
+    """The groups the watcher evaluated (``/v1/status``: its list alone)."""
+    return [g["group"] for g in client.get("/v1/status").json()["groups"]]
+
+
 def group_status(client: TestClient) -> Any:
     return client.get(f"/v1/status/{GROUP}").json()
 
@@ -239,6 +244,9 @@ def test_the_last_hour_of_lag_is_drawn_on_the_server(tmp_path: Path) -> None:
     ends = InMemoryLogEnds({P0: 100})
     with running(tmp_path, ends, InMemoryRecordTimes(), clock=clock) as client:
         post_progress(client, 1, {"orders": {"0": 100}})
+        # The watcher follows the database a step behind: the group evaluated before the
+        # clock moves, so that each minute's read is a point of its trend.
+        wait_for(lambda: listed(client) == [GROUP], what="the watcher evaluated the group")
         for minute, end in enumerate((100, 400, 900, 300)):
             ends.ends[P0] = end
             clock.now += 60

@@ -10,10 +10,12 @@ import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
+from spark_offset_sidecar.app.parts import Parts
 from spark_offset_sidecar.app.root import create_app
 from spark_offset_sidecar.core.lag.report import NOT_REPORTED, GroupReport, summary_of
 from spark_offset_sidecar.core.lag.status import GroupStatus, Status
@@ -23,6 +25,7 @@ from spark_offset_sidecar.http.status_page import in_rank_order
 from spark_offset_sidecar.testing import InMemoryCommitter, InMemoryLogEnds, MemoryKafka
 from tests.support.app import doubles, settings_for
 from tests.support.service import spark_progress, wait_for
+from tests.support.watcher import watchers_of
 
 TOKENS = {
     "tokens": [
@@ -58,9 +61,19 @@ def client(tmp_path: Path, committer: InMemoryCommitter) -> Iterator[TestClient]
         lag_read_interval_seconds=0.05,
         status_err_after_failures=1,
     )
-    app = create_app(settings, doubles(settings, MemoryKafka(committer=committer, log_ends=ends)))
-    with TestClient(app) as test_client:
+    parts = doubles(settings, MemoryKafka(committer=committer, log_ends=ends))
+    with TestClient(create_app(settings, parts)) as test_client:
+        served[test_client] = parts
         yield test_client
+    del served[test_client]
+
+
+served: dict[TestClient, Parts] = {}  # each client's parts: its watcher's reports
+
+
+def watcher_reports(client: TestClient) -> Any:
+    """The reports its watcher (which answers /v1/status and /ui) reads."""
+    return watchers_of(served[client]).watching().reports
 
 
 def test_the_page_shows_every_group_worst_first_and_runs_nothing(
@@ -144,7 +157,7 @@ def test_a_page_builds_the_reports_of_its_own_groups_only(client: TestClient) ->
         return len(groups) == 120 and all(g["totallag"] is not None for g in groups)
 
     wait_for(evaluated, what="every group evaluated")
-    reports = client.app.state.runtime.running.reports  # type: ignore[attr-defined]
+    reports = watcher_reports(client)
     built: list[list[str]] = []
     every = reports.every
 
@@ -174,7 +187,7 @@ def test_a_groups_summary_says_what_its_report_says(client: TestClient) -> None:
     ):
         body = {"group_id": group, "progress": _progress(group, 0, offsets)}
         assert client.post("/v1/progress", json=body, headers=WRITER).status_code == 200
-    reports = client.app.state.runtime.running.reports  # type: ignore[attr-defined]
+    reports = watcher_reports(client)
 
     def both_lags_read() -> bool:
         # A group first evaluated before its partitions' ends are read has total_lag None

@@ -27,7 +27,7 @@ from tests.support.service import metric, wait_for
 
 GROUP = "orders-app"
 P0, P1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
-SERVED = Topology.resolve(children=True, replicated=False, database="sqlite:///sidecar.db")
+SERVED = Topology.resolve(replicated=False, database="sqlite:///sidecar.db")
 
 
 def test_the_watcher_follows_what_the_taker_writes(tmp_path: Path) -> None:

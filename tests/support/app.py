@@ -1,5 +1,7 @@
-"""The app in-process (FastAPI's TestClient): settings on a SQLite file of the test's own,
-its parts with Kafka's doubles, and posting a Spark progress."""
+"""The app as serve runs it, in the test's process (FastAPI's TestClient): settings on a
+SQLite file of the test's own, its parts with Kafka's doubles, its writer a child process,
+its watcher its own app in the test's event loop (``tests.support.watcher``), and posting
+a Spark progress."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
+from spark_offset_sidecar.adapters.sql.store import SqlStore
 from spark_offset_sidecar.app.parts import Parts, on_sql
 from spark_offset_sidecar.app.shared import new_metrics
 from spark_offset_sidecar.ports.database import Database, Opened
@@ -20,6 +23,7 @@ from spark_offset_sidecar.ports.store import LedgerStore
 from spark_offset_sidecar.settings import Settings
 from spark_offset_sidecar.testing import MemoryDatabase, MemoryKafka
 from tests.support.service import spark_progress
+from tests.support.watcher import loop_watcher
 
 
 def settings_for(tmp_path: Path, **values: Any) -> Settings:
@@ -40,12 +44,25 @@ def doubles(
     clock: Callable[[], float] = time.time,
 ) -> Parts:
     """Kafka's doubles (``kafka``, or new ones) on the SQL database of ``settings``, or on
-    the store double ``store``; the reports published on ``board`` when given."""
+    the store double ``store``; the reports published on ``board`` when given. The watcher
+    follows the SQL database of ``settings`` (with ``store``: migrated here, and empty)."""
     kafka = kafka or MemoryKafka()
+    watcher = loop_watcher(kafka, clock, board)
     if store is not None:
-        return Parts(kafka, MemoryDatabase(store, board=board), new_metrics(settings), clock)
-    parts = on_sql(settings, kafka, clock=clock)
+        migrate(settings.database.url)
+        database = MemoryDatabase(store, board=board)
+        return Parts(kafka, database, new_metrics(settings), watcher, clock)
+    parts = on_sql(settings, kafka, watcher, clock=clock)
     return parts if board is None else replace(parts, database=BoardOn(parts.database, board))
+
+
+def migrate(url: str) -> None:
+    """The SQL database at ``url`` migrated, as the service migrates it at start."""
+    sql = SqlStore(url)
+    try:
+        sql.migrate()
+    finally:
+        sql.close()
 
 
 @dataclass(frozen=True)

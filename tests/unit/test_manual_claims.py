@@ -157,8 +157,8 @@ def test_the_sizing_page_counts_the_processes_serve_runs() -> None:
         count = 1 + (topology.watcher == "child") + (topology.writer == "child")
         return {2: "two", 3: "three"}[count]
 
-    alone = Topology.resolve(children=True, replicated=False, database="sqlite:///s.db")
-    replica = Topology.resolve(children=True, replicated=True, database="postgresql://h/s")
+    alone = Topology.resolve(replicated=False, database="sqlite:///s.db")
+    replica = Topology.resolve(replicated=True, database="postgresql://h/s")
     page = " ".join(_text(DOCS / "run" / "sizing.md").split())
     assert f"`offset-sidecar serve` runs {processes(alone)}:" in page
     assert f"A replica (PostgreSQL, as the chart runs it) runs {processes(replica)}," in page

@@ -57,7 +57,7 @@ def settings_of_every_kind(tmp_path: Path) -> Settings:
 
 def test_a_brief_carries_the_settings_given_in_code_exactly_but_https(tmp_path: Path) -> None:
     settings = settings_of_every_kind(tmp_path)
-    topology = Topology.resolve(children=True, replicated=False, database=settings.database.url)
+    topology = Topology.resolve(replicated=False, database=settings.database.url)
     brief = WatcherBrief(settings=settings, topology=topology)
     read = WatcherBrief.model_validate_json(brief.encode())
     plain = settings.http.model_copy(update={"tls_certfile": None, "tls_keyfile": None})

@@ -9,7 +9,7 @@ Nothing else imports them but the command line and the child programs (``child``
     ``watcher_brief``: what the service hands it (its settings, its topology);
   - ``parts``: what the service is built from besides the settings, each part complete
     (``production``: aiokafka's clients on the SQL database, ``database``; tests hand in
-    the doubles of ``testing``), and whether the watcher and the writer run as children;
+    the doubles of ``testing``), and how its watcher is made (a child process);
   - ``shared``: what the service and its watcher build alike; ``watching``: the lag
     monitors and the background tasks both start;
   - ``kafka_clients``: each Kafka cluster's client options and the readers both build on

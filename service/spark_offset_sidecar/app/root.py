@@ -10,15 +10,16 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
 
 from spark_offset_sidecar.adapters.checkpoints.fsspec_storage import (
     FsspecCheckpointStorage,
     check_path,
 )
-from spark_offset_sidecar.adapters.child_process import child_command
-from spark_offset_sidecar.adapters.watcher.child import PROBLEM, WatcherChild
+from spark_offset_sidecar.adapters.watcher.child import PROBLEM
 from spark_offset_sidecar.app.parts import Parts
 from spark_offset_sidecar.app.shared import (
     add_operational_routes,
@@ -50,22 +51,15 @@ DESCRIPTION = (
 
 def create_app(settings: Settings, parts: Parts) -> FastAPI:
     """Build the service from ``settings`` and ``parts`` (``app.parts``: its Kafka clients
-    and database, and whether the watcher and the writer run as child processes)."""
+    and database, how its watcher is made)."""
     topology = Topology.resolve(
-        children=parts.children,
-        replicated=settings.replicas.replicated,
-        database=parts.database.url,
+        replicated=settings.replicas.replicated, database=parts.database.url
     )
     metrics = parts.metrics
     verifier = token_verifier(settings.oidc)
-    watcher = None
-    problems: list[Problem] = []  # the watcher's, then Kafka refusing one
-    if topology.watcher == "child":
-        watcher = WatcherChild(
-            child_command("watcher", settings.log.level, settings.log.format),
-            WatcherBrief(settings=settings, topology=topology).encode(),
-        )
-        problems.append(lambda: watcher.problem and f"{PROBLEM}{watcher.problem}")
+    watcher = parts.watcher(WatcherBrief(settings=settings, topology=topology))
+    # The watcher's problem, then Kafka refusing one.
+    problems: list[Problem] = [lambda: watcher.problem and f"{PROBLEM}{watcher.problem}"]
     runtime = new_runtime(
         settings,
         metrics,
@@ -107,12 +101,30 @@ def create_app(settings: Settings, parts: Parts) -> FastAPI:
     app.add_middleware(BodySizeLimit, max_bytes=settings.http.max_body_bytes, metrics=metrics)
     app.include_router(router)
     app.include_router(follow_router)
-    if watcher is None:  # the readers' routes, answered here
-        app.include_router(status_router)
-        app.include_router(status_page_router)
-    else:  # or by the watcher, through this port (their schema: the routes above)
-        app.include_router(forwarding_router(watcher))
+    forwarded_at = len(app.routes)
+    app.include_router(forwarding_router(watcher))  # the readers' routes, its watcher's
     for exception, answer in answers.items():
         app.add_exception_handler(exception, answer)
     add_operational_routes(app, runtime)
+    document_readers_routes(app, forwarded_at)
     return app
+
+
+def document_readers_routes(app: FastAPI, at: int) -> None:
+    """The OpenAPI schema of the routes passed to the watcher (included at ``at`` among the
+    app's routes): its own routes' (their models, parameters and answers), in their place."""
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            routes = list(app.routes)
+            routes[at : at + 1] = [*status_router.routes, *status_page_router.routes]
+            app.openapi_schema = get_openapi(
+                title=app.title,
+                version=app.version,
+                openapi_version=app.openapi_version,
+                description=app.description,
+                routes=routes,
+            )
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

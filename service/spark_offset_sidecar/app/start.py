@@ -1,13 +1,13 @@
 """The lifespan's steps: what starts, in which order, and how each part stops.
 
-``Start.run`` opens the ledger's database (``ports.database``), starts the issuer's key
-refresh, the committers, with replicas the lease keeper (whose first round claims a share
-of the groups before the replica answers ready), the commit loop, the lag monitors and the
-checkpoint follower, and hands back every part as ``Running``. Each part registers how it
-stops on the exit stack as it starts: a failure while starting stops what had started, and
-shutdown runs in the reverse order (commits in flight finish within
-``shutdown_grace_seconds``, then the leases are handed back, then Kafka and the database
-are closed).
+``Start.run`` opens the ledger's database (``ports.database``), starts the watcher, the
+issuer's key refresh, the committers, with replicas the lease keeper (whose first round
+claims a share of the groups before the replica answers ready), the commit loop, the
+checkpoint follower and the relay of this process's memory to the watcher, and hands back
+every part as ``Running``. Each part registers how it stops on the exit stack as it
+starts: a failure while starting stops what had started, and shutdown runs in the reverse
+order (commits in flight finish within ``shutdown_grace_seconds``, then the leases are
+handed back, then Kafka and the database are closed).
 
 Every part is built by the bundles it is handed (``app.parts``): their Kafka clients,
 their database; what differs is read from the ``Topology`` alone.
@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 from prometheus_client import generate_latest
 
-from spark_offset_sidecar.adapters.watcher.child import FIRST_READY, PROBLEM, WatcherChild
+from spark_offset_sidecar.adapters.watcher.child import FIRST_READY, PROBLEM
 from spark_offset_sidecar.app.shared import fleet_options
 from spark_offset_sidecar.app.watching import cancel, run_in_background, watch_lag
 from spark_offset_sidecar.core.backoff import Backoff
@@ -36,12 +36,7 @@ from spark_offset_sidecar.core.clusters import Clusters
 from spark_offset_sidecar.core.ledger.leases import Ownership
 from spark_offset_sidecar.http.state import Running, Runtime
 from spark_offset_sidecar.http.watcher_routes import watcher_share
-from spark_offset_sidecar.observe.fleet_metrics import (
-    ALL_SERIES,
-    MEMORY_SERIES,
-    FleetExposition,
-    MetricsPage,
-)
+from spark_offset_sidecar.observe.fleet_metrics import MEMORY_SERIES, FleetExposition, MetricsPage
 from spark_offset_sidecar.observe.loop_lag import LoopLag
 from spark_offset_sidecar.observe.metrics import SidecarMetrics
 from spark_offset_sidecar.ports.checkpoints import CheckpointStorage, FollowedFolders
@@ -53,6 +48,7 @@ from spark_offset_sidecar.ports.kafka import (
     KafkaCommitting,
     OffsetCommitter,
 )
+from spark_offset_sidecar.ports.watcher import Watcher
 from spark_offset_sidecar.runtime.checkpoint_follower import REASONS, CheckpointFollower
 from spark_offset_sidecar.runtime.commit_loop import CommitLoop
 from spark_offset_sidecar.runtime.durable_ledger import DurableLedger
@@ -87,7 +83,7 @@ class Start:
     database: Database
     storage: CheckpointStorage
     verifier: TokenVerifier | None
-    watcher: WatcherChild | None = None  # the watcher as a child: started after migrating
+    watcher: Watcher  # started after migrating
 
     @property
     def metrics(self) -> SidecarMetrics:
@@ -102,10 +98,10 @@ class Start:
         run_in_background(stack, LoopLag(self.metrics.loop_lag.observe).run(), "loop lag")
         wake = asyncio.Event()  # the commit loop's: a batch written frees its groups
         opened, durable = await self._ledger(stack, replica_id, wake)
-        if self.watcher is not None:  # it reads the database at the newest migration
-            await self.watcher.start()
-            stack.push_async_callback(self.watcher.stop)
-            run_in_background(stack, self.watcher.run(), "watcher")
+        # The watcher reads the database at the newest migration.
+        await self.watcher.start()
+        stack.push_async_callback(self.watcher.stop)
+        run_in_background(stack, self.watcher.run(), "watcher")
         await self._issuer_keys(stack)
         committer = self.kafka.committer(replica_id)  # their problems: ``committer_problems``
         stack.push_async_callback(committer.close)
@@ -133,16 +129,10 @@ class Start:
             board=opened.board,
             waits=committer.waiting,
             folders=folders,  # published with the groups
-            reads_exported=self.watcher is None,
-        )
-        if self.watcher is None:  # else the watcher reads the log ends
-            run_in_background(stack, lag_monitor.run(), "lag monitor")
+        )  # not run: the watcher reads the log ends; this one keeps the jobs' rates
         if follower is not None:
             run_in_background(stack, follower.run(), "checkpoint follower")
-        if self.watcher is not None:
-            await self._tell_watcher(
-                stack, self.watcher, durable, committer, lag_monitor, folders, replica_id
-            )
+        await self._tell_watcher(stack, durable, committer, lag_monitor, folders, replica_id)
         warn_of_dropped_clusters(durable, self.clusters)
         reports = (
             PublishedReports(opened.board)
@@ -170,23 +160,21 @@ class Start:
     def _metrics_page(
         self, durable: DurableLedger, lag_monitor: LagMonitor | LagMonitors
     ) -> MetricsPage:
-        """What /metrics answers: this process's series, then every group's (those of its
-        memory only where the watcher is a child, and the child's share after them)."""
-        settings, watcher = self.settings, self.watcher
+        """What /metrics answers: this process's series, then every group's of its memory,
+        then the watcher's share."""
         fleet = FleetExposition(
             lambda: durable.ledger,
             lambda: lag_monitor,
-            fleet_options(settings, MEMORY_SERIES if watcher else ALL_SERIES),
+            fleet_options(self.settings, MEMORY_SERIES),
             self.runtime.clock,
             head=lambda: generate_latest(self.metrics.registry),
-            tail=watcher_share(watcher) if watcher is not None else None,
+            tail=watcher_share(self.watcher),
         )
-        return MetricsPage(fleet, settings.metrics.max_scrapes_per_second)
+        return MetricsPage(fleet, self.settings.metrics.max_scrapes_per_second)
 
     async def _tell_watcher(
         self,
         stack: AsyncExitStack,
-        watcher: WatcherChild,
         durable: DurableLedger,
         committer: OffsetCommitter,
         lag_monitor: LagMonitor | LagMonitors,
@@ -196,6 +184,7 @@ class Start:
         """The watcher told what only this process's memory knows, from now on: ready once
         it is (it has loaded the store meanwhile) and told, or after ``FIRST_READY``
         seconds; after that, events are taken whether the watcher answers or not."""
+        watcher = self.watcher
         relay = MemoryRelay(
             durable.ledger,
             watcher,

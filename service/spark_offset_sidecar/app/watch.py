@@ -85,13 +85,16 @@ def create_watch_app(
     topology: Topology,
     kafka: KafkaReading,
     clock: Callable[[], float] = time.time,
+    board: StatusBoard | None = None,
 ) -> FastAPI:
     """Build the watcher of a service that runs as ``topology`` says (its own, resolved by
     the service), on the SQL database of ``settings`` and the Kafka clients ``kafka``
-    (``app.kafka_clients``; tests hand in ``testing.MemoryKafka``)."""
+    (``app.kafka_clients``; tests hand in ``testing.MemoryKafka``); ``board``: where it
+    publishes its reports and reads them back (a test's double; else, with replicas, the
+    database's)."""
     metrics = new_metrics(settings)
     verifier = token_verifier(settings.oidc)
-    start = WatchStart(settings, topology, kafka, metrics, clock)
+    start = WatchStart(settings, topology, kafka, metrics, clock, board=board)
     runtime = new_runtime(
         settings, metrics, clock, kafka, verifier, topology, service_problems=start.problems
     )
@@ -170,7 +173,7 @@ class WatchStart:
     clock: Callable[[], float]
     ledger: Ledger = field(default_factory=Ledger)
     memory: WatcherMemory | None = None  # what it was told, once ``run`` built it
-    board: StatusBoard | None = None  # a replica's, once ``run`` built it
+    board: StatusBoard | None = None  # handed in, or a replica's once ``run`` built it
     monitor: LagMonitor | LagMonitors | None = None  # once ``run`` built it
     # Its share of its service's /metrics: the lag reads and the per-group series, none
     # of the process-wide ones the service exports too.
@@ -222,11 +225,12 @@ class WatchStart:
         sql = SqlStore(settings.database.url)
         stack.callback(sql.close)
         followed = SqlFollowedFolders(sql.engine)
-        board: StatusBoard | None = None
-        if self.replicated:
+        if self.replicated and self.board is None:
             from spark_offset_sidecar.adapters.sql.status_board import SqlStatusBoard
 
-            self.board = board = SqlStatusBoard(sql.engine, NO_REPLICA_YET)
+            self.board = SqlStatusBoard(sql.engine, NO_REPLICA_YET)
+        board = self.board
+        if self.replicated:
             ledger.commit_only(set())  # L5: nothing of the replica's until told its groups
         memory: WatcherMemory  # built below, on the lag monitor: read once running
         lag_monitor = watch_lag(
@@ -239,7 +243,7 @@ class WatchStart:
             board=board,
             waits=self._waiting,  # what its service told of each commit in flight
             folders=lambda: memory.folder_reports(),  # published with the groups
-            reads_also=self.share_registry,
+            exported=self.share_registry,
         )
         self.monitor = lag_monitor
         follower = StoreFollower(

@@ -34,14 +34,14 @@ def watch_lag(
     board: StatusBoard | None,
     waits: Callable[[str], str | None],
     folders: Callable[[], Mapping[str, tuple[FolderReport, ...]]],
-    reads_exported: bool = True,
-    reads_also: CollectorRegistry | None = None,
+    exported: CollectorRegistry | None = None,
 ) -> LagMonitor | LagMonitors:
     """One lag monitor per cluster (a topic of one name on two clusters is two topics), on
     its log-end and record-time readers; ``waits``: what a group's commit in flight waits
     for; ``folders``: how reading each group's followed folders goes (published with its
-    report); ``reads_exported``: its reads on ``/metrics`` (not where a watcher reads the
-    log ends), and in ``reads_also`` too (a watcher's share of its service's ``/metrics``)."""
+    report); ``exported``: a watcher's share of its service's ``/metrics``, where its reads
+    are exported, and on the process's own ``/metrics`` (None: not exported, the process
+    taking events, whose watcher reads the log ends)."""
     status, readers, times = settings.status, kafka.log_ends(), kafka.record_times()
     for reader in readers.values():
         stack.push_async_callback(reader.close)
@@ -66,8 +66,8 @@ def watch_lag(
         )
         for key, reader in readers.items()
     }
-    if reads_exported:
-        metrics.watch_lag(monitors, also=reads_also)
+    if exported is not None:
+        metrics.watch_lag(monitors, also=exported)
     return LagMonitors(monitors) if len(monitors) > 1 else monitors[None]
 
 

@@ -340,12 +340,12 @@ class ServiceView(BaseModel):
 
     version: str = Field(description="the release of the service (spark-offset-sidecar)")
     watcher: str = Field(
-        description="child: a process of its own that the service started, whose routes "
-        "(/v1/status, /ui) this port passes on; in-process: this process (an app built in code)"
+        description="child (always): a process of its own that the service started, whose "
+        "routes (/v1/status, /ui) this port passes on"
     )
     writer: str = Field(
         description="child: the events' batches written by a process of its own; thread: by "
-        "a thread of this process (replicas, an app built in code)"
+        "a thread of this process (replicas, a store built in code)"
     )
     replicated: bool = Field(description="one of several replicas on one PostgreSQL")
     database: str = Field(description="sqlite, postgresql, or given (a store built in code)")

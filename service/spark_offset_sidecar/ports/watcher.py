@@ -2,8 +2,10 @@
 requests it answers, its share of ``/metrics``, and what only this process's memory knows
 of the groups (``MemoryUpdate``).
 
-``WatcherLink`` is the port; ``adapters.watcher.child.WatcherChild`` is the real one (a
-child process asked over its channel), ``testing.InMemoryWatcher`` the double.
+``WatcherLink`` is what the process taking events asks of it, ``Watcher`` that and its
+lifecycle; ``adapters.watcher.child.WatcherChild`` is the real one (a child process asked
+over its channel), ``testing.InMemoryWatcher`` a double of the link, and
+``tests.support.watcher.LoopWatcher`` the watcher's own app in the tests' event loop.
 
 Contract
   - ``get`` answers a GET of ``path`` (and ``query``) with ``headers`` passed on (the
@@ -19,6 +21,9 @@ Contract
     watcher refuses what it is told but a whole message until it took one, and the
     teller's next message is whole.
   - ``problem`` says why the watcher does not answer now, or None.
+  - ``start`` starts it (briefed); ``first_ready`` waits until it answers ready (True) or
+    has ended (False), the caller bounding the wait; ``run`` keeps it running until
+    cancelled; ``stop`` ends it.
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ from spark_offset_sidecar.core.lag.report import FolderReport
 
 WATCHED_METRICS = "/metrics/watched"  # the watcher's share of /metrics, without its own series
 MEMORY_UPDATES = "/memory/told"  # where a child watcher takes them (on its channel)
+# A request to the watcher: method, path (percent-encoded, as it came), query, headers, body.
+ChannelRequest = tuple[str, str, str, Mapping[str, str], bytes]
 
 
 @dataclass(frozen=True)
@@ -72,3 +79,13 @@ class WatcherLink(Protocol):
     async def get(self, path: str, query: str, headers: Mapping[str, str]) -> Answer: ...
 
     async def share(self) -> bytes: ...
+
+
+class Watcher(WatcherLink, Protocol):
+    async def start(self) -> None: ...
+
+    async def first_ready(self) -> bool: ...
+
+    async def run(self) -> None: ...
+
+    async def stop(self) -> None: ...

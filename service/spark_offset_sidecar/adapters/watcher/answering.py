@@ -1,7 +1,9 @@
 """The watcher's side of its channel (``adapters.child_process``): its app's lifespan run,
 and each of its service's requests (``ChannelRequest``: a GET or POST of a route) run
 through the app as a server would run it (httpx's ASGI transport), answered with an
-``Answer``, its body as the route made it (``adapters.watcher.child`` asks them)."""
+``Answer``, its body as the route made it (``adapters.watcher.child`` asks them).
+``Answering`` is that, whatever carries the requests (the tests' watcher is asked in their
+event loop: ``tests.support.watcher``)."""
 
 from __future__ import annotations
 
@@ -9,19 +11,45 @@ import asyncio
 import logging
 import signal
 import threading
-from collections.abc import Mapping
 from typing import Any
 
 import httpx
 
 from spark_offset_sidecar.adapters.child_process import ChannelEnd
-from spark_offset_sidecar.ports.watcher import Answer
+from spark_offset_sidecar.ports.watcher import Answer, ChannelRequest
 
 log = logging.getLogger(__name__)
 
 STARTING = Answer(503, {"content-type": "text/plain; charset=utf-8"}, b"the watcher is starting\n")
-# A request on the channel: method, path (percent-encoded, as it came), query, headers, body.
-ChannelRequest = tuple[str, str, str, Mapping[str, str], bytes]
+
+
+class Answering:
+    """``app``'s requests, answered 503 until its lifespan (``run``) has started."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.started = asyncio.Event()
+        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)  # a bug: a 500
+        self._client = httpx.AsyncClient(transport=transport, base_url="http://watcher")
+
+    async def answer(self, request: ChannelRequest) -> Answer:
+        method, path, query, headers, body = request
+        if not self.started.is_set():
+            return STARTING
+        url = httpx.URL(path, query=query.encode("latin-1"))
+        async with self._client.stream(method, url, headers=headers, content=body) as got:
+            raw = b"".join([chunk async for chunk in got.aiter_raw()])  # not inflated
+        return Answer(got.status_code, dict(got.headers), raw)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """The app's lifespan, until ``stop`` is set; raises what stopped it starting."""
+        try:
+            async with self.app.router.lifespan_context(self.app):
+                self.started.set()
+                await stop.wait()
+        finally:
+            self.started.clear()
+            await self._client.aclose()
 
 
 def answer_on_channel(channel: ChannelEnd, app: Any) -> int:
@@ -33,20 +61,13 @@ def answer_on_channel(channel: ChannelEnd, app: Any) -> int:
 
 async def _answer_on_channel(channel: ChannelEnd, app: Any) -> int:
     loop = asyncio.get_running_loop()
-    started, stop = asyncio.Event(), asyncio.Event()
+    stop = asyncio.Event()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     answering: set[asyncio.Task[None]] = set()
-    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)  # a bug: a 500
-    client = httpx.AsyncClient(transport=transport, base_url="http://watcher")
+    asked = Answering(app)
 
     async def answer(number: int, request: ChannelRequest) -> None:
-        method, path, query, headers, body = request
-        reply = STARTING
-        if started.is_set():
-            url = httpx.URL(path, query=query.encode("latin-1"))
-            async with client.stream(method, url, headers=headers, content=body) as got:
-                raw = b"".join([chunk async for chunk in got.aiter_raw()])  # not inflated
-            reply = Answer(got.status_code, dict(got.headers), raw)
+        reply = await asked.answer(request)
         await asyncio.to_thread(channel.reply, number, reply)  # a big page: off the loop
 
     def take(number: int, request: ChannelRequest) -> None:
@@ -61,12 +82,8 @@ async def _answer_on_channel(channel: ChannelEnd, app: Any) -> int:
 
     threading.Thread(target=read, name="channel", daemon=True).start()
     try:
-        async with app.router.lifespan_context(app):
-            started.set()
-            await stop.wait()
+        await asked.run(stop)
     except Exception:
         log.exception("the watcher could not start")
         return 1
-    finally:
-        await client.aclose()
     return 0
