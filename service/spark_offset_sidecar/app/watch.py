@@ -285,4 +285,4 @@ class WatchStart:
             )
         )
         page = MetricsPage(self._fleet(metrics.registry), settings.metrics.max_scrapes_per_second)
-        return Watching(follower, follow_task, lag_monitor, lag_task, reports, page, followed)
+        return Watching(follower, follow_task, lag_task, reports, page, followed)

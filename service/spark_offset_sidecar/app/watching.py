@@ -1,7 +1,7 @@
-"""What the process taking events (``app.start``) and its watcher (``app.watch``) both
-start: the lag monitors on each Kafka cluster's readers, and tasks in the background of a
-lifespan. The side taking events (committers, the ledger's writes, routes of events) is
-none of it: the watcher imports this, not ``app.start``."""
+"""The watcher's lag monitors on each Kafka cluster's readers (``app.watch``), and tasks
+in the background of a lifespan, which the process taking events (``app.start``) starts
+too. The side taking events (committers, the ledger's writes, routes of events) is none of
+it: the watcher imports this, not ``app.start``."""
 
 from __future__ import annotations
 
@@ -34,14 +34,13 @@ def watch_lag(
     board: StatusBoard | None,
     waits: Callable[[str], str | None],
     folders: Callable[[], Mapping[str, tuple[FolderReport, ...]]],
-    exported: CollectorRegistry | None = None,
+    exported: CollectorRegistry,
 ) -> LagMonitor | LagMonitors:
     """One lag monitor per cluster (a topic of one name on two clusters is two topics), on
     its log-end and record-time readers; ``waits``: what a group's commit in flight waits
     for; ``folders``: how reading each group's followed folders goes (published with its
-    report); ``exported``: a watcher's share of its service's ``/metrics``, where its reads
-    are exported, and on the process's own ``/metrics`` (None: not exported, the process
-    taking events, whose watcher reads the log ends)."""
+    report); ``exported``: the watcher's share of its service's ``/metrics``, where its
+    reads are exported, as on its own ``/metrics``."""
     status, readers, times = settings.status, kafka.log_ends(), kafka.record_times()
     for reader in readers.values():
         stack.push_async_callback(reader.close)
@@ -66,8 +65,7 @@ def watch_lag(
         )
         for key, reader in readers.items()
     }
-    if exported is not None:
-        metrics.watch_lag(monitors, also=exported)
+    metrics.watch_lag(monitors, also=exported)
     return LagMonitors(monitors) if len(monitors) > 1 else monitors[None]
 
 
