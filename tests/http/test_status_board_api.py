@@ -106,6 +106,9 @@ def test_a_board_that_cannot_be_reached_answers_503_and_publishes_when_back(
         assert a.get(f"/v1/status/{GROUP}").status_code == 503
         assert board.published == 0
         board.fail(None)
-        report = wait_for(lambda: board.read([GROUP]), what="the report once the board is back")
+        report = wait_for(  # the watcher follows the store: its commit may come a read later
+            lambda: [r for r in board.read([GROUP]) if r.status.last_commit_at is not None],
+            what="the report of its commit once the board is back",
+        )
         assert report[0].status.partitions[0].current_lag == 90
         assert a.get(f"/v1/status/{GROUP}").json()["totallag"] == 90

@@ -10,13 +10,14 @@ from dataclasses import replace
 
 import pytest
 
-from spark_offset_sidecar.core.lag.figures import DataStatus
-from spark_offset_sidecar.core.lag.report import GroupSummary, summary
+from spark_offset_sidecar.core.lag.figures import DataStatus, JobRates
+from spark_offset_sidecar.core.lag.report import GroupReport, GroupSummary, summary
 from spark_offset_sidecar.core.lag.status import Status
+from spark_offset_sidecar.core.ledger.changes import Checkpoint, CommitRequest
 from spark_offset_sidecar.core.ledger.rules import Ledger
-from spark_offset_sidecar.core.ledger.state import CommittedOffsets, GroupState
+from spark_offset_sidecar.core.ledger.state import CommittedOffsets, GroupState, QueryState
 from spark_offset_sidecar.core.offsets import TopicPartition
-from spark_offset_sidecar.runtime.group_reports import LocalReports
+from spark_offset_sidecar.runtime.group_reports import JobsSeen, LocalReports
 from spark_offset_sidecar.runtime.lag_monitor import LagMonitor
 from spark_offset_sidecar.testing import InMemoryLogEnds
 from tests.support.monitors import monitor_of
@@ -137,3 +138,41 @@ def test_a_summary_ranks_the_worst_first_then_by_name() -> None:
         "ok-a",
         "ok-b",
     ]
+
+
+def test_the_process_taking_events_reports_as_a_lag_monitor_before_its_first_read() -> None:
+    """Its watcher reads the log ends: ``JobsSeen`` answers ``one`` (``/v1/status/{group}``
+    until the watcher knows the group) as an unread lag monitor did, the job's rates too."""
+    t0, t1 = TopicPartition("t", 0), TopicPartition("t", 1)
+    checkpoint = Checkpoint("q-flying", "flying", 2, None, {t0: 7}, 5.0)
+    fleet = Ledger(
+        queries=[QueryState("q-flying", "flying", 1.0, pending={3: checkpoint})],
+        groups=[
+            GroupState(
+                "flying",
+                "q-flying",
+                in_flight=CommitRequest(checkpoint, {t0: 7}, 1),
+                committed=CommittedOffsets("q-flying", 1, {t1: 4, t0: 5}, 1.0),
+            ),
+            GroupState("new", "q-new"),
+            GroupState("failing", "q-f", failures=3, committed=CommittedOffsets("q-f", 1, {}, 2.0)),
+        ],
+    )
+    waits = {"flying": "the broker is slow"}.get
+    monitor = LagMonitor(lambda: fleet, InMemoryLogEnds({t0: 9}), interval=10, err_after_failures=3)
+    monitor.waits = waits
+    seen = JobsSeen(3, waits)
+    for keeper in (monitor, seen):
+        keeper.note_job("flying", JobRates(4.0, 10.0, 12.5, 800))
+    before = LocalReports(lambda: fleet, monitor, waits, None, lambda: 50.0)
+    now = LocalReports(lambda: fleet, seen, waits, None, lambda: 50.0)
+    for group_id in ("flying", "new", "failing", "nobody"):
+        assert asyncio.run(now.one(group_id)) == asyncio.run(before.one(group_id))
+    flying = asyncio.run(now.one("flying"))
+    assert isinstance(flying, GroupReport)
+    assert flying.lag is not None
+    assert flying.lag.catch_up.job == seen.job_of("flying") == monitor.jobs["flying"]
+    assert (flying.pending, flying.log_ends_read_at) == (1, None)
+    assert seen.job_of("new") is None
+    assert asyncio.run(now.every()) == asyncio.run(now.summaries()) == []
+    assert now.as_of([]) == (None, None)

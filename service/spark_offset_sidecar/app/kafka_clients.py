@@ -1,6 +1,6 @@
 """Each Kafka cluster's client options, made once (every client of a cluster shares its
-token provider), and the readers both the service and its watcher build on them: one of
-each kind per cluster (``ports.kafka.KafkaReading``). The clients that commit are the
+token provider), and the readers the watcher builds on them: one of each kind per cluster
+(``ports.kafka.KafkaReading``). The clients that commit are the
 service's alone (``app.kafka_commits``): the watcher imports none of them.
 
 Clusters are keyed as the ledger keeps them: None is the default cluster

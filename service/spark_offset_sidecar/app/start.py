@@ -30,7 +30,7 @@ from prometheus_client import generate_latest
 
 from spark_offset_sidecar.adapters.watcher.child import FIRST_READY, PROBLEM
 from spark_offset_sidecar.app.shared import fleet_options
-from spark_offset_sidecar.app.watching import cancel, run_in_background, watch_lag
+from spark_offset_sidecar.app.watching import cancel, run_in_background
 from spark_offset_sidecar.core.backoff import Backoff
 from spark_offset_sidecar.core.clusters import Clusters
 from spark_offset_sidecar.core.ledger.leases import Ownership
@@ -54,12 +54,11 @@ from spark_offset_sidecar.runtime.commit_loop import CommitLoop
 from spark_offset_sidecar.runtime.durable_ledger import DurableLedger
 from spark_offset_sidecar.runtime.group_reports import (
     FolderReports,
+    JobsSeen,
     LocalReports,
     PublishedReports,
 )
 from spark_offset_sidecar.runtime.identity_keys import keep_keys_fresh
-from spark_offset_sidecar.runtime.lag_monitor import LagMonitor
-from spark_offset_sidecar.runtime.lag_monitors import LagMonitors
 from spark_offset_sidecar.runtime.memory_relay import MemoryRelay
 from spark_offset_sidecar.settings import Settings
 from spark_offset_sidecar.topology import Topology
@@ -119,52 +118,37 @@ class Start:
         commit_task = self._commits(stack, durable, commit_loop)
         follower = self._follower(opened.followed, durable)
         folders = follower.reports if follower is not None else dict
-        lag_monitor = watch_lag(
-            stack,
-            self.settings,
-            self.kafka,
-            self.metrics,
-            lambda: durable.ledger,
-            clock=self.runtime.clock,
-            board=opened.board,
-            waits=committer.waiting,
-            folders=folders,  # published with the groups
-        )  # not run: the watcher reads the log ends; this one keeps the jobs' rates
+        self.metrics.watch_resent(self.kafka.resent())
+        jobs = JobsSeen(self.settings.status.status_err_after_failures, committer.waiting)
         if follower is not None:
             run_in_background(stack, follower.run(), "checkpoint follower")
-        await self._tell_watcher(stack, durable, committer, lag_monitor, folders, replica_id)
+        await self._tell_watcher(stack, durable, committer, jobs, folders, replica_id)
         warn_of_dropped_clusters(durable, self.clusters)
         reports = (
             PublishedReports(opened.board)
             if opened.board is not None
             else LocalReports(
-                lambda: durable.ledger,
-                lag_monitor,
-                committer.waiting,
-                folders,
-                self.runtime.clock,
+                lambda: durable.ledger, jobs, committer.waiting, folders, self.runtime.clock
             )
         )
         return Running(
             durable,
             commit_loop,
             commit_task,
-            lag_monitor,
+            jobs,
             reports=reports,
             followed=opened.followed,
             follower=follower,
             starting_offsets=self.kafka.starting_offsets(group_cluster(durable, self.clusters)),
-            page=self._metrics_page(durable, lag_monitor),
+            page=self._metrics_page(durable),
         )
 
-    def _metrics_page(
-        self, durable: DurableLedger, lag_monitor: LagMonitor | LagMonitors
-    ) -> MetricsPage:
+    def _metrics_page(self, durable: DurableLedger) -> MetricsPage:
         """What /metrics answers: this process's series, then every group's of its memory,
         then the watcher's share."""
         fleet = FleetExposition(
             lambda: durable.ledger,
-            lambda: lag_monitor,
+            lambda: None,  # the evaluated series are the watcher's
             fleet_options(self.settings, MEMORY_SERIES),
             self.runtime.clock,
             head=lambda: generate_latest(self.metrics.registry),
@@ -177,7 +161,7 @@ class Start:
         stack: AsyncExitStack,
         durable: DurableLedger,
         committer: OffsetCommitter,
-        lag_monitor: LagMonitor | LagMonitors,
+        jobs: JobsSeen,
         folders: FolderReports,
         replica_id: str | None,
     ) -> None:
@@ -189,7 +173,7 @@ class Start:
             durable.ledger,
             watcher,
             waiting=committer.waiting,
-            job=lag_monitor.job_of,
+            job=jobs.job_of,
             folders=folders,
             problems=lambda: [p for p in self.runtime.problems() if not p.startswith(PROBLEM)],
             owned=lambda: durable.ledger.committing,  # None (every group) but with replicas

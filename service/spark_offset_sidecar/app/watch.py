@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Collection, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 
@@ -53,7 +53,9 @@ from spark_offset_sidecar.app.shared import (
     new_runtime,
     token_verifier,
 )
-from spark_offset_sidecar.app.watching import run_in_background, watch_lag
+from spark_offset_sidecar.app.watching import run_in_background
+from spark_offset_sidecar.core.lag.report import FolderReport
+from spark_offset_sidecar.core.lag.status import CommitWindows
 from spark_offset_sidecar.core.ledger.rules import Ledger
 from spark_offset_sidecar.errors import StoreUnavailable
 from spark_offset_sidecar.http.refusals import exception_answers
@@ -219,6 +221,41 @@ class WatchStart:
             return None
         return self.memory.wanted() if self.memory is not None else frozenset()
 
+    def _lag_monitors(
+        self, stack: AsyncExitStack, folders: Callable[[], Mapping[str, tuple[FolderReport, ...]]]
+    ) -> LagMonitor | LagMonitors:
+        """One lag monitor per cluster (a topic of one name on two clusters is two topics),
+        on its log-end and record-time readers, its reads exported on both ``/metrics``;
+        ``folders``: how reading each group's followed folders goes (published with its
+        report). A group's commit in flight waits for what its service told."""
+        status, kafka = self.settings.status, self.kafka
+        readers, times = kafka.log_ends(), kafka.record_times()
+        for reader in readers.values():
+            stack.push_async_callback(reader.close)
+        for time_reader in times.values():
+            stack.push_async_callback(time_reader.close)
+        self.metrics.watch_resent(kafka.resent())
+        monitors = {
+            key: LagMonitor(
+                lambda: self.ledger,
+                reader,
+                interval=status.lag_read_interval_seconds,
+                err_after_failures=status.status_err_after_failures,
+                windows=CommitWindows(status.status_window, status.status_stop_after_seconds),
+                clock=self.clock,
+                board=self.board,
+                record_times=times.get(key),
+                risk_seconds=status.retention_risk_seconds,
+                waits=self._waiting,
+                one_cluster=len(readers) > 1,
+                cluster=key,
+                folders=folders,
+            )
+            for key, reader in readers.items()
+        }
+        self.metrics.watch_lag(monitors, also=self.share_registry)
+        return LagMonitors(monitors) if len(monitors) > 1 else monitors[None]
+
     async def run(self, stack: AsyncExitStack) -> Watching:
         settings, metrics, ledger = self.settings, self.metrics, self.ledger
         run_in_background(stack, LoopLag(metrics.loop_lag.observe).run(), "loop lag")
@@ -233,19 +270,7 @@ class WatchStart:
         if self.replicated:
             ledger.commit_only(set())  # L5: nothing of the replica's until told its groups
         memory: WatcherMemory  # built below, on the lag monitor: read once running
-        lag_monitor = watch_lag(
-            stack,
-            settings,
-            self.kafka,
-            metrics,
-            lambda: ledger,
-            clock=self.clock,
-            board=board,
-            waits=self._waiting,  # what its service told of each commit in flight
-            folders=lambda: memory.folder_reports(),  # published with the groups
-            exported=self.share_registry,
-        )
-        self.monitor = lag_monitor
+        lag_monitor = self.monitor = self._lag_monitors(stack, lambda: memory.folder_reports())
         follower = StoreFollower(
             sql,
             ledger,
@@ -285,4 +310,4 @@ class WatchStart:
             )
         )
         page = MetricsPage(self._fleet(metrics.registry), settings.metrics.max_scrapes_per_second)
-        return Watching(follower, follow_task, lag_monitor, lag_task, reports, page, followed)
+        return Watching(follower, follow_task, lag_task, reports, page, followed)

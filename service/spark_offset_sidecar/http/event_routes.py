@@ -166,7 +166,7 @@ async def record_progress(
         group_id=group_id,
     )
     if decision.outcome is Outcome.ACCEPTED:
-        running.lag_monitor.note_job(
+        running.jobs.note_job(
             group_id,
             JobRates(
                 now,

@@ -22,8 +22,6 @@ from spark_offset_sidecar.observe.metrics import SidecarMetrics
 from spark_offset_sidecar.ports.checkpoints import FollowedFolders
 from spark_offset_sidecar.ports.group_reports import GroupReports
 from spark_offset_sidecar.ports.kafka import StartingOffsetsReader
-from spark_offset_sidecar.runtime.lag_monitor import LagMonitor
-from spark_offset_sidecar.runtime.lag_monitors import LagMonitors
 from spark_offset_sidecar.runtime.store_follower import StoreFollower
 from spark_offset_sidecar.settings import Settings
 from spark_offset_sidecar.topology import Topology
@@ -33,6 +31,7 @@ if TYPE_CHECKING:  # the side taking events' parts: a watcher imports none of th
     from spark_offset_sidecar.runtime.checkpoint_follower import CheckpointFollower
     from spark_offset_sidecar.runtime.commit_loop import CommitLoop
     from spark_offset_sidecar.runtime.durable_ledger import DurableLedger
+    from spark_offset_sidecar.runtime.group_reports import JobsSeen
 
 
 @dataclass(frozen=True)
@@ -43,9 +42,7 @@ class Running:
     durable: DurableLedger
     commit_loop: CommitLoop
     commit_task: asyncio.Task[None]
-    # LagMonitors: several clusters. It reads the log ends unless its watcher is a child
-    # (``topology``); it keeps the jobs' rates either way.
-    lag_monitor: LagMonitor | LagMonitors
+    jobs: JobsSeen  # the jobs' rates from their progress events (its watcher reads the log ends)
     # What every read answers groups' status and live commit state from: this process's
     # memory alone, the board of the owners with replicas (chosen once, at start).
     reports: GroupReports
@@ -58,7 +55,7 @@ class Running:
 
     @property
     def reading(self) -> Reading:
-        return Reading(self.reports, self.followed, self.lag_monitor)
+        return Reading(self.reports, self.followed)
 
     def live_problem(self) -> str | None:
         if self.commit_task.done():
@@ -74,12 +71,11 @@ class Running:
 
 @dataclass(frozen=True)
 class Reading:
-    """What readers' routes read: groups' reports, the followed folders (None: the store
-    keeps none, or they are read elsewhere) and the lag monitor's tables."""
+    """What readers' routes read: groups' reports and the followed folders (None: the store
+    keeps none, or they are read elsewhere)."""
 
     reports: GroupReports
     followed: FollowedFolders | None
-    lag_monitor: LagMonitor | LagMonitors
 
 
 @dataclass(frozen=True)
@@ -89,7 +85,6 @@ class Watching:
 
     follower: StoreFollower
     follow_task: asyncio.Task[None]
-    lag_monitor: LagMonitor | LagMonitors
     lag_task: asyncio.Task[None]
     reports: GroupReports
     page: MetricsPage  # what /metrics answers, its own series; its service's share apart
@@ -99,7 +94,7 @@ class Watching:
 
     @property
     def reading(self) -> Reading:
-        return Reading(self.reports, self.followed, self.lag_monitor)
+        return Reading(self.reports, self.followed)
 
     def live_problem(self) -> str | None:
         for task, what in ((self.follow_task, "store follower"), (self.lag_task, "lag monitor")):

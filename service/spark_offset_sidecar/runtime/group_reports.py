@@ -1,11 +1,20 @@
 """The two ways of keeping the groups' reports (``ports.group_reports``): this process's
-memory when alone, the board of the groups' owners when replicated."""
+memory when alone, the board of the groups' owners when replicated; and what the process
+taking events evaluates itself (``JobsSeen``: its watcher reads the log ends)."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Collection, Mapping, Sequence
 
+from spark_offset_sidecar.core.lag.figures import (
+    GroupLag,
+    GroupTrend,
+    JobRates,
+    PackedLags,
+    data_status,
+    partition_lag,
+)
 from spark_offset_sidecar.core.lag.report import (
     NOT_REPORTED,
     FolderReport,
@@ -13,11 +22,14 @@ from spark_offset_sidecar.core.lag.report import (
     GroupSummary,
     LiveCommits,
     live_of,
+    report_of,
     summary,
     summary_of,
 )
+from spark_offset_sidecar.core.lag.status import CommitWindows, GroupStatus
 from spark_offset_sidecar.core.ledger.changes import Outcome
 from spark_offset_sidecar.core.ledger.rules import Ledger
+from spark_offset_sidecar.core.ledger.state import GroupState
 from spark_offset_sidecar.ports.group_reports import Missing
 from spark_offset_sidecar.ports.status_board import StatusBoard
 from spark_offset_sidecar.runtime.lag_monitor import LagMonitor
@@ -27,6 +39,51 @@ from spark_offset_sidecar.turns import Turns
 FolderReports = Callable[[], Mapping[str, tuple[FolderReport, ...]]]
 
 
+UNREAD = (None, None, None, None)  # a partition's log start and end, record time, start rate
+
+
+class JobsSeen:
+    """What the process taking events evaluates itself: the jobs' rates from their progress
+    events (told to its watcher, which reads the log ends), and no evaluation of its own:
+    a group evaluated now reads as a lag monitor's before its first read."""
+
+    def __init__(self, err_after_failures: int, waits: Callable[[str], str | None]) -> None:
+        self.err_after = err_after_failures
+        self.waits = waits
+        self.jobs: dict[str, JobRates] = {}  # by group: its last progress
+        self.statuses: Mapping[str, GroupStatus] = {}
+        self.lags: Mapping[str, GroupLag] = {}
+        self.rounds = 0
+        self.read_at: float | None = None
+        self.evaluated_at: float | None = None
+
+    def note_job(self, group_id: str, rates: JobRates) -> None:
+        self.jobs[group_id] = rates
+
+    def job_of(self, group_id: str) -> JobRates | None:
+        return self.jobs.get(group_id)
+
+    def report(
+        self, status: GroupStatus, group: GroupState, ledger: Ledger, now: float
+    ) -> GroupReport:
+        """``status`` with the group's lag figures before any read of its log ends."""
+        lag = None
+        if group.committed is not None:  # no lag to speak of before a first commit
+            offsets = sorted(group.committed.offsets.items())
+            parts = [partition_lag(tp.topic, tp.partition, o, *UNREAD, now) for tp, o in offsets]
+            job = self.jobs.get(group.group_id)
+            catch_up = GroupTrend().catch_up(status.total_lag, job)
+            lag = GroupLag(PackedLags(parts), data_status(parts, 0.0), 0, catch_up, ())
+        query = ledger.queries.get(group.query_id) if group.query_id else None
+        pending = len(query.pending) if query is not None else 0
+        waiting = self.waits(group.group_id) if group.in_flight is not None else None
+        return report_of(status, group, pending, now, None, lag=lag, waiting=waiting)
+
+    def report_now(self, group: GroupState, ledger: Ledger, now: float) -> GroupReport:
+        status = CommitWindows().evaluate(group, {}, now, err_after=self.err_after)
+        return self.report(status, group, ledger, now)
+
+
 class LocalReports:
     """Reports built from this process's memory when asked: the lag monitor's last
     evaluation for the lists, a group evaluated now for ``one``."""
@@ -34,7 +91,7 @@ class LocalReports:
     def __init__(
         self,
         ledger: Callable[[], Ledger],
-        monitor: LagMonitor | LagMonitors,
+        monitor: LagMonitor | LagMonitors | JobsSeen,
         waiting: Callable[[str], str | None],
         folders: FolderReports | None,
         clock: Callable[[], float],

@@ -137,9 +137,6 @@ class LagMonitor:
         """What the group's job said of its pace in its last progress event."""
         self.jobs[group_id] = rates
 
-    def job_of(self, group_id: str) -> JobRates | None:
-        return self.jobs.get(group_id)
-
     async def run(self) -> None:
         """A read every ``interval`` seconds, or sooner when woken."""
         while True:

@@ -65,10 +65,6 @@ class LagMonitors:
         for monitor in self.by_cluster.values():  # kept only by the group's (forget_gone)
             monitor.note_job(group_id, rates)
 
-    def job_of(self, group_id: str) -> JobRates | None:
-        found = (m.jobs.get(group_id) for m in self.by_cluster.values())
-        return next((rates for rates in found if rates is not None), None)
-
     def report(
         self, status: GroupStatus, group: GroupState, ledger: Ledger, now: float
     ) -> GroupReport:
