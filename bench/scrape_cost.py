@@ -19,8 +19,9 @@ then, once every group is committed and the lag monitor has read its log ends:
     of its database writes (``sidecar_store_write_duration_seconds``); ``--rounds`` such
     sets of windows, the ratios on the medians of their p99s (a p99 moves by ~20 ms from
     run to run on a shared 2-core machine);
-  - (``--idle-seconds``) the service's CPU with no event and no reader, and its resident
-    memory then.
+  - (``--idle-seconds``) the service's CPU with no event and no reader (once loaded and
+    the broker settled, before the scrapes), its watcher's and writer's shares, and its
+    resident memory after the scrapes.
 
 Each side is ``offset-sidecar serve`` as it runs by default (with its children: every
 reader reads its one port; CPU and memory count its children). ``--before-variant
@@ -74,6 +75,7 @@ from bench.figures import (
 )
 from harness.kafka_broker import brand_new
 from harness.postgres_server import PostgresServer
+from harness.processes import children_running
 
 
 def scrape(url: str) -> tuple[float, bytes]:
@@ -234,11 +236,24 @@ def events(
 
 def idle_cores(
     product: Product, broker: int, seconds: float, args: argparse.Namespace
-) -> tuple[float, CpuMeter]:
-    """The service's CPU over ``seconds`` with no event and no reader, in cores."""
-    with CpuMeter(service=product.pids, broker=broker, postgres=_postgres(args)) as meter:
+) -> tuple[float, dict[str, float | None], CpuMeter]:
+    """The service's CPU over ``seconds`` with no event and no reader, in cores, and its
+    children's shares of it (None: a service without that child)."""
+    children = {
+        name: [pid for root in product.pids for pid in children_running(root, name)] or None
+        for name in ("watcher", "writer")
+    }
+    with (
+        CpuMeter(service=product.pids, broker=broker, postgres=_postgres(args)) as meter,
+        CpuMeter(**children) as shares,
+    ):
         time.sleep(seconds)
-    return (meter.seconds("service") or 0.0) / seconds, meter
+    spent = {name: shares.seconds(name) for name in children}
+    return (
+        (meter.seconds("service") or 0.0) / seconds,
+        {name: None if cpu is None else cpu / seconds for name, cpu in spent.items()},
+        meter,
+    )
 
 
 def _postgres(args: argparse.Namespace) -> int | None:
@@ -299,6 +314,9 @@ def side(
         # Loaded, the fleet keeps the broker at about 0.2 cores (its log ends read, the
         # mover's records): above that, it is still busy with what loading asked of it.
         settle(broker, cores=0.5, limit=120.0)
+        # The CPU with nothing to do measured first (no scrape's work left behind), the
+        # memory after the scrapes (their buffers are the service's as scraped).
+        idle = idle_cores(product, broker, args.idle_seconds, args) if args.idle_seconds else None
         times, size, count = [], 0, 0
         with CpuMeter(service=product.pids, broker=broker, postgres=_postgres(args)) as meter:
             for _ in range(args.scrapes):
@@ -309,15 +327,18 @@ def side(
                     took, size, count = max(took, took_one), size + len(body), count + series(body)
                 times.append(took)
         figures = {"size": float(size), "scrape_p50": statistics.median(times)}
+        if idle is not None:
+            cores, shares, idle_meter = idle
+            rss = product.rss_mib()
+            of_which = " / ".join("-" if c is None else f"{c:.3f}" for c in shares.values())
+            tables[2].add(
+                name, args.idle_seconds, f"{cores:.3f}", of_which, f"{rss:.0f}", meter=idle_meter
+            )
+            figures["idle_cores"], figures["rss_mib"] = cores, rss
         tables[0].add(
             name, f"{size / 1e6:.2f} MB", count, f"{statistics.median(times):.3f}",
             f"{max(times):.3f}", meter=meter,
         )  # fmt: skip
-        if args.idle_seconds:
-            cores, meter = idle_cores(product, broker, args.idle_seconds, args)
-            rss = product.rss_mib()
-            tables[2].add(name, args.idle_seconds, f"{cores:.3f}", f"{rss:.0f}", meter=meter)
-            figures["idle_cores"], figures["rss_mib"] = cores, rss
         kinds = [k for k in READERS if k != "/metrics + /ui" or args.ui]
         p99s: dict[str, list[float]] = {kind: [] for kind in kinds}
         # A query's batches go up by one per event: at most this many a window each.
@@ -426,7 +447,7 @@ def main() -> None:
         ),
         Table(
             f"No event and no reader; {shape}",
-            "side", "seconds", "service cores", "service RSS MiB",
+            "side", "seconds", "service cores", "of which watcher / writer", "service RSS MiB",
             cpu=("service", "broker", "postgres", "bench"),
         ),
     )  # fmt: skip
