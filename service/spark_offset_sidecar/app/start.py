@@ -25,7 +25,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from prometheus_client import generate_latest
 
@@ -248,29 +248,6 @@ class Start:
         return follower
 
 
-class Sharing(Protocol):
-    """What differs between a process alone and one of the replicas, decided once from the
-    topology (``Start._open``). Not a null ``Replicas`` (leases owning every group): alone,
-    no replica id goes to Kafka and no group waits to be claimed."""
-
-    @property
-    def opened(self) -> Opened: ...
-
-    @property
-    def replica_id(self) -> str | None: ...
-
-    @property
-    def ownership(self) -> Ownership | None: ...
-
-    async def keep(
-        self, stack: AsyncExitStack, start: Start, durable: DurableLedger, commit_loop: CommitLoop
-    ) -> None:
-        """Start keeping this process's share of the groups, before its commits start."""
-
-    def reports(self, local: GroupReports) -> GroupReports:
-        """What reads are answered from, given this process's memory's reports."""
-
-
 @dataclass(frozen=True)
 class Alone:
     """This process alone: it commits every group, reads answered from its memory."""
@@ -332,6 +309,12 @@ class Replica:
 
     def reports(self, local: GroupReports) -> GroupReports:
         return PublishedReports(self.replicas.board)
+
+
+# What differs between a process alone and one of the replicas, decided once from the
+# topology (``Start._open``). Not a null ``Replicas`` (leases owning every group): alone,
+# no replica id goes to Kafka and no group waits to be claimed.
+Sharing = Alone | Replica
 
 
 def group_cluster(durable: DurableLedger, clusters: Clusters) -> GroupCluster:
