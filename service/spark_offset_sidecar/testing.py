@@ -17,8 +17,8 @@ tested against a real broker and real databases.
                          does not answer
 - ``MemoryKafka``       the Kafka clients (``ports.kafka.KafkaCommitting``) of one
                          cluster: the doubles above, given or new
-- ``MemoryDatabase``    the ledger's database (``ports.database``): a store double, its
-                         followed folders (None: it keeps none) and status board
+- ``MemoryDatabase``    the ledger's database (``ports.database``): a store double and
+                         its followed folders
 - ``StaticVerifier``     a ``TokenVerifier`` (``ports.identity``): the identities of
                          tokens the test names; any other JWT-looking token is refused
 """
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Collection, Mapping, Sequence
+from concurrent.futures import Executor
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 
@@ -37,12 +38,13 @@ from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.core.spark.checkpoint_log import batch_id_of
 from spark_offset_sidecar.errors import (
     CommitError,
+    ConfigError,
     KafkaReadError,
     Unauthenticated,
     WatcherUnavailable,
 )
 from spark_offset_sidecar.ports.checkpoints import FollowedFolder, FollowedFolders
-from spark_offset_sidecar.ports.database import Opened
+from spark_offset_sidecar.ports.database import Opened, Replicas
 from spark_offset_sidecar.ports.identity import VerifiedIdentity
 from spark_offset_sidecar.ports.kafka import (
     Cluster,
@@ -57,8 +59,8 @@ from spark_offset_sidecar.ports.kafka import (
     StartingOffsets,
     StartingOffsetsReader,
 )
-from spark_offset_sidecar.ports.status_board import BoardEntry, StatusBoard
-from spark_offset_sidecar.ports.store import LedgerStore, StoredState
+from spark_offset_sidecar.ports.status_board import BoardEntry
+from spark_offset_sidecar.ports.store import InStoreThread, LedgerStore, StoredState
 from spark_offset_sidecar.ports.watcher import Answer, MemoryUpdate
 
 
@@ -383,13 +385,17 @@ class MemoryKafka:
 
 @dataclass
 class MemoryDatabase:
-    """A store double, its followed folders (None: it keeps none) and the board its
-    reports are published on (None: kept in memory); never shared by replicas."""
+    """A store double and its followed folders, its batches written by the store in its
+    thread; never shared by replicas."""
 
     store: LedgerStore = field(default_factory=InMemoryStore)
-    followed: FollowedFolders | None = None
-    board: StatusBoard | None = None
+    followed: FollowedFolders = field(default_factory=InMemoryFollowedFolders)
     url: None = None
 
-    async def open(self, stack: AsyncExitStack, replica_id: str | None, writer: bool) -> Opened:
-        return Opened(self.store, followed=self.followed, board=self.board)
+    async def open(self, stack: AsyncExitStack, thread: Executor) -> Opened:
+        return Opened(self.store, InStoreThread(self.store, thread), self.followed)
+
+    async def open_shared(
+        self, stack: AsyncExitStack, thread: Executor, replica_id: str
+    ) -> tuple[Opened, Replicas]:
+        raise ConfigError("SIDECAR_REPLICATED", "a store double is never shared by replicas")

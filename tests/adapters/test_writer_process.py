@@ -12,6 +12,7 @@ import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -329,8 +330,9 @@ def test_a_batch_written_by_a_child_lost_before_answering_is_taken_in_as_stored(
 
     async def scenario() -> None:
         writer = ProcessWriter(store, ends_after_writing(2))
+        thread = ThreadPoolExecutor(1)
         durable = await DurableLedger.open(
-            store, max_pending=100, backoff=Backoff(0.5, 10), writer=writer
+            store, thread=thread, writer=writer, max_pending=100, backoff=Backoff(0.5, 10)
         )
         await writer.start()
         assert (await progress(durable, 1, 10)).outcome is Outcome.ACCEPTED

@@ -276,15 +276,15 @@ def test_a_failure_while_starting_stops_what_had_started(
     assert store.closed, "the ledger's store closed"
 
 
-def test_a_store_without_followed_folders_says_so_and_the_rest_works(tmp_path: Path) -> None:
-    """A store that keeps no followed folders (a double) is not "starting" forever: the
-    folder routes answer 501 naming why, and events, statuses and /ui work."""
+def test_a_store_double_keeps_followed_folders_and_the_rest_works(tmp_path: Path) -> None:
+    """A store double keeps its followed folders in memory (every database the service
+    opens keeps them): the folder routes, events, statuses and /ui work."""
     settings = settings_for(tmp_path)
     app = create_app(settings, doubles(settings, store=InMemoryStore()))
     with TestClient(app) as client:
         answer = client.get("/v1/followed-folders")
-        assert answer.status_code == 501
-        assert "keeps no followed folders" in answer.json()["detail"]
+        assert answer.status_code == 200
+        assert answer.json() == []
         assert post_progress(client, 1, {"t": {"0": 1}}).json()["outcome"] == "accepted"
         assert client.get("/v1/status").status_code == 200
         assert client.get("/ui").status_code == 200

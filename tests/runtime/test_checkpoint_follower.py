@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 from spark_offset_sidecar.core.backoff import Backoff
 from spark_offset_sidecar.core.clusters import Clusters
@@ -14,6 +15,7 @@ from spark_offset_sidecar.core.ledger.changes import Outcome
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.errors import CheckpointReadError, StoreUnavailable
 from spark_offset_sidecar.ports.checkpoints import FollowedFolder
+from spark_offset_sidecar.ports.store import InStoreThread
 from spark_offset_sidecar.runtime.checkpoint_follower import CheckpointFollower
 from spark_offset_sidecar.runtime.durable_ledger import DurableLedger
 from spark_offset_sidecar.testing import (
@@ -62,7 +64,11 @@ async def setup(
     clusters: Clusters | None = None,
 ) -> tuple[CheckpointFollower, Folder, InMemoryStore]:
     storage, store = InMemoryCheckpointStorage(), InMemoryStore()
-    durable = await DurableLedger.open(store, max_pending=100, backoff=Backoff(0.5, 10))
+    thread = ThreadPoolExecutor(1)
+    writer = InStoreThread(store, thread)
+    durable = await DurableLedger.open(
+        store, thread=thread, writer=writer, max_pending=100, backoff=Backoff(0.5, 10)
+    )
     registry = InMemoryFollowedFolders(FollowedFolder(PATH, GROUP, topics, "ops", cluster))
     follower = CheckpointFollower(
         storage, registry, durable, interval=1.0, relist_every=relist_every, clusters=clusters

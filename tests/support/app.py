@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from contextlib import AsyncExitStack
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +15,6 @@ from fastapi.testclient import TestClient
 from spark_offset_sidecar.adapters.sql.store import SqlStore
 from spark_offset_sidecar.app.parts import Parts, on_sql
 from spark_offset_sidecar.app.shared import new_metrics
-from spark_offset_sidecar.ports.database import Database, Opened
 from spark_offset_sidecar.ports.status_board import StatusBoard
 from spark_offset_sidecar.ports.store import LedgerStore
 from spark_offset_sidecar.settings import Settings
@@ -44,16 +41,15 @@ def doubles(
     clock: Callable[[], float] = time.time,
 ) -> Parts:
     """Kafka's doubles (``kafka``, or new ones) on the SQL database of ``settings``, or on
-    the store double ``store``; the reports published on ``board`` when given. The watcher
-    follows the SQL database of ``settings`` (with ``store``: migrated here, and empty)."""
+    the store double ``store``; its watcher's reports published on and read from ``board``
+    when given. The watcher follows the SQL database of ``settings`` (with ``store``:
+    migrated here, and empty)."""
     kafka = kafka or MemoryKafka()
     watcher = loop_watcher(kafka, clock, board)
     if store is not None:
         migrate(settings.database.url)
-        database = MemoryDatabase(store, board=board)
-        return Parts(kafka, database, new_metrics(settings), watcher, clock)
-    parts = on_sql(settings, kafka, watcher, clock=clock)
-    return parts if board is None else replace(parts, database=BoardOn(parts.database, board))
+        return Parts(kafka, MemoryDatabase(store), new_metrics(settings), watcher, clock)
+    return on_sql(settings, kafka, watcher, clock=clock)
 
 
 def migrate(url: str) -> None:
@@ -63,22 +59,6 @@ def migrate(url: str) -> None:
         sql.migrate()
     finally:
         sql.close()
-
-
-@dataclass(frozen=True)
-class BoardOn:
-    """``database`` with its reports published on ``board`` (a double)."""
-
-    database: Database
-    board: StatusBoard
-
-    @property
-    def url(self) -> str | None:
-        return self.database.url
-
-    async def open(self, stack: AsyncExitStack, replica_id: str | None, writer: bool) -> Opened:
-        opened = await self.database.open(stack, replica_id, writer)
-        return replace(opened, board=self.board)
 
 
 def _text(value: Any) -> str:

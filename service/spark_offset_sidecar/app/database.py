@@ -1,11 +1,12 @@
 """The ledger's SQL database (``ports.database``) as the process taking events opens it:
-the store built and migrated, the writer child started when the topology says so, the
-followed folders and, with replicas, the shared store, the leases, the notices of the
+alone, the store built and migrated, the writer child started, the followed folders;
+with replicas, the shared store, its followed folders, the leases, the notices of the
 other replicas' batches and the status board, all on the store's engine."""
 
 from __future__ import annotations
 
 import asyncio
+from concurrent.futures import Executor
 from contextlib import AsyncExitStack
 
 from spark_offset_sidecar.adapters.child_process import child_command
@@ -14,6 +15,7 @@ from spark_offset_sidecar.adapters.sql.store import SqlStore
 from spark_offset_sidecar.adapters.sql.writer_process import ProcessWriter
 from spark_offset_sidecar.observe.metrics import SidecarMetrics
 from spark_offset_sidecar.ports.database import Opened, Replicas
+from spark_offset_sidecar.ports.store import InStoreThread
 from spark_offset_sidecar.settings import Settings
 
 
@@ -25,16 +27,10 @@ class SqlDatabase:
     def url(self) -> str:
         return self.settings.database.url
 
-    async def open(
-        self, stack: AsyncExitStack, replica_id: str | None, writer_child: bool
-    ) -> Opened:
-        if replica_id is not None:  # its batches written in a thread of this process
-            return await self._shared(stack, replica_id)
+    async def open(self, stack: AsyncExitStack, thread: Executor) -> Opened:
         sql = SqlStore(self.url)
         stack.callback(sql.close)  # also closed with the ledger: idempotent
         await asyncio.to_thread(sql.migrate)
-        if not writer_child:
-            return Opened(sql, None, SqlFollowedFolders(sql.engine))
         log = self.settings.log
         command = child_command("writer", log.level, log.format)
         writer = ProcessWriter(sql, command, on_lost=self.metrics.store_writer_lost.inc)
@@ -42,7 +38,11 @@ class SqlDatabase:
         await writer.start()
         return Opened(sql, writer, SqlFollowedFolders(sql.engine))
 
-    async def _shared(self, stack: AsyncExitStack, replica_id: str) -> Opened:
+    async def open_shared(
+        self, stack: AsyncExitStack, thread: Executor, replica_id: str
+    ) -> tuple[Opened, Replicas]:
+        """A replica's batch is one transaction around the ledger's decision: written in
+        the store's thread of this process."""
         from spark_offset_sidecar.adapters.sql.change_notices import PostgresChangeNotices
         from spark_offset_sidecar.adapters.sql.lease_store import LeaseStore
         from spark_offset_sidecar.adapters.sql.shared_store import SharedSqlStore
@@ -57,7 +57,7 @@ class SqlDatabase:
         )
         stack.callback(sql.close)
         await asyncio.to_thread(sql.migrate)
+        opened = Opened(sql, InStoreThread(sql, thread), SqlFollowedFolders(sql.engine))
         leases = LeaseStore(sql.engine, replica_id, self.settings.replicas.lease_seconds)
-        replicas = Replicas(leases, PostgresChangeNotices(self.url))
-        board = SqlStatusBoard(sql.engine, replica_id)
-        return Opened(sql, None, SqlFollowedFolders(sql.engine), board, replicas)
+        notices = PostgresChangeNotices(self.url)
+        return opened, Replicas(leases, notices, SqlStatusBoard(sql.engine, replica_id))

@@ -22,6 +22,7 @@ import secrets
 import socket
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -41,6 +42,7 @@ from spark_offset_sidecar.observe.loop_lag import LoopLag
 from spark_offset_sidecar.observe.metrics import SidecarMetrics
 from spark_offset_sidecar.ports.checkpoints import CheckpointStorage, FollowedFolders
 from spark_offset_sidecar.ports.database import Database, Opened, Replicas
+from spark_offset_sidecar.ports.group_reports import GroupReports
 from spark_offset_sidecar.ports.identity import TokenVerifier
 from spark_offset_sidecar.ports.kafka import (
     Cluster,
@@ -93,51 +95,41 @@ class Start:
         return self.runtime.clusters
 
     async def run(self, stack: AsyncExitStack) -> Running:
-        replica_id = new_replica_id() if self.topology.replicated else None
         run_in_background(stack, LoopLag(self.metrics.loop_lag.observe).run(), "loop lag")
         wake = asyncio.Event()  # the commit loop's: a batch written frees its groups
-        opened, durable = await self._ledger(stack, replica_id, wake)
+        sharing, durable = await self._ledger(stack, wake)
         # The watcher reads the database at the newest migration.
         await self.watcher.start()
         stack.push_async_callback(self.watcher.stop)
         run_in_background(stack, self.watcher.run(), "watcher")
         await self._issuer_keys(stack)
-        committer = self.kafka.committer(replica_id)  # their problems: ``committer_problems``
+        committer = self.kafka.committer(sharing.replica_id)  # problems: committer_problems
         stack.push_async_callback(committer.close)
-        ownership = self._ownership(durable, replica_id)
         commit_loop = CommitLoop(
             durable,
             committer,
             self.metrics,
             clock=self.runtime.clock,
-            ownership=ownership,
+            ownership=sharing.ownership,
             wake=wake,
         )
-        if ownership is not None and opened.replicas is not None:
-            await self._replicas(stack, opened.replicas, ownership, durable, commit_loop)
+        await sharing.keep(stack, self, durable, commit_loop)
         commit_task = self._commits(stack, durable, commit_loop)
-        follower = self._follower(opened.followed, durable)
-        folders = follower.reports if follower is not None else dict
+        follower = self._follower(sharing.opened.followed, durable)
         self.metrics.watch_resent(self.kafka.resent())
         jobs = JobsSeen(self.settings.status.status_err_after_failures, committer.waiting)
-        if follower is not None:
-            run_in_background(stack, follower.run(), "checkpoint follower")
-        await self._tell_watcher(stack, durable, committer, jobs, folders, replica_id)
+        run_in_background(stack, follower.run(), "checkpoint follower")
+        folders, clock = follower.reports, self.runtime.clock
+        await self._tell_watcher(stack, durable, committer, jobs, folders, sharing.replica_id)
         warn_of_dropped_clusters(durable, self.clusters)
-        reports = (
-            PublishedReports(opened.board)
-            if opened.board is not None
-            else LocalReports(
-                lambda: durable.ledger, jobs, committer.waiting, folders, self.runtime.clock
-            )
-        )
+        local = LocalReports(lambda: durable.ledger, jobs, committer.waiting, folders, clock)
         return Running(
             durable,
             commit_loop,
             commit_task,
             jobs,
-            reports=reports,
-            followed=opened.followed,
+            reports=sharing.reports(local),
+            followed=sharing.opened.followed,
             follower=follower,
             starting_offsets=self.kafka.starting_offsets(group_cluster(durable, self.clusters)),
             page=self._metrics_page(durable),
@@ -191,24 +183,37 @@ class Start:
         run_in_background(stack, relay.run(), "memory relay")
 
     async def _ledger(
-        self, stack: AsyncExitStack, replica_id: str | None, wake: asyncio.Event
-    ) -> tuple[Opened, DurableLedger]:
-        """The database opened (the SQL store migrated, the writer child started when the
-        topology says so) and the ledger loaded from its store."""
+        self, stack: AsyncExitStack, wake: asyncio.Event
+    ) -> tuple[Sharing, DurableLedger]:
+        """The database opened as the topology says (alone, or one of the replicas) and
+        the ledger loaded from its store."""
         commits = self.settings.commits
-        writer_child = self.topology.writer == "child"
-        opened = await self.database.open(stack, replica_id, writer_child)
+        thread = ThreadPoolExecutor(1, thread_name_prefix="ledger-store")  # every store call's
+        sharing = await self._open(stack, thread)
+        opened = sharing.opened
         durable = await DurableLedger.open(
             opened.store,
+            thread=thread,
+            writer=opened.writer,
             max_pending=commits.max_pending_checkpoints,
             backoff=Backoff(initial=commits.retry_initial_seconds, cap=commits.retry_max_seconds),
             refresh_after=commits.recommit_idle_after_seconds,
             commit_interval=commits.min_commit_interval_seconds,
-            writer=opened.writer,
             on_batch_done=on_batch_done(wake, self.metrics),
         )
         stack.push_async_callback(durable.close)
-        return opened, durable
+        return sharing, durable
+
+    async def _open(self, stack: AsyncExitStack, thread: Executor) -> Sharing:
+        if not self.topology.replicated:
+            return Alone(await self.database.open(stack, thread))
+        replica_id = new_replica_id()
+        opened, replicas = await self.database.open_shared(stack, thread, replica_id)
+        settings = self.settings
+        ownership = Ownership(
+            replica_id, settings.replicas.lease_seconds, settings.commits.commit_timeout_seconds
+        )
+        return Replica(opened, replicas, ownership)
 
     async def _issuer_keys(self, stack: AsyncExitStack) -> None:
         if self.verifier is None:
@@ -216,49 +221,6 @@ class Start:
         await self.verifier.refresh()  # a wrong issuer URL shows on /readyz at once
         refresh = self.settings.oidc.jwks_refresh_seconds
         run_in_background(stack, keep_keys_fresh(self.verifier, refresh, KEYS_RETRY), "issuer keys")
-
-    def _ownership(self, durable: DurableLedger, replica_id: str | None) -> Ownership | None:
-        if replica_id is None:
-            return None
-        settings = self.settings
-        ownership = Ownership(
-            replica_id, settings.replicas.lease_seconds, settings.commits.commit_timeout_seconds
-        )
-        durable.ledger.commit_only(set())  # L5: nothing until claimed
-        self.metrics.groups_owned.set_function(lambda: len(ownership.epochs))
-        return ownership
-
-    async def _replicas(
-        self,
-        stack: AsyncExitStack,
-        replicas: Replicas,
-        ownership: Ownership,
-        durable: DurableLedger,
-        commit_loop: CommitLoop,
-    ) -> None:
-        """The lease keeper, after its first round: a share of the groups held before the
-        replica answers ready."""
-        from spark_offset_sidecar.runtime.lease_keeper import LeaseKeeper
-
-        settings, metrics = self.settings, self.metrics
-        read_back = self.kafka.committed_reader(group_cluster(durable, self.clusters))
-        if read_back is not None:
-            stack.push_async_callback(read_back.close)
-        keeper = LeaseKeeper(
-            replicas.leases,
-            replicas.notices,
-            ownership,
-            durable,
-            on_owned=commit_loop.wake,
-            read_back=read_back,
-            read_back_after=settings.commits.commit_timeout_seconds,
-            on_mismatch=lambda _group: metrics.takeover_mismatches.inc(),
-        )
-        # Leases are handed back after the commit loop stopped (registered before it).
-        stack.push_async_callback(leave, keeper, commit_loop)
-        await keeper.round()
-        run_in_background(stack, keeper.run(), "lease keeper")
-        run_in_background(stack, keeper.listen(), "notices")
 
     def _commits(
         self, stack: AsyncExitStack, durable: DurableLedger, commit_loop: CommitLoop
@@ -269,12 +231,8 @@ class Start:
         )
         return task
 
-    def _follower(
-        self, followed: FollowedFolders | None, durable: DurableLedger
-    ) -> CheckpointFollower | None:
-        """The checkpoint follower of the followed folders (none: the store keeps none)."""
-        if followed is None:
-            return None
+    def _follower(self, followed: FollowedFolders, durable: DurableLedger) -> CheckpointFollower:
+        """The checkpoint follower of the followed folders."""
         follow = self.settings.follow
         follower = CheckpointFollower(
             self.storage,
@@ -288,6 +246,75 @@ class Start:
         )
         self.metrics.watch_folders(follower.figures, lambda: self.storage.requests, REASONS)
         return follower
+
+
+@dataclass(frozen=True)
+class Alone:
+    """This process alone: it commits every group, reads answered from its memory."""
+
+    opened: Opened
+    replica_id: None = None
+    ownership: None = None
+
+    async def keep(
+        self, stack: AsyncExitStack, start: Start, durable: DurableLedger, commit_loop: CommitLoop
+    ) -> None:
+        """Every group is this process's."""
+
+    def reports(self, local: GroupReports) -> GroupReports:
+        return local
+
+
+@dataclass(frozen=True)
+class Replica:
+    """One of the replicas: it commits the groups it holds the leases of (L1-L5), reads
+    answered from the board the groups' owners publish on."""
+
+    opened: Opened
+    replicas: Replicas
+    ownership: Ownership
+
+    @property
+    def replica_id(self) -> str:
+        return self.ownership.replica_id
+
+    async def keep(
+        self, stack: AsyncExitStack, start: Start, durable: DurableLedger, commit_loop: CommitLoop
+    ) -> None:
+        """The lease keeper, after its first round: a share of the groups held before the
+        replica answers ready."""
+        from spark_offset_sidecar.runtime.lease_keeper import LeaseKeeper
+
+        settings, metrics, ownership = start.settings, start.metrics, self.ownership
+        durable.ledger.commit_only(set())  # L5: nothing until claimed
+        metrics.groups_owned.set_function(lambda: len(ownership.epochs))
+        read_back = start.kafka.committed_reader(group_cluster(durable, start.clusters))
+        if read_back is not None:
+            stack.push_async_callback(read_back.close)
+        keeper = LeaseKeeper(
+            self.replicas.leases,
+            self.replicas.notices,
+            ownership,
+            durable,
+            on_owned=commit_loop.wake,
+            read_back=read_back,
+            read_back_after=settings.commits.commit_timeout_seconds,
+            on_mismatch=lambda _group: metrics.takeover_mismatches.inc(),
+        )
+        # Leases are handed back after the commit loop stopped (registered before it).
+        stack.push_async_callback(leave, keeper, commit_loop)
+        await keeper.round()
+        run_in_background(stack, keeper.run(), "lease keeper")
+        run_in_background(stack, keeper.listen(), "notices")
+
+    def reports(self, local: GroupReports) -> GroupReports:
+        return PublishedReports(self.replicas.board)
+
+
+# What differs between a process alone and one of the replicas, decided once from the
+# topology (``Start._open``). Not a null ``Replicas`` (leases owning every group): alone,
+# no replica id goes to Kafka and no group waits to be claimed.
+Sharing = Alone | Replica
 
 
 def group_cluster(durable: DurableLedger, clusters: Clusters) -> GroupCluster:

@@ -1,10 +1,12 @@
-"""The ledger's database as the process taking events opens it, once a lifespan: its
-store, the writer of its batches, its followed folders, the board the reports are
-published on and, with replicas, the leases and the notices of the other replicas'
-batches. The SQL one is ``app.database``; ``testing.MemoryDatabase`` its double."""
+"""The ledger's database as the process taking events opens it, once a lifespan: alone,
+its store, the writer of its batches and its followed folders; with replicas, those on the
+shared store and what the replicas share beside it: the leases, the notices of the other
+replicas' batches and the board the reports are published on. The SQL one is
+``app.database``; ``testing.MemoryDatabase`` its double."""
 
 from __future__ import annotations
 
+from concurrent.futures import Executor
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Protocol
@@ -16,18 +18,17 @@ from spark_offset_sidecar.ports.store import BatchWriter, LedgerStore
 
 
 @dataclass(frozen=True)
-class Replicas:
-    leases: Leases
-    notices: ChangeNotices
+class Opened:
+    store: LedgerStore
+    writer: BatchWriter  # the writer child, or the store in its thread (``InStoreThread``)
+    followed: FollowedFolders
 
 
 @dataclass(frozen=True)
-class Opened:
-    store: LedgerStore
-    writer: BatchWriter | None = None  # the writer child; None: batches written in a thread
-    followed: FollowedFolders | None = None  # None: the store keeps none (a double)
-    board: StatusBoard | None = None  # where the reports are published; None: in memory
-    replicas: Replicas | None = None  # with replicas (the topology) alone
+class Replicas:
+    leases: Leases
+    notices: ChangeNotices
+    board: StatusBoard  # where the groups' owners publish their reports
 
 
 class Database(Protocol):
@@ -35,8 +36,12 @@ class Database(Protocol):
     def url(self) -> str | None:
         """The SQL URL (the topology names its scheme); None: a store double."""
 
-    async def open(
-        self, stack: AsyncExitStack, replica_id: str | None, writer_child: bool
-    ) -> Opened:
-        """Opened (the SQL store migrated, the writer child started when ``writer_child``),
-        each part closed with ``stack``; ``replica_id``: this replica's, with replicas."""
+    async def open(self, stack: AsyncExitStack, thread: Executor) -> Opened:
+        """Opened alone (the SQL store migrated, the writer child started), each part
+        closed with ``stack``; ``thread``: the one every call to the store runs in."""
+
+    async def open_shared(
+        self, stack: AsyncExitStack, thread: Executor, replica_id: str
+    ) -> tuple[Opened, Replicas]:
+        """Opened as the replica ``replica_id`` (the shared store, its batches written in
+        ``thread``) and what the replicas share."""

@@ -16,7 +16,9 @@ Contract
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Collection, Hashable, Mapping, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -63,6 +65,20 @@ class BatchWriter(Protocol):
     async def write(self, changes: Sequence[Change]) -> None: ...
 
     async def close(self) -> None: ...
+
+
+class InStoreThread:
+    """The ``BatchWriter`` without a writer child: the store persists each batch in
+    ``thread``, the one every call to the store runs in."""
+
+    def __init__(self, store: LedgerStore, thread: Executor) -> None:
+        self.store, self.thread = store, thread
+
+    async def write(self, changes: Sequence[Change]) -> None:
+        await asyncio.get_running_loop().run_in_executor(self.thread, self.store.persist, changes)
+
+    async def close(self) -> None:
+        """Nothing of its own: the store is closed with the ledger."""
 
 
 @runtime_checkable

@@ -12,7 +12,8 @@ Invariants
   - Commit results go through the same queue and stand even when their write fails:
     Kafka holds the truth, and the store may lag it (committed again after a restart).
   - One worker thread does every store call (SQLite wants one writer; decision order);
-    a ``BatchWriter`` (a writer process) writes the batches instead, one at a time.
+    the batches are written, one at a time, by a ``BatchWriter``: a writer process, or
+    the store in that thread (``InStoreThread``).
   - A batch whose write may or may not have happened (``WriteOutcomeUnknown``) is
     answered 503, rolled back, and its rows taken in as stored (R11).
   - With a shared store, each batch first locks and loads what it touches (R11), and
@@ -26,7 +27,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import ParamSpec, TypeVar
 
@@ -42,6 +43,7 @@ from spark_offset_sidecar.core.ledger.rules import Ledger, Savepoint
 from spark_offset_sidecar.errors import StoreUnavailable, WriteOutcomeUnknown
 from spark_offset_sidecar.ports.store import (
     BatchWriter,
+    InStoreThread,
     LedgerStore,
     LoadedRows,
     SharedLedgerStore,
@@ -113,37 +115,40 @@ class DurableLedger:
         self,
         ledger: Ledger,
         store: LedgerStore,
-        worker: ThreadPoolExecutor | None = None,
+        worker: Executor | None = None,
         *,
         on_batch_done: Callable[[int, float], None] = lambda items, seconds: None,
         writer: BatchWriter | None = None,
     ) -> None:
+        """``worker``: the store's thread (a new one by default); ``writer``: the store
+        in it by default."""
         self.ledger = ledger
         self.store = store
-        self.batch_writer = writer  # None: batches are persisted in the store's thread
+        self._worker = worker or ThreadPoolExecutor(1, thread_name_prefix="ledger-store")
+        self.batch_writer = writer or InStoreThread(store, self._worker)
         self._shared = isinstance(store, SharedLedgerStore)
         # Called after each batch with its size and write time; held groups are free.
         self._batch_done = on_batch_done
         self.batches_written = 0
         self._queue: list[_Event | _Result | _Refresh] = []
         self._writer: asyncio.Task[None] | None = None
-        self._worker = worker or ThreadPoolExecutor(1, thread_name_prefix="ledger-store")
 
     @classmethod
     async def open(
         cls,
         store: LedgerStore,
         *,
+        thread: Executor,
+        writer: BatchWriter,
         max_pending: int,
         backoff: Backoff,
         refresh_after: float | None = None,
         commit_interval: float = 0.0,
-        writer: BatchWriter | None = None,
         on_batch_done: Callable[[int, float], None] = lambda items, seconds: None,
     ) -> DurableLedger:
-        """A ledger started from what ``store`` holds (``writer``, when given, is closed)."""
-        worker = ThreadPoolExecutor(1, thread_name_prefix="ledger-store")
-        stored = await asyncio.get_running_loop().run_in_executor(worker, store.load)
+        """A ledger started from what ``store`` holds, every store call in ``thread``, its
+        batches written by ``writer`` (closed with it)."""
+        stored = await asyncio.get_running_loop().run_in_executor(thread, store.load)
         ledger = Ledger(
             max_pending=max_pending,
             backoff=backoff,
@@ -152,7 +157,7 @@ class DurableLedger:
             queries=stored.queries,
             groups=stored.groups,
         )
-        return cls(ledger, store, worker, on_batch_done=on_batch_done, writer=writer)
+        return cls(ledger, store, thread, on_batch_done=on_batch_done, writer=writer)
 
     async def record(
         self,
@@ -224,8 +229,7 @@ class DurableLedger:
     async def close(self) -> None:
         if self._writer is not None:
             await self._writer
-        if self.batch_writer is not None:
-            await self.batch_writer.close()
+        await self.batch_writer.close()
         await self._in_worker(self.store.close)
         self._worker.shutdown(wait=True)
 
@@ -261,7 +265,7 @@ class DurableLedger:
         batch = self._decide(items)
         if failure is None and (batch.changes or self._shared):
             try:
-                await self._persist(batch.changes)
+                await self.batch_writer.write(batch.changes)
             except Exception as exc:  # StoreError, or anything the driver raised
                 failure = exc
         if failure is not None and self._shared:
@@ -305,12 +309,6 @@ class DurableLedger:
                 await self._write([*refreshes, *again], alone=True)
             for event, _, _ in batch.events:
                 await self._write([_decided_again(event)], alone=True)
-
-    async def _persist(self, changes: list[Change]) -> None:
-        if self.batch_writer is not None:
-            await self.batch_writer.write(changes)
-        else:
-            await self._in_worker(self.store.persist, changes)
 
     async def _begin(self, items: list[_Event | _Result | _Refresh]) -> BaseException | None:
         """Shared store: lock and load what ``items`` touch, and refresh it (R11)."""

@@ -16,6 +16,7 @@ import contextlib
 import logging
 import os
 import signal
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 
 from spark_offset_sidecar.adapters.child_process import Channel, ChildGone, Supervisor, exit_status
@@ -48,7 +49,7 @@ ANSWER_HEADERS = (
 )
 
 
-class AskedWatcher:
+class AskedWatcher(ABC):
     """How a watcher is asked and its answers read, whatever carries the requests
     (``_carry``: raises ``ChildGone`` while nothing answers)."""
 
@@ -61,11 +62,11 @@ class AskedWatcher:
         return self._problem
 
     @property
-    def running(self) -> bool:
-        raise NotImplementedError
+    @abstractmethod
+    def running(self) -> bool: ...
 
-    async def _carry(self, request: ChannelRequest) -> Answer:
-        raise NotImplementedError
+    @abstractmethod
+    async def _carry(self, request: ChannelRequest) -> Answer: ...
 
     async def first_ready(self) -> bool:
         """Wait until the watcher answers ready (True) or has ended (False); the caller
