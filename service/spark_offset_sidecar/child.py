@@ -42,7 +42,7 @@ def watcher() -> int:
     from spark_offset_sidecar.adapters.child_process import ChannelEnd
     from spark_offset_sidecar.adapters.watcher.answering import answer_on_channel
     from spark_offset_sidecar.app.kafka_clients import KafkaClients
-    from spark_offset_sidecar.app.watch import create_watch_app
+    from spark_offset_sidecar.app.watch import create_watch_app, open_database
     from spark_offset_sidecar.app.watcher_brief import WatcherBrief
 
     channel = ChannelEnd()
@@ -59,7 +59,8 @@ def watcher() -> int:
         return 2
     channel.reply(number, None)
     kafka = KafkaClients(brief.settings)
-    return answer_on_channel(channel, create_watch_app(brief.settings, brief.topology, kafka))
+    app = create_watch_app(brief.settings, brief.topology, kafka, open_database)
+    return answer_on_channel(channel, app)
 
 
 PROGRAMS: dict[str, Callable[[], int]] = {"writer": writer, "watcher": watcher}

@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 
 from spark_offset_sidecar.adapters.watcher.memory_update import encode_memory_update
 from spark_offset_sidecar.app.root import create_app
-from spark_offset_sidecar.app.watch import create_watch_app
+from spark_offset_sidecar.app.watch import create_watch_app, open_database
 from spark_offset_sidecar.core.lag.group_memory import GroupMemory
 from spark_offset_sidecar.core.ledger.changes import Checkpoint, CommitRequest
 from spark_offset_sidecar.core.ledger.state import GroupCounters
@@ -36,7 +36,9 @@ def test_the_watcher_follows_what_the_taker_writes(tmp_path: Path) -> None:
     watcher_settings = settings_for(tmp_path, lag_read_interval_seconds=0.05)
     taker = create_app(taker_settings, doubles(taker_settings, MemoryKafka(log_ends=ends)))
     with TestClient(taker) as events:
-        watcher = create_watch_app(watcher_settings, SERVED, MemoryKafka(log_ends=ends))
+        watcher = create_watch_app(
+            watcher_settings, SERVED, MemoryKafka(log_ends=ends), open_database
+        )
         with TestClient(watcher) as readers:
             assert post_progress(events, 1, {"orders": {"0": 60, "1": 40}}).status_code == 200
             wait_for(
@@ -74,9 +76,8 @@ def test_the_watcher_follows_what_the_taker_writes(tmp_path: Path) -> None:
 
 
 def test_a_watcher_never_migrates(tmp_path: Path) -> None:
-    watcher = create_watch_app(
-        settings_for(tmp_path), SERVED, MemoryKafka(log_ends=InMemoryLogEnds({}))
-    )
+    kafka = MemoryKafka(log_ends=InMemoryLogEnds({}))
+    watcher = create_watch_app(settings_for(tmp_path), SERVED, kafka, open_database)
     with pytest.raises(StoreUnavailable, match="a watcher never migrates"), TestClient(watcher):
         pass
 
@@ -90,7 +91,7 @@ def test_a_child_watcher_answers_with_what_its_service_told_it(tmp_path: Path) -
     taker = create_app(settings, doubles(settings, MemoryKafka(log_ends=ends)))
     with TestClient(taker) as events:
         assert post_progress(events, 1, {"orders": {"0": 60, "1": 40}}).status_code == 200
-        watcher = create_watch_app(settings, SERVED, MemoryKafka(log_ends=ends))
+        watcher = create_watch_app(settings, SERVED, MemoryKafka(log_ends=ends), open_database)
         with TestClient(watcher) as readers:
             query = events.get("/v1/queries").json()[0]["query_id"]
             checkpoint = Checkpoint(query, GROUP, 1, "run-1", {P0: 60, P1: 40}, 1.0)

@@ -15,12 +15,13 @@ from fastapi.testclient import TestClient
 from spark_offset_sidecar.adapters.sql.store import SqlStore
 from spark_offset_sidecar.app.parts import Parts, on_sql
 from spark_offset_sidecar.app.shared import new_metrics
+from spark_offset_sidecar.app.watch import open_database
 from spark_offset_sidecar.ports.status_board import StatusBoard
 from spark_offset_sidecar.ports.store import LedgerStore
 from spark_offset_sidecar.settings import Settings
 from spark_offset_sidecar.testing import MemoryDatabase, MemoryKafka
 from tests.support.service import spark_progress
-from tests.support.watcher import loop_watcher
+from tests.support.watcher import loop_watcher, with_board
 
 
 def settings_for(tmp_path: Path, **values: Any) -> Settings:
@@ -45,7 +46,7 @@ def doubles(
     when given. The watcher follows the SQL database of ``settings`` (with ``store``:
     migrated here, and empty)."""
     kafka = kafka or MemoryKafka()
-    watcher = loop_watcher(kafka, clock, board)
+    watcher = loop_watcher(kafka, clock, open_database if board is None else with_board(board))
     if store is not None:
         migrate(settings.database.url)
         return Parts(kafka, MemoryDatabase(store), new_metrics(settings), watcher, clock)

@@ -11,19 +11,27 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from spark_offset_sidecar.adapters.child_process import ChildGone
 from spark_offset_sidecar.adapters.watcher.answering import Answering
 from spark_offset_sidecar.adapters.watcher.child import AskedWatcher
 from spark_offset_sidecar.app.parts import MakeWatcher, Parts
-from spark_offset_sidecar.app.watch import create_watch_app
+from spark_offset_sidecar.app.watch import (
+    OpenDatabase,
+    WatchedDatabase,
+    create_watch_app,
+    open_database,
+)
 from spark_offset_sidecar.app.watcher_brief import WatcherBrief
 from spark_offset_sidecar.http.state import Watching
 from spark_offset_sidecar.ports.kafka import KafkaReading
 from spark_offset_sidecar.ports.status_board import StatusBoard
 from spark_offset_sidecar.ports.watcher import Answer, ChannelRequest
+from spark_offset_sidecar.settings import Settings
+from spark_offset_sidecar.topology import Topology
 
 
 class LoopWatcher(AskedWatcher):
@@ -32,10 +40,10 @@ class LoopWatcher(AskedWatcher):
         brief: bytes,
         kafka: KafkaReading,
         clock: Callable[[], float] = time.time,
-        board: StatusBoard | None = None,
+        database: OpenDatabase = open_database,
     ) -> None:
         super().__init__()
-        self._brief, self._kafka, self._clock, self._board = brief, kafka, clock, board
+        self._brief, self._kafka, self._clock, self._database = brief, kafka, clock, database
         self._answering: Answering | None = None
         self.app: Any = None  # its app, once started
         self._task: asyncio.Task[None] | None = None
@@ -53,7 +61,7 @@ class LoopWatcher(AskedWatcher):
     async def start(self) -> None:
         brief = WatcherBrief.model_validate_json(self._brief)  # as the child reads it
         settings, topology = brief.settings, brief.topology
-        app = create_watch_app(settings, topology, self._kafka, self._clock, self._board)
+        app = create_watch_app(settings, topology, self._kafka, self._database, self._clock)
         self.app, self._answering, self._stop = app, Answering(app), asyncio.Event()
         self._task = asyncio.create_task(self._answering.run(self._stop), name="watcher app")
         self.starts += 1
@@ -88,16 +96,17 @@ class LoopWatcher(AskedWatcher):
 
 @dataclass
 class LoopWatchers:
-    """Makes the service's watcher in the tests' event loop, on ``kafka`` and ``clock``, its
-    reports published on ``board`` when given (a double); ``made``: those it made."""
+    """Makes the service's watcher in the tests' event loop, on ``kafka``, ``clock`` and
+    the database ``database`` opens (as the child opens it, or ``with_board``'s);
+    ``made``: those it made."""
 
     kafka: KafkaReading
     clock: Callable[[], float] = time.time
-    board: StatusBoard | None = None
+    database: OpenDatabase = open_database
     made: list[LoopWatcher] = field(default_factory=list)
 
     def __call__(self, brief: WatcherBrief) -> LoopWatcher:
-        watcher = LoopWatcher(brief.encode(), self.kafka, self.clock, self.board)
+        watcher = LoopWatcher(brief.encode(), self.kafka, self.clock, self.database)
         self.made.append(watcher)
         return watcher
 
@@ -111,10 +120,20 @@ class LoopWatchers:
 def loop_watcher(
     kafka: KafkaReading,
     clock: Callable[[], float] = time.time,
-    board: StatusBoard | None = None,
+    database: OpenDatabase = open_database,
 ) -> MakeWatcher:
-    """``LoopWatchers`` of ``kafka``, ``clock`` and ``board``."""
-    return LoopWatchers(kafka, clock, board)
+    """``LoopWatchers`` of ``kafka``, ``clock`` and ``database``."""
+    return LoopWatchers(kafka, clock, database)
+
+
+def with_board(board: StatusBoard) -> OpenDatabase:
+    """The database as the child opens it, its reports published on ``board`` (a double
+    that apps on SQLite share, fails at will and hands groups over)."""
+
+    def opened(stack: AsyncExitStack, settings: Settings, topology: Topology) -> WatchedDatabase:
+        return replace(open_database(stack, settings, topology), board=board)
+
+    return opened
 
 
 def watchers_of(parts: Parts) -> LoopWatchers:

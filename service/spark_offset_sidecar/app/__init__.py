@@ -5,7 +5,8 @@ Nothing else imports them but the command line and the child programs (``child``
     runs it): the FastAPI application, its routes and its lifespan;
   - ``start``: its lifespan's steps, in order, each part registering how it stops as it
     starts (a failure while starting stops what had started; shutdown runs in reverse);
-  - ``watch``: the watcher, the service's child (``topology``; ``create_watch_app``), and
+  - ``watch``: the watcher, the service's child (``topology``; ``create_watch_app``, on
+    the database ``open_database`` opens), and
     ``watcher_brief``: what the service hands it (its settings, its topology);
   - ``parts``: what the service is built from besides the settings, each part complete
     (``production``: aiokafka's clients on the SQL database, ``database``; tests hand in

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import Protocol
 
 from spark_offset_sidecar.core.lag.figures import (
     GroupLag,
@@ -32,8 +33,7 @@ from spark_offset_sidecar.core.ledger.rules import Ledger
 from spark_offset_sidecar.core.ledger.state import GroupState
 from spark_offset_sidecar.ports.group_reports import Missing
 from spark_offset_sidecar.ports.status_board import StatusBoard
-from spark_offset_sidecar.runtime.lag_monitor import LagMonitor
-from spark_offset_sidecar.runtime.lag_monitors import LagMonitors
+from spark_offset_sidecar.runtime.lag_monitor import Evaluation
 from spark_offset_sidecar.turns import Turns
 
 FolderReports = Callable[[], Mapping[str, tuple[FolderReport, ...]]]
@@ -51,11 +51,9 @@ class JobsSeen:
         self.err_after = err_after_failures
         self.waits = waits
         self.jobs: dict[str, JobRates] = {}  # by group: its last progress
-        self.statuses: Mapping[str, GroupStatus] = {}
-        self.lags: Mapping[str, GroupLag] = {}
-        self.rounds = 0
-        self.read_at: float | None = None
-        self.evaluated_at: float | None = None
+
+    def last_evaluation(self) -> Evaluation:
+        return Evaluation()  # none: its watcher evaluates
 
     def note_job(self, group_id: str, rates: JobRates) -> None:
         self.jobs[group_id] = rates
@@ -84,6 +82,18 @@ class JobsSeen:
         return self.report(status, group, ledger, now)
 
 
+class Evaluator(Protocol):
+    """What ``LocalReports`` reads: a lag monitor (or several), or ``JobsSeen``."""
+
+    def last_evaluation(self) -> Evaluation: ...
+
+    def report(
+        self, status: GroupStatus, group: GroupState, ledger: Ledger, now: float
+    ) -> GroupReport: ...
+
+    def report_now(self, group: GroupState, ledger: Ledger, now: float) -> GroupReport: ...
+
+
 class LocalReports:
     """Reports built from this process's memory when asked: the lag monitor's last
     evaluation for the lists, a group evaluated now for ``one``."""
@@ -91,7 +101,7 @@ class LocalReports:
     def __init__(
         self,
         ledger: Callable[[], Ledger],
-        monitor: LagMonitor | LagMonitors | JobsSeen,
+        monitor: Evaluator,
         waiting: Callable[[str], str | None],
         folders: FolderReports | None,
         clock: Callable[[], float],
@@ -108,29 +118,29 @@ class LocalReports:
 
     async def every(self, group_ids: Collection[str] | None = None) -> list[GroupReport]:
         ledger, monitor = self._ledger(), self._monitor
-        statuses = monitor.statuses
+        evaluation = monitor.last_evaluation()
+        statuses, at = evaluation.statuses, evaluation.evaluated_at or 0.0
         wanted = statuses.keys() if group_ids is None else statuses.keys() & set(group_ids)
         reports = []
         turns = Turns()  # thousands of groups: events are answered in between
         for group_id in sorted(wanted):
             group = ledger.groups.get(group_id)
             if group is not None:
-                status = statuses[group_id]
-                reports.append(monitor.report(status, group, ledger, monitor.evaluated_at or 0.0))
+                reports.append(monitor.report(statuses[group_id], group, ledger, at))
             await turns.take()
         return reports
 
     async def summaries(self) -> list[GroupSummary]:
         """From the lag monitor's last evaluation, built once per evaluation (and read of
         the log ends): the lists read until the next share them."""
-        monitor = self._monitor
-        as_of = (monitor.rounds, monitor.read_at)
+        evaluation = self._monitor.last_evaluation()
+        as_of = (evaluation.rounds, evaluation.read_at)
         if self._summarised != as_of:
-            statuses, lags = monitor.statuses, monitor.lags
-            evaluated_at, read_at = monitor.evaluated_at or 0.0, monitor.read_at
+            lags, read_at = evaluation.lags, evaluation.read_at
+            evaluated_at = evaluation.evaluated_at or 0.0
             built = []
             turns = Turns()
-            for group_id, status in sorted(statuses.items()):
+            for group_id, status in sorted(evaluation.statuses.items()):
                 built.append(summary(status, lags.get(group_id), evaluated_at, read_at))
                 await turns.take()
             self._summaries, self._summarised = built, as_of
@@ -147,7 +157,8 @@ class LocalReports:
     def as_of(
         self, reports: Sequence[GroupReport | GroupSummary]
     ) -> tuple[float | None, float | None]:
-        return self._monitor.evaluated_at, self._monitor.read_at
+        evaluation = self._monitor.last_evaluation()
+        return evaluation.evaluated_at, evaluation.read_at
 
     async def live(self, group_ids: Collection[str]) -> dict[str, LiveCommits]:
         """The groups whose commit in flight waits, with the committer's word on why: for

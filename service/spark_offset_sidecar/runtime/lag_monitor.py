@@ -77,6 +77,17 @@ class LagReadCounters:
     record_failures: int = 0
 
 
+@dataclass(frozen=True)
+class Evaluation:
+    """The fleet's last evaluation as the lists read it (``rounds``: how many so far)."""
+
+    rounds: int = 0
+    statuses: Mapping[str, GroupStatus] = field(default_factory=dict)
+    lags: Mapping[str, GroupLag] = field(default_factory=dict)
+    evaluated_at: float | None = None
+    read_at: float | None = None  # when the log ends it evaluated were read
+
+
 @dataclass
 class LagMonitor:
     ledger: Callable[[], Ledger]
@@ -151,6 +162,15 @@ class LagMonitor:
     def wake(self) -> None:
         """Read now (or right after the read under way): it has groups it has not read."""
         self._woken.set()
+
+    def last_evaluation(self) -> Evaluation:
+        return Evaluation(self.rounds, self.statuses, self.lags, self.evaluated_at, self.read_at)
+
+    def publish_as(self, replica_id: str) -> None:
+        """Publish as ``replica_id`` (as told: another once that replica started again)."""
+        if self.board is not None and self.board.replica_id != replica_id:
+            log.info("watching for replica %s", replica_id)
+            self.board.replica_id = replica_id
 
     async def poll(self) -> None:
         ledger = self.ledger()

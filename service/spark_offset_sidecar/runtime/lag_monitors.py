@@ -18,7 +18,7 @@ from spark_offset_sidecar.core.lag.report import GroupReport
 from spark_offset_sidecar.core.lag.status import GroupStatus
 from spark_offset_sidecar.core.ledger.rules import Ledger
 from spark_offset_sidecar.core.ledger.state import GroupState
-from spark_offset_sidecar.runtime.lag_monitor import LagMonitor
+from spark_offset_sidecar.runtime.lag_monitor import Evaluation, LagMonitor
 
 
 class LagMonitors:
@@ -60,6 +60,13 @@ class LagMonitors:
     @property
     def evaluated_at(self) -> float | None:
         return _oldest(m.evaluated_at for m in self.by_cluster.values())
+
+    def last_evaluation(self) -> Evaluation:
+        return Evaluation(self.rounds, self.statuses, self.lags, self.evaluated_at, self.read_at)
+
+    def publish_as(self, replica_id: str) -> None:
+        for monitor in self.by_cluster.values():  # one board: set by the first
+            monitor.publish_as(replica_id)
 
     def note_job(self, group_id: str, rates: JobRates) -> None:
         for monitor in self.by_cluster.values():  # kept only by the group's (forget_gone)
