@@ -69,7 +69,7 @@ INVALID_REASONS = ("validation", "too_large", "unauthenticated", "forbidden", "r
 
 
 class SidecarMetrics:
-    """Metrics updated where things happen (the rest come from ``LedgerCollector``)."""
+    """Metrics updated where things happen (the rest are read at scrape time)."""
 
     def __init__(self, registry: CollectorRegistry, clusters: Clusters | None = None) -> None:
         """``clusters``: with several Kafka clusters, the commits' durations are by cluster
@@ -160,7 +160,7 @@ class SidecarMetrics:
     ) -> None:
         """Each Kafka cluster's lag monitor's reads (keyed as the ledger keeps clusters).
         ``also``: a registry that exports them too (a watcher's share of ``/metrics``)."""
-        collector = LagCollector(monitors, self._names)
+        collector = Collected(lambda: _lag_families(monitors, self._names))
         self.registry.register(collector)
         if also is not None:
             also.register(collector)
@@ -174,10 +174,10 @@ class SidecarMetrics:
 
     def watch_resent(self, resent: Mapping[str | None, Callable[[], int]]) -> None:
         """Requests sent again after the broker closed their connection, by cluster."""
-        self.registry.register(ResentCollector(resent, self._names))
+        self.registry.register(Collected(lambda: _resent_families(resent, self._names)))
 
     def watch_heap(self, heap: HeapView) -> None:
-        self.registry.register(HeapCollector(heap))
+        self.registry.register(Collected(lambda: _heap_families(heap)))
 
     def watch_folders(
         self,
@@ -185,156 +185,136 @@ class SidecarMetrics:
         requests: Callable[[], int],
         reasons: Iterable[str],
     ) -> None:
-        self.registry.register(FolderCollector(folders, requests, tuple(reasons)))
+        known = tuple(reasons)
+        self.registry.register(Collected(lambda: _folder_families(folders(), requests(), known)))
 
 
-class LagCollector(Collector):
+class Collected(Collector):
+    """The families ``collect`` makes at each scrape."""
+
+    def __init__(self, collect: Callable[[], Iterable[Metric]]) -> None:
+        self._collect = collect
+
+    def collect(self) -> Iterable[Metric]:
+        return self._collect()
+
+
+def _lag_families(
+    monitors: Mapping[str | None, LagView], names: Callable[[str | None], str] | None
+) -> Iterator[Metric]:
     """The lag monitor's own reads (per Kafka cluster when there are several)."""
-
-    def __init__(
-        self,
-        monitors: Mapping[str | None, LagView],
-        names: Callable[[str | None], str] | None,
-    ) -> None:
-        """``names``: a cluster's name for the label; None: one cluster (one monitor)."""
-        self._monitors = monitors
-        self._names = names
-
-    def collect(self) -> Iterator[Metric]:
-        cluster = ["cluster_name"] if self._names is not None else []
-        reads = CounterMetricFamily(
-            "sidecar_log_end_reads",
-            "Reads of the brokers' log-end (and log-start) offsets, by result.",
-            labels=[*cluster, "result"],
-        )
-        read_at = GaugeMetricFamily(
-            "sidecar_log_end_read_timestamp_seconds",
-            "Unix time of the last successful read of the log-end offsets (0: none yet).",
-            labels=cluster,
-        )
-        record_reads = CounterMetricFamily(
-            "sidecar_record_time_reads",
-            "Reads of record timestamps from Kafka (for the time lag of partitions whose "
-            "oldest unprocessed record is older than the log-end history), by result.",
-            labels=[*cluster, "result"],
-        )
-        record_partitions = CounterMetricFamily(
-            "sidecar_record_time_partitions",
-            "Partitions whose record timestamp was read from Kafka (one fetch each).",
-            labels=cluster,
-        )
-        for key, monitor in self._monitors.items():
-            at = [self._names(key)] if self._names is not None else []
-            counters = monitor.counters
-            reads.add_metric([*at, "succeeded"], counters.succeeded)
-            reads.add_metric([*at, "failed"], counters.failed)
-            read_at.add_metric(at, monitor.read_at or 0.0)
-            succeeded = counters.record_reads - counters.record_failures
-            record_reads.add_metric([*at, "succeeded"], succeeded)
-            record_reads.add_metric([*at, "failed"], counters.record_failures)
-            record_partitions.add_metric(at, counters.record_partitions)
-        yield from (reads, read_at, record_reads, record_partitions)
+    cluster = ["cluster_name"] if names is not None else []
+    reads = CounterMetricFamily(
+        "sidecar_log_end_reads",
+        "Reads of the brokers' log-end (and log-start) offsets, by result.",
+        labels=[*cluster, "result"],
+    )
+    read_at = GaugeMetricFamily(
+        "sidecar_log_end_read_timestamp_seconds",
+        "Unix time of the last successful read of the log-end offsets (0: none yet).",
+        labels=cluster,
+    )
+    record_reads = CounterMetricFamily(
+        "sidecar_record_time_reads",
+        "Reads of record timestamps from Kafka (for the time lag of partitions whose "
+        "oldest unprocessed record is older than the log-end history), by result.",
+        labels=[*cluster, "result"],
+    )
+    record_partitions = CounterMetricFamily(
+        "sidecar_record_time_partitions",
+        "Partitions whose record timestamp was read from Kafka (one fetch each).",
+        labels=cluster,
+    )
+    for key, monitor in monitors.items():
+        at = [names(key)] if names is not None else []
+        counters = monitor.counters
+        reads.add_metric([*at, "succeeded"], counters.succeeded)
+        reads.add_metric([*at, "failed"], counters.failed)
+        read_at.add_metric(at, monitor.read_at or 0.0)
+        succeeded = counters.record_reads - counters.record_failures
+        record_reads.add_metric([*at, "succeeded"], succeeded)
+        record_reads.add_metric([*at, "failed"], counters.record_failures)
+        record_partitions.add_metric(at, counters.record_partitions)
+    yield from (reads, read_at, record_reads, record_partitions)
 
 
-class ResentCollector(Collector):
-    def __init__(
-        self,
-        resent: Mapping[str | None, Callable[[], int]],
-        names: Callable[[str | None], str] | None,
-    ) -> None:
-        self._resent = resent
-        self._names = names
-
-    def collect(self) -> Iterator[Metric]:
-        family = CounterMetricFamily(
-            "sidecar_kafka_requests_resent",
-            "Commits and log-end reads sent again on a new connection after the broker "
-            "closed theirs under them (with OAUTHBEARER: a token that expired); not failures.",
-            labels=["cluster_name"] if self._names is not None else None,
-            value=None if self._names is not None else sum(n() for n in self._resent.values()),
-        )
-        if self._names is not None:
-            for cluster, count in self._resent.items():
-                family.add_metric([self._names(cluster)], count())
-        yield family
+def _resent_families(
+    resent: Mapping[str | None, Callable[[], int]], names: Callable[[str | None], str] | None
+) -> Iterator[Metric]:
+    family = CounterMetricFamily(
+        "sidecar_kafka_requests_resent",
+        "Commits and log-end reads sent again on a new connection after the broker "
+        "closed theirs under them (with OAUTHBEARER: a token that expired); not failures.",
+        labels=["cluster_name"] if names is not None else None,
+        value=None if names is not None else sum(n() for n in resent.values()),
+    )
+    if names is not None:
+        for cluster, count in resent.items():
+            family.add_metric([names(cluster)], count())
+    yield family
 
 
-class HeapCollector(Collector):
+def _heap_families(heap: HeapView) -> Iterator[Metric]:
     """The cyclic garbage collector's pauses: every event waits while one runs."""
-
-    def __init__(self, heap: HeapView) -> None:
-        self._heap = heap
-
-    def collect(self) -> Iterator[Metric]:
-        seconds = CounterMetricFamily(
-            "sidecar_gc_pause_seconds",
-            "Time the process stood in cyclic garbage collections, by generation (2: full).",
-            labels=["generation"],
-        )
-        longest = GaugeMetricFamily(
-            "sidecar_gc_pause_longest_seconds",
-            "The longest garbage collection since start, by generation.",
-            labels=["generation"],
-        )
-        for generation, pauses in enumerate(self._heap.pauses):
-            seconds.add_metric([str(generation)], pauses.seconds)
-            longest.add_metric([str(generation)], pauses.longest)
-        yield from (seconds, longest)
+    seconds = CounterMetricFamily(
+        "sidecar_gc_pause_seconds",
+        "Time the process stood in cyclic garbage collections, by generation (2: full).",
+        labels=["generation"],
+    )
+    longest = GaugeMetricFamily(
+        "sidecar_gc_pause_longest_seconds",
+        "The longest garbage collection since start, by generation.",
+        labels=["generation"],
+    )
+    for generation, pauses in enumerate(heap.pauses):
+        seconds.add_metric([str(generation)], pauses.seconds)
+        longest.add_metric([str(generation)], pauses.longest)
+    yield from (seconds, longest)
 
 
-class FolderCollector(Collector):
+def _folder_families(
+    folders: Iterable[FolderFigures], requests: int, reasons: tuple[str, ...]
+) -> Iterator[Metric]:
     """Followed checkpoint folders (``runtime.checkpoint_follower``), by path (``folder``)."""
-
-    def __init__(
-        self,
-        folders: Callable[[], Iterable[FolderFigures]],
-        requests: Callable[[], int],
-        reasons: tuple[str, ...],
-    ) -> None:
-        self._folders = folders
-        self._requests = requests
-        self._reasons = reasons
-
-    def collect(self) -> Iterator[Metric]:
-        labels = ["folder", "consumergroup"]
-        newest = GaugeMetricFamily(
-            "sidecar_followed_folder_newest_batch",
-            "The newest commits/N seen in the checkpoint folder.",
-            labels=labels,
-        )
-        recorded = GaugeMetricFamily(
-            "sidecar_followed_folder_last_batch",
-            "The newest completed batch of the folder handed to the ledger.",
-            labels=labels,
-        )
-        behind = GaugeMetricFamily(
-            "sidecar_followed_folder_behind_seconds",
-            "How long a completed batch of the folder has waited to be recorded (0: none).",
-            labels=labels,
-        )
-        errors = CounterMetricFamily(
-            "sidecar_followed_folder_errors",
-            "Failed polls of the folder, by reason.",
-            labels=[*labels, "reason"],
-        )
-        polls = CounterMetricFamily(
-            "sidecar_followed_folder_polls",
-            "Polls of the folder by this replica, failed ones included.",
-            labels=labels,
-        )
-        requests = CounterMetricFamily(
-            "sidecar_checkpoint_storage_requests",
-            "Calls to the checkpoint storage (a listing, a read, an existence check: one each).",
-            value=self._requests(),
-        )
-        for folder in self._folders():
-            key = [folder.path, folder.group_id]
-            if folder.newest_in_folder is not None:
-                newest.add_metric(key, folder.newest_in_folder)
-            if folder.last_recorded is not None:
-                recorded.add_metric(key, folder.last_recorded)
-            behind.add_metric(key, folder.behind_seconds)
-            polls.add_metric(key, folder.polls)
-            for reason in self._reasons:
-                errors.add_metric([*key, reason], folder.errors.get(reason, 0))
-        yield from (newest, recorded, behind, errors, polls, requests)
+    labels = ["folder", "consumergroup"]
+    newest = GaugeMetricFamily(
+        "sidecar_followed_folder_newest_batch",
+        "The newest commits/N seen in the checkpoint folder.",
+        labels=labels,
+    )
+    recorded = GaugeMetricFamily(
+        "sidecar_followed_folder_last_batch",
+        "The newest completed batch of the folder handed to the ledger.",
+        labels=labels,
+    )
+    behind = GaugeMetricFamily(
+        "sidecar_followed_folder_behind_seconds",
+        "How long a completed batch of the folder has waited to be recorded (0: none).",
+        labels=labels,
+    )
+    errors = CounterMetricFamily(
+        "sidecar_followed_folder_errors",
+        "Failed polls of the folder, by reason.",
+        labels=[*labels, "reason"],
+    )
+    polls = CounterMetricFamily(
+        "sidecar_followed_folder_polls",
+        "Polls of the folder by this replica, failed ones included.",
+        labels=labels,
+    )
+    calls = CounterMetricFamily(
+        "sidecar_checkpoint_storage_requests",
+        "Calls to the checkpoint storage (a listing, a read, an existence check: one each).",
+        value=requests,
+    )
+    for folder in folders:
+        key = [folder.path, folder.group_id]
+        if folder.newest_in_folder is not None:
+            newest.add_metric(key, folder.newest_in_folder)
+        if folder.last_recorded is not None:
+            recorded.add_metric(key, folder.last_recorded)
+        behind.add_metric(key, folder.behind_seconds)
+        polls.add_metric(key, folder.polls)
+        for reason in reasons:
+            errors.add_metric([*key, reason], folder.errors.get(reason, 0))
+    yield from (newest, recorded, behind, errors, polls, calls)
