@@ -165,23 +165,27 @@ class EventAnswer(ErrorAnswer):
     checkpoint_id: int | None = None
 
 
+# Offsets as the ledger keeps them (the views are read from its objects), shown as JSON.
+Offsets = Annotated[OffsetJson, BeforeValidator(to_json)]
+
+
 class CheckpointView(BaseModel):
     checkpoint_id: int
     run_id: str | None
-    offsets: OffsetJson
+    offsets: Offsets
     at: float
 
 
-class CommitView(BaseModel):
+class CommitView(BaseModel, from_attributes=True):
     checkpoint_id: int
-    offsets: OffsetJson
+    offsets: Offsets
     attempt: int
 
 
-class CommittedView(BaseModel):
+class CommittedView(BaseModel, from_attributes=True):
     query_id: str
     checkpoint_id: int
-    offsets: OffsetJson
+    offsets: Offsets
     at: float
 
 
@@ -249,21 +253,8 @@ class QueryView(BaseModel):
             )
             if slot
             else None,
-            in_flight=CommitView(
-                checkpoint_id=flight.checkpoint_id,
-                offsets=to_json(flight.offsets),
-                attempt=flight.attempt,
-            )
-            if flight
-            else None,
-            committed=CommittedView(
-                query_id=committed.query_id,
-                checkpoint_id=committed.checkpoint_id,
-                offsets=to_json(committed.offsets),
-                at=committed.at,
-            )
-            if committed
-            else None,
+            in_flight=CommitView.model_validate(flight) if flight else None,
+            committed=CommittedView.model_validate(committed) if committed else None,
             retry_at=live.retry_at,
             last_failure=live.last_failure,
             commit_waiting=live.waiting,
