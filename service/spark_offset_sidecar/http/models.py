@@ -169,11 +169,11 @@ class EventAnswer(ErrorAnswer):
 Offsets = Annotated[OffsetJson, BeforeValidator(to_json)]
 
 
-class CheckpointView(BaseModel):
+class CheckpointView(BaseModel, from_attributes=True):
     checkpoint_id: int
     run_id: str | None
     offsets: Offsets
-    at: float
+    at: float = Field(validation_alias="created_at")
 
 
 class CommitView(BaseModel, from_attributes=True):
@@ -189,16 +189,17 @@ class CommittedView(BaseModel, from_attributes=True):
     at: float
 
 
-class CountersView(BaseModel):
+class CountersView(BaseModel, from_attributes=True):
     """What the group's owner did and saw: with replicas, since it took the group (its
     commits) and since it started (the events sent to it)."""
 
-    commits_succeeded: int
-    commits_failed: dict[str, int]
-    commits_skipped: int
+    # Read from ``GroupCounters``, whose names are the aliases.
+    commits_succeeded: int = Field(validation_alias="succeeded")
+    commits_failed: dict[str, int] = Field(validation_alias="failed")
+    commits_skipped: int = Field(validation_alias="skipped")
     events: dict[str, int]
     pending_dropped: int
-    partitions_held_back: int
+    partitions_held_back: int = Field(validation_alias="held_back")
 
 
 class QueryView(BaseModel):
@@ -235,9 +236,7 @@ class QueryView(BaseModel):
     ) -> QueryView:
         """The query's stored state with the live state of its group's commits: ``live``
         (with replicas, as its owner published it) or this process's memory of them."""
-        slot, committed = group.slot, group.committed
         live = live or live_of(group)
-        flight, counters = live.in_flight, live.counters
         return cls(
             query_id=query.query_id,
             group_id=query.group_id,
@@ -245,16 +244,9 @@ class QueryView(BaseModel):
             run_id=query.last_run_id,
             last_completed_checkpoint=query.last_completed_id,
             pending_checkpoints=list(query.pending),
-            slot=CheckpointView(
-                checkpoint_id=slot.checkpoint_id,
-                run_id=slot.run_id,
-                offsets=to_json(slot.offsets),
-                at=slot.created_at,
-            )
-            if slot
-            else None,
-            in_flight=CommitView.model_validate(flight) if flight else None,
-            committed=CommittedView.model_validate(committed) if committed else None,
+            slot=CheckpointView.model_validate(group.slot) if group.slot else None,
+            in_flight=CommitView.model_validate(live.in_flight) if live.in_flight else None,
+            committed=CommittedView.model_validate(group.committed) if group.committed else None,
             retry_at=live.retry_at,
             last_failure=live.last_failure,
             commit_waiting=live.waiting,
@@ -263,14 +255,7 @@ class QueryView(BaseModel):
                 default_interval if group.commit_interval is None else group.commit_interval
             ),
             committed_behind_checkpoints=checkpoints_behind(group),
-            counters=CountersView(
-                commits_succeeded=counters.succeeded,
-                commits_failed=dict(counters.failed),
-                commits_skipped=counters.skipped,
-                events=dict(counters.events),
-                pending_dropped=counters.pending_dropped,
-                partitions_held_back=counters.held_back,
-            ),
+            counters=CountersView.model_validate(live.counters),
         )
 
 
