@@ -205,13 +205,10 @@ class LagMonitor:
         """When the record at ``offset`` reached the log, from the history alone (None:
         it cannot tell); kept until the next read, as many groups ask the same."""
         key = (tp, offset)
-        if key in self._placed:
-            return self._placed[key]
-        history = self.histories.get(tp)
-        at = self._placed[key] = (
-            history.appended_at(offset, self.max_gap) if history is not None else None
-        )
-        return at
+        if key not in self._placed:
+            history = self.histories.get(tp)
+            self._placed[key] = history.appended_at(offset, self.max_gap) if history else None
+        return self._placed[key]
 
     def appended_at(self, tp: TopicPartition, offset: int) -> float | None:
         """When the record at ``offset`` reached the log: from the history, else from
