@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -76,82 +77,73 @@ class SidecarMetrics:
         (``cluster_name``, each cluster's at 0 from the start); None: one, no label."""
         self.registry = registry
         self._names: Callable[[str | None], str] | None = clusters.name_of if clusters else None
+        counter = partial(Counter, registry=registry)
+        gauge = partial(Gauge, registry=registry)
+        histogram = partial(Histogram, registry=registry)
         # Not by group: 15 series a group would be most of a scrape at fleet scale.
-        self.commit_duration = Histogram(
+        self.commit_duration = histogram(
             "sidecar_commit_duration_seconds",
             "Time of one offset commit to Kafka, failed ones included (all groups).",
             ["cluster_name"] if clusters is not None else (),
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
-            registry=registry,
         )
         for name in clusters.names if clusters is not None else ():
             self.commit_duration.labels(name)
-        self.invalid_events = Counter(
+        self.invalid_events = counter(
             "sidecar_events_invalid",
             "Events refused before reaching the ledger (malformed, too large).",
             ["reason"],
-            registry=registry,
         )
         for reason in INVALID_REASONS:
             self.invalid_events.labels(reason)
-        self.store_batch_items = Histogram(
+        self.store_batch_items = histogram(
             "sidecar_store_batch_items",
             "Events and commit results written in one database transaction (group commit).",
             buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024),
-            registry=registry,
         )
-        self.store_write_duration = Histogram(
+        self.store_write_duration = histogram(
             "sidecar_store_write_duration_seconds",
             "Time of one database transaction of the ledger, failed ones included.",
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5),
-            registry=registry,
         )
-        self.store_step_cpu = Counter(
+        self.store_step_cpu = counter(
             "sidecar_store_step_cpu_seconds",
             "With replicas: CPU of the store's thread in each step of its batches (reach, "
             "lock, load, fence, write, notify, commit); waiting for the database not counted.",
             ["step"],
-            registry=registry,
         )
-        self.store_unavailable = Counter(
+        self.store_unavailable = counter(
             "sidecar_store_unavailable",
             "Events answered 503 because the database could not take the write.",
-            registry=registry,
         )
-        self.store_writer_lost = Counter(
+        self.store_writer_lost = counter(
             "sidecar_store_writer_lost",
             "Times the batches' writer process ended unasked (a batch's events then answered "
             "503 and its rows read back; a new writer started); 0 where a thread writes.",
-            registry=registry,
         )
-        self.commits_fenced = Counter(
+        self.commits_fenced = counter(
             "sidecar_commits_fenced",
             "Successful commits not recorded because another replica owns the group now.",
-            registry=registry,
         )
-        self.takeover_mismatches = Counter(
+        self.takeover_mismatches = counter(
             "sidecar_takeover_mismatches",
             "Groups this replica took whose offsets in Kafka differed from the store's last "
             "commit (a late commit of the old owner); each is committed again.",
-            registry=registry,
         )
-        self.loop_lag = Histogram(
+        self.loop_lag = histogram(
             "sidecar_event_loop_lag_seconds",
             "How much later than due the event loop woke a ticker (every 50 ms): the time "
             "an event arriving then waits before it is read.",
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
-            registry=registry,
         )
-        self.groups_owned = Gauge(
+        self.groups_owned = gauge(
             "sidecar_groups_owned",
             "Groups this replica holds the lease of and commits (with replicas).",
-            registry=registry,
         )
-        build = Gauge(
+        build = gauge(
             "sidecar_build_info",
             "Build of the running service; always 1.",
             ["version"],
-            registry=registry,
         )
         build.labels(package_version()).set(1)
 
