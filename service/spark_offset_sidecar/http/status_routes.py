@@ -190,21 +190,15 @@ async def readable_summaries(request: Request, grant: TokenGrant | None) -> list
     ]
 
 
-async def readable_reports(request: Request, grant: TokenGrant | None) -> list[GroupReport]:
-    """The reports of every group ``grant`` may read (None: all), by group."""
-    return [
-        report
-        for report in await reading_of(request).reports.every()
-        if grant is None or grant.may_read(report.status.group_id)
-    ]
-
-
 @router.get("/status", response_model=StatusAnswer)
 async def list_status(request: Request) -> StatusAnswer:
     """Every group's status (with a token: the groups it may touch)."""
     grant = await caller(request, event=False)
-    reports = await readable_reports(request, grant)
-    evaluated_at, read_at = reading_of(request).reports.as_of(reports)
+    source = reading_of(request).reports
+    reports = [
+        r for r in await source.every() if grant is None or grant.may_read(r.status.group_id)
+    ]
+    evaluated_at, read_at = source.as_of(reports)
     groups = []
     turns = Turns()
     for report in reports:
