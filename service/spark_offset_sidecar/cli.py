@@ -8,6 +8,7 @@ import logging
 import sys
 import textwrap
 from collections.abc import Callable
+from contextlib import closing, suppress
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,29 +51,20 @@ def _serve(settings: Settings) -> int:
 def _refuse_a_newer_database(settings: Settings) -> None:
     """A database migrated by a newer release ends serve here, in one line and exit 1,
     not as the start's traceback; one not reachable now is left to the start."""
-    import contextlib
-
     from spark_offset_sidecar.adapters.sql.store import SqlStore
     from spark_offset_sidecar.errors import StoreUnavailable
 
-    store = SqlStore(settings.database.url)
-    try:
-        with contextlib.suppress(StoreUnavailable):
-            store.refuse_newer_schema()
-    finally:
-        store.close()
+    with closing(SqlStore(settings.database.url)) as store, suppress(StoreUnavailable):
+        store.refuse_newer_schema()
 
 
 def _migrate(settings: Settings) -> int:
     from spark_offset_sidecar.adapters.sql import migrate
     from spark_offset_sidecar.adapters.sql.store import SqlStore
 
-    store = SqlStore(settings.database.url)
-    try:
+    with closing(SqlStore(settings.database.url)) as store:
         store.migrate()
         store.check()
-    finally:
-        store.close()
     print(f"database at the newest migration ({migrate.HEAD})")
     return 0
 
