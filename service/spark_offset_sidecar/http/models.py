@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from http import HTTPStatus
 from typing import Annotated, Any
 
 from pydantic import (
@@ -135,25 +136,15 @@ class ErrorAnswer(BaseModel):
     errors: list[FieldProblem] = Field(default=[], description="the fields at fault, if any")
 
 
-# Refusals' descriptions in the API schema, by status: RFC 9110's reason phrases, written
-# here because Python's own (http.HTTPStatus, which FastAPI uses) differ between versions
-# (413 and 422 were renamed in 3.13).
-REFUSAL_PHRASES = {
-    401: "Unauthorized",
-    403: "Forbidden",
-    404: "Not Found",
-    409: "Conflict",
-    413: "Content Too Large",
-    422: "Unprocessable Content",
-    429: "Too Many Requests",
-    501: "Not Implemented",
-    503: "Service Unavailable",
-}
+# Refusals' descriptions in the API schema: RFC 9110's reason phrases, Python's own
+# (http.HTTPStatus, which FastAPI uses) but those it renamed in 3.13.
+_RENAMED = {413: "Content Too Large", 422: "Unprocessable Content"}
 
 
 def refusals(*codes: int) -> dict[int | str, dict[str, object]]:
     """``responses=`` for a route that refuses with these statuses (an ``ErrorAnswer``)."""
-    return {code: {"model": ErrorAnswer, "description": REFUSAL_PHRASES[code]} for code in codes}
+    phrases = {code: _RENAMED.get(code, HTTPStatus(code).phrase) for code in codes}
+    return {code: {"model": ErrorAnswer, "description": phrases[code]} for code in codes}
 
 
 class EventAnswer(ErrorAnswer):
