@@ -376,9 +376,8 @@ class LagMonitor:
         """The group evaluated at ``now`` on the last read, status and lag figures alike
         (its status window and lost records are left to the evaluations)."""
         status = self.status_of(group, now)
-        if group.committed is None:  # no lag to speak of before a first commit
-            return self.report(status, group, ledger, now)
-        lag = self.lag_of(group, status.total_lag, now, count=False)
+        # No lag to speak of before a first commit.
+        lag = self.lag_of(group, status.total_lag, now, count=False) if group.committed else None
         return self.report(status, group, ledger, now, lag=lag)
 
     def status_of(self, group: GroupState, now: float) -> GroupStatus:
