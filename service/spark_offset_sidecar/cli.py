@@ -1,21 +1,5 @@
-"""``offset-sidecar``: run the service and its operator tasks.
-
-offset-sidecar serve       apply migrations, then serve HTTP (settings: SIDECAR_*)
-offset-sidecar migrate     apply migrations and exit
-offset-sidecar backup FILE a consistent copy of the SQLite database, taken while it serves
-offset-sidecar settings    list every SIDECAR_* variable with its default
-offset-sidecar starting-offsets GROUP [--topic T]
-                           the startingOffsets that restart a query where GROUP stands
-offset-sidecar describe-group GROUP [--topic T]
-                           the group as kafka-consumer-groups.sh shows it, read from Kafka
-offset-sidecar follow PATH --group GROUP [--cluster NAME]
-                           follow a Spark checkpoint folder into GROUP (no listener needed)
-offset-sidecar unfollow PATH / offset-sidecar followed
-                           stop following it / list the followed folders and how they go
-offset-sidecar --version   the release this is
-
-``offset-sidecar COMMAND --help`` names the settings COMMAND reads.
-"""
+"""``offset-sidecar``: run the service and its operator tasks (``COMMANDS``); ``offset-sidecar
+COMMAND --help`` names the settings COMMAND reads."""
 
 from __future__ import annotations
 
@@ -23,8 +7,8 @@ import argparse
 import logging
 import sys
 import textwrap
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import closing, suppress
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,19 +30,6 @@ from spark_offset_sidecar.settings import (
 log = logging.getLogger("spark_offset_sidecar")
 
 
-@contextmanager
-def heap_keeper() -> Iterator[HeapKeeper]:
-    """The process's garbage collector thresholds and pause counts (``heap``), for the
-    whole life of serve, given back after: the interpreter's, one per process, set here by
-    the process, never by an app."""
-    heap = HeapKeeper()
-    heap.install()
-    try:
-        yield heap
-    finally:
-        heap.uninstall()
-
-
 def _serve(settings: Settings) -> int:
     # serve's handler alone imports the service (the other commands need none of it).
     from spark_offset_sidecar.app.parts import production
@@ -66,39 +37,34 @@ def _serve(settings: Settings) -> int:
     from spark_offset_sidecar.serving import run_http
 
     _refuse_a_newer_database(settings)
-    with heap_keeper() as heap:
+    # The interpreter's collector thresholds and pause counts, for serve's whole life: set
+    # by the process, never by an app.
+    heap = HeapKeeper()
+    heap.install()
+    try:
         run_http(settings, create_app(settings, production(settings, heap=heap)))
+    finally:
+        heap.uninstall()
     return 0
 
 
 def _refuse_a_newer_database(settings: Settings) -> None:
-    """A database migrated by a newer release ends serve here, in one line and exit 1
-    (``main``), before anything starts: the start's own migration refuses it too, but as a
-    traceback in the log and uvicorn's exit 3. A database not reachable now is left to the
-    start, which says so as before."""
-    import contextlib
-
+    """A database migrated by a newer release ends serve here, in one line and exit 1,
+    not as the start's traceback; one not reachable now is left to the start."""
     from spark_offset_sidecar.adapters.sql.store import SqlStore
     from spark_offset_sidecar.errors import StoreUnavailable
 
-    store = SqlStore(settings.database.url)
-    try:
-        with contextlib.suppress(StoreUnavailable):
-            store.refuse_newer_schema()
-    finally:
-        store.close()
+    with closing(SqlStore(settings.database.url)) as store, suppress(StoreUnavailable):
+        store.refuse_newer_schema()
 
 
 def _migrate(settings: Settings) -> int:
     from spark_offset_sidecar.adapters.sql import migrate
     from spark_offset_sidecar.adapters.sql.store import SqlStore
 
-    store = SqlStore(settings.database.url)
-    try:
+    with closing(SqlStore(settings.database.url)) as store:
         store.migrate()
         store.check()
-    finally:
-        store.close()
     print(f"database at the newest migration ({migrate.HEAD})")
     return 0
 

@@ -19,7 +19,7 @@ from spark_offset_sidecar.errors import Forbidden, InvalidEvent
 from spark_offset_sidecar.http.auth import TokenGrant
 
 if TYPE_CHECKING:
-    from spark_offset_sidecar.http.state import Reading, Running, Runtime
+    from spark_offset_sidecar.http.state import Running, Runtime, Started
 
 log = logging.getLogger(__name__)
 
@@ -42,12 +42,12 @@ def running_in(runtime: Runtime) -> Running:
     return running
 
 
-def reading_of(request: Request) -> Reading:
+def reading_of(request: Request) -> Started:
     """What readers read, in the service or in a watcher; 503 while it is starting."""
     started = runtime_of(request).started
     if started is None:
         raise HTTPException(503, "the service is starting")
-    return started.reading
+    return started
 
 
 async def caller(request: Request, *, event: bool) -> TokenGrant | None:

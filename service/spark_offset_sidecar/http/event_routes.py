@@ -51,22 +51,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 router = APIRouter(prefix="/v1", tags=["events"])
 
-STATUS = {
-    Outcome.ACCEPTED: 200,
-    Outcome.DUPLICATE: 200,
-    Outcome.STALE: 200,
-    Outcome.IGNORED: 200,
-    Outcome.UNKNOWN_CHECKPOINT: 404,
-    Outcome.UNKNOWN_QUERY: 404,
-    Outcome.CONFLICT: 409,
-}
+_NOT_FOUND = {Outcome.UNKNOWN_CHECKPOINT: 404, Outcome.UNKNOWN_QUERY: 404}
+STATUS = {**dict.fromkeys(Outcome, 200), **_NOT_FOUND, Outcome.CONFLICT: 409}
 # Outcomes an operator should see at INFO: a job pointed at another job's group, or events
 # that reference nothing (a job sending to the wrong service, or state that was lost).
-_LOG_LEVEL = {
-    Outcome.CONFLICT: logging.WARNING,
-    Outcome.UNKNOWN_QUERY: logging.INFO,
-    Outcome.UNKNOWN_CHECKPOINT: logging.INFO,
-}
+_LOG_LEVEL = {**dict.fromkeys(_NOT_FOUND, logging.INFO), Outcome.CONFLICT: logging.WARNING}
 ERRORS = refusals(401, 403, 404, 409, 413, 422, 429, 503)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from http import HTTPStatus
 from typing import Annotated, Any
 
 from pydantic import (
@@ -135,25 +136,15 @@ class ErrorAnswer(BaseModel):
     errors: list[FieldProblem] = Field(default=[], description="the fields at fault, if any")
 
 
-# Refusals' descriptions in the API schema, by status: RFC 9110's reason phrases, written
-# here because Python's own (http.HTTPStatus, which FastAPI uses) differ between versions
-# (413 and 422 were renamed in 3.13).
-REFUSAL_PHRASES = {
-    401: "Unauthorized",
-    403: "Forbidden",
-    404: "Not Found",
-    409: "Conflict",
-    413: "Content Too Large",
-    422: "Unprocessable Content",
-    429: "Too Many Requests",
-    501: "Not Implemented",
-    503: "Service Unavailable",
-}
+# Refusals' descriptions in the API schema: RFC 9110's reason phrases, Python's own
+# (http.HTTPStatus, which FastAPI uses) but those it renamed in 3.13.
+_RENAMED = {413: "Content Too Large", 422: "Unprocessable Content"}
 
 
 def refusals(*codes: int) -> dict[int | str, dict[str, object]]:
     """``responses=`` for a route that refuses with these statuses (an ``ErrorAnswer``)."""
-    return {code: {"model": ErrorAnswer, "description": REFUSAL_PHRASES[code]} for code in codes}
+    phrases = {code: _RENAMED.get(code, HTTPStatus(code).phrase) for code in codes}
+    return {code: {"model": ErrorAnswer, "description": phrases[code]} for code in codes}
 
 
 class EventAnswer(ErrorAnswer):
@@ -165,36 +156,41 @@ class EventAnswer(ErrorAnswer):
     checkpoint_id: int | None = None
 
 
-class CheckpointView(BaseModel):
+# Offsets as the ledger keeps them (the views are read from its objects), shown as JSON.
+Offsets = Annotated[OffsetJson, BeforeValidator(to_json)]
+
+
+class CheckpointView(BaseModel, from_attributes=True):
     checkpoint_id: int
     run_id: str | None
-    offsets: OffsetJson
-    at: float
+    offsets: Offsets
+    at: float = Field(validation_alias="created_at")
 
 
-class CommitView(BaseModel):
+class CommitView(BaseModel, from_attributes=True):
     checkpoint_id: int
-    offsets: OffsetJson
+    offsets: Offsets
     attempt: int
 
 
-class CommittedView(BaseModel):
+class CommittedView(BaseModel, from_attributes=True):
     query_id: str
     checkpoint_id: int
-    offsets: OffsetJson
+    offsets: Offsets
     at: float
 
 
-class CountersView(BaseModel):
+class CountersView(BaseModel, from_attributes=True):
     """What the group's owner did and saw: with replicas, since it took the group (its
     commits) and since it started (the events sent to it)."""
 
-    commits_succeeded: int
-    commits_failed: dict[str, int]
-    commits_skipped: int
+    # Read from ``GroupCounters``, whose names are the aliases.
+    commits_succeeded: int = Field(validation_alias="succeeded")
+    commits_failed: dict[str, int] = Field(validation_alias="failed")
+    commits_skipped: int = Field(validation_alias="skipped")
     events: dict[str, int]
     pending_dropped: int
-    partitions_held_back: int
+    partitions_held_back: int = Field(validation_alias="held_back")
 
 
 class QueryView(BaseModel):
@@ -231,9 +227,7 @@ class QueryView(BaseModel):
     ) -> QueryView:
         """The query's stored state with the live state of its group's commits: ``live``
         (with replicas, as its owner published it) or this process's memory of them."""
-        slot, committed = group.slot, group.committed
         live = live or live_of(group)
-        flight, counters = live.in_flight, live.counters
         return cls(
             query_id=query.query_id,
             group_id=query.group_id,
@@ -241,29 +235,9 @@ class QueryView(BaseModel):
             run_id=query.last_run_id,
             last_completed_checkpoint=query.last_completed_id,
             pending_checkpoints=list(query.pending),
-            slot=CheckpointView(
-                checkpoint_id=slot.checkpoint_id,
-                run_id=slot.run_id,
-                offsets=to_json(slot.offsets),
-                at=slot.created_at,
-            )
-            if slot
-            else None,
-            in_flight=CommitView(
-                checkpoint_id=flight.checkpoint_id,
-                offsets=to_json(flight.offsets),
-                attempt=flight.attempt,
-            )
-            if flight
-            else None,
-            committed=CommittedView(
-                query_id=committed.query_id,
-                checkpoint_id=committed.checkpoint_id,
-                offsets=to_json(committed.offsets),
-                at=committed.at,
-            )
-            if committed
-            else None,
+            slot=CheckpointView.model_validate(group.slot) if group.slot else None,
+            in_flight=CommitView.model_validate(live.in_flight) if live.in_flight else None,
+            committed=CommittedView.model_validate(group.committed) if group.committed else None,
             retry_at=live.retry_at,
             last_failure=live.last_failure,
             commit_waiting=live.waiting,
@@ -272,14 +246,7 @@ class QueryView(BaseModel):
                 default_interval if group.commit_interval is None else group.commit_interval
             ),
             committed_behind_checkpoints=checkpoints_behind(group),
-            counters=CountersView(
-                commits_succeeded=counters.succeeded,
-                commits_failed=dict(counters.failed),
-                commits_skipped=counters.skipped,
-                events=dict(counters.events),
-                pending_dropped=counters.pending_dropped,
-                partitions_held_back=counters.held_back,
-            ),
+            counters=CountersView.model_validate(live.counters),
         )
 
 

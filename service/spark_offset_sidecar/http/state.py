@@ -53,10 +53,6 @@ class Running:
     starting_offsets: StartingOffsetsReader  # reads a group's commits from Kafka
     page: MetricsPage  # what /metrics answers
 
-    @property
-    def reading(self) -> Reading:
-        return Reading(self.reports, self.followed)
-
     def live_problem(self) -> str | None:
         if self.commit_task.done():
             return "the commit loop has stopped"
@@ -67,15 +63,6 @@ class Running:
 
     async def check_store(self) -> None:
         await self.durable.check_store()
-
-
-@dataclass(frozen=True)
-class Reading:
-    """What readers' routes read: groups' reports and the followed folders (None: the store
-    keeps none, or they are read elsewhere)."""
-
-    reports: GroupReports
-    followed: FollowedFolders | None
 
 
 @dataclass(frozen=True)
@@ -92,10 +79,6 @@ class Watching:
     # double without them); how reading each goes is what its service told it.
     followed: FollowedFolders | None = None
 
-    @property
-    def reading(self) -> Reading:
-        return Reading(self.reports, self.followed)
-
     def live_problem(self) -> str | None:
         for task, what in ((self.follow_task, "store follower"), (self.lag_task, "lag monitor")):
             if task.done():
@@ -107,10 +90,14 @@ class Watching:
 
 
 class Started(Protocol):
-    """What a lifespan started, as the readers' and operational routes see it."""
+    """What a lifespan started, as the readers' and operational routes see it: groups'
+    reports and the followed folders (None: the store keeps none, or they are read
+    elsewhere)."""
 
     @property
-    def reading(self) -> Reading: ...
+    def reports(self) -> GroupReports: ...
+    @property
+    def followed(self) -> FollowedFolders | None: ...
 
     @property
     def page(self) -> MetricsPage: ...

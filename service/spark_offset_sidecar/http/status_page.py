@@ -130,8 +130,8 @@ class Arranged:
 
     view: PageView
     total: int  # groups the token may read
-    counts: dict[Status, int]
-    data_counts: dict[DataStatus, int]
+    counts: Counter[Status]
+    data_counts: Counter[DataStatus | None]
     kept: int  # groups the filter keeps
     page: int
     pages: int
@@ -139,12 +139,8 @@ class Arranged:
 
     @classmethod
     def of(cls, summaries: Sequence[GroupSummary], view: PageView) -> Arranged:
-        counts = {status: 0 for status in SEVERITY}
-        counts.update(Counter(map(attrgetter("status"), summaries)))
-        data_counts = {status: 0 for status in DATA_SEVERITY}
-        for data_status, count in Counter(map(attrgetter("data_status"), summaries)).items():
-            if data_status is not None:
-                data_counts[data_status] = count
+        counts = Counter(map(attrgetter("status"), summaries))
+        data_counts = Counter(map(attrgetter("data_status"), summaries))
         kept = summaries if view.keeps_all else [g for g in summaries if view.keeps(g)]
         kept = sorted(kept, key=_RANK)
         pages = max(1, -(-len(kept) // PAGE_SIZE))
@@ -203,12 +199,8 @@ def _group(report: GroupReport, now: float) -> str:
         failures = f"<b>{status.consecutive_failures} in a row</b><br>{failures}"
     if report.live.waiting:
         failures += f'<div class="sub">commit waits: {escape(report.live.waiting)}</div>'
-    if not status.partitions:  # no lag to speak of before a first commit
-        lag = "&ndash;"
-    elif status.total_lag is None:
-        lag = "unknown"
-    else:
-        lag = f"{status.total_lag:,}"
+    # No lag to speak of before a first commit.
+    lag = _count(status.total_lag, "unknown") if status.partitions else "&ndash;"
     committed = (
         f'{_ago(now, status.last_commit_at)}<div class="sub">{_utc(status.last_commit_at)}</div>'
         if status.last_commit_at
@@ -218,11 +210,12 @@ def _group(report: GroupReport, now: float) -> str:
     if report.cluster is not None:  # a group on another cluster than the default one
         query_id += f" &middot; Kafka cluster {escape(report.cluster)}"
     figures = report.lag
+    time_lag = figures.lag_seconds if figures is not None else None
     return f"""<tbody class="group {status.status.value}">
 <tr><td><b class="name">{escape(status.group_id)}</b><div class="sub">query {query_id}</div></td>
 <td><span class="badge {status.status.value}">{status.status.value}</span></td>
 <td>{_data(figures)}</td>
-<td class="num">{lag}</td><td class="num">{_time_lag(figures)}</td>
+<td class="num">{lag}</td><td class="num">{_duration(time_lag, "unknown")}</td>
 <td>{_catch_up(figures)}</td><td>{_sparkline(figures, now)}</td>
 <td>{committed}</td><td>{failures}</td>
 <td class="num">{pending}</td></tr>
@@ -242,11 +235,6 @@ def _data(lag: GroupLag | None) -> str:
     if margin is not None:
         notes.append(f"deleted in ~{_duration(margin)}")
     return badge + "".join(f'<div class="sub">{n}</div>' for n in notes)
-
-
-def _time_lag(lag: GroupLag | None) -> str:
-    seconds = lag.lag_seconds if lag is not None else None
-    return "unknown" if seconds is None else _duration(seconds)
 
 
 def _catch_up(lag: GroupLag | None) -> str:
@@ -321,8 +309,10 @@ def _pager(view: PageView, page: int, pages: int, groups: int) -> str:
     return f'<p class="pager">{" &middot; ".join(parts)}</p>'
 
 
-def _duration(seconds: float) -> str:
+def _duration(seconds: float | None, unknown: str = "?") -> str:
     """``seconds`` as a person says it: 42 s, 4 min 10 s, 25 min, 3 h 5 min, 2 d 4 h."""
+    if seconds is None:
+        return unknown
     whole = round(seconds)
     if whole < 60:
         return f"{whole} s"
@@ -344,7 +334,7 @@ def _folders(folders: Sequence[FolderView], now: float) -> str:
         f"""<tr class="{"failing" if f.last_error else ""}">
 <td><b>{escape(f.path)}</b><div class="sub">group {escape(f.group_id)}</div></td>
 <td>{_reading(f)}</td>
-<td class="num">{_batch(f.last_batch_recorded)} / {_batch(f.newest_batch_in_folder)}</td>
+<td class="num">{_count(f.last_batch_recorded)} / {_count(f.newest_batch_in_folder)}</td>
 <td>{_ago(now, f.last_poll_at) if f.last_poll_at else "never"}</td>
 <td>{_folder_errors(f)}</td></tr>"""
         for f in sorted(folders, key=lambda f: (f.last_error is None, f.path))
@@ -363,8 +353,8 @@ def _reading(folder: FolderView) -> str:
     return "yes" if folder.read_by is None else f"by {escape(folder.read_by)}"
 
 
-def _batch(batch: int | None) -> str:
-    return "&ndash;" if batch is None else f"{batch:,}"
+def _count(value: int | None, unknown: str = "&ndash;") -> str:
+    return unknown if value is None else f"{value:,}"
 
 
 def _folder_errors(folder: FolderView) -> str:
@@ -393,16 +383,16 @@ def _partitions(status: GroupStatus, lag: GroupLag | None = None) -> str:
 
 
 def _partition_row(p: PartitionStatus, figures: PartitionLag | None) -> str:
-    start = "?" if figures is None or figures.log_start is None else f"{figures.log_start:,}"
+    start = _count(figures.log_start if figures is not None else None, "?")
     if figures is not None and figures.lost:
         start = f"<b class='bad' title='{figures.lost:,} records lost'>{start}</b>"
     seconds = figures.lag_seconds if figures is not None else None
     return (
         f"<tr><td>{escape(p.topic)}</td><td class='num'>{p.partition}</td>"
         f"<td class='num'>{p.offset:,}</td><td class='num'>{start}</td>"
-        f"<td class='num'>{'?' if p.log_end is None else f'{p.log_end:,}'}</td>"
-        f"<td class='num'>{'?' if p.current_lag is None else f'{p.current_lag:,}'}</td>"
-        f"<td class='num'>{'?' if seconds is None else _duration(seconds)}</td>"
+        f"<td class='num'>{_count(p.log_end, '?')}</td>"
+        f"<td class='num'>{_count(p.current_lag, '?')}</td>"
+        f"<td class='num'>{_duration(seconds)}</td>"
         f"<td><span class='badge small {p.status.value}'>{p.status.value}</span></td></tr>"
     )
 

@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from spark_offset_sidecar.core.clusters import Clusters
-from spark_offset_sidecar.core.lag.figures import CatchUp, PartitionLag
+from spark_offset_sidecar.core.lag.figures import PartitionLag
 from spark_offset_sidecar.core.lag.report import GroupReport, GroupSummary
 from spark_offset_sidecar.core.lag.status import PartitionStatus
 from spark_offset_sidecar.http.access import allow_read, caller, reading_of, runtime_of
@@ -24,12 +24,12 @@ from spark_offset_sidecar.turns import Turns
 router = APIRouter(prefix="/v1", tags=["status"])
 
 
-class PartitionStatusView(BaseModel):
+class PartitionStatusView(BaseModel, from_attributes=True):
     topic: str
     partition: int
     status: str
-    current_offset: int
-    log_end_offset: int | None
+    current_offset: int = Field(validation_alias="offset")  # of a ``PartitionStatus``
+    log_end_offset: int | None = Field(validation_alias="log_end")
     current_lag: int | None = Field(description="null while the log end is unknown")
     samples: int = Field(description="commits in the window")
     log_start_offset: int | None = Field(
@@ -50,15 +50,7 @@ class PartitionStatusView(BaseModel):
 
     @classmethod
     def of(cls, p: PartitionStatus, lag: PartitionLag | None = None) -> PartitionStatusView:
-        view = cls(
-            topic=p.topic,
-            partition=p.partition,
-            status=p.status.value,
-            current_offset=p.offset,
-            log_end_offset=p.log_end,
-            current_lag=p.current_lag,
-            samples=p.samples,
-        )
+        view = cls.model_validate(p)
         if lag is not None:
             view.log_start_offset = lag.log_start
             view.lag_seconds = lag.lag_seconds
@@ -68,7 +60,7 @@ class PartitionStatusView(BaseModel):
         return view
 
 
-class JobRatesView(BaseModel):
+class JobRatesView(BaseModel, from_attributes=True):
     at: float = Field(description="Unix time of the progress event these come from")
     input_rows_per_second: float | None
     processed_rows_per_second: float | None = Field(
@@ -77,7 +69,7 @@ class JobRatesView(BaseModel):
     batch_duration_ms: int | None
 
 
-class CatchUpView(BaseModel):
+class CatchUpView(BaseModel, from_attributes=True):
     state: str = Field(
         description="caught_up, catching_up, falling_behind, stalled or unknown (too few reads)"
     )
@@ -86,17 +78,6 @@ class CatchUpView(BaseModel):
     produce_rate: float | None = Field(description="records/s the log ends advance")
     lag_rate: float | None = Field(description="records/s the lag grows (negative: shrinks)")
     job: JobRatesView | None = Field(description="the job's last progress event's figures")
-
-    @classmethod
-    def of(cls, c: CatchUp) -> CatchUpView:
-        return cls(
-            state=c.state.value,
-            eta_seconds=c.eta_seconds,
-            consume_rate=c.consume_rate,
-            produce_rate=c.produce_rate,
-            lag_rate=c.lag_rate,
-            job=JobRatesView.model_validate(c.job, from_attributes=True) if c.job else None,
-        )
 
 
 class GroupStatusView(BaseModel):
@@ -164,7 +145,7 @@ class GroupStatusView(BaseModel):
             data_status=lag.data_status.value if lag is not None else None,
             messages_lost=lag.lost_total if lag is not None else 0,
             retention_margin_seconds=lag.margin_seconds if lag is not None else None,
-            catch_up=CatchUpView.of(lag.catch_up) if lag is not None else None,
+            catch_up=CatchUpView.model_validate(lag.catch_up) if lag is not None else None,
             lag_trend=list(lag.trend) if lag is not None else [],
             partitions=[
                 PartitionStatusView.of(p, by_tp.get((p.topic, p.partition)))
@@ -190,21 +171,15 @@ async def readable_summaries(request: Request, grant: TokenGrant | None) -> list
     ]
 
 
-async def readable_reports(request: Request, grant: TokenGrant | None) -> list[GroupReport]:
-    """The reports of every group ``grant`` may read (None: all), by group."""
-    return [
-        report
-        for report in await reading_of(request).reports.every()
-        if grant is None or grant.may_read(report.status.group_id)
-    ]
-
-
 @router.get("/status", response_model=StatusAnswer)
 async def list_status(request: Request) -> StatusAnswer:
     """Every group's status (with a token: the groups it may touch)."""
     grant = await caller(request, event=False)
-    reports = await readable_reports(request, grant)
-    evaluated_at, read_at = reading_of(request).reports.as_of(reports)
+    source = reading_of(request).reports
+    reports = [
+        r for r in await source.every() if grant is None or grant.may_read(r.status.group_id)
+    ]
+    evaluated_at, read_at = source.as_of(reports)
     groups = []
     turns = Turns()
     for report in reports:

@@ -42,7 +42,6 @@ from spark_offset_sidecar.core.lag.log_history import PartitionHistory
 from spark_offset_sidecar.core.lag.report import (
     FolderReport,
     GroupReport,
-    LiveCommits,
     report_of,
 )
 from spark_offset_sidecar.core.lag.status import (
@@ -51,7 +50,6 @@ from spark_offset_sidecar.core.lag.status import (
     StatusInputs,
     StoredWindow,
     status_inputs,
-    timeless,
 )
 from spark_offset_sidecar.core.ledger.rules import Ledger
 from spark_offset_sidecar.core.ledger.state import GroupState
@@ -62,10 +60,8 @@ from spark_offset_sidecar.ports.status_board import BoardEntry, StatusBoard
 from spark_offset_sidecar.turns import Turns
 
 log = logging.getLogger(__name__)
-# A published report without its times: what, unchanged, need not be written again.
-_Content = tuple[
-    GroupStatus, LiveCommits, int, tuple[FolderReport, ...], StoredWindow, GroupLag | None
-]
+# A published report without its times, and its window: unchanged, not written again.
+_Content = tuple[GroupReport, StoredWindow]
 
 
 @dataclass
@@ -229,13 +225,10 @@ class LagMonitor:
         """When the record at ``offset`` reached the log, from the history alone (None:
         it cannot tell); kept until the next read, as many groups ask the same."""
         key = (tp, offset)
-        if key in self._placed:
-            return self._placed[key]
-        history = self.histories.get(tp)
-        at = self._placed[key] = (
-            history.appended_at(offset, self.max_gap) if history is not None else None
-        )
-        return at
+        if key not in self._placed:
+            history = self.histories.get(tp)
+            self._placed[key] = history.appended_at(offset, self.max_gap) if history else None
+        return self._placed[key]
 
     def appended_at(self, tp: TopicPartition, offset: int) -> float | None:
         """When the record at ``offset`` reached the log: from the history, else from
@@ -300,7 +293,7 @@ class LagMonitor:
                 kept is not None
                 and (kept_lag is not None or group.committed is None)
                 and self._inputs.get(group_id) == now_inputs
-                and timeless(kept)
+                and not kept.lagging  # its status holds while its inputs do
             ):
                 statuses[group_id] = kept
                 evaluated_in[group_id] = self.evaluated_in.get(group_id, self.rounds + 1)
@@ -359,14 +352,7 @@ class LagMonitor:
                 continue
             report = self.report(status, group, ledger, now, folders.get(group_id, ()))
             entry = BoardEntry(report, self.windows.window_of(group_id))
-            content = (
-                report.status,
-                report.live,
-                report.pending,
-                report.folders,
-                entry.window,
-                report.lag,
-            )
+            content = (replace(report, evaluated_at=0.0, log_ends_read_at=None), entry.window)
             if self._published.get(group_id) != content:
                 entries.append(entry)
                 contents[group_id] = content
@@ -410,9 +396,8 @@ class LagMonitor:
         """The group evaluated at ``now`` on the last read, status and lag figures alike
         (its status window and lost records are left to the evaluations)."""
         status = self.status_of(group, now)
-        if group.committed is None:  # no lag to speak of before a first commit
-            return self.report(status, group, ledger, now)
-        lag = self.lag_of(group, status.total_lag, now, count=False)
+        # No lag to speak of before a first commit.
+        lag = self.lag_of(group, status.total_lag, now, count=False) if group.committed else None
         return self.report(status, group, ledger, now, lag=lag)
 
     def status_of(self, group: GroupState, now: float) -> GroupStatus:

@@ -144,19 +144,14 @@ def status_inputs(
     log_starts: Mapping[TopicPartition, int] | None = None,
 ) -> StatusInputs:
     """What a group's status and lag figures are computed from, but the time. Equal inputs
-    give an equal status at any later time when no partition lags (``timeless``): only a
-    lagging partition reaches the rules that read the time (P2, P5)."""
+    give an equal status at any later time when no partition lags (``GroupStatus.lagging``):
+    only a lagging partition reaches the rules that read the time (P2, P5)."""
     committed = group.committed
     if committed is None:
         return None, group.query_id, group.failures, (), ()
     ends = tuple(map(log_ends.get, committed.offsets))
     starts = tuple(map(log_starts.get, committed.offsets)) if log_starts is not None else ()
     return committed, group.query_id, group.failures, ends, starts
-
-
-def timeless(status: GroupStatus) -> bool:
-    """Whether ``status`` stays as it is while its inputs do: no partition lags."""
-    return not status.lagging
 
 
 def partition_status(  # noqa: PLR0911  (Burrow's rules, one return each)
@@ -226,10 +221,9 @@ class CommitWindows:
 
     def keep_only(self, present: Collection[str]) -> None:
         """Forget the windows of groups not in ``present`` (gone)."""
-        for gone in [g for g in self._samples if g not in present]:
-            del self._samples[gone]
-        for gone in [g for g in self._lagging_since if g not in present]:
-            del self._lagging_since[gone]
+        for table in (self._samples, self._lagging_since):
+            for gone in [g for g in table if g not in present]:
+                del table[gone]
 
     def samples(self, group_id: str) -> tuple[GroupSample, ...]:
         return tuple(self._samples.get(group_id, ()))
