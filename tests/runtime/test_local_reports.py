@@ -50,7 +50,7 @@ def test_the_summaries_are_those_built_afresh_and_shared_between_evaluations(
     reader = InMemoryLogEnds(dict(ends))
     clock = [1_000.0]
     monitor = monitor_of(fleet, reader, clock)
-    reports = LocalReports(lambda: fleet, monitor, lambda _g: None, None, lambda: clock[0])
+    reports = LocalReports(lambda: fleet, monitor, lambda _g: None, dict, lambda: clock[0])
     rebuilt = 0
     for _ in range(40):
         roll = rng.random()
@@ -83,7 +83,7 @@ def test_a_group_gone_from_the_ledger_leaves_the_summaries_before_the_next_evalu
         ]
     )
     monitor = LagMonitor(lambda: fleet, InMemoryLogEnds({tp: 9}), interval=10, err_after_failures=3)
-    reports = LocalReports(lambda: fleet, monitor, lambda _g: None, None, lambda: 0.0)
+    reports = LocalReports(lambda: fleet, monitor, lambda _g: None, dict, lambda: 0.0)
     asyncio.run(monitor.poll())
     assert [s.group_id for s in asyncio.run(reports.summaries())] == ["a", "b"]
     del fleet.groups["a"]
@@ -101,7 +101,7 @@ def test_every_reports_the_groups_asked_for_in_order_and_leaves_out_the_unknown(
         ]
     )
     monitor = LagMonitor(lambda: fleet, InMemoryLogEnds({tp: 9}), interval=10, err_after_failures=3)
-    reports = LocalReports(lambda: fleet, monitor, lambda _g: None, None, lambda: 0.0)
+    reports = LocalReports(lambda: fleet, monitor, lambda _g: None, dict, lambda: 0.0)
     asyncio.run(monitor.poll())
     asked = asyncio.run(reports.every(["g4", "nobody", "g1", "g4"]))
     assert [r.status.group_id for r in asked] == ["g1", "g4"]
@@ -164,8 +164,8 @@ def test_the_process_taking_events_reports_as_a_lag_monitor_before_its_first_rea
     seen = JobsSeen(3, waits)
     for keeper in (monitor, seen):
         keeper.note_job("flying", JobRates(4.0, 10.0, 12.5, 800))
-    before = LocalReports(lambda: fleet, monitor, waits, None, lambda: 50.0)
-    now = LocalReports(lambda: fleet, seen, waits, None, lambda: 50.0)
+    before = LocalReports(lambda: fleet, monitor, waits, dict, lambda: 50.0)
+    now = LocalReports(lambda: fleet, seen, waits, dict, lambda: 50.0)
     for group_id in ("flying", "new", "failing", "nobody"):
         assert asyncio.run(now.one(group_id)) == asyncio.run(before.one(group_id))
     flying = asyncio.run(now.one("flying"))

@@ -5,20 +5,13 @@ from __future__ import annotations
 
 import asyncio
 
-from fastapi import HTTPException, Request
+from fastapi import Request
 
 from spark_offset_sidecar.core.lag.report import FolderReport
 from spark_offset_sidecar.http.access import reading_of
 from spark_offset_sidecar.http.auth import TokenGrant
 from spark_offset_sidecar.http.models import FolderView
-from spark_offset_sidecar.ports.checkpoints import FollowedFolder, FollowedFolders
-
-
-def kept(followed: FollowedFolders | None) -> FollowedFolders:
-    """The registry, or 501 where the store keeps none (a store double without them)."""
-    if followed is None:
-        raise HTTPException(501, "this service's store keeps no followed folders")
-    return followed
+from spark_offset_sidecar.ports.checkpoints import FollowedFolder
 
 
 def view(folder: FollowedFolder, found: tuple[FolderReport, str | None] | None) -> FolderView:
@@ -44,10 +37,9 @@ def view(folder: FollowedFolder, found: tuple[FolderReport, str | None] | None) 
 async def readable_folders(request: Request, grant: TokenGrant | None) -> list[FolderView]:
     """The followed folders ``grant`` may read, with how reading each goes."""
     reading = reading_of(request)  # the service's or a watcher's
-    registry = kept(reading.followed)
     folders = [
         f
-        for f in await asyncio.to_thread(registry.list)
+        for f in await asyncio.to_thread(reading.followed.list)
         if grant is None or grant.may_read(f.group_id)
     ]
     found = await reading.reports.folders({f.group_id for f in folders})

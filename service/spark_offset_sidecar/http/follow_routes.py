@@ -22,15 +22,15 @@ from spark_offset_sidecar.http.access import (
     running_of,
     runtime_of,
 )
-from spark_offset_sidecar.http.folders import kept, readable_folders, view
+from spark_offset_sidecar.http.folders import readable_folders, view
 from spark_offset_sidecar.http.models import FolderPath, FolderView, FollowRequest, refusals
 from spark_offset_sidecar.http.refusals import refusal, refusal_body
 from spark_offset_sidecar.http.state import Runtime
-from spark_offset_sidecar.ports.checkpoints import FollowedFolder, FollowedFolders
+from spark_offset_sidecar.ports.checkpoints import FollowedFolder
 
 log = logging.getLogger(__name__)
 router = APIRouter(prefix="/v1/followed-folders", tags=["followed folders"])
-ERRORS = refusals(401, 403, 404, 409, 422, 501, 503)
+ERRORS = refusals(401, 403, 404, 409, 422, 503)
 
 
 def normalized(path: str, runtime: Runtime) -> str:
@@ -41,10 +41,6 @@ def normalized(path: str, runtime: Runtime) -> str:
     if problem := runtime.check_folder(path):
         raise InvalidEvent("path", problem)
     return path
-
-
-def _registry(request: Request) -> FollowedFolders:
-    return kept(running_of(request).followed)
 
 
 @router.post("", status_code=201, response_model=FolderView, responses=ERRORS)
@@ -63,7 +59,7 @@ async def follow(body: FollowRequest, request: Request) -> FolderView | JSONResp
         grant.name if grant else None,
         body.cluster,
     )
-    existing = await asyncio.to_thread(_registry(request).add, folder)
+    existing = await asyncio.to_thread(running_of(request).followed.add, folder)
     if existing is not None:
         if existing.group_id != folder.group_id:
             return refusal(
@@ -75,8 +71,7 @@ async def follow(body: FollowRequest, request: Request) -> FolderView | JSONResp
         found = await running_of(request).reports.folders([existing.group_id])
         return JSONResponse(view(existing, found.get(path)).model_dump(), status_code=200)
     log.info("following checkpoint folder %s into group %s", path, folder.group_id)
-    if (follower := running_of(request).follower) is not None:
-        follower.wake()
+    running_of(request).follower.wake()
     return view(folder, None)
 
 
@@ -93,7 +88,7 @@ async def unfollow(
     """Stop following ``path``. The query it fed stays (``DELETE /v1/queries/{id}``
     releases it); offsets already committed stay in Kafka."""
     grant = await caller(request, event=True)
-    registry = _registry(request)
+    registry = running_of(request).followed
     path = path.rstrip("/")
     folder = next((f for f in await asyncio.to_thread(registry.list) if f.path == path), None)
     if folder is None or (grant is not None and not grant.may_read(folder.group_id)):

@@ -46,10 +46,8 @@ class Running:
     # What every read answers groups' status and live commit state from: this process's
     # memory alone, the board of the owners with replicas (chosen once, at start).
     reports: GroupReports
-    # The registry of followed folders and the loop that reads them; None: the store
-    # keeps no followed folders (a store double without them), and none are read.
-    followed: FollowedFolders | None
-    follower: CheckpointFollower | None
+    followed: FollowedFolders  # the registry of followed folders
+    follower: CheckpointFollower  # the loop that reads them
     starting_offsets: StartingOffsetsReader  # reads a group's commits from Kafka
     page: MetricsPage  # what /metrics answers
 
@@ -75,9 +73,9 @@ class Watching:
     lag_task: asyncio.Task[None]
     reports: GroupReports
     page: MetricsPage  # what /metrics answers, its own series; its service's share apart
-    # The followed folders, listed from the store the service writes (None: a store
-    # double without them); how reading each goes is what its service told it.
-    followed: FollowedFolders | None = None
+    # The followed folders, listed from the store the service writes; how reading each
+    # goes is what its service told it.
+    followed: FollowedFolders
 
     def live_problem(self) -> str | None:
         for task, what in ((self.follow_task, "store follower"), (self.lag_task, "lag monitor")):
@@ -91,13 +89,12 @@ class Watching:
 
 class Started(Protocol):
     """What a lifespan started, as the readers' and operational routes see it: groups'
-    reports and the followed folders (None: the store keeps none, or they are read
-    elsewhere)."""
+    reports and the followed folders."""
 
     @property
     def reports(self) -> GroupReports: ...
     @property
-    def followed(self) -> FollowedFolders | None: ...
+    def followed(self) -> FollowedFolders: ...
 
     @property
     def page(self) -> MetricsPage: ...

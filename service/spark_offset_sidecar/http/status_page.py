@@ -81,7 +81,7 @@ async def status_page(
     runtime, reading = runtime_of(request), reading_of(request)
     await runtime.pages.turn()
     summaries = await readable_summaries(request, grant)
-    folders = await readable_folders(request, grant) if reading.followed is not None else []
+    folders = await readable_folders(request, grant)
     refresh = max(5, round(runtime.settings.status.lag_read_interval_seconds))
     _, read_at = reading.reports.as_of(summaries)
     arranged = Arranged.of(summaries, PageView(q, status.upper(), page))

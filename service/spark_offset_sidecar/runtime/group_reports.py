@@ -103,11 +103,11 @@ class LocalReports:
         ledger: Callable[[], Ledger],
         monitor: Evaluator,
         waiting: Callable[[str], str | None],
-        folders: FolderReports | None,
+        folders: FolderReports,
         clock: Callable[[], float],
     ) -> None:
         """``waiting``: the committer's word on a group's commit in flight; ``folders``:
-        the checkpoint follower's reports, by group (None: no folder is read here)."""
+        the checkpoint follower's reports, by group."""
         self._ledger = ledger
         self._monitor = monitor
         self._waiting = waiting
@@ -173,7 +173,7 @@ class LocalReports:
     async def folders(
         self, group_ids: Collection[str]
     ) -> dict[str, tuple[FolderReport, str | None]]:
-        local = self._folders() if self._folders is not None else {}
+        local = self._folders()
         return {f.path: (f, None) for group_id in group_ids for f in local.get(group_id, ())}
 
 
