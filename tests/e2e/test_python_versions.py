@@ -137,9 +137,16 @@ def _on_this_machine(
 
 def _in_debian(version: str, wheel: Path, tmp_path: Path) -> CompletedProcess[str]:
     """The same steps in a container of Debian's ``python3.X``: the checkout and
-    ``tmp_path`` mounted at their own paths, this machine's uv mounted beside them."""
+    ``tmp_path`` mounted at their own paths, this machine's uv and its cache beside them
+    (as on this machine, the dependencies from uv's cache: without it each run fetched and
+    unpacked them all into the container, 55 s and 21 s of CPU; with it 21 s and 8 s, a
+    copy: a hard link cannot cross two mounts)."""
     # git: the release's version of a development build is read from the checkout's history.
     image = build_base(DEBIAN_SUITES[version], (f"python{version}", f"python{version}-venv", "git"))
+    uv_cache = subprocess.run(
+        [find_uv_bin(), "cache", "dir"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    Path(uv_cache).mkdir(parents=True, exist_ok=True)
     env_dir = tmp_path / "venv"
     python = str(env_dir / "bin" / "python")
     (tmp_path / "requirements.txt").write_text("\n".join(requirements()) + "\n")
@@ -156,6 +163,7 @@ def _in_debian(version: str, wheel: Path, tmp_path: Path) -> CompletedProcess[st
         "-e", f"FUZZ_EXAMPLES={VERSION_FUZZ_EXAMPLES}", "-w", str(ROOT),
         "-v", f"{ROOT}:{ROOT}", "-v", f"{tmp_path}:{tmp_path}", "-v", f"{wheels}:{wheels}:ro",
         "-v", f"{find_uv_bin()}:/usr/local/bin/uv:ro",
+        "-v", f"{uv_cache}:{uv_cache}", "-e", f"UV_CACHE_DIR={uv_cache}", "-e", "UV_LINK_MODE=copy",
         image, "bash", "-ec", " && ".join(steps),
         check=False, timeout=1800,
     )  # fmt: skip

@@ -40,6 +40,15 @@ def client(tmp_path: Path, committer: InMemoryCommitter) -> Iterator[TestClient]
         yield test_client
 
 
+@pytest.fixture(scope="module")
+def unchanging(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    """One app for the module's tests whose requests change nothing (each refused, or a
+    read): each asserts that nothing was stored."""
+    settings = settings_for(tmp_path_factory.mktemp("unchanging"), max_body_bytes=64_000)
+    with TestClient(create_app(settings, doubles(settings))) as test_client:
+        yield test_client
+
+
 def committed(client: TestClient, query: str = QUERY) -> Any:
     return client.get(f"/v1/queries/{query}").json()["committed"]
 
@@ -154,13 +163,14 @@ def test_release_lets_a_new_query_take_the_group(client: TestClient) -> None:
     ],
 )
 def test_invalid_checkpoints_get_422_naming_the_field(
-    client: TestClient, body: dict[str, Any], field: str
+    unchanging: TestClient, body: dict[str, Any], field: str
 ) -> None:
-    answer = client.post("/v1/queries/q/checkpoints", json=body)
+    answer = unchanging.post("/v1/queries/q/checkpoints", json=body)
     assert answer.status_code == 422, answer.text
     assert answer.json()["outcome"] == "invalid"
     assert any(e["field"].startswith(field) for e in answer.json()["errors"]), answer.json()
-    assert client.get("/v1/queries/q").status_code == 404, "nothing was stored"
+    assert unchanging.get("/v1/queries/q").status_code == 404, "nothing was stored"
+    assert unchanging.get("/v1/queries").json() == [], "nothing was stored"
 
 
 def test_malformed_empty_huge_and_deep_bodies_are_4xx(client: TestClient) -> None:
@@ -183,8 +193,8 @@ def test_malformed_empty_huge_and_deep_bodies_are_4xx(client: TestClient) -> Non
     )
 
 
-def test_openapi_documents_the_contract(client: TestClient) -> None:
-    paths = client.get("/openapi.json").json()["paths"]
+def test_openapi_documents_the_contract(unchanging: TestClient) -> None:
+    paths = unchanging.get("/openapi.json").json()["paths"]
     for path in (
         "/v1/progress",
         "/v1/queries/{query_id}/checkpoints",
@@ -196,7 +206,7 @@ def test_openapi_documents_the_contract(client: TestClient) -> None:
         "/readyz",
     ):
         assert path in paths
-    assert client.get("/docs").status_code == 200
+    assert unchanging.get("/docs").status_code == 200
 
 
 def test_start_up_and_shutdown(tmp_path: Path) -> None:

@@ -50,6 +50,17 @@ def client(tmp_path: Path, committer: InMemoryCommitter) -> Iterator[TestClient]
         yield test_client
 
 
+@pytest.fixture(scope="module")
+def unchanging(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    """One app for the module's tests whose requests are refused: each asserts that
+    nothing was followed."""
+    folder = tmp_path_factory.mktemp("unchanging")
+    (folder / "tokens.json").write_text(json.dumps(TOKENS))
+    settings = settings_for(folder, tokens_file=str(folder / "tokens.json"))
+    with TestClient(create_app(settings, doubles(settings))) as test_client:
+        yield test_client
+
+
 def test_a_followed_folder_is_committed_and_shown(
     client: TestClient, committer: InMemoryCommitter, tmp_path: Path
 ) -> None:
@@ -113,12 +124,12 @@ def test_a_topic_outside_the_registering_token_is_refused_and_counted(
     ],
 )
 def test_bad_registrations_are_refused_naming_the_problem(
-    client: TestClient, body: dict[str, object], code: int, words: str
+    unchanging: TestClient, body: dict[str, object], code: int, words: str
 ) -> None:
-    answer = client.post("/v1/followed-folders", json=body, headers=TEAM_A)
+    answer = unchanging.post("/v1/followed-folders", json=body, headers=TEAM_A)
     assert answer.status_code == code, answer.text
     assert words in answer.text
-    assert client.get("/v1/followed-folders", headers=OPS).json() == []
+    assert unchanging.get("/v1/followed-folders", headers=OPS).json() == []
 
 
 def test_registering_needs_a_write_grant_and_unfollowing_removes(

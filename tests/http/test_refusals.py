@@ -19,10 +19,12 @@ from tests.support.app import doubles
 SHAPE = {"outcome", "detail", "errors"}
 
 
-@pytest.fixture
-def client(tmp_path: Path) -> Iterator[TestClient]:
+@pytest.fixture(scope="module")
+def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    """One app for the module's tests that only send what it refuses."""
+    folder = tmp_path_factory.mktemp("refusing")
     settings = Settings(
-        database=DatabaseSettings(url=f"sqlite:///{tmp_path / 'sidecar.db'}"),
+        database=DatabaseSettings(url=f"sqlite:///{folder / 'sidecar.db'}"),
         http=HttpSettings(max_body_bytes=4096),
     )
     app = create_app(settings, doubles(settings))
