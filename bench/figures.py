@@ -256,8 +256,10 @@ def _line(cells: Sequence[str]) -> str:
 
 
 def ratio(what: str, after: float, before: float) -> None:
-    """Print one side-by-side ratio (after / before) under the tables."""
-    print(f"{what}: {_figure(after)} / {_figure(before)} = {after / before:.2f}x", flush=True)
+    """Print one side-by-side ratio (after / before) under the tables; none where
+    ``before`` is 0 (e.g. less CPU than the clock's tick in a short window)."""
+    shown = f"{after / before:.2f}x" if before else "no ratio: before is 0"
+    print(f"{what}: {_figure(after)} / {_figure(before)} = {shown}", flush=True)
 
 
 def median_ratios(

@@ -18,6 +18,7 @@ from bench.figures import (
     cell,
     histogram,
     quantile_bound,
+    ratio,
     rss_kib,
     run_child,
     window_figures,
@@ -96,6 +97,15 @@ def test_figures_are_printed_alike() -> None:
         "0.12",
         "1,234",
         "7 / 9",
+    ]
+
+
+def test_a_ratio_over_zero_says_so_instead_of_failing(capsys: pytest.CaptureFixture[str]) -> None:
+    ratio("idle cores, after / before", 0.015, 0.0)  # no CPU tick in a short window
+    ratio("idle cores, after / before", 0.3, 0.2)
+    assert capsys.readouterr().out.splitlines() == [
+        "idle cores, after / before: 0.015 / 0 = no ratio: before is 0",
+        "idle cores, after / before: 0.3 / 0.2 = 1.50x",
     ]
 
 
