@@ -10,7 +10,13 @@ import sys
 
 import pytest
 
-from spark_offset_sidecar.adapters.child_process import Channel, ChildGone, Supervisor
+from spark_offset_sidecar.adapters.child_process import (
+    Channel,
+    ChildGone,
+    ChildOutput,
+    Supervisor,
+    frame,
+)
 
 # A child that prints to its standard output (as a library might), answers each request
 # after the delay it names (so later requests overtake earlier ones), and ends on "end".
@@ -53,5 +59,25 @@ def test_requests_waiting_at_once_are_answered_by_number_and_refused_once_it_end
                 await channel.ask({"delay": 0.0, "value": "after"})  # and every later one
         finally:
             await child.stop()
+
+    asyncio.run(scenario())
+
+
+def test_the_output_hands_each_whole_frame_over_however_it_arrives_then_its_end() -> None:
+    async def scenario() -> None:
+        output = ChildOutput(asyncio.get_running_loop())
+        data = frame((0, "early")) + frame((1, {"big": "x" * 100_000})) + frame((2, None))
+        output.feed_data(data[:7])  # read before the channel takes it: kept
+        frames: list[object] = []
+        ends: list[BaseException | None] = []
+        output.deliver(frames.append, ends.append)
+        assert frames == []
+        for start in range(7, len(data), 4096):  # as a pipe hands it over, in pieces
+            output.feed_data(data[start : start + 4096])
+        assert frames == [(0, "early"), (1, {"big": "x" * 100_000}), (2, None)]
+        output.feed_data(frame((3, "cut"))[:-1])
+        output.feed_eof()
+        assert len(frames) == 3, "a frame cut short is never handed over"
+        assert ends == [None]
 
     asyncio.run(scenario())

@@ -20,6 +20,7 @@ from spark_offset_sidecar.runtime import commit_loop
 from spark_offset_sidecar.runtime.commit_loop import CommitLoop
 from spark_offset_sidecar.runtime.durable_ledger import DurableLedger
 from spark_offset_sidecar.testing import InMemoryStore
+from tests.support.durable import durable_ledger
 from tests.support.service import until
 
 T0 = TopicPartition("t", 0)
@@ -64,7 +65,7 @@ class RecordingCommitter:
 
 
 async def running(committer: RecordingCommitter, **ledger_args: object):  # type: ignore[no-untyped-def]
-    durable = DurableLedger(Ledger(**ledger_args), InMemoryStore())  # type: ignore[arg-type]
+    durable = durable_ledger(Ledger(**ledger_args), InMemoryStore())  # type: ignore[arg-type]
     loop = CommitLoop(durable, committer, SidecarMetrics(CollectorRegistry()), tick=0.05)
     task = asyncio.create_task(loop.run())
     return durable, loop, task

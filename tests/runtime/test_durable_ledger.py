@@ -26,6 +26,7 @@ from spark_offset_sidecar.errors import StoreRefused, StoreUnavailable
 from spark_offset_sidecar.ports.store import LoadedRows, StoredState
 from spark_offset_sidecar.runtime.durable_ledger import LOCKED_NAMES, DurableLedger
 from spark_offset_sidecar.testing import InMemoryStore
+from tests.support.durable import durable_ledger
 from tests.support.kafka import run_sync
 from tests.support.service import until
 
@@ -79,7 +80,7 @@ async def queued(durable: DurableLedger, items: int) -> None:
 def test_events_during_a_write_are_written_together() -> None:
     async def scenario() -> None:
         store = GatedStore()
-        durable = DurableLedger(Ledger(), store)
+        durable = durable_ledger(Ledger(), store)
         first = await held_write(store, durable)
         waiting = [progress(durable, f"q{i}", 1) for i in range(50)]
         await queued(durable, 50)
@@ -98,7 +99,7 @@ def test_events_during_a_write_are_written_together() -> None:
 def test_a_failed_batch_is_answered_unavailable_and_leaves_no_trace() -> None:
     async def scenario() -> None:
         store = GatedStore()
-        durable = DurableLedger(Ledger(), store)
+        durable = durable_ledger(Ledger(), store)
         await progress(durable, "q", 0)
         before = repr(durable.ledger.queries), repr(durable.ledger.groups)
         first = await held_write(store, durable)
@@ -119,7 +120,7 @@ def test_a_failed_batch_is_answered_unavailable_and_leaves_no_trace() -> None:
 def test_the_whole_batch_is_rolled_back() -> None:
     async def scenario() -> None:
         store = GatedStore()
-        durable = DurableLedger(Ledger(), store)
+        durable = durable_ledger(Ledger(), store)
         await progress(durable, "q", 0)
         before = repr(durable.ledger.queries), repr(durable.ledger.groups)
         store.fail_with = StoreUnavailable("disk full")
@@ -140,7 +141,7 @@ def test_a_group_being_written_is_not_taken_until_written() -> None:
     async def scenario() -> None:
         done: list[int] = []
         store = GatedStore()
-        durable = DurableLedger(Ledger(), store, on_batch_done=lambda n, _: done.append(n))
+        durable = durable_ledger(Ledger(), store, on_batch_done=lambda n, _: done.append(n))
         first = await held_write(store, durable)
         assert durable.ledger.groups["g-first"].slot is not None, "applied in memory"
         assert durable.start_commit("g-first", 0.0) is None, "but held"
@@ -156,7 +157,7 @@ def test_a_group_being_written_is_not_taken_until_written() -> None:
 
 async def committing(store: GatedStore) -> tuple[DurableLedger, CommitRequest]:
     """A ledger on ``store`` whose group g-q has the commit of batch 0 in flight."""
-    durable = DurableLedger(Ledger(), store)
+    durable = durable_ledger(Ledger(), store)
     await progress(durable, "q", 0)
     request = durable.start_commit("g-q", 0.0)
     assert request is not None
@@ -202,7 +203,7 @@ def test_a_burst_on_sqlite_is_durable_in_fewer_transactions(tmp_path: object, ev
     store.migrate()
 
     async def scenario() -> DurableLedger:
-        durable = DurableLedger(Ledger(), store)
+        durable = durable_ledger(Ledger(), store)
         answers = await asyncio.gather(*(progress(durable, f"q{i}", 7) for i in range(events)))
         assert {a.outcome for a in answers} == {Outcome.ACCEPTED}
         await durable.close()
@@ -281,7 +282,7 @@ def test_an_unstorable_value_fails_only_its_own_event(
         writer = (
             ProcessWriter(store, child_command("writer", "WARNING", "text")) if process else None
         )
-        durable = DurableLedger(Ledger(), store, writer=writer)
+        durable = durable_ledger(Ledger(), store, writer=writer)
         await progress(durable, "committed", 0)
         request = durable.start_commit("g-committed", 0.0)
         assert request is not None
@@ -314,7 +315,7 @@ def test_an_unstorable_value_fails_only_its_own_event(
 def test_unavailable_fails_the_whole_batch_without_settling_each_alone() -> None:
     async def scenario() -> None:
         store = GatedStore()
-        durable = DurableLedger(Ledger(), store)
+        durable = durable_ledger(Ledger(), store)
         first = await held_write(store, durable)
         store.fail_with = StoreUnavailable("disk full")
         later = [progress(durable, f"q{i}", 0) for i in range(5)]
@@ -344,7 +345,7 @@ def test_a_replica_takes_in_more_groups_than_postgresql_locks_at_once(postgres_s
     store = SharedSqlStore(postgres_server.url, "a")
 
     async def scenario() -> DurableLedger:
-        durable = DurableLedger(Ledger(), store)
+        durable = durable_ledger(Ledger(), store)
         await durable.refresh(f"g{i}" for i in range(groups))
         await durable.close()
         return durable
@@ -384,7 +385,7 @@ def test_a_shared_stores_queue_is_written_in_batches_that_lock_a_bounded_number(
         return asyncio.ensure_future(durable.record(decide, query_id=query, group_id=f"g-{query}"))
 
     async def scenario(store: GatedStore) -> None:
-        durable = DurableLedger(Ledger(), store)
+        durable = durable_ledger(Ledger(), store)
         store.gate.clear()
         first = named(durable, "first")
         assert await asyncio.to_thread(store.writing.wait, 60), "the write began"

@@ -11,9 +11,9 @@ from spark_offset_sidecar.core.ledger.changes import Checkpoint, CommitRequest
 from spark_offset_sidecar.core.ledger.leases import Ownership
 from spark_offset_sidecar.core.ledger.rules import Ledger
 from spark_offset_sidecar.core.offsets import TopicPartition
-from spark_offset_sidecar.runtime.durable_ledger import DurableLedger
 from spark_offset_sidecar.runtime.lease_keeper import LeaseKeeper
 from spark_offset_sidecar.testing import InMemoryCommitter, InMemoryStore
+from tests.support.durable import durable_ledger
 
 T0 = TopicPartition("t", 0)
 
@@ -41,7 +41,7 @@ async def test_only_a_group_that_kafka_holds_differently_is_counted_and_committe
         cast(Any, None),  # the lease store and the notices take no part in a read-back
         cast(Any, None),
         ownership,
-        DurableLedger(ledger, InMemoryStore()),
+        durable_ledger(ledger, InMemoryStore()),
         on_owned=lambda: woken.append(True),
         read_back=kafka,
         read_back_after=0.0,

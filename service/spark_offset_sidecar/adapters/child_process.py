@@ -23,8 +23,8 @@ import signal
 import struct
 import sys
 import threading
-from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, SupportsIndex, cast
 
 from spark_offset_sidecar.core.backoff import Backoff
 
@@ -103,9 +103,12 @@ class Supervisor:
             await asyncio.sleep(delay)
         env = {**self._env, PARENT_ENV: f"{os.getpid()}:{int(self.death_signal)}"}
         pipe = asyncio.subprocess.PIPE
-        self.process = await asyncio.create_subprocess_exec(
-            *self.command, env=env, stdin=pipe, stdout=pipe
+        loop = asyncio.get_running_loop()
+        transport, protocol = await loop.subprocess_exec(
+            lambda: _Pipes(loop), *self.command, env=env, stdin=pipe, stdout=pipe
         )
+        # As ``create_subprocess_exec`` makes it, but for its output (``ChildOutput``).
+        self.process = asyncio.subprocess.Process(cast(Any, transport), protocol, loop)
         self._started_at = asyncio.get_running_loop().time()
         self.starts += 1
         log.info("%s started (pid %d)", self.name, self.process.pid)
@@ -166,9 +169,76 @@ def frame(message: object) -> bytes:
     return _LENGTH.pack(len(data)) + data
 
 
-async def _read_frame(source: asyncio.StreamReader) -> Any:
-    (size,) = _LENGTH.unpack(await source.readexactly(_LENGTH.size))
-    return pickle.loads(await source.readexactly(size))
+class ChildOutput(asyncio.StreamReader):
+    """A child's standard output, read as frames: each whole one is handed to its channel
+    from the loop's callback that read it, so that the caller waiting for the reply runs
+    in the same turn of the loop (docs/decisions.md, "A child's reply in the same turn")."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(loop=loop)
+        self._data = bytearray()
+        self._on_frame: Callable[[Any], None] | None = None
+        self._on_end: Callable[[BaseException | None], None] | None = None
+        self._end: tuple[BaseException | None] | None = None
+
+    def deliver(
+        self, on_frame: Callable[[Any], None], on_end: Callable[[BaseException | None], None]
+    ) -> None:
+        """Hand each frame to ``on_frame`` (those already read at once), and the output's
+        end to ``on_end``: None at its end, or the error that ended the reading."""
+        self._on_frame, self._on_end = on_frame, on_end
+        self._frames()
+        if self._end is not None:
+            on_end(self._end[0])
+
+    def feed_data(self, data: Iterable[SupportsIndex]) -> None:
+        self._data.extend(data)
+        self._frames()
+
+    def feed_eof(self) -> None:
+        super().feed_eof()
+        self._ended(None)
+
+    def set_exception(self, exc: Exception) -> None:
+        super().set_exception(exc)
+        self._ended(exc)
+
+    def _frames(self) -> None:
+        data = self._data
+        while self._on_frame is not None and self._end is None and len(data) >= _LENGTH.size:
+            (size,) = _LENGTH.unpack_from(data)
+            end = _LENGTH.size + size
+            if len(data) < end:
+                return
+            body = bytes(memoryview(data)[_LENGTH.size : end])
+            del data[:end]
+            try:
+                self._on_frame(pickle.loads(body))
+            except Exception as exc:
+                log.exception("a child's reply could not be read: its channel is closed")
+                self._ended(exc)
+                return
+
+    def _ended(self, exc: BaseException | None) -> None:
+        if self._end is None:
+            self._end = (exc,)
+            if self._on_end is not None:
+                self._on_end(exc)
+
+
+class _Pipes(asyncio.subprocess.SubprocessStreamProtocol):
+    """``create_subprocess_exec``'s protocol, its output a ``ChildOutput``."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(limit=2**16, loop=loop)
+        self._for_output = loop
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        output = cast(asyncio.SubprocessTransport, transport).get_pipe_transport(1)
+        if output is not None:
+            self.stdout = ChildOutput(self._for_output)
+            self.stdout.set_transport(output)
 
 
 class Channel:
@@ -176,16 +246,17 @@ class Channel:
 
     def __init__(self, process: asyncio.subprocess.Process) -> None:
         assert process.stdin is not None, "a Supervisor's child: its input a pipe"
-        assert process.stdout is not None, "its output a pipe"
+        assert isinstance(process.stdout, ChildOutput), "its output a Supervisor's pipe"
         self._sink = process.stdin
         self._waiting: dict[int, asyncio.Future[Any]] = {}
         self._numbers = itertools.count()
-        self._reader = asyncio.ensure_future(self._read(process.stdout))
+        self._ended = False
+        process.stdout.deliver(self._received, self._end)
 
     async def ask(self, request: object) -> Any:
         """``request``'s reply; ``ChildGone`` if the child ends first. Cancelled, the
         request may still be handled; its reply is dropped."""
-        if self._reader.done() or self._sink.is_closing():
+        if self._ended or self._sink.is_closing():
             raise ChildGone("the child has ended")
         number = next(self._numbers)
         reply: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
@@ -199,21 +270,18 @@ class Channel:
         finally:
             self._waiting.pop(number, None)
 
-    async def _read(self, source: asyncio.StreamReader) -> None:
-        try:
-            while True:
-                number, message = await _read_frame(source)
-                reply = self._waiting.get(number)
-                if reply is not None and not reply.done():
-                    reply.set_result(message)
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass  # it ended
-        except Exception:
-            log.exception("a child's reply could not be read: its channel is closed")
-        finally:
-            for reply in self._waiting.values():
-                if not reply.done():
-                    reply.set_exception(ChildGone("the child ended before it answered"))
+    def _received(self, frame: tuple[int, Any]) -> None:
+        number, message = frame
+        reply = self._waiting.get(number)
+        if reply is not None and not reply.done():
+            reply.set_result(message)
+
+    def _end(self, _: BaseException | None) -> None:
+        """Its output ended (or could not be read): every request waiting is refused."""
+        self._ended = True
+        for reply in self._waiting.values():
+            if not reply.done():
+                reply.set_exception(ChildGone("the child ended before it answered"))
 
 
 class ChannelEnd:

@@ -27,7 +27,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import ParamSpec, TypeVar
 
@@ -43,7 +43,6 @@ from spark_offset_sidecar.core.ledger.rules import Ledger, Savepoint
 from spark_offset_sidecar.errors import StoreUnavailable, WriteOutcomeUnknown
 from spark_offset_sidecar.ports.store import (
     BatchWriter,
-    InStoreThread,
     LedgerStore,
     LoadedRows,
     SharedLedgerStore,
@@ -115,17 +114,17 @@ class DurableLedger:
         self,
         ledger: Ledger,
         store: LedgerStore,
-        worker: Executor | None = None,
+        worker: Executor,
         *,
+        writer: BatchWriter,
         on_batch_done: Callable[[int, float], None] = lambda items, seconds: None,
-        writer: BatchWriter | None = None,
     ) -> None:
-        """``worker``: the store's thread (a new one by default); ``writer``: the store
-        in it by default."""
+        """``worker``: the store's one thread (shut down by ``close``); ``writer``: what
+        writes the batches (closed by ``close``)."""
         self.ledger = ledger
         self.store = store
-        self._worker = worker or ThreadPoolExecutor(1, thread_name_prefix="ledger-store")
-        self.batch_writer = writer or InStoreThread(store, self._worker)
+        self._worker = worker
+        self.batch_writer = writer
         self._shared = isinstance(store, SharedLedgerStore)
         # Called after each batch with its size and write time; held groups are free.
         self._batch_done = on_batch_done
