@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 from array import array
+from collections import Counter
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -21,24 +22,18 @@ from typing import Any
 from sqlalchemy import Engine, select, text
 from sqlalchemy.exc import SQLAlchemyError
 
-from spark_offset_sidecar.adapters.report_fields import (
-    decode_counters,
-    decode_folder,
-    decode_job,
-    encode_counters,
-    encode_folder,
-    encode_job,
-)
 from spark_offset_sidecar.adapters.sql.schema import group_reports
 from spark_offset_sidecar.core.lag.figures import (
     CatchUp,
     CatchUpState,
     DataStatus,
     GroupLag,
+    JobRates,
     PartitionLag,
 )
 from spark_offset_sidecar.core.lag.report import (
     CommitUnderway,
+    FolderReport,
     GroupReport,
     LiveCommits,
 )
@@ -49,6 +44,7 @@ from spark_offset_sidecar.core.lag.status import (
     Status,
     StoredWindow,
 )
+from spark_offset_sidecar.core.ledger.state import GroupCounters
 from spark_offset_sidecar.core.offsets import TopicPartition, from_json, to_json
 from spark_offset_sidecar.errors import StoreUnavailable
 from spark_offset_sidecar.ports.status_board import BoardEntry
@@ -180,13 +176,15 @@ class SqlStatusBoard:
 
 # The JSON forms. Partitions are [topic, partition, status, offset, log end, lag, samples]
 # rows and window samples [at, [[topic, partition], ...], offsets, lags]: a group of 32
-# partitions with a full window of 10 takes a few KB.
+# partitions with a full window of 10 takes a few KB. A folder and a job's rates are the
+# list of their fields' values, the counters the object of theirs, in the dataclasses'
+# order: a field of theirs changed changes the layout (tests/adapters/test_status_board.py
+# holds their fields to ``REPORT_VERSION``).
 
 
 def encode_report(report: GroupReport) -> str:
     status, live = report.status, report.live
     flight = live.in_flight
-    counters = live.counters
     return json.dumps(
         {
             "version": REPORT_VERSION,
@@ -206,9 +204,9 @@ def encode_report(report: GroupReport) -> str:
             "last_failure": live.last_failure,
             "waiting": live.waiting,
             "cluster": report.cluster,
-            "folders": [encode_folder(f) for f in report.folders],
+            "folders": [[*vars(f).values()] for f in report.folders],
             "lag": _encode_lag(report.lag),
-            "counters": encode_counters(counters),
+            "counters": vars(live.counters),
         },
         separators=(",", ":"),
         sort_keys=True,
@@ -245,7 +243,7 @@ def decode_report(group_id: str, reported_by: str, evaluated_at: float, text: st
             for topic, partition, state, offset, log_end, lag, samples in doc["partitions"]
         ),
     )
-    flight = doc["in_flight"]
+    flight, counters = doc["in_flight"], doc["counters"]
     live = LiveCommits(
         in_flight=CommitUnderway(flight[0], from_json(flight[1]), flight[2])
         if flight is not None
@@ -253,9 +251,12 @@ def decode_report(group_id: str, reported_by: str, evaluated_at: float, text: st
         retry_at=doc["retry_at"],
         last_failure=doc["last_failure"],
         waiting=doc.get("waiting"),  # absent from some version-1 reports
-        counters=decode_counters(doc["counters"]),
+        counters=GroupCounters(
+            **counters | {k: Counter(counters[k]) for k in ("failed", "events")}
+        ),
     )
-    folders = tuple(decode_folder(f) for f in doc["folders"])
+    for f in doc["folders"]:
+        f[6] = tuple(map(tuple, f[6]))  # its errors: (reason, count) pairs
     return GroupReport(
         status,
         live,
@@ -263,7 +264,7 @@ def decode_report(group_id: str, reported_by: str, evaluated_at: float, text: st
         evaluated_at,
         doc["log_ends_read_at"],
         reported_by,
-        folders,
+        tuple(FolderReport(*f) for f in doc["folders"]),
         _decode_lag(doc.get("lag")),  # absent from some version-1 reports
         doc.get("cluster"),  # likewise
     )
@@ -278,7 +279,7 @@ def _encode_lag(lag: GroupLag | None) -> dict[str, Any] | None:
         "data_status": lag.data_status.value,
         "lost_total": lag.lost_total,
         "catch_up": [c.state.value, c.eta_seconds, c.consume_rate, c.produce_rate],
-        "job": encode_job(job),
+        "job": None if job is None else [*vars(job).values()],
         "trend": [list(point) for point in lag.trend],
     }
 
@@ -287,7 +288,7 @@ def _decode_lag(doc: dict[str, Any] | None) -> GroupLag | None:
     if doc is None:
         return None
     state, eta, consume, produce = doc["catch_up"]
-    job = decode_job(doc["job"])
+    job = None if doc["job"] is None else JobRates(*doc["job"])
     return GroupLag(
         partitions=tuple(PartitionLag(*p) for p in doc["partitions"]),
         data_status=DataStatus(doc["data_status"]),
