@@ -86,18 +86,17 @@ PUBLISH_CHUNK = 1000  # entries a statement: at 32 partitions a group, about 2 M
 def _entries_document(chunk: Sequence[BoardEntry]) -> str:
     """The JSON array ``_PUBLISH`` reads, an object an entry; its report and window are
     the strings ``encode_report`` and ``encode_window`` wrote, stored as they are."""
-    dumps = json.dumps
-    return (
-        "["
-        + ",".join(
-            f'{{"group_id":{dumps(e.report.status.group_id)},'
-            f'"evaluated_at":{dumps(e.report.evaluated_at)},'
-            f'"status":{dumps(e.report.status.status.value)},'
-            f'"report":{dumps(encode_report(e.report))},'
-            f'"status_window":{dumps(encode_window(e.window))}}}'
+    return json.dumps(
+        [
+            {
+                "group_id": e.report.status.group_id,
+                "evaluated_at": e.report.evaluated_at,
+                "status": e.report.status.status.value,
+                "report": encode_report(e.report),
+                "status_window": encode_window(e.window),
+            }
             for e in chunk
-        )
-        + "]"
+        ]
     )
 
 
