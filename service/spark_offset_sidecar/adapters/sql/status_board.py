@@ -114,19 +114,14 @@ class SqlStatusBoard:
         if not latest:
             return 0
         ordered = list(latest.values())
-        chunks = [ordered[i : i + PUBLISH_CHUNK] for i in range(0, len(ordered), PUBLISH_CHUNK)]
         with self._errors("publishing group reports"), self.engine.begin() as conn:
             written = 0
-            for chunk in chunks:
-                rows = conn.execute(
-                    _PUBLISH,
-                    {
-                        "replica": self.replica_id,
-                        "owner": self.replica_id,
-                        "entries": _entries_document(chunk),
-                    },
-                ).all()
-                written += len(rows)
+            for at in range(0, len(ordered), PUBLISH_CHUNK):
+                document = _entries_document(ordered[at : at + PUBLISH_CHUNK])
+                # Two names for one value: PostgreSQL deduces one type a parameter, and
+                # its two uses differ (varchar, text).
+                params = {"replica": self.replica_id, "owner": self.replica_id, "entries": document}
+                written += len(conn.execute(_PUBLISH, params).all())
         return written
 
     def read(self, group_ids: Collection[str] | None = None) -> list[GroupReport]:
