@@ -109,8 +109,8 @@ class SqlStore:
 
     def refuse_newer_schema(self) -> None:
         """``SchemaFromNewerRelease`` if a newer release migrated the database (reads only)."""
-        with self._errors("checking"):
-            migrate.check_known(self.engine)
+        with self._errors("checking"), self.engine.connect() as connection:
+            migrate.refuse_unknown(connection)
 
     def check(self) -> None:
         """``StoreUnavailable`` unless this release can read and write the database (at
