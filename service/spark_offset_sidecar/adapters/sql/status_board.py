@@ -137,18 +137,16 @@ class SqlStatusBoard:
             try:
                 reports.append(decode_report(r.group_id, r.reported_by, r.evaluated_at, r.report))
             except NewerReport as exc:
-                self._newer(exc.version)
+                if exc.version not in self._newer_seen:
+                    self._newer_seen.add(exc.version)
+                    log.warning(
+                        "group reports of version %d (this replica reads up to %d) are left "
+                        "out until this replica is upgraded: their groups read as not "
+                        "reported here",
+                        exc.version,
+                        REPORT_VERSION,
+                    )
         return reports
-
-    def _newer(self, version: int) -> None:
-        if version not in self._newer_seen:
-            self._newer_seen.add(version)
-            log.warning(
-                "group reports of version %d (this replica reads up to %d) are left out "
-                "until this replica is upgraded: their groups read as not reported here",
-                version,
-                REPORT_VERSION,
-            )
 
     def windows(self, group_ids: Collection[str]) -> dict[str, StoredWindow]:
         if not group_ids:
