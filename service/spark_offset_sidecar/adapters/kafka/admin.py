@@ -29,7 +29,7 @@ from aiokafka.errors import (
 )
 
 from spark_offset_sidecar.adapters.kafka import wire
-from spark_offset_sidecar.adapters.kafka.topic_metadata import partition_leaders
+from spark_offset_sidecar.adapters.kafka.log_ends import partition_leaders
 from spark_offset_sidecar.core.backoff import Backoff
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.errors import KafkaReadError
