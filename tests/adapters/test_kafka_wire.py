@@ -21,7 +21,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from spark_offset_sidecar.adapters.kafka.committer import _first_error
-from spark_offset_sidecar.adapters.kafka.wire import Answer, OffsetCommit
+from spark_offset_sidecar.adapters.kafka.wire import OffsetCommit, OffsetCommitAnswer
 
 names = st.text(min_size=1, max_size=40)  # any Unicode: lengths are of the UTF-8 bytes
 partitions = st.lists(
@@ -119,7 +119,7 @@ def test_the_committer_reads_an_answer_in_any_order(codes: list[int], order: Any
     a hash map's): the committer judges each partition by its id, not its place."""
     rows = list(enumerate(codes))
     order.shuffle(rows)
-    error = _first_error(Answer([("t", rows)]))
+    error = _first_error(OffsetCommitAnswer([("t", rows)]))
     failed = {f"t/{p}" for p, code in rows if code}
     assert (error is None) == (not failed)
     assert error is None or str(error).split(": ", 1)[-1] in failed

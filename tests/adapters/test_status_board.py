@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from array import array
 from collections import Counter
+from dataclasses import fields
 from typing import Any
 
 import pytest
@@ -151,6 +152,62 @@ def test_a_version_1_report_reads_with_the_defaults_of_what_it_lacks() -> None:
     assert read.status == report.status
     assert read.live.counters == report.live.counters
     assert read.folders == report.folders
+
+
+def test_the_parts_written_by_their_fields_have_the_fields_of_this_version() -> None:
+    """A folder, a job's rates and the counters are written as their dataclasses' fields:
+    a field added, removed or moved changes the layout, and takes a new REPORT_VERSION
+    (then this test, and the reading of the older version, change with it)."""
+    assert REPORT_VERSION == 2
+    names = {kind: [f.name for f in fields(kind)] for kind in (FolderReport, JobRates)}
+    assert names[FolderReport] == [
+        "path",
+        "query_id",
+        "newest_batch_in_folder",
+        "last_batch_recorded",
+        "pending_batch",
+        "behind_seconds",
+        "errors",
+        "last_error",
+        "last_poll_at",
+    ]
+    assert names[JobRates] == [
+        "at",
+        "input_rows_per_second",
+        "processed_rows_per_second",
+        "batch_duration_ms",
+    ]
+    assert [f.name for f in fields(GroupCounters)] == [
+        "succeeded",
+        "skipped",
+        "failed",
+        "events",
+        "pending_dropped",
+        "held_back",
+        "refreshed",
+    ]
+    doc = json.loads(encode_report(entry("g0", "a", lag=LAG).report))
+    assert doc["folders"][0] == [
+        "s3://ckpt/a",
+        "q-a",
+        9,
+        8,
+        9,
+        1.5,
+        [["unreachable", 2]],
+        "timed out",
+        100.0,
+    ]
+    assert doc["lag"]["job"] == [99.5, 3.5, 120.0, 800]
+    assert doc["counters"] == {
+        "succeeded": 5,
+        "skipped": 1,
+        "failed": {"timeout": 2},
+        "events": {"accepted": 9},
+        "pending_dropped": 3,
+        "held_back": 1,
+        "refreshed": 4,
+    }
 
 
 def test_a_report_of_a_newer_version_is_left_out_and_said_once(

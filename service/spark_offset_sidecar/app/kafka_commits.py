@@ -11,7 +11,7 @@ from functools import partial
 
 from spark_offset_sidecar.adapters.kafka.admin import KafkaCommittedReader
 from spark_offset_sidecar.adapters.kafka.committer import KafkaOffsetCommitter
-from spark_offset_sidecar.adapters.kafka.starting_offsets import KafkaStartingOffsetsReader
+from spark_offset_sidecar.adapters.kafka.starting_offsets import starting_offsets
 from spark_offset_sidecar.app.kafka_clients import KafkaClients, problem_of
 from spark_offset_sidecar.ports.kafka import (
     Cluster,
@@ -31,7 +31,7 @@ from spark_offset_sidecar.runtime.by_cluster import (
 class CommittingClients(KafkaClients):
     def starting_offsets(self, group_cluster: GroupCluster) -> StartingOffsetsReader:
         readers = {
-            key: KafkaStartingOffsetsReader(options, request_timeout=self.timeout)
+            key: partial(starting_offsets, options, request_timeout=self.timeout)
             for key, options in self.options.items()
         }
         return ClusterStartingOffsets(readers, group_cluster) if self.several else readers[None]

@@ -17,7 +17,6 @@ import contextlib
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any, TypeVar
 
 from aiokafka.admin import AIOKafkaAdminClient
@@ -30,7 +29,7 @@ from aiokafka.errors import (
 )
 
 from spark_offset_sidecar.adapters.kafka import wire
-from spark_offset_sidecar.adapters.kafka.topic_metadata import partition_leaders
+from spark_offset_sidecar.adapters.kafka.log_ends import partition_leaders
 from spark_offset_sidecar.core.backoff import Backoff
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.errors import KafkaReadError
@@ -54,19 +53,13 @@ class GroupDescription:
 
 class GroupAdmin:
     """An admin client for reading groups, as an async context manager. ``wait_seconds``
-    bounds how long a group read waits for its coordinator (default: three request
-    timeouts, which covers a new broker creating ``__consumer_offsets``)."""
+    bounds how long a group read waits for its coordinator: three request timeouts, which
+    covers a new broker creating ``__consumer_offsets``."""
 
-    def __init__(
-        self,
-        client_options: Mapping[str, Any],
-        *,
-        request_timeout: float = 10.0,
-        wait_seconds: float | None = None,
-    ) -> None:
+    def __init__(self, client_options: Mapping[str, Any], *, request_timeout: float) -> None:
         """``client_options``: aiokafka's connection keywords (``kafka_client_options``)."""
         self.request_timeout = request_timeout
-        self.wait_seconds = 3 * request_timeout if wait_seconds is None else wait_seconds
+        self.wait_seconds = 3 * request_timeout
         self._admin = AIOKafkaAdminClient(
             **client_options, request_timeout_ms=int(request_timeout * 1000)
         )
@@ -80,12 +73,7 @@ class GroupAdmin:
             raise KafkaReadError(f"reading from Kafka failed: cannot reach it ({exc!r})") from exc
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *_exc: object) -> None:
         await self._close()
 
     async def _close(self) -> None:

@@ -27,9 +27,9 @@ from typing import Any
 
 from aiokafka import errors as kafka_errors
 
-from spark_offset_sidecar.adapters.kafka import offsets_topic
+from spark_offset_sidecar.adapters.kafka import offsets_topic, wire
 from spark_offset_sidecar.adapters.kafka.unreachable_brokers import UnreachableBrokers
-from spark_offset_sidecar.adapters.kafka.wire import RESENDS, Answer, Client, Lane, OffsetCommit
+from spark_offset_sidecar.adapters.kafka.wire import RESENDS, Client, Lane, OffsetCommit
 from spark_offset_sidecar.core.backoff import Backoff
 from spark_offset_sidecar.core.ledger.changes import CommitRequest
 from spark_offset_sidecar.errors import (
@@ -157,7 +157,8 @@ class KafkaOffsetCommitter:
         except _UNREACHABLE as exc:
             tries.unreachable = exc
             if tries.node is not None:
-                address = self._address(tries.node)
+                host, port = self._broker(tries.node) or ("", 0)
+                address = f"{host}:{port}" if host else ""
                 self.unreachable.missed(group, tries.node, address, time.monotonic())
             if self._client is not None:
                 self._client.refresh()
@@ -220,10 +221,6 @@ class KafkaOffsetCommitter:
         per_partition = max(1, self.lanes // partitions)
         spread = zlib.crc32(group.encode()) % per_partition
         return offsets_topic.partition_for(group, partitions) * per_partition + spread
-
-    def _address(self, node: int) -> str:
-        host, port = self._broker(node) or ("", 0)
-        return f"{host}:{port}" if host else ""
 
     def _broker(self, node: int) -> tuple[str, int] | None:
         """Where ``node`` listens: as the client's metadata has it, else as the look-up of a
@@ -318,7 +315,7 @@ class _Tries:
     resends: int = RESENDS  # left, after the broker closed the connection under a request
 
 
-def _first_error(answer: Answer) -> kafka_errors.KafkaError | None:
+def _first_error(answer: wire.OffsetCommitAnswer) -> kafka_errors.KafkaError | None:
     """The first partition error of an OffsetCommit answer, as an aiokafka error."""
     for topic, partitions in answer.topics or ():
         for partition, code in partitions or ():

@@ -37,10 +37,6 @@ class GroupReport:
     members: int
     rows: tuple[PartitionRow, ...]
 
-    @property
-    def total_lag(self) -> int:
-        return sum(row.lag or 0 for row in self.rows)
-
     def table(self) -> str:
         lines = []
         if self.members == 0:

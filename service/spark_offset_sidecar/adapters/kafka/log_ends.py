@@ -14,7 +14,6 @@ from typing import Any
 
 from aiokafka.errors import KafkaConnectionError, KafkaError
 
-from spark_offset_sidecar.adapters.kafka.topic_metadata import partition_leaders
 from spark_offset_sidecar.adapters.kafka.wire import RESENDS, Client, Offsets
 from spark_offset_sidecar.core.offsets import TopicPartition, shared_partition
 from spark_offset_sidecar.errors import KafkaReadError
@@ -119,3 +118,19 @@ def _offsets_of(answers: list[Offsets], failed: set[str]) -> dict[TopicPartition
                 else:
                     failed.add(topic)
     return found
+
+
+def partition_leaders(topics: list[Any]) -> tuple[dict[TopicPartition, int], set[str]]:
+    """Each partition's leader (-1: none now), and the topics Kafka answered with an
+    error (unknown, not authorized, ...), from ``wire``'s topic metadata (which never
+    creates a topic: a read of ``?topic=typo`` must not make ``typo`` in a shared cluster)."""
+    leaders: dict[TopicPartition, int] = {}
+    failed: set[str] = set()
+    for topic in topics:
+        name = topic["topic"]
+        if topic["error_code"] != 0:
+            failed.add(name)
+            continue
+        for partition in topic["partitions"]:
+            leaders[TopicPartition(name, partition["partition"])] = partition["leader"]
+    return leaders, failed

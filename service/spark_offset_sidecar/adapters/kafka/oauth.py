@@ -136,11 +136,8 @@ class ClientCredentialsTokens(RenewedTokens):
         return await asyncio.to_thread(self._request, secret)
 
     def _request(self, secret: str) -> tuple[str, float]:
-        form = {"grant_type": "client_credentials"}
-        if self.scope:
-            form["scope"] = self.scope
-        if self.audience:
-            form["audience"] = self.audience
+        asked = {"grant_type": "client_credentials", "scope": self.scope, "audience": self.audience}
+        form = {name: value for name, value in asked.items() if value}  # those given
         try:
             status, body = fetch(
                 "POST",

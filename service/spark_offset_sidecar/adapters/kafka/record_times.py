@@ -4,7 +4,7 @@
 One consumer without a group, kept between reads: each read assigns the partitions, seeks
 each to its offset and takes the first record at or after it, then unassigns them all so
 that nothing is fetched between reads. A partition's fetch is capped at
-``max_partition_bytes`` (Kafka still returns one whole batch, KIP-74): about one batch per
+``MAX_PARTITION_BYTES`` (Kafka still returns one whole batch, KIP-74): about one batch per
 partition. An offset below the log start reads the oldest record kept; a partition whose
 record did not arrive within ``timeout`` is left out of the answer.
 """
@@ -24,19 +24,13 @@ from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.errors import KafkaReadError
 
 POLL_MS = 100
+MAX_PARTITION_BYTES = 16_384  # a partition's fetch: about one batch (see above)
 
 
 class KafkaRecordTimeReader:
-    def __init__(
-        self,
-        client_options: Mapping[str, Any],
-        *,
-        timeout: float,
-        max_partition_bytes: int = 16_384,
-    ) -> None:
+    def __init__(self, client_options: Mapping[str, Any], *, timeout: float) -> None:
         self.client_options = dict(client_options)
         self.timeout = timeout
-        self.max_partition_bytes = max_partition_bytes
         self._consumer: AIOKafkaConsumer | None = None
         self.records_read = 0  # records handed back by the fetcher, in all
 
@@ -79,7 +73,7 @@ class KafkaRecordTimeReader:
                 group_id=None,
                 enable_auto_commit=False,
                 auto_offset_reset="earliest",
-                max_partition_fetch_bytes=self.max_partition_bytes,
+                max_partition_fetch_bytes=MAX_PARTITION_BYTES,
                 fetch_max_wait_ms=POLL_MS,
                 request_timeout_ms=int(max(self.timeout, 1) * 1000) + 1000,
             )

@@ -25,7 +25,8 @@ async def starting_offsets(
     *,
     request_timeout: float = 10.0,
 ) -> StartingOffsets:
-    """``client_options``: aiokafka's connection keywords (``kafka_client_options``)."""
+    """``client_options``: aiokafka's connection keywords (``kafka_client_options``); with
+    them and ``request_timeout`` bound, the ``StartingOffsetsReader`` port."""
     async with GroupAdmin(client_options, request_timeout=request_timeout) as admin:
         committed = await admin.committed(group_id)
         wanted = sorted(set(topics) or {tp.topic for tp in committed})
@@ -49,16 +50,3 @@ async def starting_offsets(
             offset = EARLIEST if found is None else found.offset
             offsets.setdefault(name, {})[str(partition)] = offset
     return StartingOffsets(group_id, offsets, uncommitted)
-
-
-class KafkaStartingOffsetsReader:
-    """The ``StartingOffsetsReader`` port over ``starting_offsets``."""
-
-    def __init__(self, client_options: Mapping[str, Any], *, request_timeout: float) -> None:
-        self._options = client_options
-        self._request_timeout = request_timeout
-
-    async def __call__(self, group_id: str, topics: Sequence[str]) -> StartingOffsets:
-        return await starting_offsets(
-            self._options, group_id, topics, request_timeout=self._request_timeout
-        )

@@ -33,8 +33,9 @@ from __future__ import annotations
 import contextlib
 import struct
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from io import BytesIO
-from typing import Any
+from typing import Any, cast
 
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.client import AIOKafkaClient, CoordinationType
@@ -103,17 +104,12 @@ class _Header:
 Topics = list[tuple[str | None, list[tuple[int, int]] | None]] | None
 
 
-class Answer:
+@dataclass(slots=True)
+class OffsetCommitAnswer:
     """An OffsetCommit answer: ``topics`` as aiokafka's response has them (a list of
     ``(topic, [(partition, error_code), ...])``; None where the wire says null)."""
 
-    __slots__ = ("topics",)
-
-    def __init__(self, topics: Topics) -> None:
-        self.topics = topics
-
-    def __repr__(self) -> str:
-        return f"OffsetCommitAnswer(topics={self.topics!r})"
+    topics: Topics
 
 
 class _AnswerReader:
@@ -123,11 +119,11 @@ class _AnswerReader:
     def __init__(self, throttle_time: bool) -> None:
         self.skip = 4 if throttle_time else 0  # v3: throttle_time_ms comes first
 
-    def decode(self, buffer: BytesIO) -> Answer:
+    def decode(self, buffer: BytesIO) -> OffsetCommitAnswer:
         data = buffer.read()
         topic_count, at = _read(_I32, data, self.skip)
         if topic_count == -1:
-            return Answer(None)
+            return OffsetCommitAnswer(None)
         topics: list[tuple[str | None, list[tuple[int, int]] | None]] = []
         for _ in range(topic_count):
             length, at = _read(_I16, data, at)
@@ -145,7 +141,7 @@ class _AnswerReader:
                 raise ValueError("Buffer underrun decoding an OffsetCommit answer")
             topics.append((topic, list(_PARTITION_ANSWER.iter_unpack(data[at:end]))))
             at = end
-        return Answer(topics)
+        return OffsetCommitAnswer(topics)
 
 
 def _read(field: struct.Struct, data: bytes, at: int) -> tuple[int, int]:
@@ -235,9 +231,8 @@ class Lane:
             keywords["request_timeout_ms"] = request_timeout_ms
         return cls(await create_conn(host, port, **keywords))
 
-    async def commit(self, message: OffsetCommit) -> Answer:
-        answer: Answer = await self._connection.send(message)
-        return answer
+    async def commit(self, message: OffsetCommit) -> OffsetCommitAnswer:
+        return cast(OffsetCommitAnswer, await self._connection.send(message))
 
     def connected(self) -> bool:
         return bool(self._connection.connected())

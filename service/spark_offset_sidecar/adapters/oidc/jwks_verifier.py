@@ -73,11 +73,7 @@ class JwksVerifier:
         self._fetched_at: float | None = None  # last successful fetch
         self._tried_at: float | None = None  # last attempt, failed or not
         self._lock = asyncio.Lock()
-        self._problem: str | None = None
-
-    @property
-    def problem(self) -> str | None:
-        return self._problem
+        self.problem: str | None = None
 
     def looks_like_its_token(self, token: str) -> bool:
         return token.startswith("eyJ") and token.count(".") == 2
@@ -139,7 +135,7 @@ class JwksVerifier:
                 await self._fetch()
             if not self._keys:
                 raise IdentityUnavailable(
-                    f"cannot check the token: no keys of issuer {self.issuer} ({self._problem})"
+                    f"cannot check the token: no keys of issuer {self.issuer} ({self.problem})"
                 )
             if kid is None and len(self._keys) == 1:
                 return next(iter(self._keys.values()))
@@ -155,17 +151,17 @@ class JwksVerifier:
         try:
             keys, published = await asyncio.to_thread(self._read_keys)
         except IdentityUnavailable as exc:
-            if str(exc) != self._problem:
+            if str(exc) != self.problem:
                 log.warning("jobs' token issuer: %s", exc)
-            self._problem = str(exc)
+            self.problem = str(exc)
             return
         if published != self._published:
             self._trusted.clear()  # a key gone or changed: its tokens are checked again
         self._keys, self._published = keys, published
         self._fetched_at = self._clock()
-        if self._problem is not None:
+        if self.problem is not None:
             log.info("jobs' token issuer: %d keys of %s had again", len(keys), self.issuer)
-            self._problem = None
+            self.problem = None
 
     def _read_keys(self) -> tuple[dict[str | None, Any], str]:
         """The issuer's keys by kid, and the published set as text (to tell a change)."""

@@ -55,13 +55,9 @@ def decode(payload: str) -> ChangeNotice:
 class PostgresChangeNotices:
     """Follows ``CHANNEL`` on a connection of its own (autocommit, outside any pool)."""
 
-    def __init__(self, database_url: str, *, backoff: Backoff = RECONNECT_BACKOFF) -> None:
-        self._conninfo = (
-            make_url(database_url)
-            .set(drivername="postgresql")
-            .render_as_string(hide_password=False)
-        )
-        self._backoff = backoff
+    def __init__(self, database_url: str) -> None:
+        url = make_url(database_url).set(drivername="postgresql")
+        self._conninfo = url.render_as_string(hide_password=False)
 
     async def follow(
         self,
@@ -84,4 +80,4 @@ class PostgresChangeNotices:
             except (psycopg.Error, OSError) as exc:
                 log.warning("not hearing other replicas' changes (retrying): %s", exc)
             failures += 1
-            await asyncio.sleep(self._backoff.delay(failures))
+            await asyncio.sleep(RECONNECT_BACKOFF.delay(failures))

@@ -52,8 +52,7 @@ class SqlFollowedFolders:
             with self.engine.begin() as conn:
                 conn.execute(followed_folders.insert().values(**row))
         except IntegrityError:
-            existing = [f for f in self.list() if f.path == folder.path]
-            return existing[0] if existing else None
+            return next((f for f in self.list() if f.path == folder.path), None)
         except SQLAlchemyError as exc:
             raise StoreUnavailable(f"registering {folder.path}: {exc}") from None
         return None

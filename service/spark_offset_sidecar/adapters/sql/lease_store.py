@@ -172,18 +172,16 @@ class LeaseStore:
     def _mine(self) -> ColumnElement[bool]:
         return groups_c.owner_id == self.replica_id
 
-    def _mine_unlocked(self, which: Any = True) -> Any:
-        return (
+    def _release(self, conn: Connection, which: Any) -> None:
+        """Free those of this replica's groups ``which`` selects that no batch is writing."""
+        unlocked = (
             select(groups_c.group_id)
             .where(self._mine, which)
             .with_for_update(skip_locked=True, key_share=True)
-            .scalar_subquery()
         )
-
-    def _release(self, conn: Connection, which: Any) -> None:
         conn.execute(
             update(consumer_groups)
-            .where(groups_c.group_id.in_(self._mine_unlocked(which)), self._mine)
+            .where(groups_c.group_id.in_(unlocked.scalar_subquery()), self._mine)
             .values(owner_id=None, owner_expires_at=None)
         )
 

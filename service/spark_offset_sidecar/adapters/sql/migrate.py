@@ -78,12 +78,6 @@ def refuse_unknown(connection: Connection) -> Revisions:
     raise SchemaFromNewerRelease(database, str(at.revision), HEAD, __version__)
 
 
-def check_known(engine: Engine) -> None:
-    """``refuse_unknown`` on a connection of its own (read only)."""
-    with engine.connect() as connection:
-        refuse_unknown(connection)
-
-
 # Every migration's revision, oldest first: the schemas this release knows, named here so
 # that checking a database needs no alembic. tests/adapters/test_migrations.py holds them to
 # migrations/versions/.

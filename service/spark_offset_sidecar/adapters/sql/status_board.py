@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 from array import array
+from collections import Counter
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -21,24 +22,18 @@ from typing import Any
 from sqlalchemy import Engine, select, text
 from sqlalchemy.exc import SQLAlchemyError
 
-from spark_offset_sidecar.adapters.report_fields import (
-    decode_counters,
-    decode_folder,
-    decode_job,
-    encode_counters,
-    encode_folder,
-    encode_job,
-)
 from spark_offset_sidecar.adapters.sql.schema import group_reports
 from spark_offset_sidecar.core.lag.figures import (
     CatchUp,
     CatchUpState,
     DataStatus,
     GroupLag,
+    JobRates,
     PartitionLag,
 )
 from spark_offset_sidecar.core.lag.report import (
     CommitUnderway,
+    FolderReport,
     GroupReport,
     LiveCommits,
 )
@@ -49,6 +44,7 @@ from spark_offset_sidecar.core.lag.status import (
     Status,
     StoredWindow,
 )
+from spark_offset_sidecar.core.ledger.state import GroupCounters
 from spark_offset_sidecar.core.offsets import TopicPartition, from_json, to_json
 from spark_offset_sidecar.errors import StoreUnavailable
 from spark_offset_sidecar.ports.status_board import BoardEntry
@@ -90,18 +86,17 @@ PUBLISH_CHUNK = 1000  # entries a statement: at 32 partitions a group, about 2 M
 def _entries_document(chunk: Sequence[BoardEntry]) -> str:
     """The JSON array ``_PUBLISH`` reads, an object an entry; its report and window are
     the strings ``encode_report`` and ``encode_window`` wrote, stored as they are."""
-    dumps = json.dumps
-    return (
-        "["
-        + ",".join(
-            f'{{"group_id":{dumps(e.report.status.group_id)},'
-            f'"evaluated_at":{dumps(e.report.evaluated_at)},'
-            f'"status":{dumps(e.report.status.status.value)},'
-            f'"report":{dumps(encode_report(e.report))},'
-            f'"status_window":{dumps(encode_window(e.window))}}}'
+    return json.dumps(
+        [
+            {
+                "group_id": e.report.status.group_id,
+                "evaluated_at": e.report.evaluated_at,
+                "status": e.report.status.status.value,
+                "report": encode_report(e.report),
+                "status_window": encode_window(e.window),
+            }
             for e in chunk
-        )
-        + "]"
+        ]
     )
 
 
@@ -119,19 +114,14 @@ class SqlStatusBoard:
         if not latest:
             return 0
         ordered = list(latest.values())
-        chunks = [ordered[i : i + PUBLISH_CHUNK] for i in range(0, len(ordered), PUBLISH_CHUNK)]
         with self._errors("publishing group reports"), self.engine.begin() as conn:
             written = 0
-            for chunk in chunks:
-                rows = conn.execute(
-                    _PUBLISH,
-                    {
-                        "replica": self.replica_id,
-                        "owner": self.replica_id,
-                        "entries": _entries_document(chunk),
-                    },
-                ).all()
-                written += len(rows)
+            for at in range(0, len(ordered), PUBLISH_CHUNK):
+                document = _entries_document(ordered[at : at + PUBLISH_CHUNK])
+                # Two names for one value: PostgreSQL deduces one type a parameter, and
+                # its two uses differ (varchar, text).
+                params = {"replica": self.replica_id, "owner": self.replica_id, "entries": document}
+                written += len(conn.execute(_PUBLISH, params).all())
         return written
 
     def read(self, group_ids: Collection[str] | None = None) -> list[GroupReport]:
@@ -147,18 +137,16 @@ class SqlStatusBoard:
             try:
                 reports.append(decode_report(r.group_id, r.reported_by, r.evaluated_at, r.report))
             except NewerReport as exc:
-                self._newer(exc.version)
+                if exc.version not in self._newer_seen:
+                    self._newer_seen.add(exc.version)
+                    log.warning(
+                        "group reports of version %d (this replica reads up to %d) are left "
+                        "out until this replica is upgraded: their groups read as not "
+                        "reported here",
+                        exc.version,
+                        REPORT_VERSION,
+                    )
         return reports
-
-    def _newer(self, version: int) -> None:
-        if version not in self._newer_seen:
-            self._newer_seen.add(version)
-            log.warning(
-                "group reports of version %d (this replica reads up to %d) are left out "
-                "until this replica is upgraded: their groups read as not reported here",
-                version,
-                REPORT_VERSION,
-            )
 
     def windows(self, group_ids: Collection[str]) -> dict[str, StoredWindow]:
         if not group_ids:
@@ -180,13 +168,15 @@ class SqlStatusBoard:
 
 # The JSON forms. Partitions are [topic, partition, status, offset, log end, lag, samples]
 # rows and window samples [at, [[topic, partition], ...], offsets, lags]: a group of 32
-# partitions with a full window of 10 takes a few KB.
+# partitions with a full window of 10 takes a few KB. A folder and a job's rates are the
+# list of their fields' values, the counters the object of theirs, in the dataclasses'
+# order: a field of theirs changed changes the layout (tests/adapters/test_status_board.py
+# holds their fields to ``REPORT_VERSION``).
 
 
 def encode_report(report: GroupReport) -> str:
     status, live = report.status, report.live
     flight = live.in_flight
-    counters = live.counters
     return json.dumps(
         {
             "version": REPORT_VERSION,
@@ -206,9 +196,9 @@ def encode_report(report: GroupReport) -> str:
             "last_failure": live.last_failure,
             "waiting": live.waiting,
             "cluster": report.cluster,
-            "folders": [encode_folder(f) for f in report.folders],
+            "folders": [[*vars(f).values()] for f in report.folders],
             "lag": _encode_lag(report.lag),
-            "counters": encode_counters(counters),
+            "counters": vars(live.counters),
         },
         separators=(",", ":"),
         sort_keys=True,
@@ -245,7 +235,7 @@ def decode_report(group_id: str, reported_by: str, evaluated_at: float, text: st
             for topic, partition, state, offset, log_end, lag, samples in doc["partitions"]
         ),
     )
-    flight = doc["in_flight"]
+    flight, counters = doc["in_flight"], doc["counters"]
     live = LiveCommits(
         in_flight=CommitUnderway(flight[0], from_json(flight[1]), flight[2])
         if flight is not None
@@ -253,9 +243,12 @@ def decode_report(group_id: str, reported_by: str, evaluated_at: float, text: st
         retry_at=doc["retry_at"],
         last_failure=doc["last_failure"],
         waiting=doc.get("waiting"),  # absent from some version-1 reports
-        counters=decode_counters(doc["counters"]),
+        counters=GroupCounters(
+            **counters | {k: Counter(counters[k]) for k in ("failed", "events")}
+        ),
     )
-    folders = tuple(decode_folder(f) for f in doc["folders"])
+    for f in doc["folders"]:
+        f[6] = tuple(map(tuple, f[6]))  # its errors: (reason, count) pairs
     return GroupReport(
         status,
         live,
@@ -263,7 +256,7 @@ def decode_report(group_id: str, reported_by: str, evaluated_at: float, text: st
         evaluated_at,
         doc["log_ends_read_at"],
         reported_by,
-        folders,
+        tuple(FolderReport(*f) for f in doc["folders"]),
         _decode_lag(doc.get("lag")),  # absent from some version-1 reports
         doc.get("cluster"),  # likewise
     )
@@ -278,7 +271,7 @@ def _encode_lag(lag: GroupLag | None) -> dict[str, Any] | None:
         "data_status": lag.data_status.value,
         "lost_total": lag.lost_total,
         "catch_up": [c.state.value, c.eta_seconds, c.consume_rate, c.produce_rate],
-        "job": encode_job(job),
+        "job": None if job is None else [*vars(job).values()],
         "trend": [list(point) for point in lag.trend],
     }
 
@@ -287,7 +280,7 @@ def _decode_lag(doc: dict[str, Any] | None) -> GroupLag | None:
     if doc is None:
         return None
     state, eta, consume, produce = doc["catch_up"]
-    job = decode_job(doc["job"])
+    job = None if doc["job"] is None else JobRates(*doc["job"])
     return GroupLag(
         partitions=tuple(PartitionLag(*p) for p in doc["partitions"]),
         data_status=DataStatus(doc["data_status"]),

@@ -53,11 +53,8 @@ def create_store_engine(url: str) -> Engine:
 
         @event.listens_for(engine, "connect")
         def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
-            cursor = dbapi_connection.cursor()
-            cursor.execute("PRAGMA journal_mode=WAL")
-            cursor.execute("PRAGMA synchronous=FULL")
-            cursor.execute("PRAGMA foreign_keys=ON")
-            cursor.close()
+            for pragma in ("journal_mode=WAL", "synchronous=FULL", "foreign_keys=ON"):
+                dbapi_connection.execute(f"PRAGMA {pragma}")
 
         return engine
     return create_engine(url, pool_pre_ping=True)
@@ -112,8 +109,8 @@ class SqlStore:
 
     def refuse_newer_schema(self) -> None:
         """``SchemaFromNewerRelease`` if a newer release migrated the database (reads only)."""
-        with self._errors("checking"):
-            migrate.check_known(self.engine)
+        with self._errors("checking"), self.engine.connect() as connection:
+            migrate.refuse_unknown(connection)
 
     def check(self) -> None:
         """``StoreUnavailable`` unless this release can read and write the database (at

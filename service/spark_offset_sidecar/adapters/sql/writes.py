@@ -80,7 +80,8 @@ def keys_of(change: Change) -> tuple[tuple[str, str], ...]:
 
 class _Write:
     """One write statement; its rows' parameters are named ``b_*``, every other parameter
-    of it is a constant of the statement (e.g. the NULLs of an emptied slot)."""
+    of it is a constant of the statement (e.g. the NULLs of an emptied slot). A row may
+    hold more than the statement's parameters: the driver takes those it names."""
 
     def __init__(self, statement: UpdateBase) -> None:
         self.statement = statement
@@ -265,8 +266,8 @@ def _completed(conn: Connection, changes: list[CheckpointCompleted]) -> None:
         }
         for c in changes
     ]
-    _DELETE_PENDING_UP_TO.run(conn, _picked(params, "b_query", "b_id"))
-    _SET_COMPLETED.run(conn, _picked(params, "b_query", "b_id", "b_run"))
+    _DELETE_PENDING_UP_TO.run(conn, params)
+    _SET_COMPLETED.run(conn, params)
     _SET_SLOT.run(conn, params)
 
 
@@ -282,21 +283,16 @@ def _succeeded(conn: Connection, changes: list[CommitSucceeded]) -> None:
         }
         for c in changes
     ]
-    fields = ("b_group", "b_query", "b_id", "b_offsets", "b_at")
     for statement, rewind in ((_SET_COMMITTED, False), (_SET_COMMITTED_REWOUND, True)):
-        statement.run(conn, _picked([p for p in params if p["rewind"] is rewind], *fields))
-    _CLEAR_COMMITTED_SLOT.run(conn, _picked(params, "b_group", "b_query", "b_id"))
+        statement.run(conn, [p for p in params if p["rewind"] is rewind])
+    _CLEAR_COMMITTED_SLOT.run(conn, params)
 
 
 def _released(conn: Connection, changes: list[QueryReleased]) -> None:
     params = [{"b_query": c.query_id, "b_group": c.group_id} for c in changes]
-    _DELETE_PENDING_OF_QUERY.run(conn, _picked(params, "b_query"))
-    _DELETE_QUERY.run(conn, _picked(params, "b_query"))
+    _DELETE_PENDING_OF_QUERY.run(conn, params)
+    _DELETE_QUERY.run(conn, params)
     _CLEAR_RELEASED_SLOT.run(conn, params)
-
-
-def _picked(params: Params, *names: str) -> Params:
-    return [{name: row[name] for name in names} for row in params]
 
 
 def _rewind_allowed(conn: Connection, changes: list[RewindAllowed]) -> None:
