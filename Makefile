@@ -169,11 +169,15 @@ TEST_WORKERS ?= 3
 CHECK_WORKERS ?= 2
 
 # --durations: the slowest tests close every run's output (where a cold run's time goes).
+# --no-loadscope-reorder: tests are handed out in tests/conftest.py's order (the release
+# folder's build, then long tests, then Spark), an xdist_group where its first test stands;
+# by default loadgroup hands out every group of two tests or more before any other test.
 # compileall: the checkout's modules compiled once, before the hundreds of services and
 # children the suite starts import them (docs/decisions.md, "The checkout compiled once").
 test: jars tools lint typecheck docs
 	$(PY) -m compileall -q service migrations harness tests bench jobs scripts
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=30 $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder \
+		--durations=30 $(PYTEST_ARGS)
 
 # The inner loop needs the virtualenv alone: every test that needs no broker, Spark,
 # container or program beside the virtualenv (markers kafka, spark, container, tools, read

@@ -84,6 +84,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # and the short ones fill the workers' ends.
     # One test that needs the release folder goes first of all: its worker builds the
     # folder (make dist, syft built first on a new machine: minutes) while the others run.
+    # A module whose fixture starts a broker or a service once (scope="module") keeps the
+    # tests on it in one xdist_group: spread over the workers, each worker started its own.
+    # A group is handed out where its first test stands (make test: --no-loadscope-reorder).
     builds = next((i for i in items if "release_folder" in getattr(i, "fixturenames", ())), None)
     items.sort(
         key=lambda item: (

@@ -38,6 +38,8 @@ from tests.support.kafka import unique_group, wait_for_committed
 from tests.support.service import assert_state_reads_answer, spark_progress
 
 pytestmark = pytest.mark.faults
+# The tests on the module's service (started once) run on one worker.
+ON_FUZZED_SERVICE = pytest.mark.xdist_group("fuzzed-service")
 
 
 @pytest.fixture(scope="module")
@@ -76,6 +78,7 @@ def _outcome(response: Any) -> str | None:
     return body.get("outcome") if isinstance(body, dict) else None
 
 
+@ON_FUZZED_SERVICE
 @schema.parametrize()
 @settings(max_examples=examples(60), deadline=None, suppress_health_check=list(HealthCheck))
 def test_no_5xx_and_refused_requests_change_nothing(
@@ -94,6 +97,7 @@ def test_no_5xx_and_refused_requests_change_nothing(
     assert fuzzed_service.process.poll() is None, "the service is still running"
 
 
+@ON_FUZZED_SERVICE
 @pytest.mark.parametrize(
     "body",
     [
@@ -117,6 +121,7 @@ def test_hand_written_hostile_bodies_are_4xx(fuzzed_service: ServiceProcess, bod
     assert _event_state(fuzzed_service) == before
 
 
+@ON_FUZZED_SERVICE
 def test_duplicate_keys_take_the_last_and_change_nothing_here(
     fuzzed_service: ServiceProcess,
 ) -> None:
@@ -132,6 +137,7 @@ def test_duplicate_keys_take_the_last_and_change_nothing_here(
     assert _event_state(fuzzed_service) == before
 
 
+@ON_FUZZED_SERVICE
 def test_progress_from_older_spark_and_non_kafka_sources(fuzzed_service: ServiceProcess) -> None:
     spark_3_style = {  # Spark 3.x: no "name", offsets in numbers, extra metrics as strings
         "id": "b1e6c1e8-0c1f-4a3e-9a55-1a2b3c4d5e6f",

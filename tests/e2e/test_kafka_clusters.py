@@ -32,7 +32,8 @@ from tests.support.kafka import (
 from tests.support.service import metric, spark_progress, wait_for
 from tests.support.tls import make_certificates
 
-pytestmark = pytest.mark.kafka
+# The module's two brokers are started once: its tests run on one worker.
+pytestmark = [pytest.mark.kafka, pytest.mark.xdist_group("kafka-clusters")]
 
 USER, PASSWORD = "sidecar", "eu-cluster-password-8c2d"
 TOPIC = "orders"  # on both clusters: two topics

@@ -43,7 +43,8 @@ from spark_offset_sidecar.adapters.kafka.wire import refuse_oauth_error_challeng
 from tests.support.kafka import committed_offsets, create_topics, run_sync, unique_group
 from tests.support.service import metric, metric_sum, spark_progress, wait_for
 
-pytestmark = pytest.mark.kafka
+# The module's broker and issuer are started once: its tests run on one worker.
+pytestmark = [pytest.mark.kafka, pytest.mark.xdist_group("kafka-oauth")]
 
 CLIENT_SECRET = "oauth-client-secret-5e7a01"
 LIFETIME = 20.0  # seconds: every token the issuer hands out (the soak crosses 4 expiries)

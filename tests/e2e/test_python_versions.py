@@ -125,7 +125,15 @@ def _on_this_machine(
     for step in (requirements(), [str(wheel), str(ROOT / "jobs")]):
         installed = subprocess.run([*install, *step], capture_output=True, text=True)
         assert installed.returncode == 0, installed.stderr[-3000:]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "VIRTUAL_ENV"))}
+    # Compiled modules written, to a folder of this run's: the virtualenv's (uv compiles
+    # none) and the checkout's for this Python, compiled by the first process that imports
+    # them, not by each of the suite's processes (PYTHONDONTWRITEBYTECODE, where it is set).
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("PYTEST_", "VIRTUAL_ENV")) and k != "PYTHONDONTWRITEBYTECODE"
+    }
+    env["PYTHONPYCACHEPREFIX"] = str(tmp_path / "pycache")
     return subprocess.run(
         _suite(version, str(env_dir / "bin" / "python"), tmp_path),
         cwd=ROOT,

@@ -34,7 +34,8 @@ from tests.support.kafka import committed_offsets, log_ends, unique_group
 from tests.support.recording_proxy import RecordingProxy
 from tests.support.service import metric_sum, wait_for
 
-pytestmark = [pytest.mark.kafka, pytest.mark.spark]
+# The module's two services are started once: its tests run on one worker.
+pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.xdist_group("release-compat")]
 
 # A plain job with the Python listener attached in code: the previous release's when its
 # unpacked wheel is given (first on sys.path), else this checkout's.

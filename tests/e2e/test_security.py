@@ -20,7 +20,8 @@ from tests.support.kafka import committed_offsets, create_topics, run_sync, uniq
 from tests.support.service import QUERY, metric, spark_progress, wait_for
 from tests.support.tls import CertificateSet, make_certificates
 
-pytestmark = pytest.mark.kafka
+# The module's certificates and SASL/TLS broker are made once: its tests run on one worker.
+pytestmark = [pytest.mark.kafka, pytest.mark.xdist_group("kafka-security")]
 
 ETL = "etl-secret-token-7f3a9c1d2e"
 STRANGER = "stranger-secret-token-0b8e77"

@@ -69,6 +69,9 @@ OLD_KAFKA = "3.9.1"
 # cases run one after another on one worker (and under a lock against other test runs).
 # Together about ten minutes on one worker: handed out first (``long``).
 LOCAL_CONNECT = [pytest.mark.xdist_group("spark-connect-15002"), pytest.mark.long]
+# The jobs on Kafka 3.9.1 share the module's broker of that version (started once): on one
+# worker.
+ON_OLD_KAFKA = pytest.mark.xdist_group("spark-on-kafka-3.9")
 CONNECT_CASES = [  # on the suite's broker (Kafka 4.4.0)
     pytest.param(v, id=f"{v}-connect", marks=LOCAL_CONNECT) for v in CONNECT_VERSIONS
 ]
@@ -94,6 +97,7 @@ def test_a_job_under_spark_connect_is_committed(
     job_is_committed(version, "connect", wheel, tmp_path, kafka_bootstrap)
 
 
+@ON_OLD_KAFKA
 @pytest.mark.parametrize("version", VERSIONS)
 def test_a_classic_job_is_committed_on_kafka_3_9(
     version: str, wheel: Path, tmp_path: Path, old_kafka: str
@@ -101,6 +105,7 @@ def test_a_classic_job_is_committed_on_kafka_3_9(
     job_is_committed(version, "classic", wheel, tmp_path, old_kafka)
 
 
+@ON_OLD_KAFKA
 def test_the_projects_spark_is_committed_on_kafka_3_9(
     wheel: Path, tmp_path: Path, old_kafka: str
 ) -> None:

@@ -40,6 +40,10 @@ def client(tmp_path: Path, committer: InMemoryCommitter) -> Iterator[TestClient]
         yield test_client
 
 
+# The tests on the module's unchanging app (made once) run on one worker.
+ON_UNCHANGING = pytest.mark.xdist_group("http-api-unchanging")
+
+
 @pytest.fixture(scope="module")
 def unchanging(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     """One app for the module's tests whose requests change nothing (each refused, or a
@@ -146,6 +150,7 @@ def test_release_lets_a_new_query_take_the_group(client: TestClient) -> None:
     assert client.delete("/v1/queries/nobody").status_code == 404
 
 
+@ON_UNCHANGING
 @pytest.mark.parametrize(
     ("body", "field"),
     [
@@ -193,6 +198,7 @@ def test_malformed_empty_huge_and_deep_bodies_are_4xx(client: TestClient) -> Non
     )
 
 
+@ON_UNCHANGING
 def test_openapi_documents_the_contract(unchanging: TestClient) -> None:
     paths = unchanging.get("/openapi.json").json()["paths"]
     for path in (

@@ -50,6 +50,10 @@ def client(tmp_path: Path, committer: InMemoryCommitter) -> Iterator[TestClient]
         yield test_client
 
 
+# The tests on the module's unchanging app (made once) run on one worker.
+ON_UNCHANGING = pytest.mark.xdist_group("http-follow-unchanging")
+
+
 @pytest.fixture(scope="module")
 def unchanging(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     """One app for the module's tests whose requests are refused: each asserts that
@@ -113,6 +117,7 @@ def test_a_topic_outside_the_registering_token_is_refused_and_counted(
     assert committer.commits == []
 
 
+@ON_UNCHANGING
 @pytest.mark.parametrize(
     ("body", "code", "words"),
     [

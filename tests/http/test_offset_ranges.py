@@ -52,6 +52,10 @@ def test_the_parser_accepts_exactly_kafkas_ranges(partition: int, offset: int) -
         assert bound in refused.value.problem
 
 
+# The tests on the module's app (made once) run on one worker.
+ON_MODULE_APP = pytest.mark.xdist_group("http-offset-ranges")
+
+
 @pytest.fixture(scope="module")
 def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     folder: Path = tmp_path_factory.mktemp("ranges")
@@ -81,6 +85,7 @@ def _post(client: TestClient, route: str, query: str, offsets: Any, batch: int =
 ROUTES = ["progress", "progress (endOffset as a string)", "checkpoints"]
 
 
+@ON_MODULE_APP
 @pytest.mark.parametrize("route", ROUTES)
 @settings(
     max_examples=examples(40),
@@ -108,6 +113,7 @@ def test_every_route_that_takes_offsets_refuses_outside_kafkas_ranges(
     assert client.get(f"/v1/queries/{query}").status_code == 404
 
 
+@ON_MODULE_APP
 @pytest.mark.parametrize("route", [*ROUTES, "complete"])
 @settings(
     max_examples=examples(25),

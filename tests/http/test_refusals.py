@@ -19,6 +19,10 @@ from tests.support.app import doubles
 SHAPE = {"outcome", "detail", "errors"}
 
 
+# The tests on the module's app (made once) run on one worker.
+ON_MODULE_APP = pytest.mark.xdist_group("http-refusals")
+
+
 @pytest.fixture(scope="module")
 def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     """One app for the module's tests that only send what it refuses."""
@@ -46,6 +50,7 @@ def refused(answer: Any, status: int, outcome: str) -> dict[str, Any]:
 JSON = {"content-type": "application/json"}
 
 
+@ON_MODULE_APP
 @pytest.mark.parametrize(
     ("content", "problem"),
     [
@@ -71,6 +76,7 @@ def test_deep_nesting_within_the_body_limit_is_refused_naming_the_problem(tmp_pa
     assert body["errors"] == [{"field": "body", "problem": "is nested too deep to parse"}]
 
 
+@ON_MODULE_APP
 def test_routing_validation_and_route_refusals_share_the_shape(client: TestClient) -> None:
     refused(client.get("/v1/no-such-route"), 404, "not_found")
     refused(client.put("/v1/progress", json={}), 405, "method_not_allowed")
