@@ -19,6 +19,7 @@ import random
 import socket
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
@@ -87,12 +88,25 @@ def _open_ledger() -> IO[str]:
     return os.fdopen(descriptor, "r+")
 
 
+def _random_order(low: int, high: int) -> Iterator[int]:
+    """Every port of ``range(low, high)`` once, in random order, drawn as they are asked
+    for: a few random draws, then (a crowded range) the rest shuffled."""
+    tried: set[int] = set()
+    for _ in range(64):
+        port = random.randrange(low, high)
+        if port not in tried:
+            tried.add(port)
+            yield port
+    rest = [p for p in range(low, high) if p not in tried]
+    random.shuffle(rest)
+    yield from rest
+
+
 def free_port() -> int:
     """A port nothing listens on and no process of this machine was handed lately, out of
     the kernel's way (any bindable port if the ephemeral range leaves no room below it)."""
     low, _ = ephemeral_range()
-    candidates = list(range(LOWEST, low))
-    random.shuffle(candidates)
+    candidates = _random_order(LOWEST, low)
     with _open_ledger() as ledger:
         fcntl.flock(ledger, fcntl.LOCK_EX)  # released when the file closes
         ledger.seek(0)
