@@ -30,7 +30,7 @@ def new_metrics(settings: Settings) -> SidecarMetrics:
     return SidecarMetrics(CollectorRegistry(), clusters if len(clusters.names) > 1 else None)
 
 
-def fleet_options(settings: Settings, series: frozenset[str]) -> FleetOptions:
+def fleet_options(settings: Settings) -> FleetOptions:
     metrics, clusters = settings.metrics, settings.clusters.choice()
     return FleetOptions(
         granularity=metrics.granularity,
@@ -41,7 +41,6 @@ def fleet_options(settings: Settings, series: frozenset[str]) -> FleetOptions:
         export_kafka_lag=metrics.export_kafka_lag,
         max_age=metrics.max_age_seconds,
         cluster_names=clusters.name_of if len(clusters.names) > 1 else None,
-        series=series,
     )
 
 
@@ -113,8 +112,9 @@ def add_operational_routes(app: FastAPI, runtime: Runtime) -> None:
 
     @app.get("/metrics", tags=["operations"], response_class=PlainTextResponse)
     async def metrics(request: Request) -> Response:
-        """The process-wide series, then the per-group ones (``observe.fleet_metrics``:
-        built in slices, shared by scrapes that come together, paced)."""
+        """The process-wide series, then the per-group ones, the watcher's
+        (``observe.fleet_metrics``: built in slices, shared by scrapes that come together,
+        paced)."""
         if runtime.started is None:
             return Response(
                 generate_latest(runtime.metrics.registry), media_type=CONTENT_TYPE_LATEST

@@ -52,6 +52,7 @@ class WatcherMemory:
         self.groups: dict[str, GroupMemory] = {}
         self.folders: Mapping[str, tuple[FolderReport, ...]] = {}
         self.problems: tuple[str, ...] = ()  # the service's identity problems
+        self.unattributed: Mapping[str, int] = {}  # its events' outcomes of no known group
         self.messages = 0
 
     def takes(self, update: MemoryUpdate) -> bool:
@@ -82,6 +83,8 @@ class WatcherMemory:
             self.folders = update.folders
         if update.problems is not None:
             self.problems = update.problems
+        if update.unattributed is not None:
+            self.unattributed = update.unattributed
         self._own(update)
         self.messages += 1
 
