@@ -518,9 +518,14 @@ def test_a_healthy_service_exports_every_name_the_alerts_and_panels_query(
             post_progress(client, batch, {"orders": {"0": offset}})
             reads = ends.reads
             wait_for(lambda: ends.reads >= reads + 2, what="two reads")  # noqa: B023
-        text = wait_for(
-            lambda: (t := client.get("/metrics").text) and "sidecar_consumergroup_lag{" in t and t,
-            what="the group's lag",
+        text = wait_for(  # the counters come with the memory the watcher is told
+            lambda: (
+                (t := client.get("/metrics").text)
+                and "sidecar_consumergroup_lag{" in t
+                and "sidecar_commits_skipped_total{" in t
+                and t
+            ),
+            what="the group's lag and counters",
         )
     group = {"consumergroup": "orders-app"}
     for name in ("sidecar_commits_failed_total", "sidecar_commits_skipped_total"):
@@ -581,6 +586,7 @@ def test_alerts_and_dashboard_query_only_metrics_the_service_exports(tmp_path: P
                 and {"sidecar_commits_skipped_total", "sidecar_consumergroup_catchup_seconds"}
                 <= metric_names(t)
                 and "kafka_consumergroup_lag{" in t
+                and used <= metric_names(t)  # the counters: once the watcher is told them
                 and t
             ),
             what="every series",

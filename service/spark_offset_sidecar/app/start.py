@@ -119,7 +119,10 @@ class Start:
         jobs = JobsSeen(self.settings.status.status_err_after_failures, committer.waiting)
         run_in_background(stack, follower.run(), "checkpoint follower")
         folders, clock = follower.reports, self.runtime.clock
-        await self._tell_watcher(stack, durable, committer, jobs, folders, sharing.replica_id)
+        page = self._metrics_page()
+        await self._tell_watcher(
+            stack, durable, committer, jobs, folders, sharing.replica_id, page.page.stale
+        )
         warn_of_dropped_clusters(durable, self.clusters)
         local = LocalReports(lambda: durable.ledger, jobs, committer.waiting, folders, clock)
         return Running(
@@ -131,7 +134,7 @@ class Start:
             followed=sharing.opened.followed,
             follower=follower,
             starting_offsets=self.kafka.starting_offsets(group_cluster(durable, self.clusters)),
-            page=self._metrics_page(),
+            page=page,
         )
 
     def _metrics_page(self) -> MetricsPage:
@@ -153,10 +156,12 @@ class Start:
         jobs: JobsSeen,
         folders: FolderReports,
         replica_id: str | None,
+        told: Callable[[], None],
     ) -> None:
         """The watcher told what only this process's memory knows, from now on: ready once
         it is (it has loaded the store meanwhile) and told, or after ``FIRST_READY``
-        seconds; after that, events are taken whether the watcher answers or not."""
+        seconds; after that, events are taken whether the watcher answers or not. ``told``
+        after each message it took (``/metrics`` is built anew)."""
         watcher = self.watcher
         relay = MemoryRelay(
             durable.ledger,
@@ -167,6 +172,7 @@ class Start:
             problems=lambda: [p for p in self.runtime.problems() if not p.startswith(PROBLEM)],
             owned=lambda: durable.ledger.committing,  # None (every group) but with replicas
             replica=replica_id,  # its watcher publishes as this replica
+            told=told,
         )
         try:
             async with asyncio.timeout(FIRST_READY):

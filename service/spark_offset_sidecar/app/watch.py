@@ -205,6 +205,8 @@ def create_watch_app(
                 "this watcher was told nothing whole yet: tell it everything\n", status_code=409
             )
         memory.take(message)
+        watched.share.stale()  # its service's next scrape shows what it was told
+        watched.page.page.stale()
         return Response(status_code=status.HTTP_204_NO_CONTENT)
 
     return app

@@ -142,7 +142,8 @@ _Remembered = tuple[tuple[object, str, bool], tuple[tuple[str, str], ...]]
 
 class Kept:
     """Text built at most every ``max_age`` seconds, and gzip-compressed: one build shared
-    by the scrapes that come while it is built, kept for those that come after."""
+    by the scrapes that come while it is built, kept for those that come after until it
+    is ``max_age`` old or ``stale``."""
 
     def __init__(self, max_age: float, monotonic: Callable[[], float] = time.monotonic) -> None:
         self.max_age = max_age
@@ -150,7 +151,14 @@ class Kept:
         self._text = self._gzip = b""
         self._built_at = -math.inf
         self._building: asyncio.Future[tuple[bytes, bytes]] | None = None
+        self._changes = 0  # calls of ``stale``
         self.builds = 0
+
+    def stale(self) -> None:
+        """What the text shows changed (a memory update told): the next scrape builds it
+        anew, so that what was told reaches ``/metrics`` within the relay's interval."""
+        self._changes += 1
+        self._built_at = -math.inf
 
     async def rendered(self) -> tuple[bytes, bytes]:
         """The text and its gzip, built at most ``max_age`` seconds ago."""
@@ -166,11 +174,12 @@ class Kept:
                 self._building = None
 
     async def _build(self) -> tuple[bytes, bytes]:
-        started = self._monotonic()
+        started, changes = self._monotonic(), self._changes
         text = await self.text()
         # One gzip member (some clients read only the first of several); zlib frees the GIL.
         packed = await asyncio.to_thread(gzip.compress, text, 1)
-        self._text, self._gzip, self._built_at = text, packed, started
+        self._text, self._gzip = text, packed
+        self._built_at = started if changes == self._changes else -math.inf
         self.builds += 1
         return text, packed
 

@@ -49,9 +49,11 @@ class MemoryRelay:
         owned: Callable[[], frozenset[str] | None] = lambda: None,
         replica: str | None = None,
         interval: float = TELL_EVERY,
+        told: Callable[[], None] = lambda: None,
     ) -> None:
         """``owned``: with replicas, the groups this replica commits now (None: every
-        group, told never); ``replica``: this replica's id (None: not replicated)."""
+        group, told never); ``replica``: this replica's id (None: not replicated);
+        ``told``: called after each message the watcher took."""
         self._ledger = ledger
         self._link = link
         self._waiting = waiting
@@ -61,6 +63,7 @@ class MemoryRelay:
         self._sent_problems: tuple[str, ...] | None = None
         self._owned = owned
         self._replica = replica
+        self._told = told
         self._sent_owned: frozenset[str] | None = None
         self.interval = interval
         self._sent_to: int | None = None  # the watcher's generation that took the last
@@ -125,4 +128,5 @@ class MemoryRelay:
         self._sent_folders, self._sent_problems = folders, problems
         self._sent_owned, self._sent_unattributed = owned, unattributed
         self.messages += 1
+        self._told()
         return True
