@@ -394,3 +394,37 @@ def test_a_replicas_watcher_holding_only_its_groups_reads_a_taken_one_then_watch
     assert mine.groups["a"].in_flight is None, "a let go at the next step, not held"
     assert events == ["follower", "lag monitor", "follower"]
     assert WatcherMemory(Ledger(), lambda _g, _j: None).wanted() is None  # one process: all
+
+
+def test_events_of_no_known_group_are_told_when_they_change_and_each_take_is_signalled() -> None:
+    """The outcomes of events of no known group (``Ledger.unattributed``) are the
+    teller's memory too (the watcher exports them); ``told`` follows every message the
+    watcher took (the service's /metrics is built anew), and none it did not take."""
+    ledger = Ledger()
+    progress(ledger, "a", 1, 10)
+    watcher, told = InMemoryWatcher(), []
+    relay = MemoryRelay(
+        ledger, watcher, waiting=lambda _g: None, job=lambda _g: None, told=lambda: told.append(1)
+    )
+    assert asyncio.run(relay.tell())
+    assert watcher.updates[-1].unattributed == {}
+    assert len(told) == 1
+    ledger.unattributed["unknown_query"] += 2
+    assert asyncio.run(relay.tell())
+    assert watcher.updates[-1].unattributed == {"unknown_query": 2}
+    assert len(told) == 2
+    assert asyncio.run(relay.tell())  # nothing changed: nothing told
+    assert (len(watcher.updates), len(told)) == (2, 2)
+    ledger.unattributed["unknown_query"] += 1
+    watcher.down = True
+    assert not asyncio.run(relay.tell())
+    assert len(told) == 2
+    watcher.down = False
+    assert asyncio.run(relay.tell())
+    assert watcher.updates[-1].whole
+    assert watcher.updates[-1].unattributed == {"unknown_query": 3}
+    memory = WatcherMemory(Ledger(), lambda _g, _j: None)
+    for update in watcher.updates:
+        if update.whole or memory.messages:
+            memory.take(update)
+    assert memory.unattributed == {"unknown_query": 3}

@@ -259,3 +259,31 @@ def test_the_watcher_exports_every_series_its_memory_from_what_it_was_told(
     if granularity == "partition":
         assert 'sidecar_committed_offset{consumergroup="idle",topic="idle",partition="0"} 5' in text
     assert set(untold) < set(text)
+
+
+def test_a_build_is_kept_until_max_age_or_a_memory_update_makes_it_stale() -> None:
+    """What was told reaches the next scrape (``stale``), even when it was told while a
+    build was under way: that build is answered, not kept."""
+    fleet, told = Ledger(), Told()
+    telling_during_a_build = [False]
+
+    def ledger() -> Ledger:
+        if telling_during_a_build[0]:
+            telling_during_a_build[0] = False
+            exposition.stale()
+        return fleet
+
+    exposition = FleetExposition(ledger, lambda: None, told, FleetOptions(max_age=60))
+    asyncio.run(exposition.rendered())
+    asyncio.run(exposition.rendered())
+    assert exposition.builds == 1, "kept max_age"
+    exposition.stale()
+    asyncio.run(exposition.rendered())
+    assert exposition.builds == 2, "built anew once stale"
+    telling_during_a_build[0] = True
+    exposition.stale()
+    asyncio.run(exposition.rendered())
+    asyncio.run(exposition.rendered())
+    assert exposition.builds == 4, "a build made stale while under way is not kept"
+    asyncio.run(exposition.rendered())
+    assert exposition.builds == 4
