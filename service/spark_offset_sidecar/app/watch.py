@@ -51,7 +51,6 @@ from spark_offset_sidecar.adapters.watcher.memory_update import (
 )
 from spark_offset_sidecar.app.shared import (
     add_operational_routes,
-    fleet_options,
     new_metrics,
     new_runtime,
     token_verifier,
@@ -64,7 +63,7 @@ from spark_offset_sidecar.http.refusals import exception_answers
 from spark_offset_sidecar.http.state import Runtime, Watching
 from spark_offset_sidecar.http.status_page import router as status_page_router
 from spark_offset_sidecar.http.status_routes import router as status_router
-from spark_offset_sidecar.observe.fleet_metrics import FleetExposition, MetricsPage
+from spark_offset_sidecar.observe.fleet_metrics import FleetExposition, FleetOptions, MetricsPage
 from spark_offset_sidecar.observe.loop_lag import LoopLag
 from spark_offset_sidecar.observe.metrics import package_version
 from spark_offset_sidecar.ports.checkpoints import FollowedFolders
@@ -292,6 +291,21 @@ async def start_watching(
         opened.followed,
         memory=memory,
         share=fleet(share_registry),
+    )
+
+
+def fleet_options(settings: Settings) -> FleetOptions:
+    """The options of ``/metrics``' per-group series, which the watcher builds."""
+    metrics, clusters = settings.metrics, settings.clusters.choice()
+    return FleetOptions(
+        granularity=metrics.granularity,
+        groups=metrics.groups,
+        exclude_groups=metrics.exclude_groups,
+        topics=metrics.topics,
+        exclude_topics=metrics.exclude_topics,
+        export_kafka_lag=metrics.export_kafka_lag,
+        max_age=metrics.max_age_seconds,
+        cluster_names=clusters.name_of if len(clusters.names) > 1 else None,
     )
 
 
