@@ -231,11 +231,20 @@ def test_a_listener_and_a_follower_on_one_query_agree(
         spark.streams.removeListener(listener)
         listener.sender.close(0.5)
     assert watch.regressions == []
-    text = following.metrics()
+
+    def seconds(text: str) -> float:
+        """The second reports of batches: duplicates or stale."""
+        return sum(
+            metric_sum(text, "sidecar_events_total", consumergroup=group, outcome=outcome)
+            for outcome in ("duplicate", "stale")
+        )
+
+    text = wait_for(  # counted once the watcher that exports them is told (a second)
+        lambda: (t := following.metrics()) and seconds(t) >= 1 and t,
+        what="the second reporter of a batch counted",
+    )
     assert metric_sum(text, "sidecar_events_total", consumergroup=group, outcome="conflict") == 0
-    duplicates = metric_sum(text, "sidecar_events_total", consumergroup=group, outcome="duplicate")
-    stale = metric_sum(text, "sidecar_events_total", consumergroup=group, outcome="stale")
-    assert duplicates + stale >= 1, "the second reporter of a batch is a duplicate"
+    assert seconds(text) >= 1, "the second reporter of a batch is a duplicate"
     assert following.query(str(query.id))["group_id"] == group
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from harness.service_process import ServiceProcess
 from tests.support.kafka import committed_offsets, unique_group, wait_for_committed
-from tests.support.service import metric, spark_progress, wait_for
+from tests.support.service import counted_metrics, metric, spark_progress, wait_for
 
 pytestmark = pytest.mark.kafka
 
@@ -40,7 +40,7 @@ def test_a_group_is_committed_at_most_once_an_interval_with_its_newest_offsets(
         time.sleep(0.05)
     elapsed = time.monotonic() - started
     wait_for_committed(kafka_bootstrap, [group], {(topic, 0): 39})
-    text = service.metrics()
+    text = counted_metrics(service.http, f"q-{group}", group)
     succeeded = metric(text, "sidecar_commits_succeeded_total", consumergroup=group) or 0
     skipped = metric(text, "sidecar_commits_skipped_total", consumergroup=group) or 0
     assert succeeded <= elapsed / 1.0 + 2, f"{succeeded} commits in {elapsed:.1f} s"

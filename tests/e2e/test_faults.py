@@ -36,7 +36,14 @@ from tests.support.app import doubles
 from tests.support.bench_output import check_cpu_columns
 from tests.support.kafka import create_topics, run_sync, unique_group
 from tests.support.offset_watch import OffsetWatch
-from tests.support.service import QUERY, metric, metric_sum, spark_progress, wait_for
+from tests.support.service import (
+    QUERY,
+    counted_metrics,
+    metric,
+    metric_sum,
+    spark_progress,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.faults, pytest.mark.kafka]
 
@@ -463,7 +470,7 @@ def test_slow_broker_coalesces_and_catches_up(tmp_path: Path, private_broker: Lo
             slow.join()
             private_broker.resume()
             caught_up = watch.wait_for(expected(topic, batch), timeout=30)
-        text = service.metrics()
+        text = counted_metrics(service.http, QUERY, group)
         labels = {"consumergroup": group}
         succeeded = metric(text, "sidecar_commits_succeeded_total", **labels) or 0
         skipped = metric(text, "sidecar_commits_skipped_total", **labels) or 0

@@ -144,9 +144,15 @@ def test_each_release_s_listeners_are_committed_by_the_other_release_s_service(
         named = {f"/{__version__} " in agent for agent in agents}
         assert named == {release == "this"}, (release, agents)
     for side in (python_side, jvm_side):
-        text = side.service.metrics()
+        text = wait_for(  # the groups' counters come with the memory its watcher is told
+            lambda s=side: (
+                (t := s.service.metrics())
+                and metric_sum(t, "sidecar_events_total", outcome="accepted") >= ran["batch"] + 1
+                and t
+            ),
+            what="every accepted event counted",
+        )
         assert metric_sum(text, "sidecar_events_invalid_total") == 0
-        assert metric_sum(text, "sidecar_events_total", outcome="accepted") >= ran["batch"] + 1
     print(
         f"\n{python_listener} Python listener -> {other[python_listener]} service: "
         f"{len(python_posts)} answers {_statuses(python_posts)}; {jvm_listener} JVM listener -> "

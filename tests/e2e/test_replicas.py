@@ -96,12 +96,21 @@ def test_three_replicas_share_events_and_groups_and_survive_a_killed_owner(
         with ThreadPoolExecutor(GROUPS) as pool:
             list(pool.map(one_group, range(GROUPS)))
         _wait_committed(kafka_bootstrap, topic, groups, lambda _group: 5)
-        accepted = {
-            name: metric_sum(
-                r.http.get("/metrics").text, "sidecar_events_total", outcome="accepted"
-            )
-            for name, r in cluster.replicas.items()
-        }
+
+        def accepted_by_each() -> dict[str, float]:
+            return {
+                name: metric_sum(
+                    r.http.get("/metrics").text, "sidecar_events_total", outcome="accepted"
+                )
+                for name, r in cluster.replicas.items()
+            }
+
+        # Each replica's events, every group's, exported by its watcher once told (a second).
+        accepted = wait_for(
+            lambda: (a := accepted_by_each()) and all(a.values()) and a,
+            20,
+            "each replica's accepted events counted",
+        )
 
         # L4: the groups spread evenly. A snapshot may catch a group between its release
         # by a replica above its share and its claim by one below (a round later).

@@ -26,7 +26,14 @@ from tests.support.kafka import (
     run_sync,
     unique_group,
 )
-from tests.support.service import QUERY, metric, metric_sum, spark_progress, wait_for
+from tests.support.service import (
+    QUERY,
+    counted_metrics,
+    metric,
+    metric_sum,
+    spark_progress,
+    wait_for,
+)
 
 pytestmark = pytest.mark.kafka
 
@@ -53,7 +60,7 @@ def only_the_marker_commits(
     any more: that batch, posted now, is committed, and it is the group's one commit
     since (a commit the earlier event made would count a second)."""
     succeeded = "sidecar_commits_succeeded_total"
-    before = metric_sum(service.metrics(), succeeded, consumergroup=group)
+    before = metric_sum(counted_metrics(service.http, QUERY, group), succeeded, consumergroup=group)
     assert service.post_progress(
         group, spark_progress(batch, offsets_of(topic, *offsets))
     ).is_success
@@ -153,14 +160,15 @@ def test_slow_commit_coalesces_completions_into_one_commit_of_the_newest(
         wait_for(lambda: committed_offsets(bootstrap, group) == expect(topic, 700), what="newest")
         labels = {"consumergroup": group}
         # Kafka holds the commit a moment before the service has recorded its success.
-        text = wait_for(
+        wait_for(
             lambda: (
-                (t := service.metrics())
-                and metric(t, "sidecar_commit_in_flight", **labels) is None  # absent: none
-                and t
+                (view := service.query(QUERY))["in_flight"] is None
+                and view["committed"]["checkpoint_id"] == 7
             ),
             what="the last commit recorded",
         )
+        text = counted_metrics(service.http, QUERY, group)
+        assert metric(text, "sidecar_commit_in_flight", **labels) is None  # absent: none
         assert metric(text, "sidecar_commits_succeeded_total", **labels) == 3  # batches 0, 1, 7
         assert metric(text, "sidecar_commits_skipped_total", **labels) == 5  # batches 2..6
         assert metric(text, "sidecar_commits_failed_total", **labels) == 0
@@ -209,14 +217,15 @@ def test_a_group_with_active_members_gets_a_clear_failure_reason(
             lambda: (v := service.query(QUERY))["last_failure"] and v, what="a failed commit"
         )
         assert view["last_failure"] == "group_has_members"
-        text = service.metrics()
-        failed = metric(
-            text,
-            "sidecar_commits_failed_by_reason_total",
-            consumergroup=group,
-            reason="group_has_members",
+        failed = wait_for(  # counted on /metrics once the watcher is told (a second)
+            lambda: metric(
+                service.metrics(),
+                "sidecar_commits_failed_by_reason_total",
+                consumergroup=group,
+                reason="group_has_members",
+            ),
+            what="the failure counted",
         )
-        assert failed is not None
         assert failed >= 1
     finally:
         asyncio.run_coroutine_threadsafe(member.stop(), loop).result(30)
@@ -296,12 +305,19 @@ def test_an_idle_groups_offsets_are_committed_again_before_retention_drops_them(
             )
             return found or 0.0
 
+        def commits() -> float:
+            """Every commit of the service (its one group), on its own series: at once,
+            where the group's counters come with the memory its watcher is told."""
+            found = metric(service.metrics(), "sidecar_commit_duration_seconds_count")
+            return found or 0.0
+
         # The query is idle (no event arrives): three refreshes come, and no more often than
         # every 2 s over the time they took (a window the clock measures, not a guess).
-        started, before = time.monotonic(), refreshed()
-        after = wait_for(lambda: (n := refreshed()) >= before + 3 and n, timeout=30)
+        started, before = time.monotonic(), commits()
+        after = wait_for(lambda: (n := commits()) >= before + 3 and n, timeout=30)
         took = time.monotonic() - started
         assert after - before <= took / 2 + 1, f"{after - before} refreshes in {took:.1f} s"
+        wait_for(lambda: refreshed() >= 3, timeout=30, what="the refreshes counted as such")
         assert committed_offsets(kafka_bootstrap, group) == expect(topic, 90), "unchanged"
         raw = run_sync(read_committed(kafka_bootstrap, group))
         assert json.loads(raw[(topic, 0)][1])["batch_id"] == 9

@@ -1,7 +1,7 @@
 """The watcher, ``offset-sidecar serve``'s child, on one real SQLite file and the real
 broker: it follows what the service writes and shows each group's lag as Kafka has it,
-through the service's port; each process exports its own share of ``/metrics``, none
-twice."""
+through the service's port; the service exports its own series of ``/metrics``, the
+watcher every per-group one, none twice."""
 
 from __future__ import annotations
 
@@ -117,15 +117,22 @@ def test_a_service_with_its_watcher_as_a_child_answers_every_reader_on_its_port(
         wait_for(lambda: lag() == behind, timeout=60, what="the forwarded status's lag")
         assert service.http.get("/ui").status_code == 200
         lag_series = ("sidecar_consumergroup_lag", {"consumergroup": group, "topic": topic})
+        succeeded = "sidecar_commits_succeeded_total"
         text = wait_for(  # as of the watcher's last evaluation (a status: evaluated now)
-            lambda: (t := service.metrics()) and metric(t, *lag_series[:1], **lag_series[1]) and t,
+            lambda: (
+                (t := service.metrics())
+                and metric(t, *lag_series[:1], **lag_series[1])
+                and metric(t, succeeded, consumergroup=group)  # told within a second
+                and t
+            ),
             timeout=30,
-            what="the watcher's lag series through the service",
+            what="the watcher's lag series and the group's counters through the service",
         )
         assert metric(text, lag_series[0], **lag_series[1]) == behind
         families = [f.name for f in text_string_to_metric_families(text)]
         assert len(families) == len(set(families)), "each family once"
-        assert (metric(text, "sidecar_commits_succeeded_total", consumergroup=group) or 0) >= 1
+        counted = metric(text, succeeded, consumergroup=group)
+        assert (counted or 0) >= 1
         plain = service.http.get("/metrics", headers={"accept-encoding": "identity"})
         assert metric(plain.text, lag_series[0], **lag_series[1]) == behind  # gzip or not
         assert (metric(text, "sidecar_log_end_reads_total", result="succeeded") or 0) >= 1
@@ -146,6 +153,15 @@ def test_a_service_with_its_watcher_as_a_child_answers_every_reader_on_its_port(
             timeout=30,
             what="the watcher started again",
         )[0]
+        seen: list[float | None] = []
+
+        def counted_again() -> bool:
+            seen.append(metric(service.metrics(), succeeded, consumergroup=group))
+            return seen[-1] is not None
+
+        wait_for(counted_again, timeout=60, what="the counters from the watcher started again")
+        # Absent while the new watcher is not told yet, never back to 0 (a reset).
+        assert all(value is None or value >= (counted or 0) for value in seen), seen
         wait_for(lambda: lag() == behind, timeout=60, what="the status again")
         service.kill()
         wait_for(lambda: not alive(second), timeout=30, what="the watcher ending with its service")

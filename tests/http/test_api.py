@@ -77,9 +77,10 @@ def test_progress_is_committed_and_shown_in_state_and_metrics(
         lambda: (
             (t := client.get("/metrics").text)
             and metric(t, "sidecar_pending_checkpoints", **group) is not None
+            and metric(t, "sidecar_commits_succeeded_total", **group) == 1  # told: a second
             and t
         ),
-        what="the watcher's share of /metrics with the group",
+        what="the watcher's share of /metrics with the group and its commit",
     )
     assert metric(text, "sidecar_commits_succeeded_total", **group) == 1
     assert metric(text, "sidecar_events_total", outcome="accepted", **group) == 1

@@ -59,12 +59,24 @@ def test_a_groups_cluster_reaches_the_committer_and_every_view(tmp_path: Path) -
         assert status == {"orders": "main", "payments": "eu"}
         queries = {q["group_id"]: q["cluster"] for q in client.get("/v1/queries").json()}
         assert queries == {"orders": "main", "payments": "eu", "eu-clicks": "eu"}
-        text = client.get("/metrics").text
+        labels = {"orders": "main", "payments": "eu", "eu-clicks": "eu"}
+        succeeded = "sidecar_commits_succeeded_total"
+        text = wait_for(  # the counters come with the memory the watcher is told (a second)
+            lambda: (
+                (t := client.get("/metrics").text)
+                and all(
+                    metric(t, succeeded, consumergroup=g, cluster_name=c) == 1
+                    for g, c in labels.items()
+                )
+                and t
+            ),
+            what="every group's counters",
+        )
         at_main = {"cluster_name": "main", "result": "failed"}  # one reader given: main's
         assert metric(text, "sidecar_log_end_reads_total", **at_main) == 0
-        for group, cluster in (("orders", "main"), ("payments", "eu"), ("eu-clicks", "eu")):
+        for group, cluster in labels.items():
             at = {"consumergroup": group, "cluster_name": cluster}
-            assert metric(text, "sidecar_commits_succeeded_total", **at) == 1, group
+            assert metric(text, succeeded, **at) == 1, group
             assert metric(text, "sidecar_commits_failed_total", **at) == 0, group
         # Commits' durations by the cluster they went to: 1 to main, 2 to eu.
         duration = "sidecar_commit_duration_seconds_count"

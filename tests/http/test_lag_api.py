@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from spark_offset_sidecar.app.root import create_app
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.errors import BrokerUnavailable
-from spark_offset_sidecar.observe.fleet_metrics import FleetExposition, FleetOptions
+from spark_offset_sidecar.observe.fleet_metrics import FleetExposition, FleetOptions, Relayed
 from spark_offset_sidecar.testing import (
     InMemoryCommitter,
     InMemoryLogEnds,
@@ -174,9 +174,13 @@ def test_the_status_page_shows_time_lag_risk_and_catch_up_a_page_at_a_time(
         assert "g010" not in found
 
 
+COMMIT_SERIES = "sidecar_last_successful_commit_timestamp_seconds{"
+
+
 def test_metrics_per_topic_by_default_per_partition_or_group_when_asked(tmp_path: Path) -> None:
     ends = InMemoryLogEnds({P0: 100, P1: 50, TopicPartition("audit", 0): 9})
     times = InMemoryRecordTimes()
+    # The commit's series come with the memory the watcher is told (a second).
     for granularity, expected in [
         ("topic", {("orders",): 50}),
         ("partition", {("orders", "0"): 50, ("orders", "1"): 0}),
@@ -189,9 +193,12 @@ def test_metrics_per_topic_by_default_per_partition_or_group_when_asked(tmp_path
             wait_for(lambda: group_status(client)["totallag"] == 50, what="the lag")
             text = wait_for(
                 lambda: (
-                    (t := client.get("/metrics").text) and "sidecar_consumergroup_lag{" in t and t
+                    (t := client.get("/metrics").text)
+                    and "sidecar_consumergroup_lag{" in t
+                    and COMMIT_SERIES in t
+                    and t
                 ),
-                what="the lag series",
+                what="the lag series and the commit's",
             )
             for labels, value in expected.items():
                 keys = dict(zip(("topic", "partition"), labels, strict=False))
@@ -225,18 +232,28 @@ def test_metrics_filters_leave_out_groups_and_topics(tmp_path: Path) -> None:
 
 def test_scrapes_that_come_together_share_one_build() -> None:
     """Concurrent renders within ``max_age`` cost one build (what two Prometheus replicas
-    and a dashboard do)."""
+    and a dashboard do), the watcher's and its service's (which asks the watcher once)."""
     from spark_offset_sidecar.core.ledger.rules import Ledger
+    from spark_offset_sidecar.runtime.watcher_memory import WatcherMemory
 
     ledger = Ledger()
-    fleet = FleetExposition(lambda: ledger, lambda: None, FleetOptions(max_age=60))
+    told = WatcherMemory(ledger, lambda _group, _rates: None)
+    fleet = FleetExposition(lambda: ledger, lambda: None, told, FleetOptions(max_age=60))
+    asked: list[None] = []
+
+    async def share() -> bytes:
+        asked.append(None)
+        return (await fleet.rendered())[1]
+
+    relayed = Relayed(lambda: b"# own\n", share, max_age=60)
 
     async def scrapes() -> list[tuple[bytes, bytes]]:
-        return await asyncio.gather(*(fleet.rendered() for _ in range(5)))
+        return await asyncio.gather(*(page.rendered() for page in (fleet, relayed) * 5))
 
     bodies = asyncio.run(scrapes())
-    assert fleet.builds == 1
-    assert len(set(bodies)) == 1
+    assert (fleet.builds, relayed.builds, len(asked)) == (1, 1, 1)
+    assert len(set(bodies[::2])) == len(set(bodies[1::2])) == 1
+    assert bodies[1][0] == b"# own\n" + bodies[0][0]
 
 
 def test_the_last_hour_of_lag_is_drawn_on_the_server(tmp_path: Path) -> None:

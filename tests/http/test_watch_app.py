@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from spark_offset_sidecar.adapters.watcher.memory_update import encode_memory_update
 from spark_offset_sidecar.app.root import create_app
 from spark_offset_sidecar.app.watch import create_watch_app, open_database
-from spark_offset_sidecar.core.lag.group_memory import GroupMemory
+from spark_offset_sidecar.core.lag.group_memory import GroupMemory, memory_of
 from spark_offset_sidecar.core.ledger.changes import Checkpoint, CommitRequest
 from spark_offset_sidecar.core.ledger.state import GroupCounters
 from spark_offset_sidecar.core.offsets import TopicPartition
@@ -119,3 +119,43 @@ def test_a_child_watcher_answers_with_what_its_service_told_it(tmp_path: Path) -
             refused = readers.post(MEMORY_UPDATES, content=b'{"groups": {}}')
             assert refused.status_code == 400
             assert "not a memory update" in refused.text
+
+
+def test_a_watcher_started_again_shows_no_counter_until_told_so_none_goes_back(
+    tmp_path: Path,
+) -> None:
+    """A group's counters are the memory of the process taking events, which the store
+    does not hold: a watcher started again (its child restarted) exports them once told,
+    never the 0 of the group it read from the store (a counter going back is a reset to
+    Prometheus), then the teller's values, as the first one did."""
+    ends = InMemoryLogEnds({P0: 100, P1: 40})
+    settings = settings_for(tmp_path)
+    succeeded, accepted = "sidecar_commits_succeeded_total", {"outcome": "accepted"}
+    taker = create_app(settings, doubles(settings, MemoryKafka(log_ends=ends)))
+    with TestClient(taker) as events:
+        assert post_progress(events, 1, {"orders": {"0": 60, "1": 40}}).status_code == 200
+        wait_for(
+            lambda: metric(events.get("/metrics").text, succeeded, consumergroup=GROUP) == 1,
+            what="the commit counted",
+        )
+        group = taker.state.runtime.started.durable.ledger.groups[GROUP]
+        whole = MemoryUpdate({GROUP: memory_of(group, None, None)}, whole=True)
+        for start in ("first", "started again"):
+            watcher = create_watch_app(settings, SERVED, MemoryKafka(log_ends=ends), open_database)
+            with TestClient(watcher) as readers:
+                share = readers.get("/metrics/watched").text
+                assert metric(share, "sidecar_pending_checkpoints", consumergroup=GROUP) == 0
+                assert metric(share, succeeded, consumergroup=GROUP) is None, start
+                assert metric(share, "sidecar_events_total", **accepted) is None, start
+                told = readers.post(MEMORY_UPDATES, content=encode_memory_update(whole))
+                assert told.status_code == 204, told.text
+                share = wait_for(  # a build is kept SIDECAR_METRICS_MAX_AGE_SECONDS
+                    lambda: (
+                        (t := readers.get("/metrics/watched").text)
+                        and metric(t, succeeded, consumergroup=GROUP) is not None
+                        and t
+                    ),
+                    what="the counters told",
+                )
+                assert metric(share, succeeded, consumergroup=GROUP) == 1, start
+                assert metric(share, "sidecar_events_total", consumergroup=GROUP, **accepted) == 1

@@ -26,6 +26,7 @@ from spark_offset_sidecar.core.ledger.rules import Ledger
 from spark_offset_sidecar.core.ledger.state import GroupState
 from spark_offset_sidecar.core.offsets import TopicPartition
 from spark_offset_sidecar.http.state import Runtime
+from spark_offset_sidecar.observe.fleet_metrics import FleetExposition, FleetOptions
 from spark_offset_sidecar.observe.metrics import SidecarMetrics
 from spark_offset_sidecar.ports.watcher import MemoryUpdate
 from spark_offset_sidecar.runtime.memory_relay import MemoryRelay
@@ -394,3 +395,88 @@ def test_a_replicas_watcher_holding_only_its_groups_reads_a_taken_one_then_watch
     assert mine.groups["a"].in_flight is None, "a let go at the next step, not held"
     assert events == ["follower", "lag monitor", "follower"]
     assert WatcherMemory(Ledger(), lambda _g, _j: None).wanted() is None  # one process: all
+
+
+def test_events_of_no_known_group_are_told_when_they_change_and_each_take_is_signalled() -> None:
+    """The outcomes of events of no known group (``Ledger.unattributed``) are the
+    teller's memory too (the watcher exports them); ``told`` follows every message the
+    watcher took (the service's /metrics is built anew), and none it did not take."""
+    ledger = Ledger()
+    progress(ledger, "a", 1, 10)
+    watcher, told = InMemoryWatcher(), []
+    relay = MemoryRelay(
+        ledger, watcher, waiting=lambda _g: None, job=lambda _g: None, told=lambda: told.append(1)
+    )
+    assert asyncio.run(relay.tell())
+    assert watcher.updates[-1].unattributed == {}
+    assert len(told) == 1
+    ledger.unattributed["unknown_query"] += 2
+    assert asyncio.run(relay.tell())
+    assert watcher.updates[-1].unattributed == {"unknown_query": 2}
+    assert len(told) == 2
+    assert asyncio.run(relay.tell())  # nothing changed: nothing told
+    assert (len(watcher.updates), len(told)) == (2, 2)
+    ledger.unattributed["unknown_query"] += 1
+    watcher.down = True
+    assert not asyncio.run(relay.tell())
+    assert len(told) == 2
+    watcher.down = False
+    assert asyncio.run(relay.tell())
+    assert watcher.updates[-1].whole
+    assert watcher.updates[-1].unattributed == {"unknown_query": 3}
+    memory = WatcherMemory(Ledger(), lambda _g, _j: None)
+    for update in watcher.updates:
+        if update.whole or memory.messages:
+            memory.take(update)
+    assert memory.unattributed == {"unknown_query": 3}
+
+
+def test_a_replicas_watcher_exports_every_group_its_replica_counted_each_once() -> None:
+    """Each replica takes events of every group and commits those it holds the leases of
+    (tests/e2e/test_replicas.py's shape); its watcher holds only those (``follows_owned``):
+    it exports the counters of every group its replica told it of, once each, and the
+    commit series of its replica's groups alone, and moves them when a lease moves."""
+    teller = Ledger()
+    for group in ("a", "b"):
+        progress(teller, group, 1, 10)
+    request = teller.take("a", 100.0)
+    assert request is not None
+    teller.apply_change(teller.commit_result(request, now=101.0))
+    teller.commit_only({"a"})
+    watcher = InMemoryWatcher()
+    relay = MemoryRelay(
+        teller, watcher, waiting=lambda _g: None, job=lambda _g: None,
+        owned=lambda: teller.committing, replica="host-1-abc",
+    )  # fmt: skip
+    mine = Ledger(groups=[teller.groups["a"].copy()])  # as its store follower holds it
+    mine.commit_only(set())
+    memory = WatcherMemory(mine, lambda _g, _j: None, follows_owned=True)
+    exposition = FleetExposition(lambda: mine, lambda: None, memory, FleetOptions(max_age=0))
+
+    def exported() -> list[str]:
+        assert asyncio.run(relay.tell())
+        memory.take(decode_memory_update(encode_memory_update(watcher.updates[-1])))
+        text = asyncio.run(exposition.rendered())[0].decode()
+        return [line for line in text.splitlines() if line and not line.startswith("#")]
+
+    lines = exported()
+    for group in ("a", "b"):
+        counted = [
+            s for s in lines if s.startswith(f'sidecar_events_total{{consumergroup="{group}"')
+        ]
+        assert counted == [f'sidecar_events_total{{consumergroup="{group}",outcome="accepted"}} 1']
+        assert (
+            f'sidecar_commits_succeeded_total{{consumergroup="{group}"}} {int(group == "a")}'
+            in lines
+        )
+    last = "sidecar_last_successful_commit_timestamp_seconds"
+    assert [s for s in lines if s.startswith(last)] == [f'{last}{{consumergroup="a"}} 101.0']
+
+    teller.commit_only({"b"})  # a's lease lost, b's taken: b's commit series, a's counters
+    mine.groups.pop("a")  # as the store follower lets a go
+    mine.groups["b"] = teller.groups["b"].copy()
+    lines = exported()
+    assert 'sidecar_commits_succeeded_total{consumergroup="a"} 1' in lines
+    assert not [s for s in lines if s.startswith(last)], "b has no commit yet, a is not its"
+    assert 'sidecar_pending_checkpoints{consumergroup="b"} 0' in lines
+    assert len(lines) == len(set(lines))

@@ -130,6 +130,38 @@ def metric_sum(text: str, name: str, **labels: str) -> float:
     )
 
 
+def counted_metrics(http: Any, query_id: str, group: str, timeout: float = 20.0) -> str:
+    """``/metrics`` once no commit of the group is in flight and its counters there are
+    the service's own, as ``/v1/queries/{query_id}`` shows them (its memory, which the
+    watcher that exports every per-group series is told every second)."""
+
+    def agreeing() -> str | None:
+        view = http.get(f"/v1/queries/{query_id}").json()
+        if view["in_flight"] is not None:
+            return None
+        own = view["counters"]
+        text = http.get("/metrics").text
+        at = {"consumergroup": group}
+        exported = {
+            "commits_succeeded": metric(text, "sidecar_commits_succeeded_total", **at),
+            "commits_skipped": metric(text, "sidecar_commits_skipped_total", **at),
+            "commits_failed": metric(text, "sidecar_commits_failed_total", **at),
+            "events": {
+                outcome: metric(text, "sidecar_events_total", outcome=outcome, **at)
+                for outcome in own["events"]
+            },
+        }
+        wanted = {
+            "commits_succeeded": own["commits_succeeded"],
+            "commits_skipped": own["commits_skipped"],
+            "commits_failed": sum(own["commits_failed"].values()),
+            "events": own["events"],
+        }
+        return text if exported == wanted else None
+
+    return str(wait_for(agreeing, timeout, f"{group}'s counters on /metrics as the service's"))
+
+
 # Every read of the service's state: after any input it accepted, each answers 200.
 STATE_READS = ("/v1/queries", "/v1/status", "/v1/followed-folders", "/ui", "/metrics")
 

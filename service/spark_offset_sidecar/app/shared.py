@@ -1,7 +1,6 @@
 """What both compositions build alike: the process that takes events (``app.root``)
-and the watcher (``app.watch``): the jobs' token verifier, the options of ``/metrics``'
-per-group series, and the operational routes (``/livez``, ``/readyz``, ``/metrics``,
-``/v1/service``)."""
+and the watcher (``app.watch``): the jobs' token verifier, the metrics, the runtime, and
+the operational routes (``/livez``, ``/readyz``, ``/metrics``, ``/v1/service``)."""
 
 from __future__ import annotations
 
@@ -16,7 +15,6 @@ from spark_offset_sidecar.errors import StoreError
 from spark_offset_sidecar.http.auth import TokenRegistry
 from spark_offset_sidecar.http.service_route import router as service_router
 from spark_offset_sidecar.http.state import Runtime, any_folder
-from spark_offset_sidecar.observe.fleet_metrics import FleetOptions
 from spark_offset_sidecar.observe.metrics import SidecarMetrics
 from spark_offset_sidecar.ports.identity import TokenVerifier
 from spark_offset_sidecar.ports.kafka import KafkaReading, Problem
@@ -28,21 +26,6 @@ def new_metrics(settings: Settings) -> SidecarMetrics:
     """The process's series; by cluster when there are several Kafka clusters."""
     clusters = settings.clusters.choice()
     return SidecarMetrics(CollectorRegistry(), clusters if len(clusters.names) > 1 else None)
-
-
-def fleet_options(settings: Settings, series: frozenset[str]) -> FleetOptions:
-    metrics, clusters = settings.metrics, settings.clusters.choice()
-    return FleetOptions(
-        granularity=metrics.granularity,
-        groups=metrics.groups,
-        exclude_groups=metrics.exclude_groups,
-        topics=metrics.topics,
-        exclude_topics=metrics.exclude_topics,
-        export_kafka_lag=metrics.export_kafka_lag,
-        max_age=metrics.max_age_seconds,
-        cluster_names=clusters.name_of if len(clusters.names) > 1 else None,
-        series=series,
-    )
 
 
 def token_verifier(oidc: OidcSettings) -> TokenVerifier | None:
@@ -113,8 +96,9 @@ def add_operational_routes(app: FastAPI, runtime: Runtime) -> None:
 
     @app.get("/metrics", tags=["operations"], response_class=PlainTextResponse)
     async def metrics(request: Request) -> Response:
-        """The process-wide series, then the per-group ones (``observe.fleet_metrics``:
-        built in slices, shared by scrapes that come together, paced)."""
+        """The process-wide series, then the per-group ones, the watcher's
+        (``observe.fleet_metrics``: built in slices, shared by scrapes that come together,
+        paced)."""
         if runtime.started is None:
             return Response(
                 generate_latest(runtime.metrics.registry), media_type=CONTENT_TYPE_LATEST

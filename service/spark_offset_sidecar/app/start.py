@@ -30,14 +30,13 @@ from typing import TYPE_CHECKING
 from prometheus_client import generate_latest
 
 from spark_offset_sidecar.adapters.watcher.child import FIRST_READY, PROBLEM
-from spark_offset_sidecar.app.shared import fleet_options
 from spark_offset_sidecar.app.watching import cancel, run_in_background
 from spark_offset_sidecar.core.backoff import Backoff
 from spark_offset_sidecar.core.clusters import Clusters
 from spark_offset_sidecar.core.ledger.leases import Ownership
 from spark_offset_sidecar.http.state import Running, Runtime
 from spark_offset_sidecar.http.watcher_routes import watcher_share
-from spark_offset_sidecar.observe.fleet_metrics import MEMORY_SERIES, FleetExposition, MetricsPage
+from spark_offset_sidecar.observe.fleet_metrics import MetricsPage, Relayed
 from spark_offset_sidecar.observe.loop_lag import LoopLag
 from spark_offset_sidecar.observe.metrics import SidecarMetrics
 from spark_offset_sidecar.ports.checkpoints import CheckpointStorage, FollowedFolders
@@ -120,7 +119,10 @@ class Start:
         jobs = JobsSeen(self.settings.status.status_err_after_failures, committer.waiting)
         run_in_background(stack, follower.run(), "checkpoint follower")
         folders, clock = follower.reports, self.runtime.clock
-        await self._tell_watcher(stack, durable, committer, jobs, folders, sharing.replica_id)
+        page = self._metrics_page()
+        await self._tell_watcher(
+            stack, durable, committer, jobs, folders, sharing.replica_id, page.page.stale
+        )
         warn_of_dropped_clusters(durable, self.clusters)
         local = LocalReports(lambda: durable.ledger, jobs, committer.waiting, folders, clock)
         return Running(
@@ -132,21 +134,19 @@ class Start:
             followed=sharing.opened.followed,
             follower=follower,
             starting_offsets=self.kafka.starting_offsets(group_cluster(durable, self.clusters)),
-            page=self._metrics_page(durable),
+            page=page,
         )
 
-    def _metrics_page(self, durable: DurableLedger) -> MetricsPage:
-        """What /metrics answers: this process's series, then every group's of its memory,
-        then the watcher's share."""
-        fleet = FleetExposition(
-            lambda: durable.ledger,
-            lambda: None,  # the evaluated series are the watcher's
-            fleet_options(self.settings, MEMORY_SERIES),
-            self.runtime.clock,
-            head=lambda: generate_latest(self.metrics.registry),
-            tail=watcher_share(self.watcher),
+    def _metrics_page(self) -> MetricsPage:
+        """What /metrics answers: this process's series, then the watcher's share (every
+        per-group series: it is told this process's memory, ``_tell_watcher``)."""
+        metrics = self.settings.metrics
+        page = Relayed(
+            lambda: generate_latest(self.metrics.registry),
+            watcher_share(self.watcher),
+            metrics.max_age_seconds,
         )
-        return MetricsPage(fleet, self.settings.metrics.max_scrapes_per_second)
+        return MetricsPage(page, metrics.max_scrapes_per_second)
 
     async def _tell_watcher(
         self,
@@ -156,10 +156,12 @@ class Start:
         jobs: JobsSeen,
         folders: FolderReports,
         replica_id: str | None,
+        told: Callable[[], None],
     ) -> None:
         """The watcher told what only this process's memory knows, from now on: ready once
         it is (it has loaded the store meanwhile) and told, or after ``FIRST_READY``
-        seconds; after that, events are taken whether the watcher answers or not."""
+        seconds; after that, events are taken whether the watcher answers or not. ``told``
+        after each message it took (``/metrics`` is built anew)."""
         watcher = self.watcher
         relay = MemoryRelay(
             durable.ledger,
@@ -170,6 +172,7 @@ class Start:
             problems=lambda: [p for p in self.runtime.problems() if not p.startswith(PROBLEM)],
             owned=lambda: durable.ledger.committing,  # None (every group) but with replicas
             replica=replica_id,  # its watcher publishes as this replica
+            told=told,
         )
         try:
             async with asyncio.timeout(FIRST_READY):

@@ -5,11 +5,12 @@ the only thing on the event loop of the process that takes them.
 It takes no events and commits nothing. Its ledger follows the database the service
 writes (``runtime.store_follower``), its lag monitor reads the log ends and evaluates
 every group, and it answers what readers read, through its service's port:
-``/v1/status``, ``/v1/status/{group}``, ``/ui``, and its share of ``/metrics`` (the
-per-group series of the database and of the evaluation; the service exports its memory's:
-``observe.fleet_metrics``). Its service's settings and topology, as its service hands
-them (``app.watcher_brief``); it answers its service's requests on its channel
-(``adapters.watcher.answering``), not on a port.
+``/v1/status``, ``/v1/status/{group}``, ``/ui``, and its share of ``/metrics``: every
+per-group series (``observe.fleet_metrics``), of the database, of the evaluation and of
+what its service told it of its memory; the service exports its own process's series.
+Its service's settings and topology, as its service hands them (``app.watcher_brief``);
+it answers its service's requests on its channel (``adapters.watcher.answering``), not on
+a port.
 
 Its lifespan builds every part at once (``start_watching``: the database opened as
 ``database`` says, ``open_database`` in the child, the lag monitors, the follower, its
@@ -50,7 +51,6 @@ from spark_offset_sidecar.adapters.watcher.memory_update import (
 )
 from spark_offset_sidecar.app.shared import (
     add_operational_routes,
-    fleet_options,
     new_metrics,
     new_runtime,
     token_verifier,
@@ -63,7 +63,7 @@ from spark_offset_sidecar.http.refusals import exception_answers
 from spark_offset_sidecar.http.state import Runtime, Watching
 from spark_offset_sidecar.http.status_page import router as status_page_router
 from spark_offset_sidecar.http.status_routes import router as status_router
-from spark_offset_sidecar.observe.fleet_metrics import WATCHER_SERIES, FleetExposition, MetricsPage
+from spark_offset_sidecar.observe.fleet_metrics import FleetExposition, FleetOptions, MetricsPage
 from spark_offset_sidecar.observe.loop_lag import LoopLag
 from spark_offset_sidecar.observe.metrics import package_version
 from spark_offset_sidecar.ports.checkpoints import FollowedFolders
@@ -113,7 +113,7 @@ def open_database(stack: AsyncExitStack, settings: Settings, topology: Topology)
 @dataclass(frozen=True, kw_only=True)
 class Watched(Watching):
     """What a watcher's lifespan started, every part built: with what its service told it
-    (``memory``) and its share of its service's /metrics (the lag reads and the per-group
+    (``memory``) and its share of its service's /metrics (the lag reads and every per-group
     series, none of the process-wide ones the service exports too)."""
 
     memory: WatcherMemory
@@ -204,6 +204,8 @@ def create_watch_app(
                 "this watcher was told nothing whole yet: tell it everything\n", status_code=409
             )
         memory.take(message)
+        watched.share.stale()  # its service's next scrape shows what it was told
+        watched.page.page.stale()
         return Response(status_code=status.HTTP_204_NO_CONTENT)
 
     return app
@@ -267,11 +269,16 @@ async def start_watching(
         if opened.board is not None
         else LocalReports(lambda: ledger, monitor, memory.waiting, memory.folder_reports, clock)
     )
-    options = fleet_options(settings, WATCHER_SERIES)
+    options = fleet_options(settings)
 
     def fleet(registry: CollectorRegistry) -> FleetExposition:
         return FleetExposition(
-            lambda: ledger, lambda: monitor, options, clock, head=lambda: generate_latest(registry)
+            lambda: ledger,
+            lambda: monitor,
+            memory,
+            options,
+            clock,
+            head=lambda: generate_latest(registry),
         )
 
     page = MetricsPage(fleet(metrics.registry), settings.metrics.max_scrapes_per_second)
@@ -284,6 +291,21 @@ async def start_watching(
         opened.followed,
         memory=memory,
         share=fleet(share_registry),
+    )
+
+
+def fleet_options(settings: Settings) -> FleetOptions:
+    """The options of ``/metrics``' per-group series, which the watcher builds."""
+    metrics, clusters = settings.metrics, settings.clusters.choice()
+    return FleetOptions(
+        granularity=metrics.granularity,
+        groups=metrics.groups,
+        exclude_groups=metrics.exclude_groups,
+        topics=metrics.topics,
+        exclude_topics=metrics.exclude_topics,
+        export_kafka_lag=metrics.export_kafka_lag,
+        max_age=metrics.max_age_seconds,
+        cluster_names=clusters.name_of if len(clusters.names) > 1 else None,
     )
 
 

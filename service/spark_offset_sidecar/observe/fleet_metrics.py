@@ -1,17 +1,19 @@
-"""The per-group series of ``/metrics``, written straight to text: at fleet scale they are
-nearly all of a scrape (docs/operate/metrics.md lists them; docs/decisions.md, "/metrics
-built in slices, renderings kept", says why by hand).
+"""The per-group series of ``/metrics``, written straight to text by the watcher: at fleet
+scale they are nearly all of a scrape (docs/operate/metrics.md lists them; docs/decisions.md,
+"/metrics built in slices, renderings kept", says why by hand).
 
 A build hands the event loop back every few milliseconds (``turns``) and is kept
 ``max_age`` seconds for every scrape meanwhile. A group's series are kept from one build
-to the next until a value they show changes (this process's memory) or an evaluation
-computes the group again (``LagMonitor.evaluated_in``).
+to the next until what the process taking events told of it is told anew (its memory) or
+an evaluation computes the group again (``LagMonitor.evaluated_in``).
 
 Invariants
   - The text is as of one build: groups that appear or go during a build are in it or
     not, never half.
   - A build that keeps renderings writes byte for byte what a build from nothing would.
   - A family's samples stand together under its one HELP and TYPE, in group order.
+  - A group's series of its memory are written once told and from what was told alone:
+    never from a watcher's defaults (counters never go back to 0 when it starts again).
 """
 
 from __future__ import annotations
@@ -25,14 +27,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from spark_offset_sidecar.core.lag.figures import Figures, figures_of, max_lag_seconds
-from spark_offset_sidecar.core.ledger.rules import Ledger, checkpoints_behind
+from spark_offset_sidecar.core.ledger.rules import Ledger
 from spark_offset_sidecar.core.patterns import matcher
 from spark_offset_sidecar.turns import Pace, Turns
 
 if TYPE_CHECKING:
     from spark_offset_sidecar.core.lag.figures import GroupLag
+    from spark_offset_sidecar.core.lag.group_memory import GroupMemory
     from spark_offset_sidecar.core.lag.status import GroupStatus, PartitionStatus
-    from spark_offset_sidecar.core.ledger.state import GroupState
 
 
 class FleetView(Protocol):
@@ -46,6 +48,16 @@ class FleetView(Protocol):
     def lost(self) -> Mapping[str, Mapping[str, int]]: ...
     @property
     def evaluated_in(self) -> Mapping[str, int]: ...
+
+
+class Told(Protocol):
+    """What the process taking events told of its memory (``runtime.watcher_memory``):
+    each group's, a snapshot replaced when told anew, never changed in place."""
+
+    @property
+    def groups(self) -> Mapping[str, GroupMemory]: ...
+    @property
+    def unattributed(self) -> Mapping[str, int]: ...
 
 
 @dataclass(frozen=True)
@@ -63,16 +75,6 @@ def _tables(view: FleetView | None) -> _Tables | None:
     return None if view is None else _Tables(view.statuses, view.lags, view.lost, view.evaluated_in)
 
 
-# Which process exports what (``FleetOptions.series``), each series by one: with its watcher
-# a child, the process taking events exports what its memory knows first (MEMORY: counters,
-# a commit in flight, its commits as Kafka answered them), the watcher what it reads from
-# the store (STORED: pending checkpoints) and what its lag monitor evaluates (EVALUATED).
-MEMORY, STORED, EVALUATED = "memory", "stored", "evaluated"
-ALL_SERIES = frozenset({MEMORY, STORED, EVALUATED})  # one process
-MEMORY_SERIES = frozenset({MEMORY})  # the process taking events, its watcher a child
-WATCHER_SERIES = frozenset({STORED, EVALUATED})  # the watcher
-
-
 @dataclass(frozen=True)
 class FleetOptions:
     granularity: str = "topic"  # group, topic or partition
@@ -85,7 +87,6 @@ class FleetOptions:
     # A group's cluster's name, for the ``cluster_name`` label (not ``cluster``, which
     # Kubernetes set-ups often give each scrape target); None: one cluster, no label.
     cluster_names: Callable[[str | None], str] | None = None
-    series: frozenset[str] = ALL_SERIES  # which of MEMORY, STORED, EVALUATED are exported
 
     # Set in __post_init__ from the patterns, compiled once.
     group_shown: Callable[[str], bool] = field(init=False, repr=False, compare=False)
@@ -134,50 +135,34 @@ _NONE_LOST: Mapping[str, int] = {}
 # A group's series of one evaluation: (its number, its labels, (family key, lines) ...);
 # atomic values only, which the cyclic collector stops scanning.
 _Rendered = tuple[int | None, str, tuple[tuple[str, str], ...]]
-# A group's series of this process's memory: (the values they show, (family key, lines) ...).
-_Remembered = tuple[tuple[object, ...], tuple[tuple[str, str], ...]]
+# A group's series of its told memory: ((that memory, its labels, committed here), (family
+# key, lines) ...); the memory is kept by identity (told anew: another object).
+_Remembered = tuple[tuple[object, str, bool], tuple[tuple[str, str], ...]]
 
 
-class FleetExposition:
-    def __init__(
-        self,
-        ledger: Callable[[], Ledger],
-        monitor: Callable[[], FleetView | None],
-        options: FleetOptions,
-        clock: Callable[[], float] = time.time,
-        monotonic: Callable[[], float] = time.monotonic,
-        head: Callable[[], bytes] = bytes,
-        tail: Callable[[], Awaitable[bytes]] | None = None,
-    ) -> None:
-        """``head``: text to put before the per-group series in each build (the
-        registry's process-wide series); ``tail``: gzip-compressed text to put after them
-        (a watcher's share, whose families are none of these; empty: none now)."""
-        self._head = head
-        self._tail = tail
-        self._ledger = ledger
-        self._monitor = monitor
-        self.options = options
+class Kept:
+    """Text built at most every ``max_age`` seconds, and gzip-compressed: one build shared
+    by the scrapes that come while it is built, kept for those that come after until it
+    is ``max_age`` old or ``stale``."""
+
+    def __init__(self, max_age: float, monotonic: Callable[[], float] = time.monotonic) -> None:
+        self.max_age = max_age
         self._monotonic = monotonic
         self._text = self._gzip = b""
         self._built_at = -math.inf
         self._building: asyncio.Future[tuple[bytes, bytes]] | None = None
+        self._changes = 0  # calls of ``stale``
         self.builds = 0
-        # By group, its series of the lag monitor's evaluation as the last build rendered
-        # them, and as this build does (the groups gone since are left behind).
-        self._rendered: dict[str, _Rendered] = {}
-        self._rendering: dict[str, _Rendered] = {}
-        # The same for its series of this process's memory, kept with the values shown.
-        self._remembered_then: dict[str, _Remembered] = {}
-        self._remembered_now: dict[str, _Remembered] = {}
-        self._scratch = _families(options)  # where one group's are rendered
-        self.renders = 0  # groups whose evaluated series were rendered (not kept)
-        self.memory_renders = 0  # groups whose series of this process's memory were rendered
-        self.clock = clock
+
+    def stale(self) -> None:
+        """What the text shows changed (a memory update told): the next scrape builds it
+        anew, so that what was told reaches ``/metrics`` within the relay's interval."""
+        self._changes += 1
+        self._built_at = -math.inf
 
     async def rendered(self) -> tuple[bytes, bytes]:
-        """``head`` and the per-group series as text and gzip-compressed, built at most
-        ``max_age`` seconds ago."""
-        if self._monotonic() - self._built_at < self.options.max_age:
+        """The text and its gzip, built at most ``max_age`` seconds ago."""
+        if self._monotonic() - self._built_at < self.max_age:
             return self._text, self._gzip
         if self._building is None:
             self._building = asyncio.ensure_future(self._build())
@@ -189,14 +174,81 @@ class FleetExposition:
                 self._building = None
 
     async def _build(self) -> tuple[bytes, bytes]:
-        started = self._monotonic()
+        started, changes = self._monotonic(), self._changes
+        text = await self.text()
+        # One gzip member (some clients read only the first of several); zlib frees the GIL.
+        packed = await asyncio.to_thread(gzip.compress, text, 1)
+        self._text, self._gzip = text, packed
+        self._built_at = started if changes == self._changes else -math.inf
+        self.builds += 1
+        return text, packed
+
+    async def text(self) -> bytes:
+        raise NotImplementedError
+
+
+class Relayed(Kept):
+    """The process taking events' ``/metrics``: its own series (``head``), then its
+    watcher's share, every per-group series (``share``: gzip-compressed, empty while the
+    watcher does not answer), inflated off the event loop."""
+
+    def __init__(
+        self,
+        head: Callable[[], bytes],
+        share: Callable[[], Awaitable[bytes]],
+        max_age: float,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        super().__init__(max_age, monotonic)
+        self._head, self._share = head, share
+
+    async def text(self) -> bytes:
+        head = self._head()
+        share = await self._share()
+        return head + await asyncio.to_thread(gzip.decompress, share) if share else head
+
+
+class FleetExposition(Kept):
+    def __init__(
+        self,
+        ledger: Callable[[], Ledger],
+        monitor: Callable[[], FleetView | None],
+        told: Told,
+        options: FleetOptions,
+        clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+        head: Callable[[], bytes] = bytes,
+    ) -> None:
+        """``told``: the memory of the process taking events, as told; ``head``: text to
+        put before the per-group series in each build (the registry's process-wide
+        series)."""
+        super().__init__(options.max_age, monotonic)
+        self._head = head
+        self._ledger = ledger
+        self._monitor = monitor
+        self._told = told
+        self.options = options
+        # By group, its series of the lag monitor's evaluation as the last build rendered
+        # them, and as this build does (the groups gone since are left behind).
+        self._rendered: dict[str, _Rendered] = {}
+        self._rendering: dict[str, _Rendered] = {}
+        # The same for its series of its told memory.
+        self._remembered_then: dict[str, _Remembered] = {}
+        self._remembered_now: dict[str, _Remembered] = {}
+        self._scratch = _families(options)  # where one group's are rendered
+        self.renders = 0  # groups whose evaluated series were rendered (not kept)
+        self.memory_renders = 0  # groups whose series of their told memory were rendered
+        self.clock = clock
+
+    async def text(self) -> bytes:
         families = _families(self.options)
-        ledger = self._ledger()
+        ledger, told = self._ledger(), self._told
         monitor = _tables(self._monitor())
-        for outcome, count in sorted(ledger.unattributed.items()):
+        for outcome, count in sorted(told.unattributed.items()):
             if count:
                 families["events"].add(f'consumergroup="",outcome="{outcome}"', count)
-        group_ids = sorted(g for g in ledger.groups if self.options.group_shown(g))
+        shown = self.options.group_shown
+        group_ids = sorted(g for g in ledger.groups.keys() | told.groups.keys() if shown(g))
         now = self.clock()
         turns = Turns()
         for group_id in group_ids:
@@ -211,14 +263,7 @@ class FleetExposition:
                 await turns.take()
         self._rendered, self._rendering = self._rendering, {}
         self._remembered_then, self._remembered_now = self._remembered_now, {}
-        if self._tail is not None and (tail := await self._tail()):
-            parts.append(await asyncio.to_thread(gzip.decompress, tail))  # off the loop
-        text = b"".join(parts)
-        # One gzip member (some clients read only the first of several); zlib frees the GIL.
-        packed = await asyncio.to_thread(gzip.compress, text, 1)
-        self._text, self._gzip, self._built_at = text, packed, started
-        self.builds += 1
-        return text, packed
+        return b"".join(parts)
 
     def _group(
         self,
@@ -228,50 +273,45 @@ class FleetExposition:
         group_id: str,
         now: float,
     ) -> None:
-        group = ledger.groups.get(group_id)
-        if group is None:
+        group, memory = ledger.groups.get(group_id), self._told.groups.get(group_id)
+        if group is None and memory is None:
             return  # gone since the build started
+        cluster = group.cluster if group is not None else memory.cluster if memory else None
         g = f'consumergroup="{escape(group_id)}"'
         if self.options.cluster_names is not None:  # names are [a-z0-9-]: nothing to escape
-            g += f',cluster_name="{self.options.cluster_names(group.cluster)}"'
-        series = self.options.series
+            g += f',cluster_name="{self.options.cluster_names(cluster)}"'
         commits = ledger.commits(group_id)  # else another replica reports its commits
-        if MEMORY in series:
-            for key, lines in self._remembered(g, group, commits):
+        if memory is not None:  # with replicas, also the groups it does not commit
+            for key, lines in self._remembered(g, group_id, memory, commits):
                 f[key].lines.append(lines)
-            if commits and group.slot is not None and now > group.slot.created_at:
-                f["behind_seconds"].add(g, now - group.slot.created_at)  # the clock's: not kept
-        if not commits:
+            since = memory.waiting_since
+            if commits and since is not None and now > since:
+                f["behind_seconds"].add(g, now - since)  # the clock's: not kept
+        if not commits or group is None:
             return
-        if STORED in series:  # what the store holds and no commit changes
-            query = ledger.queries.get(group.query_id or "")
-            f["pending"].add(g, len(query.pending) if query else 0)
-        if monitor is not None and EVALUATED in series:
+        query = ledger.queries.get(group.query_id or "")  # the store's: no commit changes it
+        f["pending"].add(g, len(query.pending) if query else 0)
+        if monitor is not None:
             for key, lines in self._evaluated(g, monitor, group_id):
                 f[key].lines.append(lines)
 
-    def _remembered(self, g: str, group: GroupState, commits: bool) -> tuple[tuple[str, str], ...]:
-        """The group's series of this process's memory: rendered again only when a value
-        they show changed, kept otherwise."""
-        c = group.counters
-        done = group.committed
-        shown = (
-            g, c.succeeded, c.skipped, c.pending_dropped, c.held_back, c.refreshed,
-            group.in_flight is not None, tuple(c.failed.items()), tuple(c.events.items()),
-            commits, checkpoints_behind(group),
-            None if done is None else (done.at, done.query_id, done.checkpoint_id),
-        )  # fmt: skip
-        kept = self._remembered_then.get(group.group_id)
-        if kept is None or kept[0] != shown:
+    def _remembered(
+        self, g: str, group_id: str, memory: GroupMemory, commits: bool
+    ) -> tuple[tuple[str, str], ...]:
+        """The group's series of its told memory: rendered again only when told anew or
+        their labels changed, kept otherwise."""
+        shown = (memory, g, commits)
+        kept = self._remembered_then.get(group_id)
+        if kept is None or kept[0][0] is not memory or kept[0][1:] != shown[1:]:
             self.memory_renders += 1
-            self._memory(self._scratch, g, group, commits)
+            self._memory(self._scratch, g, memory, commits)
             kept = (shown, self._scratched())
-        self._remembered_now[group.group_id] = kept
+        self._remembered_now[group_id] = kept
         return kept[1]
 
-    def _memory(self, f: dict[str, Family], g: str, group: GroupState, commits: bool) -> None:
+    def _memory(self, f: dict[str, Family], g: str, memory: GroupMemory, commits: bool) -> None:
         """Its counters, a commit in flight, and the commits of the groups it commits."""
-        counters = group.counters
+        counters = memory.counters
         f["succeeded"].add(g, counters.succeeded)
         f["failed"].add(g, sum(counters.failed.values()))
         f["skipped"].add(g, counters.skipped)
@@ -288,16 +328,16 @@ class FleetExposition:
         ):
             if count:
                 f[key].add(g, count)
-        if group.in_flight:
+        if memory.in_flight:
             f["in_flight"].add(g, 1)
         if commits:
-            self._commits(f, g, group)
+            self._commits(f, g, memory)
 
-    def _commits(self, f: dict[str, Family], g: str, group: GroupState) -> None:
+    def _commits(self, f: dict[str, Family], g: str, memory: GroupMemory) -> None:
         """The group's last commit and how far it trails the newest checkpoint."""
-        if behind := checkpoints_behind(group):
-            f["behind"].add(g, behind)
-        committed = group.committed
+        if memory.behind:
+            f["behind"].add(g, memory.behind)
+        committed = memory.committed
         if committed is None:
             return
         f["last_success"].add(g, committed.at)
@@ -517,22 +557,22 @@ def _families(options: FleetOptions) -> dict[str, Family]:
 
 
 class MetricsPage:
-    """What ``GET /metrics`` answers: the last build of ``FleetExposition``, gzip-compressed
+    """What ``GET /metrics`` answers: the last build of ``page``, gzip-compressed
     when the scraper accepts it, at most ``max_per_second`` a second (a client scraping
     back to back would otherwise take the event loop from the jobs' events)."""
 
     def __init__(
         self,
-        fleet: FleetExposition,
+        page: Kept,
         max_per_second: float,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.fleet = fleet
+        self.page = page
         self._pace = Pace(max_per_second, monotonic)
 
     async def answer(self, *, accepts_gzip: bool) -> tuple[bytes, dict[str, str]]:
         await self._pace.turn()
-        text, packed = await self.fleet.rendered()
+        text, packed = await self.page.rendered()
         if accepts_gzip:
             return packed, {"Content-Encoding": "gzip"}
         return text, {}

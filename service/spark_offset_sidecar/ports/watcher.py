@@ -65,6 +65,8 @@ class MemoryUpdate:
     # With replicas: the teller's replica id, in every message (a replica started again is
     # another replica); its watcher publishes its groups' reports as that replica.
     replica: str | None = None
+    # Its events' outcomes of no known group, whole (None: unchanged since last told).
+    unattributed: Mapping[str, int] | None = None
 
 
 class WatcherLink(Protocol):

@@ -4,9 +4,10 @@ with replicas, also this replica's id and the groups it commits (docs/decisions.
 replica's watcher reads its replica's groups").
 
 Every ``interval`` seconds: the groups whose memory changed (ledger R15) or with a commit
-in flight, and, when they changed, the folders' reports, the identity problems and the
-owned groups. A watcher new since the last message it took (``generation``), or one that
-did not take it, is told everything (``whole``).
+in flight, and, when they changed, the folders' reports, the identity problems, the owned
+groups and the outcomes of events of no known group. The watcher exports every group's
+series of ``/metrics`` from what it is told. A watcher new since the last message it took
+(``generation``), or one that did not take it, is told everything (``whole``).
 
 Invariants
   - A group's memory after a change reaches the watcher with the first message it takes
@@ -48,9 +49,11 @@ class MemoryRelay:
         owned: Callable[[], frozenset[str] | None] = lambda: None,
         replica: str | None = None,
         interval: float = TELL_EVERY,
+        told: Callable[[], None] = lambda: None,
     ) -> None:
         """``owned``: with replicas, the groups this replica commits now (None: every
-        group, told never); ``replica``: this replica's id (None: not replicated)."""
+        group, told never); ``replica``: this replica's id (None: not replicated);
+        ``told``: called after each message the watcher took."""
         self._ledger = ledger
         self._link = link
         self._waiting = waiting
@@ -60,11 +63,13 @@ class MemoryRelay:
         self._sent_problems: tuple[str, ...] | None = None
         self._owned = owned
         self._replica = replica
+        self._told = told
         self._sent_owned: frozenset[str] | None = None
         self.interval = interval
         self._sent_to: int | None = None  # the watcher's generation that took the last
         self._flying: set[str] = set()  # groups told with a commit in flight
         self._sent_folders: Mapping[str, tuple[FolderReport, ...]] | None = None
+        self._sent_unattributed: Mapping[str, int] | None = None
         self.messages = 0  # taken by a watcher
         ledger.follow_memory()
 
@@ -103,7 +108,13 @@ class MemoryRelay:
         new_problems = problems if whole or problems != self._sent_problems else None
         owned = self._owned()
         new_owned = owned if whole or owned != self._sent_owned else None
-        update = MemoryUpdate(groups, new_folders, whole, new_problems, new_owned, self._replica)
+        unattributed = dict(ledger.unattributed)
+        new_unattributed = (
+            unattributed if whole or unattributed != self._sent_unattributed else None
+        )
+        update = MemoryUpdate(
+            groups, new_folders, whole, new_problems, new_owned, self._replica, new_unattributed
+        )
         if not whole and update == MemoryUpdate({}, replica=self._replica):  # nothing to tell
             return True
         try:
@@ -115,6 +126,7 @@ class MemoryRelay:
             return False
         self._sent_to, self._flying = generation, flying
         self._sent_folders, self._sent_problems = folders, problems
-        self._sent_owned = owned
+        self._sent_owned, self._sent_unattributed = owned, unattributed
         self.messages += 1
+        self._told()
         return True

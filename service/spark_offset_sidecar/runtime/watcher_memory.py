@@ -5,6 +5,10 @@ Invariants
   - Every group of the ledger that was told of holds the last memory told
     (``core.lag.group_memory.remember``): when told, and when the store follower reads
     it again (``refreshed``).
+  - ``groups`` holds each group's memory as last told, with replicas the groups its
+    teller does not commit too: a snapshot, replaced when told anew and never changed in
+    place (``observe.fleet_metrics`` exports every group's series of it, and keeps them
+    while the snapshot is the same).
   - A group told gone is forgotten and keeps no commit in flight.
   - A whole message replaces everything told before; none but a whole one comes first.
   - With replicas, the ledger commits (evaluates, exports, publishes) the groups last told
@@ -52,6 +56,7 @@ class WatcherMemory:
         self.groups: dict[str, GroupMemory] = {}
         self.folders: Mapping[str, tuple[FolderReport, ...]] = {}
         self.problems: tuple[str, ...] = ()  # the service's identity problems
+        self.unattributed: Mapping[str, int] = {}  # its events' outcomes of no known group
         self.messages = 0
 
     def takes(self, update: MemoryUpdate) -> bool:
@@ -82,6 +87,8 @@ class WatcherMemory:
             self.folders = update.folders
         if update.problems is not None:
             self.problems = update.problems
+        if update.unattributed is not None:
+            self.unattributed = update.unattributed
         self._own(update)
         self.messages += 1
 

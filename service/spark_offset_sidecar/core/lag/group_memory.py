@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from spark_offset_sidecar.core.lag.figures import JobRates
 from spark_offset_sidecar.core.ledger.changes import CommitRequest
 from spark_offset_sidecar.core.ledger.merge import newer
+from spark_offset_sidecar.core.ledger.retries import checkpoints_behind
 from spark_offset_sidecar.core.ledger.state import CommittedOffsets, GroupCounters, GroupState
 
 
@@ -29,6 +30,9 @@ class GroupMemory:
     waiting: str | None = None  # what the commit in flight waits for (the committer's word)
     job: JobRates | None = None  # the job's last progress event's figures
     committed: CommittedOffsets | None = None  # the last commit Kafka took, as it answered
+    cluster: str | None = None  # its Kafka cluster (R14): its series' label
+    behind: int = 0  # completed checkpoints its commits trail the newest by (R13)
+    waiting_since: float | None = None  # when the checkpoint waiting uncommitted completed
 
 
 def memory_of(group: GroupState, waiting: str | None, job: JobRates | None) -> GroupMemory:
@@ -41,6 +45,9 @@ def memory_of(group: GroupState, waiting: str | None, job: JobRates | None) -> G
         waiting if group.in_flight is not None else None,
         job,
         group.committed,
+        group.cluster,
+        checkpoints_behind(group),
+        None if group.slot is None else group.slot.created_at,
     )
 
 
